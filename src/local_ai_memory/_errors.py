@@ -1,0 +1,68 @@
+"""The library's exception tree.
+
+Every error the library raises on purpose derives from :class:`LocalMemoryError`, and each
+also subclasses the builtin that fits, so ``except ValueError`` or ``except FileNotFoundError``
+in user code keeps working::
+
+    LocalMemoryError
+    ├── ConfigError            (ValueError)       a bad config key, type or value
+    ├── InvalidInputError      (ValueError)       a hostile or malformed id, name or argument
+    ├── PathEscapeError        (PermissionError)  a path that would leave the data root
+    ├── RecordNotFoundError    (FileNotFoundError) a plan, tool result or file that is not there
+    ├── UnsupportedFormatError (ValueError)       a file written by a newer format version
+    ├── StorageError           (OSError)          a read or write failed; stored data is intact
+    │   └── LockTimeoutError   (TimeoutError)     another process held a lock for too long
+    └── ModelError             (RuntimeError)     an LLM or embedder call failed or answered badly
+
+The name avoids ``MemoryError``, which would shadow Python's builtin.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "InvalidInputError",
+    "LocalMemoryError",
+    "LockTimeoutError",
+    "ModelError",
+    "PathEscapeError",
+    "RecordNotFoundError",
+    "StorageError",
+    "UnsupportedFormatError",
+]
+
+
+class LocalMemoryError(Exception):
+    """Base class of every error local-ai-memory raises on purpose."""
+
+
+class ConfigError(LocalMemoryError, ValueError):
+    """A configuration key is unknown, or its value has the wrong type or range."""
+
+
+class InvalidInputError(LocalMemoryError, ValueError):
+    """An id, user name, file name or argument is malformed or hostile."""
+
+
+class PathEscapeError(LocalMemoryError, PermissionError):
+    """A path would resolve outside the data root (``..``, absolute path, symlink)."""
+
+
+class RecordNotFoundError(LocalMemoryError, FileNotFoundError):
+    """The requested plan, tool result or memory file does not exist."""
+
+
+class UnsupportedFormatError(LocalMemoryError, ValueError):
+    """A stored file was written by a newer format version than this library understands."""
+
+
+class StorageError(LocalMemoryError, OSError):
+    """A filesystem operation failed. The previous content of the target is left intact."""
+
+
+class LockTimeoutError(StorageError, TimeoutError):
+    """A cross-process lock could not be acquired within the configured timeout."""
+
+
+class ModelError(LocalMemoryError, RuntimeError):
+    """An LLM or embedder call failed, timed out or returned something unusable."""
