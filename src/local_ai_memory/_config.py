@@ -57,7 +57,9 @@ class MemoryConfig(BaseModel):
     )
     fsync: bool = _memory(True, "fsync files and folders on every write (durable against power loss).")
     lock_timeout: float = _memory(30.0, "Seconds to wait for a cross-process lock.", gt=0)
-    runtime_data_dir: Path = _app(Path("~/.local-ai"), "Root folder of every file the library writes.")
+    runtime_data_dir: Path = _app(
+        Path("~/.local-ai"), "Root folder of every file the library writes.", validate_default=True
+    )
     tool_result_inline_limit: int = _app(6144, "Tool outputs above this many UTF-8 bytes are moved to L3.", ge=0)
     tool_result_summary_max_chars: int = _app(1000, "Characters of an externalized output shown inline.", ge=0)
 
