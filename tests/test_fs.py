@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -192,3 +193,17 @@ def test_cleanup_removes_only_orphans(tmp_path: Path) -> None:
     assert _fs.cleanup_temp_files(tmp_path) == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, unrelated.name])
     assert _fs.cleanup_temp_files(tmp_path / "missing") == 0
+
+
+def test_a_failing_chunk_source_leaves_no_temp_file(tmp_path: Path) -> None:
+    target = tmp_path / "big.json"
+    _fs.atomic_write(target, b"old")
+
+    def chunks() -> Iterator[bytes]:
+        yield b"partial"
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        _fs.atomic_write(target, chunks())
+    assert target.read_bytes() == b"old"
+    assert _leftovers(tmp_path) == []

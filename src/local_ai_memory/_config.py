@@ -62,6 +62,9 @@ class MemoryConfig(BaseModel):
     )
     tool_result_inline_limit: int = _app(6144, "Tool outputs above this many UTF-8 bytes are moved to L3.", ge=0)
     tool_result_summary_max_chars: int = _app(1000, "Characters of an externalized output shown inline.", ge=0)
+    tool_result_max_count: int | None = _app(500, "Stored tool results kept per scope (None: no bound).", ge=0)
+    tool_result_max_bytes: int | None = _app(512 * 1024 * 1024, "Bytes of stored tool results per scope.", ge=0)
+    tool_result_max_age_seconds: float | None = _app(None, "Stored tool results older than this are pruned.", gt=0)
 
     @field_validator("categories", mode="after")
     @classmethod

@@ -46,6 +46,7 @@ __all__ = [
     "quarantine",
     "read_optional",
     "remove",
+    "rename_if_absent",
     "update_bytes",
     "use_syscalls",
 ]
@@ -167,13 +168,16 @@ def atomic_write(path: Path, data: bytes | Iterable[bytes], *, durable: bool = T
         _syscalls.replace(str(temp), str(path))
         if durable:
             _syscalls.fsync_dir(str(folder))
-    except OSError as exc:
+    except BaseException as exc:
+        # Whatever stopped the write (an I/O error, a bad chunk, a signal), leave no temp file.
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)
         with contextlib.suppress(OSError):
             _syscalls.unlink(str(temp))
-        raise _storage_error("write", path, exc) from exc
+        if isinstance(exc, OSError):
+            raise _storage_error("write", path, exc) from exc
+        raise
     finally:
         with _in_flight_guard:
             _in_flight.discard(str(temp))
@@ -239,6 +243,28 @@ def quarantine(path: Path, suffix: str = ".corrupt.bak") -> Path:
     except OSError as exc:
         raise _storage_error("move aside", path, exc) from exc
     return target
+
+
+def rename_if_absent(source: Path, target: Path, *, durable: bool = True) -> bool:
+    """Rename ``source`` to ``target`` unless ``target`` exists; return whether it moved.
+
+    Hold :func:`locked` on both paths around it: the existence check and the rename are only
+    atomic together against writers that take those locks. Both paths must share a folder.
+    """
+    if target.exists() or not source.exists():
+        return False
+    try:
+        _syscalls.replace(str(source), str(target))
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise _storage_error("rename", source, exc) from exc
+    if durable:
+        try:
+            _syscalls.fsync_dir(str(target.parent))
+        except OSError as exc:
+            raise _storage_error("sync folder of", target, exc) from exc
+    return True
 
 
 def lock_path(path: Path) -> Path:

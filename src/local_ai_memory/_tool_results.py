@@ -1,0 +1,304 @@
+"""``ToolResultStore``: keep large tool outputs out of the model's context (L3).
+
+:meth:`ToolResultStore.externalize` returns a tool's output unchanged when it is at most
+``config.tool_result_inline_limit`` UTF-8 bytes (default 6,144) or when it is an error message.
+Anything larger is saved as an L3 record and the model gets a short JSON reference instead::
+
+    {"result_id": "3f9c0a7be21d4c55", "summary": "<first 1000 characters>…", "size": 128450}
+
+``size`` is the original UTF-8 byte count; the summary ends with ``…`` only when it was cut.
+Result ids are 16 random hex characters, checked to be unused; they are never derived from a
+provider's tool-call id.
+
+The model reads the full output back in pages with :meth:`ToolResultStore.load_page`
+(characters ``offset`` to ``offset + limit``), rendered by :func:`render_page`; a page is
+plain text handed to the model and is never externalized again.
+
+Retention (:class:`RetentionPolicy`) bounds each scope's results by count, bytes and age.
+:meth:`ToolResultStore.prune` applies it (it also runs after an externalization pushes the
+scope over its count or byte bound, sparing the result just stored; the byte total is
+re-measured each time another eighth of ``max_bytes`` was written through this store) and never removes a
+result referenced by a resumable (``in_progress`` or ``interrupted``) checkpoint of the scope.
+Protected results still count toward the bounds, so older unprotected ones go first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from datetime import datetime, timezone
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ._envelopes import AgentCheckpoint, ToolIndexEntry, ToolResultPayload
+from ._errors import InvalidInputError, StorageError
+from ._events import Event, log_event
+from ._manager import MemoryManager
+
+__all__ = [
+    "RetentionPolicy",
+    "ToolResultPage",
+    "ToolResultStore",
+    "make_reference",
+    "protected_result_ids",
+    "render_page",
+    "select_for_pruning",
+    "summarize",
+    "utf8_size",
+]
+
+DEFAULT_PAGE_CHARS = 4000
+_SIZE_CHUNK = 1 << 20
+_ID_BYTES = 8
+
+
+class RetentionPolicy(BaseModel):
+    """How many stored tool results a scope keeps. ``None`` switches a bound off."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_count: int | None = Field(default=500, ge=0, description="Results kept per scope (newest first).")
+    max_bytes: int | None = Field(default=512 * 1024 * 1024, ge=0, description="Bytes of stored files kept per scope.")
+    max_age_seconds: float | None = Field(default=None, gt=0, description="Results older than this are removed.")
+
+
+class ToolResultPage(BaseModel):
+    """One page of a stored tool output, by characters."""
+
+    model_config = ConfigDict(frozen=True)
+
+    result_id: str
+    tool: str
+    offset: int
+    content: str
+    total_chars: int
+    next_offset: int | None = Field(description="Where the next page starts; None at the end.")
+
+    @property
+    def remaining(self) -> int:
+        """Characters after this page."""
+        return self.total_chars - self.offset - len(self.content)
+
+
+def utf8_size(text: str) -> int:
+    """UTF-8 byte count of ``text`` without building a full encoded copy (lone surrogates count 3)."""
+    if len(text) <= _SIZE_CHUNK:
+        return len(text.encode("utf-8", "surrogatepass"))
+    return sum(
+        len(text[start : start + _SIZE_CHUNK].encode("utf-8", "surrogatepass"))
+        for start in range(0, len(text), _SIZE_CHUNK)
+    )
+
+
+def summarize(content: str, max_chars: int) -> str:
+    """The first ``max_chars`` characters of ``content``, plus ``…`` when it was cut."""
+    return content if len(content) <= max_chars else content[:max_chars] + "…"
+
+
+def make_reference(result_id: str, content: str, size: int, summary_max_chars: int) -> str:
+    """The JSON reference the model sees in place of an externalized output."""
+    reference = {"result_id": result_id, "summary": summarize(content, summary_max_chars), "size": size}
+    return json.dumps(reference, ensure_ascii=False)
+
+
+def render_page(page: ToolResultPage) -> str:
+    """A page as text for the model: a one-line header saying where it is, then the content."""
+    end = page.offset + len(page.content)
+    if page.next_offset is None:
+        where = "end of result"
+    else:
+        where = f"{page.remaining} more characters; call load_tool_result with offset={page.next_offset} for the next"
+    header = (
+        f"[tool result {page.result_id} ({page.tool or 'unknown tool'}): "
+        f"characters {page.offset}-{end} of {page.total_chars}; {where}]"
+    )
+    return f"{header}\n{page.content}"
+
+
+def protected_result_ids(plans: Mapping[str, Any]) -> set[str]:
+    """Result ids referenced by the resumable checkpoints among ``plans`` (``{plan_id: payload}``)."""
+    protected: set[str] = set()
+    for payload in plans.values():
+        try:
+            checkpoint = AgentCheckpoint.model_validate(payload)
+        except ValidationError:
+            continue
+        if checkpoint.resumable:
+            protected.update(checkpoint.tool_result_ids)
+    return protected
+
+
+def select_for_pruning(
+    entries: Mapping[str, ToolIndexEntry],
+    policy: RetentionPolicy,
+    now: float,
+    protected: AbstractSet[str] = frozenset(),
+) -> list[str]:
+    """Ids to delete so the scope fits ``policy``: expired first, then oldest first; never ``protected``."""
+    order = sorted(entries, key=lambda result_id: (entries[result_id].saved_at, result_id))
+    doomed: list[str] = []
+    kept: list[str] = []
+    for result_id in order:
+        expired = policy.max_age_seconds is not None and now - entries[result_id].saved_at > policy.max_age_seconds
+        (doomed if expired and result_id not in protected else kept).append(result_id)
+    count = len(kept)
+    total = sum(entries[result_id].size for result_id in kept)
+    for result_id in list(kept):
+        over_count = policy.max_count is not None and count > policy.max_count
+        over_bytes = policy.max_bytes is not None and total > policy.max_bytes
+        if not (over_count or over_bytes):
+            break
+        if result_id in protected:
+            continue
+        doomed.append(result_id)
+        count -= 1
+        total -= entries[result_id].size
+    return doomed
+
+
+def _over_bounds(entries: Mapping[str, ToolIndexEntry], policy: RetentionPolicy) -> bool:
+    if policy.max_count is not None and len(entries) > policy.max_count:
+        return True
+    return policy.max_bytes is not None and sum(entry.size for entry in entries.values()) > policy.max_bytes
+
+
+class ToolResultStore:
+    """Externalizes large tool outputs of one manager's scope and pages them back."""
+
+    def __init__(self, manager: MemoryManager, retention: RetentionPolicy | None = None) -> None:
+        self.manager = manager
+        config = manager.config
+        self.retention = retention or RetentionPolicy(
+            max_count=config.tool_result_max_count,
+            max_bytes=config.tool_result_max_bytes,
+            max_age_seconds=config.tool_result_max_age_seconds,
+        )
+        self._cache: tuple[str, tuple[int, float], ToolResultPayload] | None = None
+        self._cache_guard = threading.Lock()
+        self._unchecked_bytes = 0
+
+    def _new_id(self) -> str:
+        for _ in range(8):
+            result_id = secrets.token_hex(_ID_BYTES)
+            if self.manager.tool_result_info(result_id) is None:
+                return result_id
+        raise StorageError(17, "could not find an unused tool result id")  # pragma: no cover
+
+    def externalize(self, tool_name: str, content: str, *, is_error: bool = False) -> str:
+        """Return ``content`` if small or an error; else store it and return a JSON reference."""
+        if not isinstance(content, str):
+            raise InvalidInputError(f"tool output must be a string, got {type(content).__name__}")
+        if not isinstance(tool_name, str):
+            raise InvalidInputError(f"tool name must be a string, got {type(tool_name).__name__}")
+        config = self.manager.config
+        if is_error:
+            return content
+        size = utf8_size(content)
+        if size <= config.tool_result_inline_limit:
+            return content
+        result_id = self._new_id()
+        payload = {
+            "id": result_id,
+            "tool": tool_name,
+            "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "content": content,
+            "size": size,
+        }
+        self.manager.save_tool_result(result_id, payload)
+        log_event(Event.TOOL_RESULT_STORED, tool=tool_name, result_id=result_id, size=size, scope=self.manager.scope)
+        if self._needs_prune(size):
+            self.prune(keep=(result_id,))
+        return make_reference(result_id, content, size, config.tool_result_summary_max_chars)
+
+    def _needs_prune(self, added: int) -> bool:
+        """Whether the scope may be over its bounds; the byte bound is checked every 1/8 of it."""
+        policy = self.retention
+        if policy.max_count is not None and self.manager.count_tool_results() > policy.max_count:
+            return True
+        if policy.max_bytes is None:
+            return False
+        self._unchecked_bytes += added
+        if self._unchecked_bytes <= policy.max_bytes // 8:
+            return False
+        self._unchecked_bytes = 0
+        return _over_bounds(self.manager.list_tool_results(), policy)
+
+    def _payload(self, result_id: str) -> ToolResultPayload:
+        info = self.manager.tool_result_info(result_id)
+        with self._cache_guard:
+            cached = self._cache
+        if info is not None and cached is not None and cached[0] == result_id and cached[1] == info:
+            return cached[2]
+        raw = self.manager.load_tool_result(result_id)
+        try:
+            payload = ToolResultPayload.model_validate(raw)
+        except ValidationError:
+            tool = raw.get("tool", "") if isinstance(raw, dict) else ""
+            text = json.dumps(raw, ensure_ascii=False, indent=1)
+            payload = ToolResultPayload(id=result_id, tool=str(tool), created_at="", content=text)
+        if info is not None:
+            with self._cache_guard:
+                self._cache = (result_id, info, payload)
+        return payload
+
+    def load_page(self, result_id: str, offset: int = 0, limit: int = DEFAULT_PAGE_CHARS) -> ToolResultPage:
+        """Characters ``offset`` to ``offset + limit`` of a stored output, with what is left."""
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise InvalidInputError(f"offset must be a whole number >= 0, got {offset!r}")
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidInputError(f"limit must be a whole number >= 1, got {limit!r}")
+        payload = self._payload(result_id)
+        total = len(payload.content)
+        start = min(offset, total)
+        piece = payload.content[start : start + limit]
+        end = start + len(piece)
+        return ToolResultPage(
+            result_id=result_id,
+            tool=payload.tool,
+            offset=start,
+            content=piece,
+            total_chars=total,
+            next_offset=end if end < total else None,
+        )
+
+    def prune(self, now: float | None = None, *, keep: Sequence[str] = ()) -> list[str]:
+        """Apply the retention policy to this scope; return the ids removed.
+
+        Results in ``keep`` and those referenced by a resumable checkpoint are never removed
+        (they still count toward the bounds). Holds the scope's tool-index and plan locks, so a
+        checkpoint cannot start referring to a result while it is being removed.
+        """
+        manager = self.manager
+        moment = time.time() if now is None else now
+        with manager.tool_index_locked(), manager.plan_records.locked(manager.stem):
+            entries = manager.list_tool_results()
+            protected = protected_result_ids(manager.list_plans()) | set(keep)
+            doomed = select_for_pruning(entries, self.retention, moment, protected)
+            removed = manager.delete_tool_results(doomed) if doomed else []
+        if removed:
+            log_event(
+                Event.TOOL_RESULTS_PRUNED,
+                scope=manager.scope,
+                removed=len(removed),
+                kept=len(entries) - len(removed),
+                protected=len(protected & set(entries)),
+            )
+        return removed
+
+    async def aexternalize(self, tool_name: str, content: str, *, is_error: bool = False) -> str:
+        """Async twin of :meth:`externalize`."""
+        return await asyncio.to_thread(self.externalize, tool_name, content, is_error=is_error)
+
+    async def aload_page(self, result_id: str, offset: int = 0, limit: int = DEFAULT_PAGE_CHARS) -> ToolResultPage:
+        """Async twin of :meth:`load_page`."""
+        return await asyncio.to_thread(self.load_page, result_id, offset, limit)
+
+    async def aprune(self, now: float | None = None, *, keep: Sequence[str] = ()) -> list[str]:
+        """Async twin of :meth:`prune`."""
+        return await asyncio.to_thread(self.prune, now, keep=keep)
