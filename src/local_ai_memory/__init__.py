@@ -20,7 +20,9 @@ from ._checkpoints import (
     mark_status,
     save_checkpoint,
 )
+from ._compressor import CompressionResult, WorkingMemoryCompressor
 from ._config import MemoryConfig
+from ._context import BuiltContext, ContextBuilder
 from ._envelopes import AgentCheckpoint, CheckpointStatus
 from ._errors import (
     ConfigError,
@@ -36,6 +38,8 @@ from ._errors import (
 from ._events import Event
 from ._guard import DirectoryGuard, owner_of, scope_name, user_file_prefix, validate_id, validate_name
 from ._manager import MemoryManager
+from ._messages import Message, RunOutcome, SessionMessageStore, afinish_run, finish_run
+from ._openai_client import OpenAICompatibleEmbedder, OpenAICompatibleLLM, embedder_from_env, llm_from_env
 from ._protocols import LLM, Embedder
 from ._records import FileRecordFolder, RecordFolder
 from ._tokens import TokenCounter
@@ -46,9 +50,12 @@ __version__ = "0.1.0"
 __all__ = [
     "LLM",
     "AgentCheckpoint",
+    "BuiltContext",
     "CheckpointRun",
     "CheckpointStatus",
+    "CompressionResult",
     "ConfigError",
+    "ContextBuilder",
     "DirectoryGuard",
     "Embedder",
     "Event",
@@ -58,25 +65,35 @@ __all__ = [
     "LockTimeoutError",
     "MemoryConfig",
     "MemoryManager",
+    "Message",
     "ModelError",
+    "OpenAICompatibleEmbedder",
+    "OpenAICompatibleLLM",
     "PathEscapeError",
     "RecordFolder",
     "RecordNotFoundError",
     "RetentionPolicy",
     "RunInterrupted",
+    "RunOutcome",
+    "SessionMessageStore",
     "StorageError",
     "TokenCounter",
     "ToolResultPage",
     "ToolResultStore",
     "UnsupportedFormatError",
+    "WorkingMemoryCompressor",
     "__version__",
     "afind_resumable",
+    "afinish_run",
     "alist_checkpoints",
     "aload_checkpoint",
     "amark_status",
     "asave_checkpoint",
+    "embedder_from_env",
     "find_resumable",
+    "finish_run",
     "list_checkpoints",
+    "llm_from_env",
     "load_checkpoint",
     "mark_status",
     "owner_of",

@@ -52,6 +52,7 @@ class MemoryConfig(BaseModel):
     working_memory_enabled: bool = _memory(True, "Read and compress L1 working memory.")
     working_memory_target_tokens: int = _memory(768, "Token budget of the L1 summary.", ge=32, le=100_000)
     working_memory_compact_keep_last: int = _memory(6, "Messages kept in the session after compaction.", ge=0)
+    working_memory_history_limit: int = _memory(20, "Session length above which a run ends in compaction.", ge=0)
     token_encoding: Literal["cl100k_base", "o200k_base"] = _memory(
         "cl100k_base", "tiktoken encoding used to count tokens."
     )

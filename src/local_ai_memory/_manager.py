@@ -237,6 +237,14 @@ class MemoryManager:
 
     def update_working_memory(self, text: str) -> None:
         """Replace the L1 working memory with ``text`` (atomically)."""
+        self.swap_working_memory(None, text)
+
+    def swap_working_memory(self, expected: str | None, text: str) -> str | None:
+        """Write ``text`` if L1 still equals ``expected`` (``None``: unconditionally).
+
+        Returns ``None`` when written, else the L1 text found, so a caller that read L1, worked
+        on it for a while (an LLM call) and lost a race can merge instead of overwriting.
+        """
         if not isinstance(text, str):
             raise InvalidInputError(f"working memory must be a string, got {type(text).__name__}")
         try:
@@ -245,7 +253,12 @@ class MemoryManager:
             raise InvalidInputError(f"working memory is not valid Unicode text: {exc}") from None
         self._ready()
         with self.working_records.locked(self._stem):
+            if expected is not None:
+                current = self.get_working_memory()
+                if current != expected:
+                    return current
             self.working_records.write(self._stem, data)
+        return None
 
     # -- L2 plans -----------------------------------------------------------------------
 
@@ -383,6 +396,10 @@ class MemoryManager:
     async def aupdate_working_memory(self, text: str) -> None:
         """Async twin of :meth:`update_working_memory`."""
         await asyncio.to_thread(self.update_working_memory, text)
+
+    async def aswap_working_memory(self, expected: str | None, text: str) -> str | None:
+        """Async twin of :meth:`swap_working_memory`."""
+        return await asyncio.to_thread(self.swap_working_memory, expected, text)
 
     async def asave_plan(self, plan_id: str, payload: Any) -> None:
         """Async twin of :meth:`save_plan`."""
