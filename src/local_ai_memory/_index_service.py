@@ -1,0 +1,200 @@
+"""``MemoryIndexService``: keeps the knowledge index live while an application runs.
+
+At start it loads or builds the index (the only time an LLM may be used, when one is given
+and the index is missing), then watches ``memory_data/`` with :mod:`watchfiles` in a
+background thread. Each batch of file-system events re-indexes only the files named in it
+(``MemoryStore.refresh_paths``), so a burst of thousands of files costs one pass and one
+index write. Renames arrive as a delete plus a create, and editors' atomic saves (write a
+temporary file, rename it over the target) as a change of the target; temporary and hidden
+names are ignored. Where native watching is unavailable (some network or container file
+systems) it falls back to a ``stat()`` scan every ``poll_interval`` seconds (3 s by default).
+
+While the service runs, ``store.watched`` is true, so a query does no directory scan at all,
+and index writes are coalesced to at most one per ``flush_interval``; stopping the service
+writes any pending change. Use it as a context manager, sync or async::
+
+    with MemoryIndexService(store):
+        store.bm25_search("python", user_id="alice")
+
+    async with MemoryIndexService(store):
+        await store.abm25_search("python", user_id="alice")
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Literal
+
+import watchfiles
+
+from ._errors import InvalidInputError
+from ._events import Event, log_event
+from ._protocols import LLM
+from ._store import MemoryStore
+
+__all__ = ["MemoryIndexService"]
+
+FULL_RESCAN_ABOVE = 20_000
+
+
+class MemoryIndexService:
+    """Builds or refreshes the index at start, then keeps it current from file-system events."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        *,
+        mode: Literal["auto", "watch", "poll"] = "auto",
+        poll_interval: float = 3.0,
+        flush_interval: float = 1.0,
+        debounce_ms: int = 200,
+        llm: LLM | None = None,
+    ) -> None:
+        if mode not in ("auto", "watch", "poll"):
+            raise InvalidInputError(f"mode must be auto, watch or poll, got {mode!r}")
+        if poll_interval <= 0 or flush_interval < 0 or debounce_ms < 1:
+            raise InvalidInputError("poll_interval must be > 0, flush_interval >= 0 and debounce_ms >= 1")
+        self.store = store
+        self.mode = mode
+        self.poll_interval = poll_interval
+        self.flush_interval = flush_interval
+        self.debounce_ms = debounce_ms
+        self.llm = llm
+        self.active_mode: Literal["watch", "poll"] | None = None
+        self.batches = 0
+        self._stop = threading.Event()
+        self._ready = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last_flush = 0.0
+
+    def __repr__(self) -> str:
+        return f"MemoryIndexService({self.store!r}, mode={self.mode!r}, running={self.running})"
+
+    @property
+    def running(self) -> bool:
+        """Whether the background thread is alive."""
+        return self._thread is not None and self._thread.is_alive()
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> None:
+        """Load or build the index, start watching, and catch up on changes made meanwhile."""
+        if self.running:
+            return
+        self.store.ensure_index(self.llm)
+        self._stop.clear()
+        self._ready.clear()
+        self.store.defer_writes = True
+        self._thread = threading.Thread(target=self._run, name="local-ai-memory-index", daemon=True)
+        self._thread.start()
+        self._ready.wait(timeout=10.0)
+        # Changes between the index load and the watcher's start are caught by one stat scan.
+        self.store.refresh_stale_entries()
+        self.store.watched = True
+
+    def stop(self) -> None:
+        """Stop watching and write pending index changes."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30.0)
+            self._thread = None
+        self.store.watched = False
+        self.store.defer_writes = False
+        self.store.flush()
+        self.store.save_rankers()
+
+    def __enter__(self) -> MemoryIndexService:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    async def astart(self) -> None:
+        """Async twin of :meth:`start`."""
+        await asyncio.to_thread(self.start)
+
+    async def astop(self) -> None:
+        """Async twin of :meth:`stop`."""
+        await asyncio.to_thread(self.stop)
+
+    async def __aenter__(self) -> MemoryIndexService:
+        await self.astart()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.astop()
+
+    # -- background work ---------------------------------------------------------------------------
+    def _maybe_flush(self) -> None:
+        if self.store.dirty and time.monotonic() - self._last_flush >= self.flush_interval:
+            self.store.flush()
+            self._last_flush = time.monotonic()
+
+    def _apply(self, paths: set[str]) -> None:
+        data_dir = self.store.data_dir
+        rescan = len(paths) > FULL_RESCAN_ABOVE
+        for raw in paths:
+            try:
+                rel = Path(raw).relative_to(data_dir)
+            except ValueError:
+                continue
+            if len(rel.parts) == 1 and rel.parts[0] in self.store.categories:
+                rescan = True  # a whole category folder moved or vanished
+        if rescan:
+            self.store.refresh_stale_entries()
+        else:
+            self.store.refresh_paths(paths)
+        self.batches += 1
+
+    def _safe(self, paths: set[str] | None) -> None:
+        try:
+            if paths is None:
+                self.store.refresh_stale_entries()
+            elif paths:
+                self._apply(paths)
+            self._maybe_flush()
+        except Exception as exc:  # keep watching; the next batch or stop() retries
+            log_event(Event.INDEX_WATCH_ERROR, level=logging.WARNING, error=repr(exc))
+
+    def _watch(self) -> None:
+        self.active_mode = "watch"
+        for changes in watchfiles.watch(
+            self.store.data_dir,
+            watch_filter=None,
+            debounce=max(self.debounce_ms, 50),
+            step=50,
+            stop_event=self._stop,
+            rust_timeout=500,
+            yield_on_timeout=True,
+            raise_interrupt=False,
+        ):
+            self._ready.set()
+            self._safe({path for _, path in changes})
+            if self._stop.is_set():
+                break
+
+    def _poll(self) -> None:
+        self.active_mode = "poll"
+        self._ready.set()
+        while not self._stop.wait(self.poll_interval):
+            self._safe(None)
+
+    def _run(self) -> None:
+        if self.mode != "poll":
+            try:
+                self._watch()
+                return
+            except Exception as exc:
+                log_event(Event.INDEX_WATCH_ERROR, level=logging.WARNING, error=repr(exc), fallback="poll")
+                if self._stop.is_set():
+                    return
+        self._poll()

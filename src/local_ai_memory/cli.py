@@ -1,0 +1,323 @@
+"""The ``local-ai-memory`` command line: index, search, retrieve, watch and stats.
+
+Every command takes ``--data-dir`` (default: ``app.runtime_data_dir`` from ``--config``, else
+``~/.local-ai``; also ``$LOCAL_AI_MEMORY_DATA_DIR``) and ``--json`` for scripts. Tables and
+progress bars go to the terminal; errors are one line on stderr and exit code 1 (2 for bad
+usage). An LLM is used only when ``--llm-base-url`` and ``--llm-model`` name an
+OpenAI-compatible server (for keyword refinement in ``index`` and Stage 2 in ``retrieve``).
+
+Examples::
+
+    local-ai-memory index --data-dir ./data
+    local-ai-memory search "python lists" --user alice --data-dir ./data
+    local-ai-memory retrieve "python lists" --user alice --max-tokens 800 --json
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ._config import MemoryConfig
+from ._errors import LocalMemoryError
+from ._guard import DirectoryGuard
+from ._protocols import LLM
+from ._store import MemoryStore
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="local-ai-memory",
+    help="Index, search and watch local-ai-memory knowledge files (memory_data/{category}/{user}_*.md).",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+out = Console(soft_wrap=True)
+err = Console(stderr=True)
+
+DataDir = Annotated[
+    Path | None,
+    typer.Option("--data-dir", "-d", envvar="LOCAL_AI_MEMORY_DATA_DIR", help="Root data folder (holds memory_data/)."),
+]
+ConfigFile = Annotated[Path | None, typer.Option("--config", "-c", help="config.yaml with memory: and app: sections.")]
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+Categories = Annotated[
+    list[str] | None, typer.Option("--category", "-k", help="Category to use (repeatable; default: all configured).")
+]
+LlmUrl = Annotated[
+    str | None, typer.Option("--llm-base-url", help="OpenAI-compatible server, e.g. http://localhost:11434/v1")
+]
+LlmModel = Annotated[str | None, typer.Option("--llm-model", help="Model name on that server.")]
+
+
+def _fail(message: str, code: int = 1) -> NoReturn:
+    err.print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
+    raise typer.Exit(code)
+
+
+@contextlib.contextmanager
+def _errors() -> Iterator[None]:
+    try:
+        yield
+    except (LocalMemoryError, OSError) as exc:
+        _fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+
+
+def _config(data_dir: Path | None, config_file: Path | None) -> MemoryConfig:
+    overrides: dict[str, Any] = {}
+    if data_dir is not None:
+        overrides["runtime_data_dir"] = data_dir
+    if config_file is not None:
+        return MemoryConfig.from_yaml(config_file, **overrides)
+    return MemoryConfig(**overrides)
+
+
+def _store(data_dir: Path | None, config_file: Path | None) -> MemoryStore:
+    config = _config(data_dir, config_file)
+    embedder = None
+    if config.search_mode == "hybrid":
+        from ._embeddings import SentenceTransformerEmbedder
+
+        embedder = SentenceTransformerEmbedder()
+    return MemoryStore(DirectoryGuard(config.runtime_data_dir), config, embedder=embedder)
+
+
+def _llm(base_url: str | None, model: str | None) -> LLM | None:
+    if base_url is None and model is None:
+        return None
+    if not base_url or not model:
+        _fail("--llm-base-url and --llm-model go together")
+    from ._openai_client import OpenAICompatibleLLM
+
+    return OpenAICompatibleLLM(base_url, model)
+
+
+def _print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+
+
+@app.command()
+def index(
+    data_dir: DataDir = None,
+    config: ConfigFile = None,
+    user: Annotated[str | None, typer.Option("--user", "-u", help="Only this user's files (default: all).")] = None,
+    category: Categories = None,
+    llm_base_url: LlmUrl = None,
+    llm_model: LlmModel = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Build the index from the files (with a progress bar)."""
+    with _errors():
+        store = _store(data_dir, config)
+        llm = _llm(llm_base_url, llm_model)
+        start = time.perf_counter()
+        if as_json or not err.is_terminal:
+            count = store.populate_index_from_files(user, category, llm=llm)
+        else:
+            with Progress(
+                TextColumn("indexing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err
+            ) as bar:
+                task = bar.add_task("index", total=None)
+                count = store.populate_index_from_files(
+                    user, category, llm=llm, progress=lambda done, total: bar.update(task, completed=done, total=total)
+                )
+        seconds = time.perf_counter() - start
+        if as_json:
+            _print_json({"files": count, "seconds": round(seconds, 3), "index": str(store.index_path)})
+        else:
+            out.print(f"Indexed {count} file(s) in {seconds:.2f}s -> {store.index_path}", highlight=False)
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="What to look for.")],
+    user: Annotated[str, typer.Option("--user", "-u", help="Whose files to search.")],
+    data_dir: DataDir = None,
+    config: ConfigFile = None,
+    category: Categories = None,
+    top: Annotated[int, typer.Option("--top", "-n", min=1, max=1000, help="How many results.")] = 5,
+    mode: Annotated[str | None, typer.Option("--mode", help="bm25 or hybrid (default: config).")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Stage 1 search (no LLM): the best-matching files of one user."""
+    with _errors():
+        store = _store(data_dir, config)
+        chosen = mode or store.config.search_mode
+        if chosen not in ("bm25", "hybrid"):
+            _fail(f"--mode must be bm25 or hybrid, got {chosen!r}", 2)
+        if chosen == "hybrid":
+            if store.embedder is None:
+                from ._embeddings import SentenceTransformerEmbedder
+
+                store.embedder = SentenceTransformerEmbedder()
+            found = store.hybrid_candidates(query, top, user_id=user, categories=category)
+        else:
+            found = store.search(query, top, user_id=user, categories=category)
+        if as_json:
+            _print_json(
+                [
+                    {
+                        "filename": c.filename,
+                        "category": c.category,
+                        "title": c.title,
+                        "description": c.description,
+                        "keywords": list(c.keywords),
+                        "score": c.score,
+                    }
+                    for c in found
+                ]
+            )
+            return
+        if not found:
+            out.print(f"No matches for {query!r} in {user}'s files.", highlight=False)
+            return
+        table = Table(title=f"{chosen} results for {query!r}")
+        for column in ("#", "file", "category", "title", "score"):
+            table.add_column(column, justify="right" if column in ("#", "score") else "left")
+        for rank, c in enumerate(found, 1):
+            table.add_row(str(rank), c.filename, c.category, c.title, f"{c.score:.3f}")
+        out.print(table)
+
+
+@app.command()
+def retrieve(
+    query: Annotated[str, typer.Argument(help="What the agent needs to know.")],
+    user: Annotated[str, typer.Option("--user", "-u", help="Whose files to use.")],
+    data_dir: DataDir = None,
+    config: ConfigFile = None,
+    category: Categories = None,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", "-t", min=1, help="Token budget of the result.")] = 2000,
+    llm_base_url: LlmUrl = None,
+    llm_model: LlmModel = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Three-stage retrieval: Stage 1 search, Stage 2 LLM pick (if an LLM is given), budgeted load."""
+    with _errors():
+        from ._retriever import MemoryRetriever
+
+        store = _store(data_dir, config)
+        retriever = MemoryRetriever(store, _llm(llm_base_url, llm_model))
+        result = retriever.retrieve_result(query, user, category, max_tokens)
+        if as_json:
+            _print_json(
+                {
+                    "query": result.query,
+                    "user_id": result.user_id,
+                    "max_tokens": result.max_tokens,
+                    "used_tokens": result.used_tokens,
+                    "selection_fallback": result.selection_fallback,
+                    "files": [
+                        {
+                            "filename": f.filename,
+                            "title": f.title,
+                            "category": f.category,
+                            "score": f.score,
+                            "stage": f.stage,
+                            "tokens": f.tokens,
+                        }
+                        for f in result.files
+                    ],
+                    "text": result.text,
+                }
+            )
+            return
+        if not result.files:
+            out.print(f"Nothing retrieved for {query!r}.", highlight=False)
+            return
+        table = Table(title=f"{len(result.files)} file(s), {result.used_tokens}/{max_tokens} tokens")
+        for column in ("file", "category", "title", "stage", "tokens"):
+            table.add_column(column)
+        for f in result.files:
+            table.add_row(f.filename, f.category, f.title, str(f.stage), str(f.tokens))
+        err.print(table)
+        sys.stdout.write(result.text + "\n")
+
+
+@app.command()
+def watch(
+    data_dir: DataDir = None,
+    config: ConfigFile = None,
+    poll: Annotated[bool, typer.Option("--poll", help="Poll every few seconds instead of native watching.")] = False,
+    interval: Annotated[float, typer.Option("--interval", min=0.1, help="Polling interval in seconds.")] = 3.0,
+    duration: Annotated[
+        float | None, typer.Option("--duration", min=0.0, help="Stop after this many seconds (default: Ctrl-C).")
+    ] = None,
+) -> None:
+    """Keep the index up to date while files change (Ctrl-C to stop)."""
+    from ._index_service import MemoryIndexService
+
+    with _errors():
+        store = _store(data_dir, config)
+        handler = _RefreshPrinter()
+        logger = logging.getLogger("local_ai_memory")
+        logger.addHandler(handler)
+        if logger.level == logging.NOTSET or logger.level > logging.INFO:
+            logger.setLevel(logging.INFO)
+        stop = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        try:
+            with MemoryIndexService(store, mode="poll" if poll else "auto", poll_interval=interval) as service:
+                err.print(
+                    f"watching {store.data_dir} ({service.active_mode}); {len(store.read_index().files)} file(s)"
+                    " indexed; Ctrl-C to stop",
+                    highlight=False,
+                )
+                with contextlib.suppress(KeyboardInterrupt):
+                    stop.wait(duration)
+        finally:
+            logger.removeHandler(handler)
+        err.print("stopped; index written", highlight=False)
+
+
+class _RefreshPrinter(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, "event", None) in ("INDEX_REFRESHED", "INDEX_REBUILT", "FILE_SKIPPED", "INDEX_WATCH_ERROR"):
+            fields = getattr(record, "fields", {})
+            text = " ".join(f"{k}={v}" for k, v in fields.items())
+            err.print(f"{time.strftime('%H:%M:%S')} {record.event} {text}", highlight=False, markup=False)  # type: ignore[attr-defined]
+
+
+@app.command()
+def stats(data_dir: DataDir = None, config: ConfigFile = None, as_json: JsonFlag = False) -> None:
+    """Files per category and per user, and the index size."""
+    with _errors():
+        store = _store(data_dir, config)
+        store.ensure_index()
+        store.refresh_stale_entries()
+        data = store.stats()
+        if as_json:
+            _print_json(data)
+            return
+        table = Table(title=f"knowledge in {data['data_dir']}")
+        table.add_column("what")
+        table.add_column("count", justify="right")
+        table.add_row("files", str(data["files"]))
+        for name, count in data["categories"].items():
+            table.add_row(f"category {name}", str(count))
+        for name, count in data["users"].items():
+            table.add_row(f"user {name}", str(count))
+        table.add_row("index bytes", str(data["index_bytes"]))
+        out.print(table)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

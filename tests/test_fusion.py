@@ -1,0 +1,86 @@
+"""Weighted reciprocal rank fusion and cosine top-n on hand-checked examples."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from local_ai_memory._errors import InvalidInputError
+from local_ai_memory._fusion import cosine_scores, cosine_top_n, normalize_rows, reciprocal_rank_fusion
+
+
+def test_fusion_order_hand_checked() -> None:
+    # a = .5/61 + .5/62 = .016261; c = .5/63 + .5/61 = .016134; b = .5/62 = .008065; d = .5/63 = .007937
+    fused = reciprocal_rank_fusion(["a", "b", "c"], ["c", "a", "d"], bm25_weight=0.5, k=60)
+    assert [name for name, _ in fused] == ["a", "c", "b", "d"]
+    scores = dict(fused)
+    assert scores["a"] == pytest.approx(0.5 / 61 + 0.5 / 62)
+    assert scores["c"] == pytest.approx(0.5 / 63 + 0.5 / 61)
+    assert scores["b"] == pytest.approx(0.5 / 62)
+    assert scores["d"] == pytest.approx(0.5 / 63)
+
+
+def test_weight_moves_the_order() -> None:
+    bm25, vector = ["x", "y", "z"], ["z", "y", "x"]
+    # Weight 0.9: x = .9/61 + .1/63 = .016341, y = 1/62 = .016129, z = .9/63 + .1/61 = .015925.
+    assert [n for n, _ in reciprocal_rank_fusion(bm25, vector, 0.9)] == ["x", "y", "z"]
+    assert [n for n, _ in reciprocal_rank_fusion(bm25, vector, 0.1)] == ["z", "y", "x"]
+    assert [n for n, _ in reciprocal_rank_fusion(bm25, vector, 1.0)] == ["x", "y", "z"]
+    assert [n for n, _ in reciprocal_rank_fusion(bm25, vector, 0.0)] == ["z", "y", "x"]
+
+
+def test_small_k_rewards_the_top_ranks_more() -> None:
+    # With k=0 rank 1 is worth twice rank 2, so p (1st in BM25 only), r (1st in vectors only) and q
+    # (2nd in both) all score 0.5; the better best rank goes first, and BM25 wins equal weights.
+    fused = reciprocal_rank_fusion(["p", "q"], ["r", "q"], bm25_weight=0.5, k=0)
+    assert dict(fused) == {"p": pytest.approx(0.5), "q": pytest.approx(0.5), "r": pytest.approx(0.5)}
+    assert [n for n, _ in fused] == ["p", "r", "q"]
+
+
+def test_ties_are_deterministic() -> None:
+    # Equal weights, each name first in one list: BM25's first comes first, whatever the names.
+    assert [n for n, _ in reciprocal_rank_fusion(["b"], ["a"], 0.5)] == ["b", "a"]
+    assert [n for n, _ in reciprocal_rank_fusion(["a", "b"], ["b", "a"], 0.5)] == ["a", "b"]
+    # The vector list is heavier: its first comes first.
+    assert [n for n, _ in reciprocal_rank_fusion(["b"], ["a"], 0.3)] == ["a", "b"]
+    # Repeated calls give the same list.
+    runs = {tuple(reciprocal_rank_fusion(["m", "n", "o"], ["o", "n", "m"], 0.5)) for _ in range(5)}
+    assert len(runs) == 1
+
+
+def test_duplicates_and_empty_lists() -> None:
+    assert reciprocal_rank_fusion([], [], 0.5) == []
+    fused = reciprocal_rank_fusion(["a", "a", "b"], [], 0.5)
+    assert dict(fused)["a"] == pytest.approx(0.5 / 61)
+    assert dict(fused)["b"] == pytest.approx(0.5 / 63)
+
+
+@pytest.mark.parametrize(("weight", "k"), [(-0.1, 60), (1.5, 60), (0.5, -1), (0.5, 1.5), (0.5, True)])
+def test_bad_arguments(weight: float, k: int) -> None:
+    with pytest.raises(InvalidInputError):
+        reciprocal_rank_fusion(["a"], ["b"], weight, k)
+
+
+def test_cosine_top_n_hand_checked() -> None:
+    matrix = np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0], [0.0, 0.0], [3.0, 0.0]])
+    top = cosine_top_n(matrix, np.array([1.0, 0.0]), 3)
+    # rows 0 and 4 both have cosine 1 (tie broken by index), then row 2 with 1/sqrt(2)
+    assert [i for i, _ in top] == [0, 4, 2]
+    assert top[2][1] == pytest.approx(2**-0.5, rel=1e-6)
+    assert cosine_scores(matrix, [1.0, 0.0])[3] == 0.0
+    assert cosine_top_n(matrix, [0.0, 0.0], 2) == [(0, 0.0), (1, 0.0)]
+    assert len(cosine_top_n(matrix, [1.0, 0.0], 50)) == 5
+    assert cosine_top_n(matrix, [1.0, 0.0], 0) == []
+    assert cosine_top_n(np.zeros((0, 2)), [1.0, 0.0], 3) == []
+    with pytest.raises(InvalidInputError):
+        cosine_top_n(matrix, [1.0, 0.0, 0.0], 2)
+
+
+def test_cosine_top_n_matches_a_full_sort() -> None:
+    rng = np.random.default_rng(7)
+    matrix = rng.normal(size=(2000, 16)).astype(np.float32)
+    query = rng.normal(size=16).astype(np.float32)
+    unit = normalize_rows(matrix)
+    expected = sorted(range(2000), key=lambda i: (-float(unit[i] @ (query / np.linalg.norm(query))), i))[:10]
+    assert [i for i, _ in cosine_top_n(matrix, query, 10)] == expected
+    assert np.allclose(np.linalg.norm(normalize_rows(matrix), axis=1), 1.0, atol=1e-5)
