@@ -1,4 +1,20 @@
-"""The local-ai-memory demo (grows with the product; run it with ./scripts/demo)."""
+"""The local-ai-memory demo: the whole product on real text, offline unless you configure a model.
+
+Run it with ``./scripts/demo`` (which sets up ``.venv``) or ``python examples/demo.py``.
+
+1. Knowledge memory: one Markdown note per Python standard-library module (from the docstrings
+   installed on this machine) is indexed with a progress bar, then three questions go through
+   Stage 1 (BM25 candidates with scores), Stage 2 (an LLM's pick, when configured) and Stage 3
+   (loading within a token budget).
+2. Runtime memory: a small "agent run" under a checkpoint whose tool returns a large real
+   output (the source of ``argparse``); the output goes to L3 behind a reference and is paged
+   back, and the run is summarized into L1 working memory.
+3. The files it produced, level by level.
+
+Set ``LOCAL_AI_MEMORY_BASE_URL`` and ``LOCAL_AI_MEMORY_MODEL`` (and ``LOCAL_AI_MEMORY_API_KEY``
+for hosted APIs) to use an OpenAI-compatible model for Stage 2 and L1 compression, and, with
+``langchain-openai`` installed, to run a real LangChain agent over the same memory.
+"""
 
 from __future__ import annotations
 
@@ -6,26 +22,219 @@ import argparse
 import inspect
 import json
 import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from local_ai_memory import DirectoryGuard, MemoryConfig, TokenCounter, _fs, scope_name
+from rich.console import Console
+from rich.panel import Panel
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from local_ai_memory import (
+    LLM,
+    CheckpointRun,
+    DirectoryGuard,
+    MemoryConfig,
+    MemoryManager,
+    MemoryRetriever,
+    MemoryStore,
+    TokenCounter,
+    ToolResultStore,
+    WorkingMemoryCompressor,
+    build_corpus,
+    find_resumable,
+    llm_from_env,
+    render_page,
+)
+
+USER = "demo-user"
+SESSION = "session-1"
+console = Console(width=110)
+
+
+@contextmanager
+def section(title: str) -> Iterator[None]:
+    """Print a heading, run the block, then say how long it took."""
+    console.rule(f"[bold cyan]{title}")
+    started = time.perf_counter()
+    yield
+    console.print(f"[dim]({time.perf_counter() - started:.2f} s)[/dim]\n")
+
+
+def build_knowledge(store: MemoryStore, llm: LLM | None) -> int:
+    """Write one note per stdlib module, as a user's editor would, then index them all."""
+    corpus = build_corpus()
+    folder = store.category_dir("knowledge")
+    for note in corpus.notes:
+        (folder / note.filename(USER)).write_text(note.text, encoding="utf-8")
+    with Progress(
+        TextColumn("indexing notes"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+    ) as bar:
+        task = bar.add_task("index", total=len(corpus.notes))
+        indexed = store.populate_index_from_files(
+            USER, ["knowledge"], llm=llm, progress=lambda done, total: bar.update(task, completed=done, total=total)
+        )
+    console.print(f"{indexed} notes indexed into [bold]{store.index_path}[/bold]")
+    return indexed
+
+
+def ask(store: MemoryStore, retriever: MemoryRetriever, question: str, expected: str) -> None:
+    """Show Stage 1 candidates and the budgeted Stage 3 result for one question."""
+    console.print(Panel(question, title="question", subtitle=f"held out from the note on `{expected}`"))
+    table = Table("rank", "file", "title", "BM25 score", title="Stage 1 candidates", title_justify="left")
+    for rank, candidate in enumerate(store.search(question, 5, user_id=USER), start=1):
+        mark = " [green]<- expected[/green]" if candidate.filename == f"{USER}_{expected}.md" else ""
+        table.add_row(str(rank), candidate.filename + mark, candidate.title[:48], f"{candidate.score:.2f}")
+    console.print(table)
+    result = retriever.retrieve_result(question, USER, max_tokens=1200)
+    how = "Stage 1 order (no LLM)" if result.selection_fallback else "chosen by the LLM"
+    loaded = ", ".join(f"{f.filename} ({f.tokens} tokens{', cut to fit' if f.truncated else ''})" for f in result.files)
+    console.print(f"Stage 2: {how}. Stage 3 loaded {loaded or 'nothing'}: {result.used_tokens} of 1200 tokens.")
+    if result.skipped:
+        console.print(f"[dim]skipped for the budget: {', '.join(result.skipped)}[/dim]")
+    console.print()
+
+
+def agent_run(manager: MemoryManager, llm: LLM | None) -> None:
+    """A small scripted agent run: checkpointed steps, a large tool output, L1 at the end."""
+    results = ToolResultStore(manager)
+    source = inspect.getsource(argparse)  # a real, large tool output
+    transcript: list[dict[str, str]] = [
+        {"role": "user", "content": "How does argparse decide which subcommand to run? Read its source."}
+    ]
+    with CheckpointRun(manager, "read-argparse", task="explain argparse subcommands") as run:
+        manager.update_state({"current_task": "explain argparse subcommands", "current_step": 1})
+        reply = results.externalize("read_source", source)
+        reference = json.loads(reply)
+        console.print(
+            f"tool read_source returned {len(source.encode()):,} bytes; the model sees only the reference:\n"
+            f"  result_id={reference['result_id']} size={reference['size']:,} "
+            f"summary={reference['summary'][:60]!r}…"
+        )
+        transcript.append({"role": "tool", "name": "read_source", "content": reply})
+        run.step(tool_result_ids=[reference["result_id"]], state={"current_step": 1})
+
+        pages, offset = [], 0
+        while True:
+            page = results.load_page(reference["result_id"], offset=offset, limit=40_000)
+            pages.append(page.content)
+            header = render_page(page).splitlines()[0]
+            console.print(f"  load_tool_result(offset={offset:>6}) -> {header}", markup=False)
+            if page.next_offset is None:
+                break
+            offset = page.next_offset
+        assert "".join(pages) == source, "paging must give back the identical output"
+        console.print(f"  {len(pages)} pages put back together are identical to the original output")
+        transcript += [
+            {"role": "tool", "name": "load_tool_result", "content": "class _SubParsersAction(Action): ..."},
+            {
+                "role": "assistant",
+                "content": "Found that subcommands are an _SubParsersAction: it reads the next argument as "
+                "the command name and hands the others to that subparser. Decision: answer with that mechanism.",
+            },
+        ]
+        manager.update_state({"current_step": 2})
+        run.step(state={"current_step": 2})
+    console.print(
+        f"checkpoint: {run.checkpoint.status} after {run.checkpoint.step} steps; "
+        f"resumable now: {find_resumable(manager)}"
+    )
+
+    compressor = WorkingMemoryCompressor(manager, llm, target_tokens=300)
+    summary = compressor.update_summary(transcript)
+    console.print(
+        f"L1 working memory ({summary.method}): {summary.tokens_before:,} tokens of transcript -> "
+        f"{summary.tokens_after} tokens"
+    )
+    console.print(Panel(manager.get_working_memory().strip(), title="working memory (L1)"))
+
+
+def show_files(root: Path) -> None:
+    """List every file the demo wrote, with its level."""
+    levels = {
+        "memory/state": "L0 state",
+        "memory/working": "L1 working memory",
+        "memory/plans": "L2 checkpoints",
+        "memory/tool_results": "L3 tool results",
+        "memory/tool_index": "L3 ownership marker",
+        "memory_data/.bm25": "ranker cache",
+        "memory_data/memory_index.json": "knowledge index v3",
+    }
+    table = Table("level", "path", "bytes", title=f"files under {root}", title_justify="left")
+    notes = 0
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith(".")):
+        relative = path.relative_to(root).as_posix()
+        if relative.startswith("memory_data/knowledge/"):
+            notes += 1
+            continue
+        level = next((name for prefix, name in levels.items() if relative.startswith(prefix)), "")
+        table.add_row(level, relative, f"{path.stat().st_size:,}")
+    table.add_row("knowledge", f"memory_data/knowledge/{USER}_*.md ({notes} notes)", "")
+    console.print(table)
+    state = json.loads((root / "memory" / "state" / f"{USER}_{SESSION}.json").read_text())
+    console.print(f"L0 state file: {json.dumps(state)}")
+
+
+def maybe_langchain_agent(root: Path) -> None:
+    """With a configured endpoint and langchain-openai, run a real LangChain agent over the memory."""
+    try:
+        from langchain_openai import ChatOpenAI  # type: ignore[import-not-found]
+    except ImportError:
+        console.print("[dim]langchain-openai is not installed: skipping the LangChain agent.[/dim]")
+        return
+    import os
+
+    from langchain.agents import create_agent
+    from langchain_local_ai_memory import LocalMemoryMiddleware, create_memory_tools
+
+    model = ChatOpenAI(
+        base_url=os.environ["LOCAL_AI_MEMORY_BASE_URL"],
+        model=os.environ["LOCAL_AI_MEMORY_MODEL"],
+        api_key=os.environ.get("LOCAL_AI_MEMORY_API_KEY", "not-needed"),
+    )
+    config = MemoryConfig(runtime_data_dir=root)
+    tools = create_memory_tools(config=config, user_id=USER, session_id="agent-session")
+    agent = create_agent(model, tools=tools, middleware=[LocalMemoryMiddleware(config=config, user_id=USER)])
+    answer = agent.invoke({"messages": [{"role": "user", "content": "What does the json module do? Search memory."}]})
+    console.print(Panel(str(answer["messages"][-1].content), title="LangChain agent"))
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--data-dir", type=Path, default=None, help="where to write (default: a new temp folder)")
+    parser = argparse.ArgumentParser(description="local-ai-memory demo")
+    parser.add_argument("--data-dir", type=Path, help="where to write (default: a new temporary folder)")
     args = parser.parse_args()
-    root = args.data_dir or Path(tempfile.mkdtemp(prefix="local-ai-memory-demo-"))
+    root = (args.data_dir or Path(tempfile.mkdtemp(prefix="local-ai-memory-demo-"))).expanduser()
     config = MemoryConfig(runtime_data_dir=root)
     guard = DirectoryGuard(config.runtime_data_dir)
-    counter = TokenCounter(config.token_encoding)
+    llm = llm_from_env()
+    offline = "none (offline: extractive L1, Stage 1 order)"
+    model = f"{type(llm).__name__} at {llm.base_url}" if llm is not None else offline
+    console.print(
+        Panel(
+            f"data root: {guard.root}\nmodel: {model}\ntokens: {TokenCounter().encoding_name}",
+            title="local-ai-memory demo",
+        )
+    )
 
-    print(f"data root: {guard.root}")
-    doc = inspect.getdoc(json) or ""
-    print(f"json module docstring: {len(doc)} characters, {counter.count(doc)} tokens ({counter.encoding_name})")
-    state = guard.resolve("memory", "state", f"{scope_name('alice', 'demo')}.json")
-    _fs.atomic_write(state, json.dumps({"format_version": 1, "state": {"current_task": "demo"}}).encode())
-    print(f"wrote {state.relative_to(guard.root)}: {state.read_text()}")
+    store = MemoryStore(guard, config)
+    retriever = MemoryRetriever(store, llm)
+    with section("Knowledge memory: index real notes"):
+        build_knowledge(store, llm)
+    with section("Knowledge memory: three questions"):
+        corpus = build_corpus()
+        by_module = {query.module: query for query in corpus.queries}
+        for module in ("argparse", "json", "shutil"):
+            query = by_module.get(module) or corpus.queries[0]
+            ask(store, retriever, query.text, query.module)
+    with section("Runtime memory: an agent run with a large tool output"):
+        agent_run(MemoryManager(guard, config).scoped(USER, SESSION), llm)
+    with section("What is on disk"):
+        show_files(guard.root)
+    if llm is not None:
+        with section("A real LangChain agent over the same memory"):
+            maybe_langchain_agent(guard.root)
 
 
 if __name__ == "__main__":

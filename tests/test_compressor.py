@@ -550,3 +550,21 @@ async def test_concurrent_async_updates_merge(tmp_path: Path) -> None:
     await asyncio.gather(*(c.aupdate_summary([{"role": "user", "content": "go"}]) for c in compressors))
     stored = manager.get_working_memory()
     assert all(f"Decision {n}" in stored for n in range(3))
+
+
+def test_extractive_summary_describes_externalized_outputs(tmp_path: Path) -> None:
+    from local_ai_memory import ToolResultStore
+
+    manager = MemoryManager(DirectoryGuard(tmp_path)).scoped("alice", "s1")
+    reply = ToolResultStore(manager).externalize("read_source", inspect.getsource(json))
+    result = WorkingMemoryCompressor(manager).update_summary(
+        [
+            {"role": "user", "content": "Read the json package source."},
+            {"role": "tool", "name": "read_source", "content": reply},
+        ]
+    )
+    reference = json.loads(reply)
+    assert result.ok
+    assert f"read_source: output of {reference['size']:,} bytes stored as tool result {reference['result_id']}" in (
+        manager.get_working_memory()
+    )

@@ -12,7 +12,7 @@ import pytest
 from local_ai_memory._config import MemoryConfig
 from local_ai_memory._errors import InvalidInputError
 from local_ai_memory._guard import DirectoryGuard, user_file_prefix
-from local_ai_memory._retriever import TOP_N, MemoryRetriever, format_block
+from local_ai_memory._retriever import TOP_N, TRUNCATION_MARKER, MemoryRetriever, format_block
 from local_ai_memory._store import MemoryStore
 from local_ai_memory._tokens import TokenCounter
 
@@ -198,16 +198,33 @@ def test_token_budget_never_exceeded(tmp_path: Path) -> None:
         assert len(result.files) + len(result.skipped) == len(result.candidates) == TOP_N
 
 
-def test_a_file_that_does_not_fit_is_skipped_and_the_next_tried(tmp_path: Path) -> None:
+def test_a_long_first_choice_is_cut_to_fit_not_replaced(tmp_path: Path) -> None:
     store = make_store(tmp_path)
     put(store, "alice", "big", "# Big\n\nmarmalade marmalade marmalade.\n" + "filler " * 3000)
     put(store, "alice", "small", "# Small\n\nmarmalade recipe.\n")
+    counter = TokenCounter()
     result = MemoryRetriever(store, ScriptedLLM('["alice_big.md", "alice_small.md"]')).retrieve_result(
         "marmalade", "alice", max_tokens=200
     )
-    assert [f.filename for f in result.files] == ["alice_small.md"]
+    assert [(f.filename, f.truncated) for f in result.files] == [("alice_big.md", True)]
+    assert result.files[0].content.startswith("# Big\n\nmarmalade marmalade marmalade.")
+    assert result.files[0].content.endswith(TRUNCATION_MARKER)
+    assert 150 < counter.count(result.text) <= 200
+    assert result.skipped == ("alice_small.md",)
+
+
+def test_a_file_that_does_not_fit_is_skipped_and_the_next_tried(tmp_path: Path) -> None:
+    store = make_store(tmp_path)
+    put(store, "alice", "small", "# Small\n\nmarmalade recipe.\n")
+    put(store, "alice", "big", "# Big\n\nmarmalade marmalade marmalade.\n" + "filler " * 3000)
+    put(store, "alice", "tiny", "# Tiny\n\nmarmalade.\n")
+    small = format_block("alice_small.md", "# Small\n\nmarmalade recipe.\n")
+    budget = TokenCounter().count(small) + 40  # the big file cannot get 64 useful tokens
+    result = MemoryRetriever(store, ScriptedLLM('["alice_small.md", "alice_big.md", "alice_tiny.md"]')).retrieve_result(
+        "marmalade", "alice", max_tokens=budget
+    )
+    assert [f.filename for f in result.files] == ["alice_small.md", "alice_tiny.md"]
     assert result.skipped == ("alice_big.md",)
-    assert result.text == format_block("alice_small.md", "# Small\n\nmarmalade recipe.\n")
 
 
 def test_file_deleted_between_stages_is_skipped(store: MemoryStore) -> None:

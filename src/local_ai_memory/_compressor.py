@@ -50,6 +50,7 @@ LLM's sync or async methods.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import threading
 from collections.abc import Generator, Iterable
@@ -449,6 +450,19 @@ def _goal_from(requests: list[str], previous_goal: str, counter: TokenCounter, c
     return counter.truncate(goal, cap)
 
 
+def _stored_output_line(content: str) -> str:
+    """An externalized output's reference, said in words; any other output unchanged."""
+    if not content.startswith('{"result_id"'):
+        return content
+    try:
+        reference = json.loads(content)
+        where, size = str(reference["result_id"]), int(reference["size"])
+        preview = _first_line(str(reference.get("summary", "")))
+    except (ValueError, KeyError, TypeError):
+        return content
+    return f"output of {size:,} bytes stored as tool result {where}: {preview}"
+
+
 def extract_summary(
     messages: list[Message], counter: TokenCounter, target_tokens: int, previous_goal: str = ""
 ) -> Summary:
@@ -472,7 +486,7 @@ def extract_summary(
     for message in messages:
         content = message.content.strip()
         if message.role == "tool":
-            first = clean_line(_first_line(content), counter, bullet_cap)
+            first = clean_line(_first_line(_stored_output_line(content)), counter, bullet_cap)
             label = message.name or "tool"
             if _TOOL_ERROR.match(content):
                 bullets[OPEN_ISSUES].append(f"{label} failed: {first}")

@@ -9,10 +9,12 @@
    failing call or an unusable answer, the Stage 1 order is kept (see :mod:`._selection`).
 3. **Stage 3, budgeted load.** The chosen files are read in order, each through the category
    the index gives it, and returned as ``## filename\\n{content}`` blocks joined by a blank
-   line. The whole returned text never has more than ``max_tokens`` tokens: a file whose
-   block does not fit in what is left is **skipped and the next one is tried** (the seed
-   stopped at the first file that did not fit; skipping keeps smaller, lower-ranked files
-   usable when one large file would not fit). Skipped files are listed in the result.
+   line. The whole returned text never has more than ``max_tokens`` tokens. A file whose
+   block does not fit in what is left is **cut to fit** (marked ``truncated``) when at least
+   64 tokens of it fit, so the best file is never replaced by lower-ranked ones only for being
+   long; otherwise it is **skipped and the next one is tried**. The seed stopped at the first
+   file that did not fit, which returned nothing when the best file was long. Skipped files
+   are listed in the result.
 
 ``retrieve`` returns the text; ``retrieve_result`` returns a :class:`RetrievalResult` with one
 :class:`RetrievedFile` per loaded file (file name, title, category, score, stage, tokens,
@@ -42,6 +44,8 @@ __all__ = ["TOP_N", "MemoryRetriever", "RetrievalResult", "RetrievedFile"]
 
 TOP_N = 5
 BLOCK_SEPARATOR = "\n\n"
+MIN_PARTIAL_TOKENS = 64
+TRUNCATION_MARKER = "\n…[cut to fit the token budget]"
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,7 @@ class RetrievedFile:
     stage: int
     tokens: int
     content: str
+    truncated: bool = False
 
     @property
     def block(self) -> str:
@@ -115,18 +120,36 @@ class _Packer:
         self.files: list[RetrievedFile] = []
         self.skipped: list[str] = []
 
+    def _joined(self, block: str) -> tuple[str, int]:
+        joined = self.text + BLOCK_SEPARATOR + block if self.text else block
+        return joined, self.counter.count(joined)
+
     def offer(self, candidate: Candidate, stage: int, content: str) -> bool:
         block = format_block(candidate.filename, content)
-        block_tokens = self.counter.count(block)
-        if block_tokens > self.max_tokens - self.used:
-            return self._skip(candidate, block_tokens)
-        joined = self.text + BLOCK_SEPARATOR + block if self.text else block
-        total = self.counter.count(joined)
+        joined, total = self._joined(block)
+        truncated = False
         if total > self.max_tokens:
-            return self._skip(candidate, block_tokens)
+            # The best remaining file gets what is left rather than losing its place to
+            # lower-ranked files, as long as a useful part of it fits.
+            room = self.max_tokens - self.used - self.counter.count(format_block(candidate.filename, BLOCK_SEPARATOR))
+            while room >= MIN_PARTIAL_TOKENS and total > self.max_tokens:
+                content_cut = self.counter.truncate(content, room, marker=TRUNCATION_MARKER)
+                joined, total = self._joined(format_block(candidate.filename, content_cut))
+                room -= max(1, total - self.max_tokens)
+            if total > self.max_tokens:
+                return self._skip(candidate, self.counter.count(block))
+            content, truncated = content_cut, True
+        tokens = self.counter.count(format_block(candidate.filename, content))
         self.files.append(
             RetrievedFile(
-                candidate.filename, candidate.title, candidate.category, candidate.score, stage, block_tokens, content
+                candidate.filename,
+                candidate.title,
+                candidate.category,
+                candidate.score,
+                stage,
+                tokens,
+                content,
+                truncated,
             )
         )
         self.text, self.used = joined, total
