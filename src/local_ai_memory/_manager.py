@@ -381,6 +381,18 @@ class MemoryManager:
 
     # -- async twins --------------------------------------------------------------------
 
+    def _repr_html_(self) -> str:
+        from ._checkpoints import list_checkpoints
+        from ._display import memory_html
+
+        return memory_html(
+            self.scope or GLOBAL_STEM,
+            self.get_state(),
+            self.get_working_memory(),
+            list_checkpoints(self),
+            self.count_tool_results(),
+        )
+
     async def aget_state(self) -> dict[str, Any]:
         """Async twin of :meth:`get_state`."""
         return await asyncio.to_thread(self.get_state)

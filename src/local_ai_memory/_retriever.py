@@ -32,6 +32,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ._config import MemoryConfig
+from ._display import retrieval_html
 from ._errors import InvalidInputError, LocalMemoryError, RecordNotFoundError, UnsupportedFormatError
 from ._events import Event, log_event
 from ._guard import owner_of, validate_name
@@ -82,6 +83,11 @@ class RetrievalResult:
     text: str = ""
     used_tokens: int = 0
     notes: tuple[str, ...] = field(default=())
+
+    def _repr_html_(self) -> str:
+        return retrieval_html(
+            self.query, self.candidates, self.files, self.used_tokens, self.max_tokens, self.selection_fallback
+        )
 
 
 def format_block(filename: str, content: str) -> str:

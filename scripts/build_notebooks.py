@@ -1,0 +1,191 @@
+"""Write the notebooks in ``notebooks/`` from the cell sources below, then execute them.
+
+Notebooks are JSON and hard to review; this script is their readable source. Run it after
+changing a cell: ``.venv/bin/python scripts/build_notebooks.py`` (``--no-execute`` to skip
+running them). The test command executes every notebook again with nbmake.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "notebooks"
+Cell = tuple[str, str]  # ("md" | "code", source)
+
+
+def md(text: str) -> Cell:
+    return ("md", text.strip("\n"))
+
+
+def code(text: str) -> Cell:
+    return ("code", text.strip("\n"))
+
+
+QUICKSTART: list[Cell] = [
+    md("""
+# local-ai-memory quickstart
+
+This notebook runs offline. It shows the two halves of the library on real text:
+
+* **runtime memory** for one conversation, scoped per `(user_id, session_id)`: L0 state,
+  L1 working memory, L2 checkpoints and L3 stored tool outputs;
+* **knowledge memory**: Markdown notes, a BM25 index and three-stage retrieval within a token
+  budget.
+
+Everything lives in plain files under one folder; we use a temporary one here.
+"""),
+    code("""
+import inspect
+import json
+import tempfile
+from pathlib import Path
+
+from local_ai_memory import (
+    CheckpointRun,
+    DirectoryGuard,
+    MemoryConfig,
+    MemoryManager,
+    MemoryRetriever,
+    MemoryStore,
+    TokenCounter,
+    ToolResultStore,
+    WorkingMemoryCompressor,
+    build_corpus,
+    render_page,
+    write_corpus,
+)
+
+root = Path(tempfile.mkdtemp(prefix="lam-quickstart-"))
+config = MemoryConfig(runtime_data_dir=root)
+guard = DirectoryGuard(config.runtime_data_dir)
+counter = TokenCounter()
+print("data root:", guard.root)
+"""),
+    md("""
+## Runtime memory
+
+A scoped manager reads and writes one conversation's files. Every write is atomic and safe
+across processes; every method has an async twin (`aupdate_state`, ...).
+"""),
+    code("""
+memory = MemoryManager(guard, config).scoped("alice", "notebook")
+memory.update_state({"current_task": "learn how json decodes numbers", "current_step": 1})
+memory.get_state()
+"""),
+    md("""
+A tool output above 6,144 UTF-8 bytes is stored in L3; the model gets a small reference and
+can page the full text back with `load_tool_result`.
+"""),
+    code("""
+import json.decoder
+
+results = ToolResultStore(memory)
+output = inspect.getsource(json.decoder)  # a real, large tool output
+reference = json.loads(results.externalize("read_source", output))
+print(f"{len(output.encode()):,} bytes ->", {k: v if k != "summary" else v[:50] + "…" for k, v in reference.items()})
+
+page = results.load_page(reference["result_id"], offset=0, limit=3_000)
+print(render_page(page)[:300])
+"""),
+    code("""
+with CheckpointRun(memory, "study-json", task="learn how json decodes numbers") as run:
+    run.step(tool_result_ids=[reference["result_id"]])
+
+transcript = [
+    {"role": "user", "content": "How does the json decoder turn number literals into Python numbers?"},
+    {"role": "tool", "name": "read_source", "content": json.dumps(reference)},
+    {"role": "assistant", "content": "Found that NUMBER_RE matches it; parse_float or parse_int converts it."},
+    {"role": "assistant", "content": "We will explain the parse_float hook in the answer."},
+]
+result = WorkingMemoryCompressor(memory, target_tokens=200).update_summary(transcript)
+print(result.method, result.tokens_before, "->", result.tokens_after, "tokens")
+memory  # the HTML view shows L0, L1, L2 and L3
+"""),
+    md("""
+## Knowledge memory
+
+We write one note per Python standard-library module (built from the docstrings installed on
+this machine) and ask a question taken from a function docstring that was left out of the notes.
+"""),
+    code("""
+store = MemoryStore(guard, config)
+paths = write_corpus(store, "alice")
+corpus = build_corpus()
+query = next(q for q in corpus.queries if q.module == "shutil")
+print(len(paths), "notes; question:", query.text, "| expected:", query.module)
+
+retriever = MemoryRetriever(store)  # no LLM: Stage 2 keeps the BM25 order
+found = retriever.retrieve_result(query.text, "alice", max_tokens=3000)
+found
+"""),
+    md("Stage 1 scores of the candidates, and how much of the token budget Stage 3 used:"),
+    code("""
+import matplotlib.pyplot as plt
+
+fig, (scores, budget) = plt.subplots(1, 2, figsize=(10, 3))
+names = [c.filename.removeprefix("alice_") for c in found.candidates]
+scores.barh(names[::-1], [c.score for c in found.candidates][::-1], color="#4c72b0")
+scores.set_title("Stage 1 BM25 scores")
+used = [f.tokens for f in found.files]
+budget.barh(["budget"], [found.max_tokens], color="#dddddd")
+left = 0
+for file in found.files:
+    budget.barh(["budget"], [file.tokens], left=left, label=file.filename.removeprefix("alice_"))
+    left += file.tokens
+budget.set_title(f"Stage 3: {found.used_tokens} of {found.max_tokens} tokens")
+budget.legend(loc="lower right", fontsize=8)
+plt.tight_layout()
+plt.show()
+"""),
+    md("## The files on disk"),
+    code("""
+for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith(".")):
+    relative = path.relative_to(root).as_posix()
+    if "/knowledge/" not in relative:
+        print(f"{path.stat().st_size:>9,}  {relative}")
+print(f"{len(paths):>9}  notes under memory_data/knowledge/")
+"""),
+    md("""
+Set `LOCAL_AI_MEMORY_BASE_URL` and `LOCAL_AI_MEMORY_MODEL` and pass `llm_from_env()` to
+`MemoryRetriever` and `WorkingMemoryCompressor` to let a local or hosted OpenAI-compatible model
+choose the files (Stage 2) and write the working memory.
+"""),
+]
+
+NOTEBOOKS: dict[str, list[Cell]] = {"01_quickstart": QUICKSTART}
+
+
+def build(name: str, cells: list[Cell], execute: bool) -> Path:
+    notebook = nbformat.v4.new_notebook()
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    notebook.metadata["language_info"] = {"name": "python"}
+    notebook.cells = [
+        nbformat.v4.new_markdown_cell(src) if kind == "md" else nbformat.v4.new_code_cell(src) for kind, src in cells
+    ]
+    for number, cell in enumerate(notebook.cells):
+        cell["id"] = f"{name}-{number}"
+    if execute:
+        where = {"metadata": {"path": str(OUT)}}
+        client = NotebookClient(notebook, timeout=600, kernel_name="python3", resources=where)
+        client.execute()
+    path = OUT / f"{name}.ipynb"
+    nbformat.write(notebook, path)
+    return path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--no-execute", action="store_true")
+    parser.add_argument("names", nargs="*", help="notebooks to build (default: all)")
+    args = parser.parse_args()
+    for name in args.names or NOTEBOOKS:
+        print(build(name, NOTEBOOKS[name], not args.no_execute))
+
+
+if __name__ == "__main__":
+    main()
