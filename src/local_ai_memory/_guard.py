@@ -42,6 +42,7 @@ __all__ = [
     "DirectoryGuard",
     "decode_name",
     "encode_name",
+    "optional_scope",
     "owner_of",
     "scope_name",
     "user_file_prefix",
@@ -107,6 +108,13 @@ def scope_name(user_id: str, session_id: str) -> str:
     """The file stem of a ``(user_id, session_id)`` scope; unambiguous by construction."""
     user = encode_name(validate_name(user_id, "user_id"))
     return f"{user}_{encode_name(validate_name(session_id, 'session_id'))}"
+
+
+def optional_scope(user_id: str | None, session_id: str | None) -> str | None:
+    """:func:`scope_name` when both ids are given, ``None`` when neither is (the global scope)."""
+    if (user_id is None) != (session_id is None):
+        raise InvalidInputError("give both user_id and session_id, or neither")
+    return None if user_id is None or session_id is None else scope_name(user_id, session_id)
 
 
 def user_file_prefix(user_id: str) -> str:

@@ -56,7 +56,7 @@ from ._envelopes import (
     iter_json_bytes,
 )
 from ._errors import InvalidInputError, RecordNotFoundError, UnsupportedFormatError
-from ._guard import DirectoryGuard, scope_name, validate_id
+from ._guard import DirectoryGuard, optional_scope, validate_id
 from ._records import FileRecordFolder, RecordFolder, read_checked
 
 __all__ = ["GLOBAL_STEM", "MemoryManager"]
@@ -125,15 +125,11 @@ class MemoryManager:
         user_id: str | None = None,
         session_id: str | None = None,
     ) -> None:
-        if (user_id is None) != (session_id is None):
-            raise InvalidInputError("give both user_id and session_id, or neither")
+        self.scope = optional_scope(user_id, session_id)
         self.guard = guard
         self.config = config if config is not None else MemoryConfig()
         self.user_id = user_id
         self.session_id = session_id
-        self.scope: str | None = None
-        if user_id is not None and session_id is not None:
-            self.scope = scope_name(user_id, session_id)
         self._stem = self.scope if self.scope is not None else GLOBAL_STEM
         self._migrated = self.scope is None
         self.state_records: RecordFolder = self._folder("state", ".json")

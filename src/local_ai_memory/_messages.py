@@ -31,7 +31,7 @@ from . import _fs
 from ._config import MemoryConfig
 from ._errors import InvalidInputError, UnsupportedFormatError
 from ._events import Event, log_event
-from ._guard import DirectoryGuard, scope_name, validate_name
+from ._guard import DirectoryGuard, optional_scope
 
 if TYPE_CHECKING:
     from ._compressor import CompressionResult, WorkingMemoryCompressor
@@ -232,15 +232,11 @@ class SessionMessageStore:
         user_id: str | None = None,
         session_id: str | None = None,
     ) -> None:
-        if (user_id is None) != (session_id is None):
-            raise InvalidInputError("give both user_id and session_id, or neither")
+        self.scope = optional_scope(user_id, session_id)
         self.guard = guard
         self.config = config if config is not None else MemoryConfig()
-        self.user_id = None if user_id is None else validate_name(user_id, "user_id")
-        self.session_id = None if session_id is None else validate_name(session_id, "session_id")
-        self.scope: str | None = None
-        if self.user_id is not None and self.session_id is not None:
-            self.scope = scope_name(self.user_id, self.session_id)
+        self.user_id = user_id
+        self.session_id = session_id
         stem = self.scope if self.scope is not None else GLOBAL_STEM
         self.path = guard.resolve("memory", "sessions", f"{stem}.jsonl")
 
