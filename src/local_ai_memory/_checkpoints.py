@@ -202,6 +202,8 @@ class CheckpointRun:
         self.handle_signals = handle_signals
         self.checkpoint = AgentCheckpoint(plan_id=plan_id, task=task, plan=list(plan))
         self.resumed = False
+        self._saving = threading.Lock()  # a step's save and the final status never interleave
+        self._closed = False
         self._signals: contextlib.ExitStack | None = None
         self._caught_signal: int | None = None
         self._loop_signals: list[signal.Signals] = []
@@ -214,10 +216,12 @@ class CheckpointRun:
                 if previous.resumable:
                     self.checkpoint = previous
                     self.resumed = True
-        self.checkpoint = save_checkpoint(
-            self.manager, self.checkpoint.model_copy(update={"status": "in_progress", "reason": None})
-        )
-        return self.checkpoint
+        with self._saving:
+            self.checkpoint = save_checkpoint(
+                self.manager, self.checkpoint.model_copy(update={"status": "in_progress", "reason": None})
+            )
+            self._closed = False
+            return self.checkpoint
 
     def step(
         self,
@@ -228,24 +232,31 @@ class CheckpointRun:
         advance: int = 1,
     ) -> AgentCheckpoint:
         """Record that a step is done: bump ``step``, merge ``state``, set ``messages``, add result ids."""
-        current = self.checkpoint
-        ids = list(dict.fromkeys([*current.tool_result_ids, *tool_result_ids]))
-        changes: dict[str, Any] = {"step": current.step + advance, "tool_result_ids": ids, "status": "in_progress"}
-        if state is not None:
-            changes["state"] = {**current.state, **state}
-        if messages is not None:
-            changes["messages"] = list(messages)
-        self.checkpoint = save_checkpoint(
-            self.manager, AgentCheckpoint.model_validate({**current.model_dump(), **changes})
-        )
-        return self.checkpoint
+        with self._saving:
+            current = self.checkpoint
+            if self._closed:
+                # The run already ended (e.g. a cancelled ``astep`` whose thread finished after
+                # ``interrupted`` was saved): its final status must not be overwritten.
+                return current
+            ids = list(dict.fromkeys([*current.tool_result_ids, *tool_result_ids]))
+            changes: dict[str, Any] = {"step": current.step + advance, "tool_result_ids": ids, "status": "in_progress"}
+            if state is not None:
+                changes["state"] = {**current.state, **state}
+            if messages is not None:
+                changes["messages"] = list(messages)
+            self.checkpoint = save_checkpoint(
+                self.manager, AgentCheckpoint.model_validate({**current.model_dump(), **changes})
+            )
+            return self.checkpoint
 
     def finish(self, status: CheckpointStatus, reason: str | None = None) -> AgentCheckpoint:
-        """Save the final status."""
-        self.checkpoint = save_checkpoint(
-            self.manager, self.checkpoint.model_copy(update={"status": status, "reason": reason})
-        )
-        return self.checkpoint
+        """Save the final status; later :meth:`step` calls of this run no longer save."""
+        with self._saving:
+            self.checkpoint = save_checkpoint(
+                self.manager, self.checkpoint.model_copy(update={"status": status, "reason": reason})
+            )
+            self._closed = status != "in_progress"
+            return self.checkpoint
 
     def __enter__(self) -> CheckpointRun:
         stack = contextlib.ExitStack()

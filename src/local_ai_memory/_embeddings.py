@@ -480,7 +480,12 @@ class EmbeddingCache:
             _fs.atomic_write(self.folder / name, _shard_bytes(keys, hashes, matrix), durable=durable)
             current = current.model_copy(update={"shards": [*current.shards, name]})
             payload = current.model_dump_json(indent=1).encode("utf-8")
-            _fs.atomic_write(self._manifest_path, payload, durable=durable)
+            try:
+                _fs.atomic_write(self._manifest_path, payload, durable=durable)
+            except BaseException:
+                self._drop_files([name])  # listed nowhere: it would never be read
+                raise
+            self._drop_files(self._unlisted(current.shards))
             self._manifest_bytes = payload
             self._dimension = dimension
             self._absorb(keys, hashes, matrix)
@@ -513,6 +518,13 @@ class EmbeddingCache:
             self._absorb(keys, hashes, vectors.astype(np.float32, copy=False))
             self._dead_rows = 0
             self._loaded_shards = {name}
+
+    def _unlisted(self, listed: Iterable[str]) -> list[str]:
+        """Shard files the manifest does not list: left by a writer killed between writing a shard
+        and the manifest, or by a merge killed before dropping the old ones. Shards are only
+        written under the manifest lock, so under that lock every unlisted one is garbage."""
+        keep = set(listed)
+        return [p.name for p in self.folder.glob("shard-*.npz") if p.name not in keep]
 
     def _drop_files(self, names: Iterable[str]) -> None:
         """Delete shard files no manifest lists any more (a failure only leaves garbage behind)."""

@@ -54,6 +54,7 @@ MAX_ID_LENGTH = 128
 MAX_ENCODED_NAME = 120
 _ID_RE = re.compile(r"[A-Za-z0-9_-]{1,128}")
 _PLAIN = frozenset(string.ascii_letters + string.digits + "-.")
+_INVISIBLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
 _WINDOWS_RESERVED = {"con", "prn", "aux", "nul"} | {f"{p}{n}" for p in ("com", "lpt") for n in range(1, 10)}
 
 
@@ -77,9 +78,9 @@ def validate_name(value: object, kind: str = "name") -> str:
         raise InvalidInputError(f"{kind} must be a string, got {type(value).__name__}")
     if not value or len(value) > MAX_ID_LENGTH:
         raise InvalidInputError(f"{kind} must have 1 to {MAX_ID_LENGTH} characters, got {len(value)}")
-    for char in value:
-        if unicodedata.category(char) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"):
-            raise InvalidInputError(f"{kind} {_describe(value)} contains a control or invisible character {char!r}")
+    hidden = _invisible(value)
+    if hidden is not None:
+        raise InvalidInputError(f"{kind} {_describe(value)} contains a control or invisible character {hidden!r}")
     folded = unicodedata.normalize("NFKC", value)
     if "/" in folded or "\\" in folded or folded.strip(". ") == "":
         raise InvalidInputError(f"{kind} {_describe(value)} must not contain path separators or be only dots")
@@ -134,8 +135,19 @@ def owner_of(filename: str) -> str | None:
     return owner if encode_name(owner) == head else None
 
 
+def _invisible(text: str) -> str | None:
+    """The first control, format (bidi, zero-width), surrogate or unassigned character, if any."""
+    return next((char for char in text if unicodedata.category(char) in _INVISIBLE), None)
+
+
 def check_component(part: str, kind: str = "path component") -> str:
-    """Validate one file or folder name taken from input; return it unchanged."""
+    """Validate one file or folder name taken from input; return it unchanged.
+
+    Refused: empty names, NUL, separators, ``.`` and ``..``; control, bidi and zero-width
+    characters (they hide what a name says from users and models); lone surrogates; names of
+    only dots and spaces or ending in one (Windows drops those, so two names would meet); names
+    over 255 bytes; Windows device names.
+    """
     if not isinstance(part, str) or not part:
         raise PathEscapeError(f"empty {kind}")
     if "\x00" in part:
@@ -144,7 +156,12 @@ def check_component(part: str, kind: str = "path component") -> str:
         raise PathEscapeError(f"{kind} {_describe(part)} contains a path separator")
     if part in (".", ".."):
         raise PathEscapeError(f"{kind} {_describe(part)} would leave its folder")
-    if len(part.encode("utf-8", "surrogatepass")) > 255:
+    hidden = _invisible(part)
+    if hidden is not None:
+        raise InvalidInputError(f"{kind} {_describe(part)} contains a control or invisible character {hidden!r}")
+    if part.strip(". ") == "" or part.endswith((".", " ")):
+        raise InvalidInputError(f"{kind} {_describe(part)} must not be only dots and spaces or end in one")
+    if len(part.encode("utf-8")) > 255:
         raise InvalidInputError(f"{kind} {_describe(part)} is longer than 255 bytes")
     if part.split(".", maxsplit=1)[0].lower() in _WINDOWS_RESERVED:
         raise InvalidInputError(f"{kind} {_describe(part)} is a reserved device name on Windows")
@@ -168,6 +185,8 @@ class DirectoryGuard:
         raw = os.fspath(root)
         if "\x00" in raw:
             raise PathEscapeError("root path contains a NUL byte")
+        if _invisible(raw) is not None:
+            raise InvalidInputError(f"root path {_describe(raw)} contains a control or invisible character")
         path = Path(raw).expanduser()
         if create:
             _fs.ensure_dir(path)

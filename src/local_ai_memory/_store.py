@@ -38,7 +38,7 @@ import numpy as np
 
 from . import _fs
 from ._config import MemoryConfig
-from ._errors import InvalidInputError, PathEscapeError, RecordNotFoundError, UnsupportedFormatError
+from ._errors import InvalidInputError, PathEscapeError, RecordNotFoundError, StorageError, UnsupportedFormatError
 from ._events import Event, log_event
 from ._guard import DirectoryGuard, owner_of, user_file_prefix, validate_id, validate_name
 from ._index import (
@@ -260,16 +260,20 @@ class MemoryStore:
         if not isinstance(content, str):
             raise InvalidInputError(f"content must be str, got {type(content).__name__}")
         full, category, name = self._resolve(path)
-        if category is not None and not _is_knowledge_name(name):
+        if category is None:
+            raise InvalidInputError(
+                f"{os.fspath(path)!r}: write_file writes knowledge files, as '{{category}}/{{user prefix}}{{name}}.md' "
+                f"with a category among {list(self.categories)}"
+            )
+        if not _is_knowledge_name(name):
             raise InvalidInputError(
                 f"knowledge file name {name!r} must be '{{user prefix}}_{{name}}.md' (see user_file_prefix)"
             )
         _fs.atomic_write(full, content.encode("utf-8"), durable=self.config.fsync)
-        if category is not None:
-            with self._lock:
-                self._ensure_loaded()
-                self._refresh_one(category, name, content=content)
-            self._persist()
+        with self._lock:
+            self._ensure_loaded()
+            self._refresh_one(category, name, content=content)
+        self._persist()
         return full
 
     # -- index on disk -----------------------------------------------------------------------
@@ -661,20 +665,33 @@ class MemoryStore:
     def refresh_stale_entries(self, user_id: str | None = None, categories: Iterable[str] | None = None) -> int:
         """Re-index what :meth:`get_stale_entries` finds, with heuristic keywords (never an LLM).
 
-        Returns the number of entries added, updated or removed. The index is written once.
+        Returns the number of entries added, updated or removed. The index is written once,
+        also when an earlier write of it failed and nothing is stale now.
         """
-        stale = self.get_stale_entries(user_id, categories)
-        if not stale:
-            return 0
+        return self._refresh_stale(user_id, categories, during_query=False)
+
+    def _refresh_stale(self, user_id: str | None, categories: Iterable[str] | None, *, during_query: bool) -> int:
         changed = 0
-        with self._lock:
-            for item in stale:
-                if self._refresh_one(item.category, item.filename):
-                    changed += 1
+        stale = self.get_stale_entries(user_id, categories)
+        if stale:
+            with self._lock:
+                for item in stale:
+                    if self._refresh_one(item.category, item.filename):
+                        changed += 1
+        if changed or self._dirty:
+            self._persist_or_defer(during_query)
         if changed:
-            self._persist()
             log_event(Event.INDEX_REFRESHED, files=changed, user_id=user_id)
         return changed
+
+    def _persist_or_defer(self, during_query: bool) -> None:
+        """Write the index; a query that cannot (disk full) still answers and a later write retries."""
+        try:
+            self._persist()
+        except StorageError as exc:
+            if not during_query:
+                raise
+            log_event(Event.INDEX_WRITE_DEFERRED, level=logging.WARNING, path=str(self.index_path), reason=str(exc))
 
     def refresh_paths(self, paths: Iterable[str | os.PathLike[str]]) -> int:
         """Re-index the given files (created, changed or deleted), ignoring non-knowledge paths.
@@ -707,8 +724,9 @@ class MemoryStore:
                 if entry is None and self._skipped.get((category, name)) == _signature(st):
                     continue
                 changed += self._refresh_one(category, name)
-        if changed:
+        if changed or self._dirty:
             self._persist()
+        if changed:
             log_event(Event.INDEX_REFRESHED, files=changed, source="watcher")
         return changed
 
@@ -784,7 +802,10 @@ class MemoryStore:
                     ranker.add(name, self._tokens(entries[(category, name)], None))
             self._rankers[(user_id, category)] = ranker
             if not loaded or len(missing) > max(64, len(names) // 100):
-                self._save_ranker(user_id, category)
+                try:
+                    self._save_ranker(user_id, category)
+                except StorageError as exc:  # only a cache: the query answers, save_rankers() retries
+                    log_event(Event.INDEX_WRITE_DEFERRED, level=logging.WARNING, path="ranker cache", reason=str(exc))
             else:
                 self._saved[(user_id, category)] = -1 if missing else ranker.version
         return ranker
@@ -794,7 +815,7 @@ class MemoryStore:
         cats = self._categories(categories)
         self._ensure_loaded()
         if self.auto_refresh and not self.watched:
-            self.refresh_stale_entries(user_id, cats)
+            self._refresh_stale(user_id, cats, during_query=True)
         return cats
 
     def search(
