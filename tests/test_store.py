@@ -508,6 +508,8 @@ def test_ranker_snapshot_spares_rereading_unchanged_files(tmp_path: Path) -> Non
     store = make_store(tmp_path)
     path = put(store, "alice", "a", "# A\n\napples")
     put(store, "alice", "b", "# B\n\nbananas")
+    old = time.time_ns() - 10_000_000_000  # older than the racy window: stat() alone is trusted
+    os.utime(path, ns=(old, old))
     assert store.bm25_search("apples", user_id="alice") == ["alice_a.md"]
     snapshot = store.data_dir / ".bm25" / "knowledge" / "alice_bm25.npz"
     assert snapshot.exists()
@@ -536,3 +538,26 @@ def test_damaged_ranker_snapshot_is_ignored(tmp_path: Path, events: Events) -> N
     assert make_store(tmp_path).bm25_search("apples", user_id="alice") == ["alice_a.md"]
     assert "MEMORY_CORRUPT" in events.names()
     assert snapshot.read_bytes() != b"garbage"
+
+
+def test_racily_clean_entries_keep_a_hash_until_their_mtime_can_be_trusted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from local_ai_memory import _store as store_module
+
+    store = make_store(tmp_path)
+    path = put(store, "alice", "a", "# A\n\napples")
+    assert store.find_entry("alice_a.md") is not None
+    assert store.find_entry("alice_a.md").content_hash is not None  # type: ignore[union-attr]
+    # An edit of the same size inside the same mtime tick is still seen (by its hash).
+    st = path.stat()
+    path.write_text("# A\n\nmelons")
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert store.bm25_search("melons", user_id="alice") == ["alice_a.md"]
+    assert store.find_entry("alice_a.md").content_hash is not None  # type: ignore[union-attr]
+    # Once the tick has passed, a matching hash is dropped and stat() alone decides again.
+    monkeypatch.setattr(store_module, "RACY_WINDOW_NS", 1_000_000)
+    time.sleep(0.01)
+    assert store.get_stale_entries("alice") == []
+    assert store.find_entry("alice_a.md").content_hash is None  # type: ignore[union-attr]
+    assert store.dirty

@@ -80,6 +80,10 @@ class IndexEntry(BaseModel):
     last_modified: float = 0.0
     size: int | None = None
     mtime_ns: int | None = None
+    content_hash: str | None = Field(
+        default=None,
+        description="SHA-256 of the text, kept only while the file's mtime is too recent to trust (see _store).",
+    )
 
 
 class IndexFile(BaseModel):

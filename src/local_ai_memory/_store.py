@@ -23,6 +23,7 @@ form of each ranker is cached in ``memory_data/.bm25/`` (checked per file agains
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import os
 import stat as stat_module
@@ -79,6 +80,7 @@ SNAPSHOT_DIR = ".bm25"
 SNAPSHOT_VERSION = 1
 DEFAULT_RANKING_FIELD: RankingField = "both"
 _Key = tuple[str, str]  # (category, filename)
+RACY_WINDOW_NS = 3_000_000_000  # mtimes this close to indexing are not trusted alone (2 s FAT ticks and clock skew)
 Progress = Callable[[int, int], None]
 
 
@@ -424,6 +426,23 @@ class MemoryStore:
         self._dirty = True
         return True
 
+    def _racy_changed(self, category: str, filename: str, entry: IndexEntry) -> bool:
+        """Whether a file indexed within one timestamp tick of its last change may differ now.
+
+        Like git's "racily clean" entries: an edit of the same size within the same mtime tick
+        is invisible to ``stat()``, so such entries keep a content hash and the file is
+        re-hashed on each check. Once the tick has safely passed and the hash still matches,
+        any later edit must change the mtime: the hash is dropped and ``stat()`` suffices again.
+        Call with ``self._lock`` held.
+        """
+        data = _fs.read_optional(self.data_dir / category / filename)
+        if data is None or hashlib.sha256(data).hexdigest() != entry.content_hash:
+            return True
+        if time.time_ns() - (entry.mtime_ns or 0) > RACY_WINDOW_NS and self._entries is not None:
+            self._entries[(category, filename)] = entry.model_copy(update={"content_hash": None})
+            self._dirty = True
+        return False
+
     def _scan_one(
         self, category: str, filename: str, st: os.stat_result, content: str | None = None
     ) -> _Scanned | None:
@@ -453,6 +472,11 @@ class MemoryStore:
             last_modified=st.st_mtime,
             size=st.st_size,
             mtime_ns=st.st_mtime_ns,
+            content_hash=(
+                hashlib.sha256(content.encode("utf-8")).hexdigest()
+                if time.time_ns() - st.st_mtime_ns <= RACY_WINDOW_NS
+                else None
+            ),
         )
         return _Scanned(category, filename, entry, content, excerpt=content[:1500], tokens=tokens)
 
@@ -655,7 +679,7 @@ class MemoryStore:
                         continue
                     known = _entry_signature(entry)
                     now = _signature(st) if isinstance(known, tuple) else st.st_mtime
-                    if now != known:
+                    if now != known or (entry.content_hash is not None and self._racy_changed(category, name, entry)):
                         stale.append(StaleEntry(category, name, "modified"))
                 for name in indexed:
                     if name not in current:

@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
 import reliability_support as rs
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -231,11 +230,6 @@ TestIndexModel.settings = settings(
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="limitation: staleness is (mtime_ns, size); a same-size edit within one timestamp tick of the "
-    "indexed version is never seen until the file changes again",
-)
 def test_same_size_edit_in_one_tick_is_seen(tmp_path: Path) -> None:
     """An editor saves a same-size change within the filesystem's timestamp granularity."""
     store = MemoryStore(DirectoryGuard(tmp_path), CONFIG, categories=["knowledge"])
@@ -247,6 +241,5 @@ def test_same_size_edit_in_one_tick_is_seen(tmp_path: Path) -> None:
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # same tick: same mtime, same size
     time.sleep(0.01)
     found = store.bm25_search("tokbbbbx", user_id="alice")
-    # Like git's "racily clean" files. A fix: when indexing, remember files whose mtime is within
-    # a few seconds of the moment they were read, and re-read (hash) those on the next check.
+    # Like git's "racily clean" files: entries indexed within a tick of their mtime keep a hash.
     assert found == ["alice_n.md"]
