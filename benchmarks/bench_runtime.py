@@ -133,7 +133,7 @@ def measure(base: Path, durable: bool, content: str, seconds: float) -> list[Row
             rate(sqlite_write, seconds),
         )
     )
-    result_id = ids[0]
+    result_id = ids[-1]  # the newest: retention (500 per scope) may have pruned the first ones
 
     def plain_read(i: int) -> None:
         with (root / "plain-0.json").open(encoding="utf-8") as handle:
