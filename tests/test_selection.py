@@ -127,3 +127,12 @@ def test_resolve_keeps_stage1_order_and_logs(caplog: pytest.LogCaptureFixture) -
     assert hostile.names == order
     assert hostile.fallback
     assert resolve_selection("[]", order).names == []
+
+
+def test_an_echoed_prompt_keeps_the_stage1_order() -> None:
+    """Models that echo their prompt (LlamaIndex's MockLLM does) must not select nothing."""
+    from local_ai_memory._selection import SelectionCandidate, build_selection_prompt, resolve_selection
+
+    names = ["alice_a.md", "alice_b.md"]
+    prompt = build_selection_prompt("q", [SelectionCandidate(n, n, "", (), "knowledge") for n in names], 5)
+    assert resolve_selection(prompt, names, 5, query="q").names == names

@@ -48,6 +48,7 @@ from ._protocols import LLM, Embedder
 from ._records import FileRecordFolder, RecordFolder
 from ._retriever import TOP_N, MemoryRetriever, RetrievalResult, RetrievedFile
 from ._samples import EvalQuery, SampleCorpus, build_corpus, write_corpus
+from ._selection import SelectionCandidate, build_selection_prompt, parse_selection, resolve_selection
 from ._store import Candidate, MemoryStore, StaleEntry
 from ._tokens import TokenCounter
 from ._tool_results import RetentionPolicy, ToolResultPage, ToolResultStore, render_page
@@ -95,6 +96,7 @@ __all__ = [
     "RunInterrupted",
     "RunOutcome",
     "SampleCorpus",
+    "SelectionCandidate",
     "SentenceTransformerEmbedder",
     "SessionMessageStore",
     "StaleEntry",
@@ -112,6 +114,7 @@ __all__ = [
     "amark_status",
     "asave_checkpoint",
     "build_corpus",
+    "build_selection_prompt",
     "cosine_top_n",
     "embedder_from_env",
     "find_resumable",
@@ -121,8 +124,10 @@ __all__ = [
     "load_checkpoint",
     "mark_status",
     "owner_of",
+    "parse_selection",
     "reciprocal_rank_fusion",
     "render_page",
+    "resolve_selection",
     "save_checkpoint",
     "scope_name",
     "user_file_prefix",

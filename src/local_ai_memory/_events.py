@@ -24,6 +24,7 @@ from typing import Any
 __all__ = ["Event", "log_event", "logger"]
 
 logger = logging.getLogger("local_ai_memory")
+logger.addHandler(logging.NullHandler())  # a library stays quiet until the application configures logging
 
 
 class Event(str, enum.Enum):

@@ -104,7 +104,7 @@ def build_selection_prompt(query: str, candidates: Sequence[SelectionCandidate],
         f"Pick the candidate files that help answer the query, most relevant first, at most {limit}. "
         'Use the exact "file" values of the candidates; never name any other file or path.\n'
         'Answer with ONLY a JSON array of file names, for example ["name_one.md", "name_two.md"], '
-        "or [] if no candidate is relevant.\n\n"
+        "or an empty JSON array if no candidate is relevant.\n\n"
         "<data>\n"
         f"QUERY: {_data_json(_clip(query, _MAX_QUERY))}\n"
         f"CANDIDATES: {_data_json(records)}\n"

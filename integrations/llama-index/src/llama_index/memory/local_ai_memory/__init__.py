@@ -1,5 +1,7 @@
-"""local-ai-memory for LlamaIndex (memory)."""
+"""LlamaIndex memory block of local-ai-memory: the L1 working memory of one user and session."""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from ._block import LocalWorkingMemoryBlock
+
+__all__ = ["LocalWorkingMemoryBlock"]

@@ -1,5 +1,7 @@
-"""local-ai-memory for LlamaIndex (postprocessor)."""
+"""LlamaIndex node postprocessor of local-ai-memory: LLM file selection (Stage 2) with a token budget."""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from .base import LocalMemoryFileSelector
+
+__all__ = ["LocalMemoryFileSelector"]

@@ -1,0 +1,243 @@
+"""``LocalWorkingMemoryBlock``: L1 working memory as a LlamaIndex ``Memory`` block.
+
+LlamaIndex's ``Memory`` keeps the recent chat in a FIFO queue (an in-process SQLite database
+by default) and hands messages that overflow its token limit to its memory blocks. This
+block connects that to the library's L1 working memory of one ``(user_id, session_id)``:
+
+* **reading** (``aget``): the block returns the stored L1 Markdown, which ``Memory`` puts
+  into the system message of every LLM call;
+* **writing** (``aput``): messages flushed out of the queue are merged into L1 by
+  :class:`~local_ai_memory._compressor.WorkingMemoryCompressor` (with an LLM, or the
+  deterministic extractive summary when none is configured);
+* **end of a run**: :meth:`LocalWorkingMemoryBlock.asummarize_memory` merges the messages
+  still in the queue, so L1 is current even when nothing overflowed.
+
+L1 lives in a plain file, so an agent that is restarted (a new process, a new ``Memory``,
+a workflow ``Context`` restored from ``to_dict()``, which does not carry the memory) gets
+its working memory back as soon as the block is attached again.
+
+The block remembers (in this process) which messages it has already summarized, counting
+identical messages, so a message is merged once even if it is first seen at the end of one
+run and then flushed later.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from llama_index.core.base.llms.types import ChatMessage, TextBlock, ToolCallBlock
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.memory import BaseMemory, BaseMemoryBlock
+from llama_index.retrievers.local_ai_memory._adapters import as_core_llm
+
+from local_ai_memory import (
+    CompressionResult,
+    DirectoryGuard,
+    InvalidInputError,
+    MemoryConfig,
+    MemoryManager,
+    TokenCounter,
+    WorkingMemoryCompressor,
+)
+
+__all__ = ["LocalWorkingMemoryBlock", "to_core_message", "to_core_messages"]
+
+_Fingerprint = tuple[str, str, str, tuple[str, ...]]
+_NEEDS_SCOPE = "LocalWorkingMemoryBlock needs a scoped manager: manager.scoped(user_id, session_id)"
+
+
+def _tool_call_names(message: ChatMessage) -> tuple[str, ...]:
+    names = [block.tool_name for block in message.blocks if isinstance(block, ToolCallBlock)]
+    for call in message.additional_kwargs.get("tool_calls") or ():
+        name = getattr(call, "tool_name", None) or getattr(call, "name", None)
+        if name is None and isinstance(call, dict):
+            function = call.get("function")
+            name = call.get("name") or (function.get("name") if isinstance(function, dict) else None)
+        if isinstance(name, str) and name:
+            names.append(name)
+    return tuple(names)
+
+
+def _text(message: ChatMessage) -> str:
+    return "\n".join(block.text for block in message.blocks if isinstance(block, TextBlock))
+
+
+def to_core_message(message: ChatMessage, tool_names: dict[str, str] | None = None) -> dict[str, Any]:
+    """A LlamaIndex ``ChatMessage`` as the core's message dict (role, text, tool call names).
+
+    ``FunctionAgent`` does not put the tool's name on a tool message, only the call id:
+    ``tool_names`` (call id to name, from earlier assistant messages) fills it in.
+    """
+    out: dict[str, Any] = {"role": str(message.role.value), "content": _text(message)}
+    tool_call_id = message.additional_kwargs.get("tool_call_id")
+    if isinstance(tool_call_id, str) and tool_call_id:
+        out["tool_call_id"] = tool_call_id
+    name = message.additional_kwargs.get("name")
+    if not (isinstance(name, str) and name) and isinstance(tool_call_id, str):
+        name = (tool_names or {}).get(tool_call_id)
+    if isinstance(name, str) and name:
+        out["name"] = name
+    calls = _tool_call_names(message)
+    if calls:
+        out["tool_calls"] = list(calls)
+    return out
+
+
+def to_core_messages(messages: Iterable[ChatMessage]) -> list[dict[str, Any]]:
+    """:func:`to_core_message` over a conversation, naming tool results after their calls."""
+    tool_names: dict[str, str] = {}
+    out = []
+    for message in messages:
+        for block in message.blocks:
+            if isinstance(block, ToolCallBlock) and block.tool_call_id:
+                tool_names[block.tool_call_id] = block.tool_name
+        out.append(to_core_message(message, tool_names))
+    return out
+
+
+def _fingerprint(message: dict[str, Any]) -> _Fingerprint:
+    return (
+        str(message["role"]),
+        str(message["content"]),
+        str(message.get("tool_call_id", "")),
+        tuple(message.get("tool_calls", ())),
+    )
+
+
+class LocalWorkingMemoryBlock(BaseMemoryBlock[str]):
+    """Serves the L1 working memory of one scope to ``Memory`` and merges flushed messages into it.
+
+    Build it with :meth:`from_manager` (or pass ``manager`` and ``compressor`` directly)::
+
+        block = LocalWorkingMemoryBlock.from_manager(manager.scoped("alice", "s1"), llm=Settings.llm)
+        memory = Memory.from_defaults(session_id="s1", memory_blocks=[block])
+    """
+
+    name: str = Field(default="working_memory", description="The name of the block in the memory prompt.")
+    description: str | None = Field(
+        default="The agent's working memory: goal, completed steps, discoveries, open issues and decisions."
+    )
+    priority: int = Field(default=0, description="0: never truncated (L1 already has its own token budget).")
+    manager: MemoryManager = Field(exclude=True, description="A MemoryManager scoped to (user_id, session_id).")
+    compressor: WorkingMemoryCompressor = Field(exclude=True, description="Merges messages into L1.")
+
+    _summarized: Counter[_Fingerprint] = PrivateAttr(default_factory=Counter)
+    _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+
+    def model_post_init(self, context: Any, /) -> None:
+        """Check that the manager is scoped and the compressor writes to the same manager."""
+        super().model_post_init(context)
+        if self.manager.scope is None:
+            raise InvalidInputError(_NEEDS_SCOPE)
+        if self.compressor.manager is not self.manager:
+            raise InvalidInputError("the compressor must write to the block's manager")
+
+    @classmethod
+    def from_manager(
+        cls,
+        manager: MemoryManager,
+        llm: Any = None,
+        *,
+        target_tokens: int | None = None,
+        token_counter: TokenCounter | None = None,
+        name: str = "working_memory",
+        priority: int = 0,
+    ) -> LocalWorkingMemoryBlock:
+        """A block over ``manager``'s L1; ``llm`` is a LlamaIndex LLM, a core LLM or ``None`` (extractive)."""
+        if not isinstance(manager, MemoryManager) or manager.scope is None:
+            raise InvalidInputError(_NEEDS_SCOPE)
+        compressor = WorkingMemoryCompressor(manager, as_core_llm(llm), token_counter, target_tokens)
+        return cls(name=name, priority=priority, manager=manager, compressor=compressor)
+
+    @classmethod
+    def from_config(
+        cls,
+        config: MemoryConfig | None = None,
+        *,
+        user_id: str,
+        session_id: str,
+        llm: Any = None,
+        **kwargs: Any,
+    ) -> LocalWorkingMemoryBlock:
+        """A block over the L1 of ``(user_id, session_id)`` under ``config.runtime_data_dir``."""
+        config = config if config is not None else MemoryConfig()
+        manager = MemoryManager(DirectoryGuard(config.runtime_data_dir), config).scoped(user_id, session_id)
+        return cls.from_manager(manager, llm, **kwargs)
+
+    # -- reading
+
+    def get_text(self) -> str:
+        """The L1 text the block serves (``""`` when none, or when working memory is disabled)."""
+        if not self.manager.config.working_memory_enabled:
+            return ""
+        return self.manager.get_working_memory()
+
+    async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
+        if not self.manager.config.working_memory_enabled:
+            return ""
+        return await self.manager.aget_working_memory()
+
+    # -- writing
+
+    def _claim(self, messages: Iterable[ChatMessage]) -> list[dict[str, Any]]:
+        """The messages not summarized yet (by count of identical messages), marked as summarized."""
+        converted = to_core_messages(messages)
+        with self._lock:
+            seen: Counter[_Fingerprint] = Counter()
+            fresh: list[dict[str, Any]] = []
+            for message in converted:
+                key = _fingerprint(message)
+                seen[key] += 1
+                if seen[key] > self._summarized[key]:
+                    fresh.append(message)
+                    self._summarized[key] += 1
+            return [message for message in fresh if message["content"] or message.get("tool_calls")]
+
+    def _release(self, messages: Sequence[dict[str, Any]]) -> None:
+        """Forget that ``messages`` were summarized (the compression failed: let a later call retry)."""
+        with self._lock:
+            for message in messages:
+                key = _fingerprint(message)
+                if self._summarized[key] > 0:
+                    self._summarized[key] -= 1
+
+    def summarize_messages(self, messages: Sequence[ChatMessage]) -> CompressionResult | None:
+        """Merge the messages not summarized yet into L1; ``None`` when there was nothing new."""
+        if not self.manager.config.working_memory_enabled:
+            return None
+        fresh = self._claim(messages)
+        if not fresh:
+            return None
+        result = self.compressor.update_summary(fresh)
+        if not result.ok:
+            self._release(fresh)
+        return result
+
+    async def asummarize_messages(self, messages: Sequence[ChatMessage]) -> CompressionResult | None:
+        """Async twin of :meth:`summarize_messages`."""
+        if not self.manager.config.working_memory_enabled:
+            return None
+        fresh = self._claim(messages)
+        if not fresh:
+            return None
+        result = await self.compressor.aupdate_summary(fresh)
+        if not result.ok:
+            self._release(fresh)
+        return result
+
+    def summarize_memory(self, memory: BaseMemory) -> CompressionResult | None:
+        """Merge every message of ``memory`` not summarized yet (call it after a run; not in an event loop)."""
+        return self.summarize_messages(memory.get_all())
+
+    async def asummarize_memory(self, memory: BaseMemory) -> CompressionResult | None:
+        """Async twin of :meth:`summarize_memory`: ``await block.asummarize_memory(memory)`` after ``await handler``."""
+        return await self.asummarize_messages(await memory.aget_all())
+
+    async def _aput(self, messages: list[ChatMessage]) -> None:
+        await self.asummarize_messages(messages)
+
+    def __repr__(self) -> str:
+        return f"LocalWorkingMemoryBlock(name={self.name!r}, scope={self.manager.scope!r})"
