@@ -157,7 +157,147 @@ choose the files (Stage 2) and write the working memory.
 """),
 ]
 
-NOTEBOOKS: dict[str, list[Cell]] = {"01_quickstart": QUICKSTART}
+
+LLAMAINDEX: list[Cell] = [
+    md("""
+# local-ai-memory with LlamaIndex
+
+Offline, with LlamaIndex's own mock models. We use:
+
+1. `LocalMemoryRetriever` in a `RetrieverQueryEngine` over notes built from the Python
+   standard library,
+2. `LocalMemoryFileSelector`, the Stage 2 postprocessor that keeps the input order when the
+   model's answer is unusable (where `LLMRerank` returns nothing),
+3. `LocalMemoryToolSpec` in a `FunctionAgent`: a 200 KB tool output is stored on disk, the agent
+   sees a reference and pages the text back, and `LocalWorkingMemoryBlock` keeps L1 working
+   memory that a restarted agent gets back.
+"""),
+    code("""
+import json
+import tempfile
+import warnings
+from pathlib import Path
+
+from llama_index.core.llms import MockLLM
+from llama_index.core.query_engine import RetrieverQueryEngine
+from llama_index.retrievers.local_ai_memory import LocalMemoryRetriever
+from local_ai_memory import MemoryConfig, build_corpus, write_corpus
+
+# The installed `workflows` package touches deprecated pydantic attributes when agents are built.
+warnings.filterwarnings("ignore", category=DeprecationWarning, module="pydantic")
+
+root = Path(tempfile.mkdtemp(prefix="lam-llamaindex-"))
+config = MemoryConfig(runtime_data_dir=root)
+retriever = LocalMemoryRetriever.from_config(config, user_id="alice", max_tokens=2000)
+notes = write_corpus(retriever.store, "alice")
+print(len(notes), "notes for alice under", root / "memory_data" / "knowledge")
+"""),
+    md("## A query engine over the knowledge memory"),
+    code("""
+question = next(q for q in build_corpus().queries if q.module == "json")
+engine = RetrieverQueryEngine.from_args(retriever, llm=MockLLM(max_tokens=40))
+response = engine.query(question.text)
+print("question:", question.text)
+for hit in response.source_nodes:
+    print(f"{hit.score:7.2f}  {hit.node.metadata['filename']:<28} {hit.node.metadata['title']}")
+"""),
+    md("""
+## The selector postprocessor
+
+`MockLLM(max_tokens=4)` answers `text text text text`, which names no file. LlamaIndex's
+`LLMRerank` then returns no nodes at all; `LocalMemoryFileSelector` keeps the Stage 1 order.
+"""),
+    code("""
+from llama_index.core.postprocessor import LLMRerank
+from llama_index.core.schema import QueryBundle
+from llama_index.postprocessor.local_ai_memory import LocalMemoryFileSelector
+
+nodes = retriever.retrieve(question.text)
+bad_model = MockLLM(max_tokens=4)
+ours = LocalMemoryFileSelector(llm=bad_model, top_n=3).postprocess_nodes(nodes, query_str=question.text)
+theirs = LLMRerank(llm=bad_model, top_n=3).postprocess_nodes(nodes, QueryBundle(question.text))
+print("LocalMemoryFileSelector keeps:", [n.node.metadata["filename"] for n in ours])
+print("LLMRerank keeps:           ", [n.node.metadata["filename"] for n in theirs])
+"""),
+    md("""
+## An agent whose large tool output never enters its context
+
+The model here is LlamaIndex's `MockFunctionCallingLLM` playing a script: call `read_source`,
+then page the stored result back twice with `load_tool_result`, then answer.
+"""),
+    code("""
+import inspect
+
+import argparse as argparse_module
+from llama_index.core.agent.workflow import FunctionAgent
+from llama_index.core.base.llms.types import ChatMessage, MessageRole, ToolCallBlock
+from llama_index.core.llms.mock import MockFunctionCallingLLM
+from llama_index.core.tools import FunctionTool
+from llama_index.memory.local_ai_memory import LocalWorkingMemoryBlock
+from llama_index.tools.local_ai_memory import LocalMemoryToolSpec
+from local_ai_memory import DirectoryGuard, MemoryManager
+
+source = inspect.getsource(argparse_module) * 2  # about 200 KB of real text
+
+
+def read_source() -> str:
+    \"\"\"Return the source of the argparse module.\"\"\"
+    return source
+
+
+def call(name, call_id, **kwargs):
+    block = ToolCallBlock(tool_call_id=call_id, tool_name=name, tool_kwargs=kwargs)
+    return ChatMessage(role=MessageRole.ASSISTANT, blocks=[block])
+
+
+seen = []
+
+
+def script(messages, **kwargs):
+    messages = list(messages)
+    seen.append(messages)
+    tool_texts = [m.content or "" for m in messages if m.role == MessageRole.TOOL]
+    if not tool_texts:
+        return call("read_source", "c1")
+    if len(tool_texts) == 1:
+        reference = json.loads(tool_texts[-1])
+        return call("load_tool_result", "c2", result_id=reference["result_id"], offset=0, limit=3000)
+    if len(tool_texts) == 2:
+        result_id = tool_texts[-1].split()[2]
+        return call("load_tool_result", "c3", result_id=result_id, offset=3000, limit=3000)
+    return ChatMessage(role=MessageRole.ASSISTANT, content="Decision: explain subparsers from the pages read.")
+
+
+manager = MemoryManager(DirectoryGuard(root), config).scoped("alice", "notebook")
+spec = LocalMemoryToolSpec(manager)
+tools = [*spec.wrap_tools([FunctionTool.from_defaults(fn=read_source)]), *spec.to_tool_list()]
+block = LocalWorkingMemoryBlock.from_manager(manager)
+agent = FunctionAgent(tools=tools, llm=MockFunctionCallingLLM(response_generator=script), streaming=False)
+
+from llama_index.core.memory import Memory
+
+memory = Memory.from_defaults(session_id="notebook", memory_blocks=[block], token_limit=30_000)
+answer = await agent.run("How does argparse handle subcommands? Read its source.", memory=memory)
+print("answer:", answer)
+largest = max(len(m.content or "") for messages in seen for m in messages)
+print("largest message the model ever received:", largest, "characters")
+print("the tool output on disk:", len(source.encode()), "bytes")
+"""),
+    code("""
+await block.asummarize_memory(memory)  # merge the run into L1 working memory
+manager  # L0, L1, L2 and L3 of this scope
+"""),
+    md("A restarted agent builds a new block on the same scope: `Memory` puts L1 into its system message."),
+    code("""
+restarted = MemoryManager(DirectoryGuard(root), config).scoped("alice", "notebook")
+fresh = Memory.from_defaults(memory_blocks=[LocalWorkingMemoryBlock.from_manager(restarted)])
+system = (await fresh.aget(input="Where were we?"))[0].content
+print(system[:600])
+"""),
+]
+
+
+NOTEBOOKS: dict[str, list[Cell]] = {"01_quickstart": QUICKSTART, "03_llamaindex": LLAMAINDEX}
 
 
 def build(name: str, cells: list[Cell], execute: bool) -> Path:
