@@ -4,7 +4,8 @@ Each README runs in a fresh Python process (as a reader pasting the blocks would
 temporary folder that is also ``HOME``, so examples that use the default ``~/.local-ai`` write
 there and not into the developer's home. A block whose first line is ``# not run`` is skipped
 (for snippets that need a remote model). The LangChain package's README is run by its own test,
-which swaps its model line for a scripted model.
+which swaps its model line for a scripted model; a block of the main README that starts with
+``# same as integrations/langchain/README.md`` must appear there word for word.
 """
 
 from __future__ import annotations
@@ -20,11 +21,12 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 READMES = [ROOT / "README.md", ROOT / "integrations" / "llama-index" / "README.md"]
 BLOCK_RE = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
+LANGCHAIN_COPY = "# same as integrations/langchain/README.md"
 
 
 def readme_blocks(readme: Path) -> list[str]:
     blocks = BLOCK_RE.findall(readme.read_text(encoding="utf-8"))
-    return [block for block in blocks if not block.startswith("# not run")]
+    return [block for block in blocks if not block.startswith(("# not run", LANGCHAIN_COPY))]
 
 
 @pytest.mark.parametrize("readme", READMES, ids=lambda p: str(p.relative_to(ROOT)))
@@ -44,3 +46,11 @@ def test_readme_python_blocks_run(readme: Path, tmp_path: Path) -> None:
         timeout=300,
     )
     assert result.returncode == 0, f"{readme} examples failed:\n{result.stderr[-3000:]}"
+
+
+def test_langchain_blocks_are_copies_of_the_tested_package_readme() -> None:
+    package = (ROOT / "integrations" / "langchain" / "README.md").read_text(encoding="utf-8")
+    copies = [b for b in BLOCK_RE.findall(READMES[0].read_text(encoding="utf-8")) if b.startswith(LANGCHAIN_COPY)]
+    assert copies
+    for block in copies:
+        assert block.split("\n", 1)[1] in package

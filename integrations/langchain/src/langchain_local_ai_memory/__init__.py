@@ -1,5 +1,68 @@
-"""LangChain and LangGraph integration of local-ai-memory."""
+"""LangChain and LangGraph integration of local-ai-memory.
+
+* :class:`LocalMemoryRetriever`: the knowledge memory as a ``BaseRetriever``.
+* :func:`create_memory_tools`: ``load_tool_result`` and ``search_memory`` tools.
+* :class:`LocalMemoryMiddleware` (and its parts): agent middleware for ``create_agent``.
+* :class:`LocalMemoryCallbackHandler`: persistence and L1 compression for chains without middleware.
+* :class:`LocalMemoryChatMessageHistory`: a ``BaseChatMessageHistory`` over the session files.
+* :class:`ChatModelLLM`, :class:`EmbeddingsEmbedder`: LangChain models as the core's model protocols.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from typing import TYPE_CHECKING
+
+from ._adapters import ChatModelLLM, EmbeddingsEmbedder, as_embedder, as_llm
+from ._callbacks import LocalMemoryCallbackHandler
+from ._history import LocalMemoryChatMessageHistory
+from ._retriever import LocalMemoryRetriever
+from ._tools import (
+    KnowledgeSearchTool,
+    LoadToolResultTool,
+    create_memory_tools,
+)
+
+if TYPE_CHECKING:  # the middleware needs the optional ``langchain`` package: imported lazily below
+    from ._middleware import (
+        CheckpointMiddleware,
+        LocalMemoryMiddleware,
+        MemoryPromptMiddleware,
+        ToolResultMiddleware,
+        WorkingMemoryMiddleware,
+    )
+
+__all__ = [
+    "ChatModelLLM",
+    "CheckpointMiddleware",
+    "EmbeddingsEmbedder",
+    "KnowledgeSearchTool",
+    "LoadToolResultTool",
+    "LocalMemoryCallbackHandler",
+    "LocalMemoryChatMessageHistory",
+    "LocalMemoryMiddleware",
+    "LocalMemoryRetriever",
+    "MemoryPromptMiddleware",
+    "ToolResultMiddleware",
+    "WorkingMemoryMiddleware",
+    "as_embedder",
+    "as_llm",
+    "create_memory_tools",
+]
+
+
+def __getattr__(name: str) -> object:
+    # The middleware needs the optional ``langchain`` package (extra ``agents``): import it lazily.
+    if name in _MIDDLEWARE:
+        from . import _middleware
+
+        return getattr(_middleware, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+_MIDDLEWARE = {
+    "CheckpointMiddleware",
+    "LocalMemoryMiddleware",
+    "MemoryPromptMiddleware",
+    "ToolResultMiddleware",
+    "WorkingMemoryMiddleware",
+}

@@ -1,0 +1,692 @@
+"""Agent middleware for ``langchain.agents.create_agent``: what the model sees, and what survives a crash.
+
+Callbacks can only watch an agent; middleware sits in its path. :class:`LocalMemoryMiddleware`
+does all of the following, and each part is also available alone:
+
+* :class:`ToolResultMiddleware` (``wrap_tool_call`` / ``awrap_tool_call``): a successful tool
+  output above ``config.tool_result_inline_limit`` UTF-8 bytes is saved to L3 and the
+  ``ToolMessage`` the model gets carries the JSON reference ``{result_id, summary, size}``
+  instead. Error results and the output of ``load_tool_result`` itself stay inline. It also
+  registers the ``load_tool_result`` tool with the agent.
+* :class:`MemoryPromptMiddleware` (``wrap_model_call``): appends the L0 agent state and the L1
+  working memory, fenced as data by the core's ``ContextBuilder``, to the system message of
+  each model request. The graph state is not changed: nothing is added to ``messages``.
+* :class:`CheckpointMiddleware` (``before_agent`` / ``before_model`` / ``after_agent``): before
+  every model call (so after every tool step) it updates L0 (``current_task``,
+  ``current_step``, ``plan_id``) and saves the conversation as an L2 checkpoint
+  (``in_progress``); after the run the checkpoint becomes ``completed``. When a run starts and
+  the scope holds a resumable checkpoint of the same ``plan_id`` (the process was killed, or
+  the run raised), the stored conversation is restored and the agent continues from it.
+* :class:`WorkingMemoryMiddleware` (``after_agent``): merges the messages of the run into L1
+  with the core's ``WorkingMemoryCompressor`` (an LLM if given, else the extractive summary).
+
+The user and session are bound at construction or read per run from the runtime context
+(``agent.invoke(..., context={"user_id": ..., "session_id": ...})``) or ``configurable``.
+Every hook has a sync and an async variant; the async ones run the file I/O in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+import threading
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain_core.language_models import BaseLanguageModel
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    RemoveMessage,
+    SystemMessage,
+    ToolMessage,
+    messages_from_dict,
+    messages_to_dict,
+)
+from langchain_core.tools import BaseTool
+from langgraph.config import get_config
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langgraph.prebuilt.tool_node import ToolCallRequest
+from langgraph.runtime import Runtime
+from langgraph.types import Command
+
+from local_ai_memory import (
+    LLM,
+    AgentCheckpoint,
+    ContextBuilder,
+    DirectoryGuard,
+    LocalMemoryError,
+    MemoryConfig,
+    MemoryManager,
+    RecordNotFoundError,
+    RetentionPolicy,
+    RunInterrupted,
+    TokenCounter,
+    ToolResultStore,
+    WorkingMemoryCompressor,
+    load_checkpoint,
+    mark_status,
+    save_checkpoint,
+)
+from local_ai_memory._checkpoints import raise_on_signals
+
+from ._adapters import as_llm
+from ._retriever import LocalMemoryRetriever
+from ._scope import MemoryLocation, resolve_scope
+from ._tools import LOAD_TOOL_RESULT, LoadToolResultTool
+
+__all__ = [
+    "CheckpointMiddleware",
+    "LocalMemoryMiddleware",
+    "MemoryPromptMiddleware",
+    "ToolResultMiddleware",
+    "WorkingMemoryMiddleware",
+    "message_text",
+    "reference_of",
+]
+
+DEFAULT_PLAN_ID = "agent"
+logger = logging.getLogger("langchain_local_ai_memory")
+_TASK_CHARS = 500
+_LAST_MERGED = "working_memory_merged_through"
+_KNOWLEDGE_CACHE = 64
+
+
+def message_text(message: BaseMessage) -> str:
+    """The text of a message (text blocks of a list content joined)."""
+    return str(message.text)
+
+
+def reference_of(message: BaseMessage) -> str | None:
+    """The ``result_id`` if ``message`` is a tool message carrying an L3 reference, else ``None``."""
+    if not isinstance(message, ToolMessage) or not isinstance(message.content, str):
+        return None
+    content = message.content
+    if not content.startswith('{"result_id"'):
+        return None
+    try:
+        data = json.loads(content)
+    except ValueError:
+        return None
+    if isinstance(data, dict) and set(data) == {"result_id", "summary", "size"} and isinstance(data["result_id"], str):
+        return data["result_id"]
+    return None
+
+
+def _current_config() -> Any:
+    with contextlib.suppress(RuntimeError):
+        return get_config()
+    return None
+
+
+class _Scoped:
+    """Shared by the parts: where memory lives and how a call's scope is found."""
+
+    def __init__(
+        self,
+        user_id: str | None,
+        session_id: str | None,
+        config: MemoryConfig | None,
+        guard: DirectoryGuard | None,
+    ) -> None:
+        self.location = MemoryLocation(config, guard)
+        self.user_id = user_id
+        self.session_id = session_id
+        if user_id is not None and session_id is not None:
+            resolve_scope(user_id, session_id)  # fail early on a malformed id
+
+    @property
+    def config(self) -> MemoryConfig:
+        return self.location.config
+
+    def manager(self, runtime: Any, config: Any = None) -> MemoryManager:
+        run_config = config if config is not None else getattr(runtime, "config", None) or _current_config()
+        return self.location.manager(*resolve_scope(self.user_id, self.session_id, runtime, run_config))
+
+
+# --------------------------------------------------------------------------- L3: tool results
+
+
+class ToolResultMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
+    """Moves large successful tool outputs to L3; the model gets a reference and ``load_tool_result``."""
+
+    def __init__(
+        self,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        *,
+        config: MemoryConfig | None = None,
+        guard: DirectoryGuard | None = None,
+        retention: RetentionPolicy | None = None,
+        inline_tools: Sequence[str] = (),
+        register_tool: bool = True,
+    ) -> None:
+        super().__init__()
+        self._scope = _Scoped(user_id, session_id, config, guard)
+        self.retention = retention
+        self.inline_tools = frozenset({LOAD_TOOL_RESULT, *inline_tools})
+        self.tools: Sequence[BaseTool] = (
+            [
+                LoadToolResultTool(
+                    config=self._scope.config, user_id=user_id, session_id=session_id, guard=self._scope.location.guard
+                )
+            ]
+            if register_tool
+            else []
+        )
+
+    def _shrink(self, request: ToolCallRequest, result: ToolMessage | Command[Any]) -> ToolMessage | Command[Any]:
+        if not isinstance(result, ToolMessage) or result.status == "error":
+            return result
+        name = result.name or request.tool_call.get("name") or ""
+        if name in self.inline_tools:
+            return result
+        if isinstance(result.content, str):
+            content = result.content
+        elif all(isinstance(block, str) or block.get("type") == "text" for block in result.content):
+            content = message_text(result)
+        else:
+            return result  # images or other blocks: not ours to rewrite
+        if len(content) * 4 <= self._scope.config.tool_result_inline_limit:
+            return result  # certainly under the byte limit: skip the disk entirely
+        store = ToolResultStore(self._scope.manager(request.runtime), self.retention)
+        reference = store.externalize(name, content)
+        if reference == content:
+            return result
+        return result.model_copy(update={"content": reference})
+
+    def wrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+    ) -> ToolMessage | Command[Any]:
+        """Run the tool, then externalize its output if it is large."""
+        return self._shrink(request, handler(request))
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        """Async twin of :meth:`wrap_tool_call` (the write runs in a worker thread)."""
+        result = await handler(request)
+        return await asyncio.to_thread(self._shrink, request, result)
+
+
+# --------------------------------------------------------------------------- L0 + L1 in the prompt
+
+
+def _with_memory(system: SystemMessage | None, memory: str) -> SystemMessage:
+    if system is None:
+        return SystemMessage(content=memory)
+    if isinstance(system.content, str):
+        text = f"{system.content}\n\n{memory}" if system.content else memory
+        return system.model_copy(update={"content": text})
+    return system.model_copy(update={"content": [*system.content, {"type": "text", "text": memory}]})
+
+
+class MemoryPromptMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
+    """Adds the L0 state and L1 working memory (and, with a retriever, knowledge) to the system message.
+
+    With ``retriever`` (a :class:`~langchain_local_ai_memory.LocalMemoryRetriever`), the
+    user's knowledge notes matching the latest human message are added too; the search runs
+    once per distinct message, not once per model call. ``max_tokens`` bounds the whole block;
+    the core's ``ContextBuilder`` drops knowledge first and working memory last.
+    """
+
+    def __init__(
+        self,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        *,
+        config: MemoryConfig | None = None,
+        guard: DirectoryGuard | None = None,
+        max_tokens: int = 1024,
+        token_counter: TokenCounter | None = None,
+        retriever: LocalMemoryRetriever | None = None,
+    ) -> None:
+        super().__init__()
+        self._scope = _Scoped(user_id, session_id, config, guard)
+        self.max_tokens = max_tokens
+        self.counter = token_counter or TokenCounter(self._scope.config.token_encoding)
+        self.retriever = retriever
+        self._found: dict[tuple[str, str], str] = {}
+        self._found_lock = threading.Lock()
+
+    def memory_text(self, runtime: Any, knowledge: str = "") -> str:
+        """The fenced memory block for this scope ("" when there is nothing to show)."""
+        builder = ContextBuilder(self._scope.manager(runtime), self.counter, max_tokens=self.max_tokens)
+        return builder.build(messages=[], knowledge=knowledge).text
+
+    def _query(self, request: ModelRequest[Any]) -> tuple[str, str] | None:
+        if self.retriever is None:
+            return None
+        last = next((m for m in reversed(request.messages) if isinstance(m, HumanMessage)), None)
+        if last is None or not message_text(last).strip():
+            return None
+        user, _ = resolve_scope(self._scope.user_id, self._scope.session_id, request.runtime, _current_config())
+        return user, message_text(last)
+
+    def _remember(self, key: tuple[str, str], text: str) -> str:
+        with self._found_lock:
+            self._found[key] = text
+            while len(self._found) > _KNOWLEDGE_CACHE:
+                self._found.pop(next(iter(self._found)))
+        return text
+
+    def _knowledge(self, request: ModelRequest[Any]) -> str:
+        key = self._query(request)
+        if key is None or self.retriever is None:
+            return ""
+        if key in self._found:
+            return self._found[key]
+        return self._remember(key, self.retriever.retrieve_result(key[1], user_id=key[0]).text)
+
+    async def _aknowledge(self, request: ModelRequest[Any]) -> str:
+        key = self._query(request)
+        if key is None or self.retriever is None:
+            return ""
+        if key in self._found:
+            return self._found[key]
+        return self._remember(key, (await self.retriever.aretrieve_result(key[1], user_id=key[0])).text)
+
+    def _request(self, request: ModelRequest[Any], memory: str) -> ModelRequest[Any]:
+        if not memory:
+            return request
+        return request.override(system_message=_with_memory(request.system_message, memory))
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> Any:
+        """Call the model with memory appended to the system message."""
+        memory = self.memory_text(request.runtime, self._knowledge(request))
+        return handler(self._request(request, memory))
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> Any:
+        """Async twin of :meth:`wrap_model_call`."""
+        knowledge = await self._aknowledge(request)
+        memory = await asyncio.to_thread(self.memory_text, request.runtime, knowledge)
+        return await handler(self._request(request, memory))
+
+
+# --------------------------------------------------------------------------- L0 + L2: checkpoints
+
+
+def _messages(state: Any) -> list[AnyMessage]:
+    return list(state.get("messages", []) if isinstance(state, dict) else getattr(state, "messages", []))
+
+
+def _task_of(messages: Sequence[BaseMessage]) -> str:
+    first = next((m for m in messages if isinstance(m, HumanMessage)), None)
+    return "" if first is None else " ".join(message_text(first).split())[:_TASK_CHARS]
+
+
+def _step_of(messages: Sequence[BaseMessage]) -> int:
+    return sum(1 for m in messages if isinstance(m, AIMessage))
+
+
+class CheckpointMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
+    """Saves an L2 checkpoint and updates L0 before every model call; resumes an unfinished run.
+
+    ``plan_id`` names the checkpoint within the scope (one resumable run per plan id). When a
+    run resumes, the stored conversation comes first and input messages it does not already
+    hold are appended after it. With ``resume=False`` (or another ``plan_id``) a stored
+    unfinished run is overwritten instead of continued. A conversation kept by a LangGraph
+    checkpointer (same ``thread_id``) is left as it is.
+    """
+
+    def __init__(
+        self,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        *,
+        config: MemoryConfig | None = None,
+        guard: DirectoryGuard | None = None,
+        plan_id: str = DEFAULT_PLAN_ID,
+        resume: bool = True,
+    ) -> None:
+        super().__init__()
+        self._scope = _Scoped(user_id, session_id, config, guard)
+        self.plan_id = plan_id
+        self.resume = resume
+        self._running: set[tuple[str | None, str | None]] = set()
+        self._running_lock = threading.Lock()
+
+    def _started(self, manager: MemoryManager, running: bool) -> None:
+        with self._running_lock:
+            scope = (manager.user_id, manager.session_id)
+            if running:
+                self._running.add(scope)
+            else:
+                self._running.discard(scope)
+
+    def _previous(self, manager: MemoryManager) -> AgentCheckpoint | None:
+        try:
+            checkpoint = load_checkpoint(manager, self.plan_id)
+        except RecordNotFoundError:
+            return None
+        return checkpoint if checkpoint.resumable else None
+
+    def _save(
+        self,
+        manager: MemoryManager,
+        messages: Sequence[BaseMessage],
+        status: str,
+        *,
+        started: AgentCheckpoint | None = None,
+    ) -> AgentCheckpoint:
+        task = _task_of(messages)
+        step = _step_of(messages)
+        result_ids = [rid for rid in (reference_of(m) for m in messages) if rid is not None]
+        checkpoint = AgentCheckpoint.model_validate(
+            {
+                "plan_id": self.plan_id,
+                "status": status,
+                "step": step,
+                "task": task,
+                "messages": messages_to_dict(messages),
+                "tool_result_ids": list(dict.fromkeys(result_ids)),
+                **({"started_at": started.started_at} if started is not None else {}),
+            }
+        )
+        saved = save_checkpoint(manager, checkpoint)
+        manager.update_state({"current_task": task, "current_step": step, "plan_id": self.plan_id})
+        return saved
+
+    def mark_interrupted(
+        self, user_id: str | None = None, session_id: str | None = None, *, reason: str = "SIGINT"
+    ) -> bool:
+        """Mark this scope's unfinished checkpoint ``interrupted``; return whether there was one."""
+        scope = _Scoped(
+            user_id if user_id is not None else self._scope.user_id,
+            session_id if session_id is not None else self._scope.session_id,
+            self._scope.config,
+            self._scope.location.guard,
+        )
+        manager = scope.manager(None, {})
+        if self._previous(manager) is None:
+            return False
+        mark_status(manager, self.plan_id, "interrupted", reason=reason)
+        return True
+
+    @contextlib.contextmanager
+    def handle_signals(self, user_id: str | None = None, session_id: str | None = None) -> Iterator[None]:
+        """Inside the block, SIGINT and SIGTERM stop the run and mark its checkpoint ``interrupted``.
+
+        Use it around ``agent.invoke(...)`` in the main thread; the signal surfaces as a
+        ``KeyboardInterrupt`` after the checkpoint is marked. The run stays resumable.
+        """
+        with raise_on_signals():
+            try:
+                yield
+            except KeyboardInterrupt as stop:
+                reason = signal.Signals(stop.signum).name if isinstance(stop, RunInterrupted) else "SIGINT"
+                with self._running_lock:
+                    running = sorted(self._running, key=str)
+                explicit = user_id is not None or session_id is not None
+                for user, session in [(user_id, session_id)] if explicit or not running else running:
+                    try:
+                        self.mark_interrupted(user, session, reason=reason)
+                    except LocalMemoryError as exc:  # never hide the interrupt behind a memory error
+                        logger.warning("could not mark the run of %s/%s interrupted: %s", user, session, exc)
+                raise
+
+    def before_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Resume a stored unfinished run, or start a fresh checkpoint."""
+        manager = self._scope.manager(runtime)
+        self._started(manager, True)
+        messages = _messages(state)
+        previous = self._previous(manager) if self.resume else None
+        if previous is None or not previous.messages:
+            self._save(manager, messages, "in_progress")
+            return None
+        restored = messages_from_dict(previous.messages)
+        restored_ids = {m.id for m in restored if m.id}
+        current_ids = {m.id for m in messages if m.id}
+        if restored_ids and restored_ids <= current_ids:
+            return None  # the graph's own checkpointer already holds the conversation
+        seen = {(type(m).__name__, message_text(m)) for m in restored}
+        fresh = [m for m in messages if m.id not in restored_ids and (type(m).__name__, message_text(m)) not in seen]
+        merged = [*restored, *fresh]
+        self._save(manager, merged, "in_progress", started=previous)
+        manager.update_state({"resumed_from_step": previous.step})
+        return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *merged]}
+
+    def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Checkpoint the conversation so far (every tool step is followed by a model call)."""
+        manager = self._scope.manager(runtime)
+        previous = self._previous(manager)
+        self._save(manager, _messages(state), "in_progress", started=previous)
+        return None
+
+    def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Mark the run ``completed``."""
+        manager = self._scope.manager(runtime)
+        previous = self._previous(manager)
+        self._save(manager, _messages(state), "completed", started=previous)
+        self._started(manager, False)
+        return None
+
+    async def abefore_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Async twin of :meth:`before_agent`."""
+        return await asyncio.to_thread(self.before_agent, state, runtime)
+
+    async def abefore_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Async twin of :meth:`before_model`."""
+        return await asyncio.to_thread(self.before_model, state, runtime)
+
+    async def aafter_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Async twin of :meth:`after_agent`."""
+        return await asyncio.to_thread(self.after_agent, state, runtime)
+
+
+# --------------------------------------------------------------------------- L1 after the run
+
+
+class WorkingMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
+    """Merges each run's new messages into the L1 working memory after the run.
+
+    Messages already merged are remembered in L0 (``working_memory_merged_through``, a message
+    id), so a conversation kept by a LangGraph checkpointer is not summarized twice.
+    """
+
+    def __init__(
+        self,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        *,
+        config: MemoryConfig | None = None,
+        guard: DirectoryGuard | None = None,
+        llm: BaseLanguageModel[Any] | LLM | None = None,
+        token_counter: TokenCounter | None = None,
+        target_tokens: int | None = None,
+    ) -> None:
+        super().__init__()
+        self._scope = _Scoped(user_id, session_id, config, guard)
+        self.llm = as_llm(llm)
+        self.counter = token_counter or TokenCounter(self._scope.config.token_encoding)
+        self.target_tokens = target_tokens
+
+    def _compressor(self, manager: MemoryManager) -> WorkingMemoryCompressor:
+        return WorkingMemoryCompressor(manager, self.llm, self.counter, self.target_tokens)
+
+    def _new_messages(self, manager: MemoryManager, messages: list[AnyMessage]) -> list[AnyMessage]:
+        last = manager.get_state().get(_LAST_MERGED)
+        ids = [m.id for m in messages]
+        if isinstance(last, str) and last in ids:
+            return messages[ids.index(last) + 1 :]
+        return messages
+
+    def _mark(self, manager: MemoryManager, messages: list[AnyMessage]) -> None:
+        if messages and messages[-1].id:
+            manager.update_state({_LAST_MERGED: messages[-1].id})
+
+    def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Compress the run into L1 (failures are logged by the core and leave L1 unchanged)."""
+        if not self._scope.config.working_memory_enabled:
+            return None
+        manager = self._scope.manager(runtime)
+        messages = _messages(state)
+        new = self._new_messages(manager, messages)
+        if self._compressor(manager).update_summary(new).ok:
+            self._mark(manager, messages)
+        return None
+
+    async def aafter_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Async twin of :meth:`after_agent` (the LLM call uses the model's async path)."""
+        if not self._scope.config.working_memory_enabled:
+            return None
+        manager = self._scope.manager(runtime, _current_config())
+        messages = _messages(state)
+        new = await asyncio.to_thread(self._new_messages, manager, messages)
+        if (await self._compressor(manager).aupdate_summary(new)).ok:
+            await asyncio.to_thread(self._mark, manager, messages)
+        return None
+
+
+# --------------------------------------------------------------------------- all of it
+
+
+class LocalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
+    """All four parts in one middleware: L3 externalization, L0/L1 prompt, L2 checkpoints, L1 compression.
+
+    ``llm`` (a LangChain chat model or a core ``LLM``) writes the L1 summary; without it the
+    extractive summary is used. ``retriever`` adds matching knowledge notes to the prompt.
+    Switch parts off with ``externalize``, ``inject``, ``checkpoint`` and ``compress``, or use
+    :meth:`parts` to get them as separate middleware. ``plan_id`` names the L2 checkpoint
+    (one resumable run per plan id and scope); :meth:`handle_signals` marks a run stopped by
+    SIGINT/SIGTERM ``interrupted``.
+    """
+
+    def __init__(
+        self,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        *,
+        config: MemoryConfig | None = None,
+        guard: DirectoryGuard | None = None,
+        llm: BaseLanguageModel[Any] | LLM | None = None,
+        plan_id: str = DEFAULT_PLAN_ID,
+        resume: bool = True,
+        prompt_max_tokens: int = 1024,
+        retriever: LocalMemoryRetriever | None = None,
+        retention: RetentionPolicy | None = None,
+        externalize: bool = True,
+        inject: bool = True,
+        checkpoint: bool = True,
+        compress: bool = True,
+    ) -> None:
+        super().__init__()
+        location = MemoryLocation(config, guard)
+        shared: dict[str, Any] = {"config": location.config, "guard": location.guard}
+        self.tool_results = (
+            ToolResultMiddleware(user_id, session_id, retention=retention, **shared) if externalize else None
+        )
+        self.prompt = (
+            MemoryPromptMiddleware(user_id, session_id, max_tokens=prompt_max_tokens, retriever=retriever, **shared)
+            if inject
+            else None
+        )
+        self.checkpoints = (
+            CheckpointMiddleware(user_id, session_id, plan_id=plan_id, resume=resume, **shared) if checkpoint else None
+        )
+        self.working_memory = WorkingMemoryMiddleware(user_id, session_id, llm=llm, **shared) if compress else None
+        self.tools: Sequence[BaseTool] = list(self.tool_results.tools) if self.tool_results is not None else []
+
+    @contextlib.contextmanager
+    def handle_signals(self, user_id: str | None = None, session_id: str | None = None) -> Iterator[None]:
+        """See :meth:`CheckpointMiddleware.handle_signals` (does nothing when checkpoints are off)."""
+        if self.checkpoints is None:
+            yield
+            return
+        with self.checkpoints.handle_signals(user_id, session_id):
+            yield
+
+    def parts(self) -> list[AgentMiddleware[AgentState[Any], Any, Any]]:
+        """The enabled parts as separate middleware (pass them to ``create_agent`` instead of this)."""
+        found = (self.tool_results, self.checkpoints, self.prompt, self.working_memory)
+        return [part for part in found if part is not None]
+
+    def wrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+    ) -> ToolMessage | Command[Any]:
+        """See :meth:`ToolResultMiddleware.wrap_tool_call`."""
+        if self.tool_results is None:
+            return handler(request)
+        return self.tool_results.wrap_tool_call(request, handler)
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        """See :meth:`ToolResultMiddleware.awrap_tool_call`."""
+        if self.tool_results is None:
+            return await handler(request)
+        return await self.tool_results.awrap_tool_call(request, handler)
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> Any:
+        """See :meth:`MemoryPromptMiddleware.wrap_model_call`."""
+        if self.prompt is None:
+            return handler(request)
+        return self.prompt.wrap_model_call(request, handler)
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> Any:
+        """See :meth:`MemoryPromptMiddleware.awrap_model_call`."""
+        if self.prompt is None:
+            return await handler(request)
+        return await self.prompt.awrap_model_call(request, handler)
+
+    def before_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """See :meth:`CheckpointMiddleware.before_agent`."""
+        return None if self.checkpoints is None else self.checkpoints.before_agent(state, runtime)
+
+    async def abefore_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Async twin of :meth:`before_agent`."""
+        return None if self.checkpoints is None else await self.checkpoints.abefore_agent(state, runtime)
+
+    def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """See :meth:`CheckpointMiddleware.before_model`."""
+        return None if self.checkpoints is None else self.checkpoints.before_model(state, runtime)
+
+    async def abefore_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Async twin of :meth:`before_model`."""
+        return None if self.checkpoints is None else await self.checkpoints.abefore_model(state, runtime)
+
+    def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Compress into L1, then mark the checkpoint ``completed``."""
+        if self.working_memory is not None:
+            self.working_memory.after_agent(state, runtime)
+        if self.checkpoints is not None:
+            self.checkpoints.after_agent(state, runtime)
+        return None
+
+    async def aafter_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Async twin of :meth:`after_agent`."""
+        if self.working_memory is not None:
+            await self.working_memory.aafter_agent(state, runtime)
+        if self.checkpoints is not None:
+            await self.checkpoints.aafter_agent(state, runtime)
+        return None

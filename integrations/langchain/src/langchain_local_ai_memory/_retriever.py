@@ -1,0 +1,212 @@
+"""``LocalMemoryRetriever``: the knowledge memory as a LangChain ``BaseRetriever``.
+
+Each call runs the core's three stages for one user: Stage 1 ranks the user's indexed
+Markdown files (BM25, or BM25 fused with embeddings when ``search_mode="hybrid"``), Stage 2
+lets ``llm`` (any LangChain chat model, or a core ``LLM``; optional) pick the files to load,
+Stage 3 loads them within ``max_tokens``. The result is one ``Document`` per loaded file with
+``filename``, ``title``, ``category``, ``score``, ``stage`` (2 when the LLM chose the file,
+1 when Stage 1's order was used) and ``tokens`` in its metadata.
+
+``k`` (at most 5, the number of Stage 1 candidates) can be set on the retriever or per call:
+``retriever.invoke("query", k=2)``. The user is bound with ``user_id``, or given per call as
+``invoke(..., user_id="alice")`` or ``config={"configurable": {"user_id": "alice"}}``.
+
+The Stage 2 model call is made with the retriever run's child callbacks, so it appears under
+the retriever in traces. ``ainvoke`` is a real async path: the model is awaited and the disk
+work runs in a worker thread.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManagerForRetrieverRun,
+    Callbacks,
+)
+from langchain_core.documents import Document
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnableConfig, ensure_config
+from pydantic import ConfigDict, Field, PrivateAttr
+
+from local_ai_memory import (
+    LLM,
+    DirectoryGuard,
+    Embedder,
+    InvalidInputError,
+    MemoryConfig,
+    MemoryRetriever,
+    MemoryStore,
+    RetrievalResult,
+    TokenCounter,
+)
+
+from ._adapters import ChatModelLLM, as_embedder, as_llm
+from ._scope import lookup, resolve_user
+
+__all__ = ["LocalMemoryRetriever", "documents_of"]
+
+MAX_K = 5
+NO_RESULTS = "No matching notes found."
+
+
+def documents_of(result: RetrievalResult, k: int) -> list[Document]:
+    """The first ``k`` loaded files of a retrieval as ``Document`` s (pure)."""
+    return [
+        Document(
+            id=f"{file.category}/{file.filename}",
+            page_content=file.content,
+            metadata={
+                "filename": file.filename,
+                "title": file.title,
+                "category": file.category,
+                "score": file.score,
+                "stage": file.stage,
+                "tokens": file.tokens,
+            },
+        )
+        for file in result.files[:k]
+    ]
+
+
+class LocalMemoryRetriever(BaseRetriever):
+    """Three-stage retrieval over one user's Markdown knowledge files (see the module docstring)."""
+
+    config: MemoryConfig = Field(default_factory=MemoryConfig, description="Settings; runtime_data_dir is the root.")
+    user_id: str | None = Field(default=None, description="Bound user; else given per call.")
+    categories: list[str] | None = Field(default=None, description="Categories searched (default: all configured).")
+    k: int = Field(default=4, ge=1, le=MAX_K, description="Documents returned at most.")
+    max_tokens: int = Field(default=2000, ge=1, description="Token budget of the loaded files together.")
+    llm: Any = Field(default=None, description="Stage 2 selector: a LangChain chat model or a core LLM (optional).")
+    embeddings: Any = Field(default=None, description="LangChain Embeddings or a core Embedder (hybrid search).")
+    guard: DirectoryGuard | None = Field(default=None, exclude=True)
+    store: MemoryStore | None = Field(default=None, exclude=True, description="A shared MemoryStore (built if absent).")
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    _store: MemoryStore | None = PrivateAttr(None)
+    _llm: LLM | None = PrivateAttr(None)
+    _counter: TokenCounter | None = PrivateAttr(None)
+    _embedder: Embedder | None = PrivateAttr(None)
+
+    def model_post_init(self, context: Any, /) -> None:
+        """Check the model objects once; the store is opened lazily on first use."""
+        self._llm = as_llm(self.llm)
+        self._embedder = as_embedder(self.embeddings)
+        if self.user_id is not None:
+            resolve_user(self.user_id)
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    def _memory_store(self) -> MemoryStore:
+        if self.store is not None:
+            return self.store
+        if self._store is None:
+            guard = self.guard if self.guard is not None else DirectoryGuard(self.config.runtime_data_dir)
+            self._store = MemoryStore(guard, self.config, embedder=self._embedder)
+        return self._store
+
+    def _engine(self, callbacks: Callbacks) -> MemoryRetriever:
+        llm = self._llm
+        if isinstance(llm, ChatModelLLM) and callbacks is not None:
+            llm = llm.with_callbacks(callbacks, run_name="local_ai_memory_stage2")
+        if self._counter is None:
+            self._counter = TokenCounter(self.config.token_encoding)
+        return MemoryRetriever(self._memory_store(), llm, self._counter, self.config)
+
+    def _k(self, k: int | None) -> int:
+        value = self.k if k is None else k
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InvalidInputError(f"k must be a whole number >= 1, got {value!r}")
+        return min(value, MAX_K)
+
+    @staticmethod
+    def _with_user(config: RunnableConfig | None, kwargs: dict[str, Any]) -> dict[str, Any]:
+        if kwargs.get("user_id") is None:
+            found = lookup("user_id", None, ensure_config(config))
+            if found is not None:
+                kwargs = {**kwargs, "user_id": found}
+        return kwargs
+
+    # -- BaseRetriever -------------------------------------------------------------------------
+
+    def invoke(self, input: str, config: RunnableConfig | None = None, **kwargs: Any) -> list[Document]:
+        """Retrieve documents; accepts ``k=`` and ``user_id=`` per call."""
+        return super().invoke(input, config, **self._with_user(config, kwargs))
+
+    async def ainvoke(self, input: str, config: RunnableConfig | None = None, **kwargs: Any) -> list[Document]:
+        """Async twin of :meth:`invoke`."""
+        return await super().ainvoke(input, config, **self._with_user(config, kwargs))
+
+    def _get_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: CallbackManagerForRetrieverRun,
+        k: int | None = None,
+        user_id: str | None = None,
+    ) -> list[Document]:
+        count = self._k(k)
+        result = self.retrieve_result(query, user_id=user_id, callbacks=run_manager.get_child())
+        return documents_of(result, count)
+
+    async def _aget_relevant_documents(
+        self,
+        query: str,
+        *,
+        run_manager: AsyncCallbackManagerForRetrieverRun,
+        k: int | None = None,
+        user_id: str | None = None,
+    ) -> list[Document]:
+        count = self._k(k)
+        result = await self.aretrieve_result(query, user_id=user_id, callbacks=run_manager.get_child())
+        return documents_of(result, count)
+
+    # -- the core result, and text for tools ---------------------------------------------------
+
+    def retrieve_result(
+        self, query: str, *, user_id: str | None = None, callbacks: Callbacks = None
+    ) -> RetrievalResult:
+        """The core's structured result (files, candidates, decisions) for ``query``."""
+        user = resolve_user(user_id if user_id is not None else self.user_id)
+        return self._engine(callbacks).retrieve_result(query, user, self.categories, self.max_tokens)
+
+    async def aretrieve_result(
+        self, query: str, *, user_id: str | None = None, callbacks: Callbacks = None
+    ) -> RetrievalResult:
+        """Async twin of :meth:`retrieve_result`."""
+        user = resolve_user(user_id if user_id is not None else self.user_id)
+        return await self._engine(callbacks).aretrieve_result(query, user, self.categories, self.max_tokens)
+
+    def _search_user(self, user_id: str | None, config: RunnableConfig | None) -> str | None:
+        if user_id is not None:
+            return user_id
+        return self.user_id if self.user_id is not None else lookup("user_id", None, config)
+
+    def search_text(
+        self,
+        query: str,
+        *,
+        user_id: str | None = None,
+        config: RunnableConfig | None = None,
+        callbacks: Callbacks = None,
+    ) -> str:
+        """The loaded files as ``## filename`` blocks (what ``search_memory`` returns to a model).
+
+        The user is ``user_id``, else the retriever's own, else the runtime context / configurable.
+        """
+        user = self._search_user(user_id, config)
+        return self.retrieve_result(query, user_id=user, callbacks=callbacks).text or NO_RESULTS
+
+    async def asearch_text(
+        self,
+        query: str,
+        *,
+        user_id: str | None = None,
+        config: RunnableConfig | None = None,
+        callbacks: Callbacks = None,
+    ) -> str:
+        """Async twin of :meth:`search_text`."""
+        user = self._search_user(user_id, config)
+        return (await self.aretrieve_result(query, user_id=user, callbacks=callbacks)).text or NO_RESULTS

@@ -1,0 +1,230 @@
+"""Middleware parts one by one: what the model sees, error results, scope from the runtime context."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.tools import ToolException, tool
+from langchain_local_ai_memory import (
+    CheckpointMiddleware,
+    LocalMemoryMiddleware,
+    LocalMemoryRetriever,
+    MemoryPromptMiddleware,
+    ToolResultMiddleware,
+    WorkingMemoryMiddleware,
+)
+from lc_fakes import ScriptedChatModel, TextLLM, write_notes
+
+from local_ai_memory import DirectoryGuard, MemoryConfig
+from local_ai_memory._checkpoints import load_checkpoint
+from local_ai_memory._manager import MemoryManager
+
+LARGE = "x" * 10_000
+
+
+@tool
+def large() -> str:
+    """Return 10 KB."""
+    return LARGE
+
+
+@tool
+def small() -> str:
+    """Return a little."""
+    return "tiny"
+
+
+@tool
+def failing() -> str:
+    """Always fails."""
+    raise ToolException("E" * 10_000)
+
+
+failing.handle_tool_error = True
+
+
+def _calls(*names: str) -> AIMessage:
+    return AIMessage(content="", tool_calls=[{"name": n, "args": {}, "id": f"id_{n}"} for n in names])
+
+
+def _manager(config: MemoryConfig, user: str = "alice", session: str = "s1") -> MemoryManager:
+    return MemoryManager(DirectoryGuard(config.runtime_data_dir), config).scoped(user, session)
+
+
+def _tool_messages(model: ScriptedChatModel) -> dict[str, ToolMessage]:
+    return {str(m.name): m for m in model.received[-1] if isinstance(m, ToolMessage)}
+
+
+def test_only_large_successful_results_are_externalized(config: MemoryConfig) -> None:
+    model = ScriptedChatModel(script=[_calls("large", "small", "failing"), AIMessage(content="done")])
+    agent = create_agent(
+        model, tools=[large, small, failing], middleware=[ToolResultMiddleware("alice", "s1", config=config)]
+    )
+    agent.invoke({"messages": [HumanMessage("go")]})
+    seen = _tool_messages(model)
+    reference = json.loads(str(seen["large"].content))
+    assert reference["size"] == 10_000
+    assert reference["summary"] == "x" * 1000 + "…"
+    assert _manager(config).load_tool_result(reference["result_id"])["content"] == LARGE
+    assert seen["small"].content == "tiny"
+    assert seen["failing"].status == "error"
+    assert "EEEE" in str(seen["failing"].content)  # error results stay inline, whatever their size
+    assert "load_tool_result" in model.bound_tools
+
+
+async def test_async_externalization_with_scope_from_context(config: MemoryConfig) -> None:
+    model = ScriptedChatModel(script=[_calls("large"), AIMessage(content="done")])
+    agent = create_agent(model, tools=[large], middleware=[ToolResultMiddleware(config=config)])
+    await agent.ainvoke({"messages": [HumanMessage("go")]}, context={"user_id": "carol", "session_id": "c-1"})
+    reference = json.loads(str(_tool_messages(model)["large"].content))
+    assert _manager(config, "carol", "c-1").list_tool_results().keys() == {reference["result_id"]}
+
+
+def _system_texts(model: ScriptedChatModel) -> list[str]:
+    return [str(call[0].content) for call in model.received if isinstance(call[0], SystemMessage)]
+
+
+def test_prompt_gets_working_memory_and_state_without_touching_messages(config: MemoryConfig) -> None:
+    manager = _manager(config)
+    manager.update_working_memory("# Current Goal\nShip the parser\n")
+    manager.update_state({"current_task": "ship the parser", "current_step": 3})
+    model = ScriptedChatModel(script=[AIMessage(content="ok")])
+    agent = create_agent(
+        model, system_prompt="You are terse.", middleware=[MemoryPromptMiddleware("alice", "s1", config=config)]
+    )
+    result = agent.invoke({"messages": [HumanMessage("hi")]})
+    (system,) = _system_texts(model)
+    assert system.startswith("You are terse.\n\n")
+    assert "Working memory:" in system
+    assert "Ship the parser" in system
+    assert "current_step: 3" in system
+    # The state's messages are the conversation only: no memory was written into them.
+    assert [type(m) for m in result["messages"]] == [HumanMessage, AIMessage]
+
+
+async def test_prompt_async_without_system_prompt(config: MemoryConfig) -> None:
+    _manager(config).update_working_memory("# Current Goal\nAsync goal\n")
+    model = ScriptedChatModel(script=[AIMessage(content="ok")])
+    agent = create_agent(model, middleware=[MemoryPromptMiddleware("alice", "s1", config=config)])
+    await agent.ainvoke({"messages": [HumanMessage("hi")]})
+    (system,) = _system_texts(model)
+    assert "Async goal" in system
+
+
+def test_empty_memory_leaves_prompt_alone(config: MemoryConfig) -> None:
+    model = ScriptedChatModel(script=[AIMessage(content="ok")])
+    agent = create_agent(model, middleware=[MemoryPromptMiddleware("alice", "s1", config=config)])
+    agent.invoke({"messages": [HumanMessage("hi")]})
+    assert _system_texts(model) == []
+
+
+def test_checkpoint_and_state_each_step(config: MemoryConfig) -> None:
+    model = ScriptedChatModel(script=[_calls("small"), _calls("small"), AIMessage(content="done")])
+    agent = create_agent(
+        model, tools=[small], middleware=[CheckpointMiddleware("alice", "s1", config=config, plan_id="job-1")]
+    )
+    agent.invoke({"messages": [HumanMessage("Count twice")]})
+    manager = _manager(config)
+    checkpoint = load_checkpoint(manager, "job-1")
+    assert checkpoint.status == "completed"
+    assert checkpoint.step == 3
+    assert checkpoint.task == "Count twice"
+    assert len(checkpoint.messages) == 6
+    assert manager.get_state() == {"current_task": "Count twice", "current_step": 3, "plan_id": "job-1"}
+
+
+async def test_async_resume_restores_the_conversation(config: MemoryConfig) -> None:
+    # A first run that raised mid-way leaves an in_progress checkpoint...
+    boom = ScriptedChatModel(script=[_calls("small")])
+
+    def explode(messages: Any) -> AIMessage:
+        if len(boom.received) > 1:
+            raise RuntimeError("model crashed")
+        return _calls("small")
+
+    boom.policy = explode
+    middleware = [CheckpointMiddleware("alice", "s1", config=config)]
+    first = create_agent(boom, tools=[small], middleware=middleware)
+    with pytest.raises(RuntimeError, match="model crashed"):
+        await first.ainvoke({"messages": [HumanMessage("Task A")]})
+    assert load_checkpoint(_manager(config), "agent").status == "in_progress"
+    # ...and a new run with the same task continues from it instead of starting over.
+    model = ScriptedChatModel(script=[AIMessage(content="finished")])
+    second = create_agent(model, tools=[small], middleware=middleware)
+    result = await second.ainvoke({"messages": [HumanMessage("Task A")]})
+    received = model.received[0]
+    assert [type(m) for m in received] == [HumanMessage, AIMessage, ToolMessage]
+    assert received[2].content == "tiny"
+    assert [type(m) for m in result["messages"]] == [HumanMessage, AIMessage, ToolMessage, AIMessage]
+    assert load_checkpoint(_manager(config), "agent").status == "completed"
+    assert _manager(config).get_state()["resumed_from_step"] == 1
+
+
+def test_working_memory_after_run_sync_and_no_double_merge(config: MemoryConfig) -> None:
+    summary = "# Current Goal\nWrite the report\n\n# Completed\n* gathered data\n"
+    llm = TextLLM(summary)
+    model = ScriptedChatModel(script=[AIMessage(content="report written")])
+    agent = create_agent(model, middleware=[WorkingMemoryMiddleware("alice", "s1", config=config, llm=llm)])
+    agent.invoke({"messages": [HumanMessage("Write the report")]})
+    manager = _manager(config)
+    assert "Write the report" in manager.get_working_memory()
+    assert "gathered data" in manager.get_working_memory()
+    assert "report written" in llm.prompts[0]
+    assert manager.get_state()["current_task"] == "Write the report"
+
+
+async def test_working_memory_async_with_chat_model_summarizer(config: MemoryConfig) -> None:
+    summarizer = ScriptedChatModel(script=[AIMessage(content="# Current Goal\nAsync report\n")])
+    model = ScriptedChatModel(script=[AIMessage(content="ok")])
+    agent = create_agent(model, middleware=[WorkingMemoryMiddleware("alice", "s1", config=config, llm=summarizer)])
+    await agent.ainvoke({"messages": [HumanMessage("Write it")]})
+    assert "Async report" in _manager(config).get_working_memory()
+    assert "Write it" in str(summarizer.received[0][0].content)
+
+
+def test_combined_middleware_parts_and_switches(config: MemoryConfig) -> None:
+    both = LocalMemoryMiddleware("alice", "s1", config=config)
+    assert [type(p).__name__ for p in both.parts()] == [
+        "ToolResultMiddleware",
+        "CheckpointMiddleware",
+        "MemoryPromptMiddleware",
+        "WorkingMemoryMiddleware",
+    ]
+    model = ScriptedChatModel(script=[_calls("large"), AIMessage(content="done")])
+    agent = create_agent(model, tools=[large], middleware=both.parts())
+    agent.invoke({"messages": [HumanMessage("go")]})
+    assert json.loads(str(_tool_messages(model)["large"].content))["size"] == 10_000
+    assert load_checkpoint(_manager(config), "agent").status == "completed"
+    only_prompt = LocalMemoryMiddleware("alice", "s1", config=config, externalize=False, checkpoint=False)
+    assert [type(p).__name__ for p in only_prompt.parts()] == ["MemoryPromptMiddleware", "WorkingMemoryMiddleware"]
+    assert list(only_prompt.tools) == []
+
+
+def test_prompt_adds_knowledge_once_per_question(tmp_path: Any) -> None:
+    notes = write_notes(tmp_path / "notes")
+    selector = TextLLM('["alice_json.md"]')
+    retriever = LocalMemoryRetriever(config=notes, llm=selector)
+    model = ScriptedChatModel(script=[_calls("small"), AIMessage(content="done")])
+    middleware = LocalMemoryMiddleware("alice", "s1", config=notes, retriever=retriever, prompt_max_tokens=2000)
+    agent = create_agent(model, tools=[small], middleware=[middleware])
+    agent.invoke({"messages": [HumanMessage("how do I parse json?")]})
+    systems = _system_texts(model)
+    assert len(systems) == 2
+    assert all("Knowledge memory:" in text and "json.loads" in text for text in systems)
+    assert "bob" not in systems[0]
+    assert len(selector.prompts) == 1  # searched once for the question, not once per model call
+
+
+async def test_prompt_knowledge_async_uses_the_context_user(tmp_path: Any) -> None:
+    notes = write_notes(tmp_path / "notes")
+    model = ScriptedChatModel(script=[AIMessage(content="done")])
+    prompt = MemoryPromptMiddleware(config=notes, retriever=LocalMemoryRetriever(config=notes), max_tokens=2000)
+    agent = create_agent(model, middleware=[prompt])
+    await agent.ainvoke({"messages": [HumanMessage("python secrets")]}, context={"user_id": "bob", "session_id": "b"})
+    (system,) = _system_texts(model)
+    assert "## bob_python.md" in system
+    assert "alice_" not in system

@@ -1,0 +1,143 @@
+"""Memory tools: the standard tool suite, paging, scope binding, errors, sync and async."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import BaseTool
+from langchain_local_ai_memory import (
+    KnowledgeSearchTool,
+    LoadToolResultTool,
+    LocalMemoryRetriever,
+    create_memory_tools,
+)
+from langchain_tests.unit_tests import ToolsUnitTests
+from lc_fakes import write_notes
+
+from local_ai_memory import DirectoryGuard, MemoryConfig
+from local_ai_memory._manager import MemoryManager
+from local_ai_memory._tool_results import ToolResultStore
+
+TEXT = "".join(f"line {n}: é ü — {n * 7}\n" for n in range(2000))  # non-ASCII on purpose
+
+
+def externalize(config: MemoryConfig, user: str = "alice", session: str = "s1") -> str:
+    manager = MemoryManager(DirectoryGuard(config.runtime_data_dir), config).scoped(user, session)
+    reference = ToolResultStore(manager).externalize("reader", TEXT)
+    return str(json.loads(reference)["result_id"])
+
+
+class TestLoadToolResultStandard(ToolsUnitTests):
+    @property
+    def tool_constructor(self) -> type[LoadToolResultTool]:
+        return LoadToolResultTool
+
+    @property
+    def tool_constructor_params(self) -> dict[str, Any]:
+        return {"user_id": "alice", "session_id": "s1"}
+
+    @property
+    def tool_invoke_params_example(self) -> dict[str, Any]:
+        return {"result_id": "0123456789abcdef", "offset": 0, "limit": 1000}
+
+
+class TestKnowledgeSearchStandard(ToolsUnitTests):
+    @property
+    def tool_constructor(self) -> type[KnowledgeSearchTool]:
+        return KnowledgeSearchTool
+
+    @property
+    def tool_constructor_params(self) -> dict[str, Any]:
+        return {"retriever": LocalMemoryRetriever(user_id="alice")}
+
+    @property
+    def tool_invoke_params_example(self) -> dict[str, Any]:
+        return {"query": "python json"}
+
+
+def _call(tool: BaseTool, args: dict[str, Any], config: dict[str, Any] | None = None) -> ToolMessage:
+    message = tool.invoke({"type": "tool_call", "name": tool.name, "args": args, "id": "c1"}, config=config)
+    assert isinstance(message, ToolMessage)
+    return message
+
+
+def _body(message: ToolMessage) -> str:
+    return str(message.content).split("\n", 1)[1]
+
+
+def test_pages_cover_the_whole_result(config: MemoryConfig) -> None:
+    result_id = externalize(config)
+    (tool,) = create_memory_tools("alice", "s1", config=config)
+    pieces, offset = [], 0
+    while True:
+        page = _call(tool, {"result_id": result_id, "offset": offset, "limit": 7000})
+        assert page.status == "success"
+        pieces.append(_body(page))
+        header = str(page.content).split("\n", 1)[0]
+        if "end of result" in header:
+            break
+        offset += 7000
+        assert f"offset={offset}" in header
+    assert "".join(pieces) == TEXT
+    # The tool's schema exposes no user or session to the model.
+    assert set(tool.tool_call_schema.model_json_schema()["properties"]) == {"result_id", "offset", "limit"}
+
+
+async def test_async_page_and_scope_from_configurable(config: MemoryConfig) -> None:
+    result_id = externalize(config, "bob", "chat-9")
+    (tool,) = create_memory_tools(config=config)
+    scope = {"configurable": {"user_id": "bob", "session_id": "chat-9"}}
+    message = await tool.ainvoke(
+        {"type": "tool_call", "name": tool.name, "args": {"result_id": result_id, "limit": 50}, "id": "c1"},
+        config=scope,
+    )
+    assert _body(message) == TEXT[:50]
+    missing = await tool.ainvoke({"type": "tool_call", "name": tool.name, "args": {"result_id": result_id}, "id": "c2"})
+    assert missing.status == "error"
+    assert "no user_id" in str(missing.content)
+
+
+def test_other_sessions_results_and_bad_ids_are_errors(config: MemoryConfig) -> None:
+    result_id = externalize(config, "alice", "s1")
+    (other,) = create_memory_tools("alice", "s2", config=config)
+    message = _call(other, {"result_id": result_id})
+    assert message.status == "error"
+    assert "No stored tool result" in str(message.content)
+    (mine,) = create_memory_tools("alice", "s1", config=config)
+    bad = _call(mine, {"result_id": "../../etc/passwd"})
+    assert bad.status == "error"
+    assert _call(mine, {"result_id": result_id, "offset": 10**9}).content.startswith(  # type: ignore[union-attr]
+        f"[tool result {result_id}"
+    )
+    with pytest.raises(ValueError, match="limit"):
+        mine.invoke({"result_id": result_id, "limit": 0})
+
+
+def test_search_tool_sync_bound_by_the_factory(tmp_path: Path) -> None:
+    notes = write_notes(tmp_path / "notes")
+    retriever = LocalMemoryRetriever(config=notes)
+    tools = create_memory_tools("alice", "s1", retriever=retriever)
+    assert [t.name for t in tools] == ["load_tool_result", "search_memory"]
+    search = tools[1]
+    message = _call(search, {"query": "parse json"}, {"configurable": {"user_id": "bob"}})  # the factory wins
+    assert str(message.content).startswith("## alice_json.md\n")
+    assert "bob_" not in str(message.content)
+    nothing = _call(search, {"query": "zebra quantum"})
+    assert nothing.content == "No matching notes found."
+    assert set(search.tool_call_schema.model_json_schema()["properties"]) == {"query"}
+    unbound = create_memory_tools(retriever=retriever)[1]
+    assert str(_call(unbound, {"query": "secrets"}, {"configurable": {"user_id": "bob"}}).content).startswith(
+        "## bob_python.md"
+    )
+    assert _call(unbound, {"query": "secrets"}).status == "error"
+
+
+async def test_search_tool_async(tmp_path: Path) -> None:
+    notes = write_notes(tmp_path / "notes")
+    search = create_memory_tools(retriever=LocalMemoryRetriever(config=notes, user_id="bob"))[1]
+    text = await search.ainvoke({"query": "python secrets"})
+    assert text.startswith("## bob_python.md\n")
