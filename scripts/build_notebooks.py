@@ -157,6 +157,163 @@ choose the files (Stage 2) and write the working memory.
 """),
 ]
 
+LANGCHAIN: list[Cell] = [
+    md("""
+# local-ai-memory with a LangChain agent
+
+Offline, with a scripted chat model standing in for a real one (swap in any LangChain chat
+model, e.g. `init_chat_model("openai:qwen2.5:7b", base_url="http://localhost:11434/v1")`).
+We use the knowledge retriever and tools, then run a `create_agent` agent with
+`LocalMemoryMiddleware`: a 200 KB tool output goes to L3 and is paged back, and a run
+interrupted half way resumes from its checkpoint.
+"""),
+    code("""
+import inspect
+import json
+import re
+import tempfile
+from pathlib import Path
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from local_ai_memory import MemoryConfig, MemoryManager, DirectoryGuard, build_corpus, write_corpus, MemoryStore
+
+
+class ScriptedChatModel(BaseChatModel):
+    \"\"\"A chat model whose next message is ``policy(messages)``; records what it received.\"\"\"
+
+    policy: object
+    received: list = []
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    def bind_tools(self, tools, **kwargs):
+        return self
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        self.received.append(list(messages))
+        return ChatResult(generations=[ChatGeneration(message=self.policy(messages))])
+
+
+root = Path(tempfile.mkdtemp(prefix="lam-langchain-"))
+config = MemoryConfig(runtime_data_dir=root)
+print("data root:", root)
+"""),
+    md("## The knowledge retriever and the memory tools"),
+    code("""
+from langchain_local_ai_memory import LocalMemoryRetriever, create_memory_tools
+
+write_corpus(MemoryStore(DirectoryGuard(root), config), "alice")
+question = next(q for q in build_corpus().queries if q.module == "shutil")
+retriever = LocalMemoryRetriever(config=config, user_id="alice")  # llm=chat_model adds Stage 2
+for doc in retriever.invoke(question.text, k=3):
+    meta = doc.metadata
+    print(meta["filename"], round(meta["score"], 2), "stage", meta["stage"], len(doc.page_content), "chars")
+
+load_tool_result, search_memory = create_memory_tools("alice", "s1", retriever=retriever)
+print(search_memory.invoke({"query": question.text})[:300])
+"""),
+    md("""
+## An agent with `LocalMemoryMiddleware`
+
+The scripted model calls `read_source` (which returns about 200 KB of real source), then pages
+the stored output back with `load_tool_result` until the end, then answers.
+"""),
+    code("""
+import argparse as argparse_module
+
+from langchain.agents import create_agent
+from langchain_core.tools import tool
+from langchain_local_ai_memory import LocalMemoryMiddleware
+
+SOURCE = inspect.getsource(argparse_module) * 2
+runs = {"read_source": 0}
+
+
+@tool
+def read_source() -> str:
+    \"\"\"Return the source code of the argparse module.\"\"\"
+    runs["read_source"] += 1
+    return SOURCE
+
+
+def call(name, call_id, **args):
+    return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": call_id}])
+
+
+def paging_policy(messages):
+    tools = [m for m in messages if isinstance(m, ToolMessage)]
+    if not tools:
+        return call("read_source", "c0")
+    last = tools[-1]
+    if last.name == "read_source":
+        reference = json.loads(last.content)
+        return call("load_tool_result", "c1", result_id=reference["result_id"], offset=0, limit=20_000)
+    header = last.content.splitlines()[0]
+    following = re.search(r"offset=(\\d+) for the next", header)
+    if following:
+        result_id = re.search(r"tool result (\\w+)", header).group(1)
+        offset = int(following.group(1))
+        return call("load_tool_result", f"c{len(tools)}", result_id=result_id, offset=offset, limit=20_000)
+    return AIMessage(content="Subcommands are an _SubParsersAction that dispatches on the first argument.")
+
+
+model = ScriptedChatModel(policy=paging_policy)
+memory = LocalMemoryMiddleware("alice", "agent-run", config=config)
+agent = create_agent(model, tools=[read_source], middleware=[memory])
+result = agent.invoke({"messages": [{"role": "user", "content": "How does argparse dispatch subcommands?"}]})
+print(result["messages"][-1].content)
+largest = max(len(str(m.content)) for messages in model.received for m in messages)
+print(f"tool output {len(SOURCE.encode()):,} bytes; largest message the model received: {largest:,} characters")
+"""),
+    code("""
+MemoryManager(DirectoryGuard(root), config).scoped("alice", "agent-run")  # L0, L1, L2 and L3 of the run
+"""),
+    md("""
+## Interrupt and resume
+
+This time the model is interrupted (as by Ctrl-C) when it asks for the second page. The
+checkpoint stays resumable; running the same `(user_id, session_id)` again continues from it:
+the big tool is not run again.
+"""),
+    code("""
+interrupted = {"done": False}
+
+
+def flaky_policy(messages):
+    step = paging_policy(messages)
+    wants_second_page = step.tool_calls and step.tool_calls[0]["args"].get("offset") == 20_000
+    if wants_second_page and not interrupted["done"]:
+        interrupted["done"] = True
+        raise KeyboardInterrupt("Ctrl-C")
+    return step
+
+
+runs["read_source"] = 0
+model = ScriptedChatModel(policy=flaky_policy)
+resumable = LocalMemoryMiddleware("alice", "resumable", config=config)
+agent = create_agent(model, tools=[read_source], middleware=[resumable])
+task = {"messages": [{"role": "user", "content": "How does argparse dispatch subcommands?"}]}
+try:
+    agent.invoke(task)
+except KeyboardInterrupt:
+    print("interrupted")
+
+scope = MemoryManager(DirectoryGuard(root), config).scoped("alice", "resumable")
+from local_ai_memory import find_resumable
+
+checkpoint = find_resumable(scope)
+print("resumable checkpoint:", checkpoint.status, "at step", checkpoint.step)
+
+result = agent.invoke(task)  # the same scope: resumes
+print(result["messages"][-1].content)
+print("read_source ran", runs["read_source"], "time(s); L0:", scope.get_state())
+"""),
+]
+
 
 LLAMAINDEX: list[Cell] = [
     md("""
@@ -297,7 +454,11 @@ print(system[:600])
 ]
 
 
-NOTEBOOKS: dict[str, list[Cell]] = {"01_quickstart": QUICKSTART, "03_llamaindex": LLAMAINDEX}
+NOTEBOOKS: dict[str, list[Cell]] = {
+    "01_quickstart": QUICKSTART,
+    "02_langchain_agent": LANGCHAIN,
+    "03_llamaindex": LLAMAINDEX,
+}
 
 
 def build(name: str, cells: list[Cell], execute: bool) -> Path:
