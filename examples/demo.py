@@ -12,8 +12,9 @@ Run it with ``./scripts/demo`` (which sets up ``.venv``) or ``python examples/de
 3. The files it produced, level by level.
 
 Set ``LOCAL_AI_MEMORY_BASE_URL`` and ``LOCAL_AI_MEMORY_MODEL`` (and ``LOCAL_AI_MEMORY_API_KEY``
-for hosted APIs) to use an OpenAI-compatible model for Stage 2 and L1 compression, and, with
-``langchain-openai`` installed, to run a real LangChain agent over the same memory.
+for hosted APIs) to use an OpenAI-compatible model (llama.cpp server, Ollama, vLLM, a hosted
+API) for keyword refinement, Stage 2 and L1 compression, and to run a real LangChain agent
+(``create_agent`` with ``LocalMemoryMiddleware``) over the same memory.
 """
 
 from __future__ import annotations
@@ -63,8 +64,12 @@ def section(title: str) -> Iterator[None]:
     console.print(f"[dim]({time.perf_counter() - started:.2f} s)[/dim]\n")
 
 
-def build_knowledge(store: MemoryStore, llm: LLM | None) -> int:
-    """Write one note per stdlib module, as a user's editor would, then index them all."""
+def build_knowledge(store: MemoryStore) -> int:
+    """Write one note per stdlib module, as a user's editor would, then index them all.
+
+    The keywords come from the heuristic extractor: asking a model for keywords costs one call
+    per file (``populate_index_from_files(llm=...)``), minutes for 164 notes on a local model.
+    """
     corpus = build_corpus()
     folder = store.category_dir("knowledge")
     for note in corpus.notes:
@@ -74,7 +79,7 @@ def build_knowledge(store: MemoryStore, llm: LLM | None) -> int:
     ) as bar:
         task = bar.add_task("index", total=len(corpus.notes))
         indexed = store.populate_index_from_files(
-            USER, ["knowledge"], llm=llm, progress=lambda done, total: bar.update(task, completed=done, total=total)
+            USER, ["knowledge"], progress=lambda done, total: bar.update(task, completed=done, total=total)
         )
     console.print(f"{indexed} notes indexed into [bold]{store.index_path}[/bold]")
     return indexed
@@ -89,7 +94,12 @@ def ask(store: MemoryStore, retriever: MemoryRetriever, question: str, expected:
         table.add_row(str(rank), candidate.filename + mark, candidate.title[:48], f"{candidate.score:.2f}")
     console.print(table)
     result = retriever.retrieve_result(question, USER, max_tokens=1200)
-    how = "Stage 1 order (no LLM)" if result.selection_fallback else "chosen by the LLM"
+    if not result.selection_fallback:
+        how = "the LLM chose these files"
+    elif retriever.llm is None:
+        how = "Stage 1 order (no LLM configured)"
+    else:
+        how = f"the LLM's answer was unusable ({'; '.join(result.notes) or 'no candidate named'}), Stage 1 order kept"
     loaded = ", ".join(f"{f.filename} ({f.tokens} tokens{', cut to fit' if f.truncated else ''})" for f in result.files)
     console.print(f"Stage 2: {how}. Stage 3 loaded {loaded or 'nothing'}: {result.used_tokens} of 1200 tokens.")
     if result.skipped:
@@ -142,8 +152,10 @@ def agent_run(manager: MemoryManager, llm: LLM | None) -> None:
         f"resumable now: {find_resumable(manager)}"
     )
 
-    compressor = WorkingMemoryCompressor(manager, llm, target_tokens=300)
-    summary = compressor.update_summary(transcript)
+    summary = WorkingMemoryCompressor(manager, llm, target_tokens=300).update_summary(transcript)
+    if not summary.ok:
+        console.print(f"the model's summary was unusable ({summary.error}): L1 left as it was; extractive summary:")
+        summary = WorkingMemoryCompressor(manager, None, target_tokens=300).update_summary(transcript)
     console.print(
         f"L1 working memory ({summary.method}): {summary.tokens_before:,} tokens of transcript -> "
         f"{summary.tokens_after} tokens"
@@ -177,28 +189,42 @@ def show_files(root: Path) -> None:
     console.print(f"L0 state file: {json.dumps(state)}")
 
 
-def maybe_langchain_agent(root: Path) -> None:
-    """With a configured endpoint and langchain-openai, run a real LangChain agent over the memory."""
-    try:
-        from langchain_openai import ChatOpenAI  # type: ignore[import-not-found]
-    except ImportError:
-        console.print("[dim]langchain-openai is not installed: skipping the LangChain agent.[/dim]")
-        return
+def langchain_agent(root: Path) -> None:
+    """With a configured endpoint, a real LangChain agent searches the same memory and reads a big file."""
     import os
 
     from langchain.agents import create_agent
-    from langchain_local_ai_memory import LocalMemoryMiddleware, create_memory_tools
+    from langchain_core.tools import tool
+    from langchain_local_ai_memory import LocalMemoryMiddleware, LocalMemoryRetriever, create_memory_tools
+    from langchain_openai import ChatOpenAI
 
     model = ChatOpenAI(
         base_url=os.environ["LOCAL_AI_MEMORY_BASE_URL"],
         model=os.environ["LOCAL_AI_MEMORY_MODEL"],
-        api_key=os.environ.get("LOCAL_AI_MEMORY_API_KEY", "not-needed"),
+        api_key=os.environ.get("LOCAL_AI_MEMORY_API_KEY") or "not-needed",  # type: ignore[arg-type]
+        temperature=0,
     )
     config = MemoryConfig(runtime_data_dir=root)
-    tools = create_memory_tools(config=config, user_id=USER, session_id="agent-session")
-    agent = create_agent(model, tools=tools, middleware=[LocalMemoryMiddleware(config=config, user_id=USER)])
-    answer = agent.invoke({"messages": [{"role": "user", "content": "What does the json module do? Search memory."}]})
-    console.print(Panel(str(answer["messages"][-1].content), title="LangChain agent"))
+    retriever = LocalMemoryRetriever(config=config, user_id=USER)
+    _, search_memory = create_memory_tools(USER, "agent-session", config=config, retriever=retriever)
+
+    @tool
+    def read_source(module: str) -> str:
+        """Return the Python source code of a standard-library module, e.g. 'argparse'."""
+        import importlib
+
+        return inspect.getsource(importlib.import_module(module))
+
+    middleware = LocalMemoryMiddleware(USER, "agent-session", config=config, llm=model)
+    agent = create_agent(model, tools=[search_memory, read_source], middleware=[middleware])
+    question = "Read the source of the argparse module and say how it dispatches subcommands."
+    with middleware.handle_signals():
+        answer = agent.invoke({"messages": [{"role": "user", "content": question}]})
+    for message in answer["messages"]:
+        text = str(message.content)
+        console.print(f"[bold]{message.type}[/bold]: {text[:300]}{'…' if len(text) > 300 else ''}", markup=True)
+    scope = MemoryManager(DirectoryGuard(root), config).scoped(USER, "agent-session")
+    console.print(f"agent scope state: {scope.get_state()}")
 
 
 def main() -> None:
@@ -221,7 +247,7 @@ def main() -> None:
     store = MemoryStore(guard, config)
     retriever = MemoryRetriever(store, llm)
     with section("Knowledge memory: index real notes"):
-        build_knowledge(store, llm)
+        build_knowledge(store)
     with section("Knowledge memory: three questions"):
         corpus = build_corpus()
         by_module = {query.module: query for query in corpus.queries}
@@ -234,7 +260,7 @@ def main() -> None:
         show_files(guard.root)
     if llm is not None:
         with section("A real LangChain agent over the same memory"):
-            maybe_langchain_agent(guard.root)
+            langchain_agent(guard.root)
 
 
 if __name__ == "__main__":
