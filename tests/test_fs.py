@@ -21,46 +21,10 @@ class FailAt(_fs.Syscalls):
     def __init__(self, k: int, error: int = errno.ENOSPC) -> None:
         self.k, self.error, self.calls = k, error, []
 
-    def _tick(self, name: str) -> None:
-        self.calls.append(name)
+    def before(self, operation: str) -> None:
+        self.calls.append(operation)
         if len(self.calls) == self.k:
             raise OSError(self.error, os.strerror(self.error))
-
-    def mkdir(self, path: str) -> None:
-        self._tick("mkdir")
-        super().mkdir(path)
-
-    def open_new(self, path: str) -> int:
-        self._tick("open_new")
-        return super().open_new(path)
-
-    def open_append(self, path: str) -> int:
-        self._tick("open_append")
-        return super().open_append(path)
-
-    def write(self, fd: int, data: memoryview) -> int:
-        self._tick("write")
-        return super().write(fd, data)
-
-    def fsync(self, fd: int) -> None:
-        self._tick("fsync")
-        super().fsync(fd)
-
-    def close(self, fd: int) -> None:
-        self._tick("close")
-        super().close(fd)
-
-    def replace(self, src: str, dst: str) -> None:
-        self._tick("replace")
-        super().replace(src, dst)
-
-    def fsync_dir(self, path: str) -> None:
-        self._tick("fsync_dir")
-        super().fsync_dir(path)
-
-    def unlink(self, path: str) -> None:
-        self._tick("unlink")
-        super().unlink(path)
 
 
 def _leftovers(folder: Path) -> list[str]:

@@ -59,32 +59,47 @@ _CHUNK = 1 << 20
 
 
 class Syscalls:
-    """The primitive operations that change the disk. Subclass to inject faults."""
+    """The primitive operations that change the disk.
+
+    Every primitive first calls :meth:`before` with its name; a test subclass overrides that
+    one method to record the sequence or to raise ``OSError`` at the k-th operation.
+    """
+
+    def before(self, operation: str) -> None:
+        """Hook called before each primitive (``"mkdir"``, ``"open_new"``, ``"write"``, ...)."""
 
     def mkdir(self, path: str) -> None:
+        self.before("mkdir")
         os.mkdir(path, DIR_MODE)
 
     def open_new(self, path: str) -> int:
+        self.before("open_new")
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
         return os.open(path, flags | getattr(os, "O_NOFOLLOW", 0), FILE_MODE)
 
     def open_append(self, path: str) -> int:
+        self.before("open_append")
         flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
         return os.open(path, flags | getattr(os, "O_NOFOLLOW", 0), FILE_MODE)
 
     def write(self, fd: int, data: memoryview) -> int:
+        self.before("write")
         return os.write(fd, data)
 
     def fsync(self, fd: int) -> None:
+        self.before("fsync")
         os.fsync(fd)
 
     def close(self, fd: int) -> None:
+        self.before("close")
         os.close(fd)
 
     def replace(self, src: str, dst: str) -> None:
+        self.before("replace")
         os.replace(src, dst)
 
     def fsync_dir(self, path: str) -> None:
+        self.before("fsync_dir")
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
         try:
             os.fsync(fd)
@@ -92,6 +107,7 @@ class Syscalls:
             os.close(fd)
 
     def unlink(self, path: str) -> None:
+        self.before("unlink")
         os.unlink(path)
 
 

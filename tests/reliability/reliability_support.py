@@ -38,48 +38,12 @@ class FailAt(_fs.Syscalls):
         self.calls: list[str] = []
         self.fired = 0
 
-    def _tick(self, name: str) -> None:
-        self.calls.append(name)
+    def before(self, operation: str) -> None:
+        self.calls.append(operation)
         n = len(self.calls)
         if self.k and (n == self.k or (self.sticky and n > self.k)):
             self.fired += 1
             raise OSError(self.error, os.strerror(self.error))
-
-    def mkdir(self, path: str) -> None:
-        self._tick("mkdir")
-        super().mkdir(path)
-
-    def open_new(self, path: str) -> int:
-        self._tick("open_new")
-        return super().open_new(path)
-
-    def open_append(self, path: str) -> int:
-        self._tick("open_append")
-        return super().open_append(path)
-
-    def write(self, fd: int, data: memoryview) -> int:
-        self._tick("write")
-        return super().write(fd, data)
-
-    def fsync(self, fd: int) -> None:
-        self._tick("fsync")
-        super().fsync(fd)
-
-    def close(self, fd: int) -> None:
-        self._tick("close")
-        super().close(fd)
-
-    def replace(self, src: str, dst: str) -> None:
-        self._tick("replace")
-        super().replace(src, dst)
-
-    def fsync_dir(self, path: str) -> None:
-        self._tick("fsync_dir")
-        super().fsync_dir(path)
-
-    def unlink(self, path: str) -> None:
-        self._tick("unlink")
-        super().unlink(path)
 
 
 def temp_files(root: Path) -> list[Path]:

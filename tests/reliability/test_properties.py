@@ -149,8 +149,8 @@ class IndexModel(RuleBasedStateMachine):
     def _content(self, name: str, word: str) -> tuple[str, str]:
         self.version += 1
         token = f"tok{self.version}x"
-        # Length grows with the version, so every change also changes the size: same-size edits
-        # in one timestamp tick are a separate, known limitation (test_same_size_edit_in_one_tick).
+        # Length grows with the version, so every change also changes the size; same-size edits
+        # in one timestamp tick have their own test (test_same_size_edit_in_one_tick_is_seen).
         return token, f"# {name}\n\n{token} {word} " + "pad " * self.version
 
     @rule(
