@@ -48,7 +48,6 @@ from ._scope import lookup, resolve_user
 __all__ = ["LocalMemoryRetriever", "documents_of"]
 
 MAX_K = 5
-NO_RESULTS = "No matching notes found."
 
 
 def documents_of(result: RetrievalResult, k: int) -> list[Document]:
@@ -192,12 +191,12 @@ class LocalMemoryRetriever(BaseRetriever):
         config: RunnableConfig | None = None,
         callbacks: Callbacks = None,
     ) -> str:
-        """The loaded files as ``## filename`` blocks (what ``search_memory`` returns to a model).
+        """The loaded files as ``## filename`` blocks fenced as data (what ``search_memory`` returns to a model).
 
         The user is ``user_id``, else the retriever's own, else the runtime context / configurable.
         """
         user = self._search_user(user_id, config)
-        return self.retrieve_result(query, user_id=user, callbacks=callbacks).text or NO_RESULTS
+        return self.retrieve_result(query, user_id=user, callbacks=callbacks).for_model()
 
     async def asearch_text(
         self,
@@ -209,4 +208,4 @@ class LocalMemoryRetriever(BaseRetriever):
     ) -> str:
         """Async twin of :meth:`search_text`."""
         user = self._search_user(user_id, config)
-        return (await self.aretrieve_result(query, user_id=user, callbacks=callbacks)).text or NO_RESULTS
+        return (await self.aretrieve_result(query, user_id=user, callbacks=callbacks)).for_model()

@@ -145,14 +145,13 @@ class LocalMemoryToolSpec(BaseToolSpec):
     def search_memory(self, query: str) -> str:
         """The bound user's most relevant knowledge files for ``query``, within ``max_tokens``."""
         retriever = self._require_retriever()
-        text = retriever.retrieve(query, self.user_id, self.categories, self.max_tokens)
-        return text or "No matching notes in memory."
+        return retriever.retrieve_result(query, self.user_id, self.categories, self.max_tokens).for_model()
 
     async def asearch_memory(self, query: str) -> str:
         """Async twin of :meth:`search_memory`."""
         retriever = self._require_retriever()
-        text = await retriever.aretrieve(query, self.user_id, self.categories, self.max_tokens)
-        return text or "No matching notes in memory."
+        result = await retriever.aretrieve_result(query, self.user_id, self.categories, self.max_tokens)
+        return result.for_model()
 
     # -- tools
 
