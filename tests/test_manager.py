@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import threading
 from pathlib import Path
 from typing import Any
@@ -38,29 +37,6 @@ def files_under(root: Path) -> list[str]:
 def data_files(root: Path) -> list[str]:
     """Files other than lock sidecars."""
     return [name for name in files_under(root) if not name.rsplit("/", 1)[-1].endswith(".lock")]
-
-
-class Events(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__()
-        self.records: list[tuple[str, dict[str, Any]]] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        event = getattr(record, "event", None)
-        if event:
-            self.records.append((event, dict(getattr(record, "fields", {}))))
-
-
-@pytest.fixture
-def events() -> Any:
-    handler = Events()
-    log = logging.getLogger("local_ai_memory")
-    old_level = log.level
-    log.setLevel(logging.DEBUG)
-    log.addHandler(handler)
-    yield handler
-    log.removeHandler(handler)
-    log.setLevel(old_level)
 
 
 # -- levels, sync ---------------------------------------------------------------------------
@@ -347,7 +323,7 @@ def test_concurrent_first_uses_adopt_global_state_exactly_once(tmp_path: Path) -
     [b"{not json", b"", b"\xff\xfe\x00", b"[1, 2]", b'{"format_version": 1, "state": "not a dict"}', b'{"state": {}}'],
 )
 def test_corrupt_state_is_backed_up_logged_and_defaulted(
-    manager: MemoryManager, tmp_path: Path, events: Events, garbage: bytes
+    manager: MemoryManager, tmp_path: Path, events: Any, garbage: bytes
 ) -> None:
     path = tmp_path / "memory/state/global.json"
     _fs.atomic_write(path, garbage, durable=False)
@@ -371,7 +347,7 @@ def test_corrupt_file_found_during_update_is_backed_up_before_the_write(manager:
     assert path.with_name("global.json.corrupt.bak.1").read_bytes() == b"{torn again"
 
 
-def test_corrupt_working_plans_and_results(manager: MemoryManager, tmp_path: Path, events: Events) -> None:
+def test_corrupt_working_plans_and_results(manager: MemoryManager, tmp_path: Path, events: Any) -> None:
     memory = tmp_path / "memory"
     _fs.atomic_write(memory / "working/global.md", b"\xc3\x28 invalid utf-8", durable=False)
     _fs.atomic_write(memory / "plans/global.json", b'{"format_version": 1, "plans": 7}', durable=False)

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,32 +28,6 @@ from local_ai_memory._index import (
 from local_ai_memory._store import MemoryStore, StaleEntry
 
 CATS = ["knowledge", "work"]
-
-
-class Events(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.seen: list[tuple[str, dict[str, object]]] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        name = getattr(record, "event", None)
-        if name:
-            self.seen.append((name, dict(getattr(record, "fields", {}))))
-
-    def names(self) -> list[str]:
-        return [name for name, _ in self.seen]
-
-
-@pytest.fixture
-def events() -> Iterator[Events]:
-    handler = Events()
-    logger = logging.getLogger("local_ai_memory")
-    old = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG)
-    yield handler
-    logger.removeHandler(handler)
-    logger.setLevel(old)
 
 
 def make_store(root: Path, **kwargs: object) -> MemoryStore:
@@ -140,7 +113,7 @@ def test_paths_that_escape_or_bad_names_are_refused(tmp_path: Path) -> None:
     assert store.bm25_search("leaked", user_id="alice") == []
 
 
-def test_binary_files_are_skipped_with_an_event(tmp_path: Path, events: Events) -> None:
+def test_binary_files_are_skipped_with_an_event(tmp_path: Path, events: Any) -> None:
     store = make_store(tmp_path)
     (store.category_dir("knowledge") / "alice_blob.md").write_bytes(b"\xff\xfe\x00binary")
     put(store, "alice", "text", "# Text\n\nreadable words")
@@ -174,7 +147,7 @@ def test_index_is_written_in_v3_format(tmp_path: Path) -> None:
     assert [e.filename for e in store.read_index().files] == ["alice_python.md"]
 
 
-def test_outdated_index_is_rebuilt(tmp_path: Path, events: Events) -> None:
+def test_outdated_index_is_rebuilt(tmp_path: Path, events: Any) -> None:
     store = make_store(tmp_path)
     put(store, "alice", "python", "# Python\n\nsnakes")
     store.index_path.write_text(json.dumps({"index_version": 2, "files": [{"filename": "alice_old.md"}]}))
@@ -186,7 +159,7 @@ def test_outdated_index_is_rebuilt(tmp_path: Path, events: Events) -> None:
 @pytest.mark.parametrize(
     "damage", [b'{"index_version": 3, "files": [{"filen', b"[1, 2]", b'{"index_version": 3, "files": [{}]}']
 )
-def test_broken_index_is_quarantined_and_rebuilt(tmp_path: Path, events: Events, damage: bytes) -> None:
+def test_broken_index_is_quarantined_and_rebuilt(tmp_path: Path, events: Any, damage: bytes) -> None:
     store = make_store(tmp_path)
     put(store, "alice", "python", "# Python\n\nsnakes")
     store.index_path.write_bytes(damage)
@@ -443,7 +416,7 @@ class BrokenEmbedder(LetterEmbedder):
         raise RuntimeError("no GPU")
 
 
-def test_hybrid_falls_back_to_bm25_without_or_with_a_failing_embedder(tmp_path: Path, events: Events) -> None:
+def test_hybrid_falls_back_to_bm25_without_or_with_a_failing_embedder(tmp_path: Path, events: Any) -> None:
     for embedder in (None, BrokenEmbedder()):
         store = make_store(tmp_path / type(embedder).__name__, embedder=embedder)
         put(store, "alice", "py", "# Python\n\npython tips")
@@ -529,7 +502,7 @@ def test_ranker_snapshot_spares_rereading_unchanged_files(tmp_path: Path) -> Non
     assert make_store(tmp_path).bm25_search("kiwi", user_id="alice") == ["alice_b.md"]
 
 
-def test_damaged_ranker_snapshot_is_ignored(tmp_path: Path, events: Events) -> None:
+def test_damaged_ranker_snapshot_is_ignored(tmp_path: Path, events: Any) -> None:
     store = make_store(tmp_path)
     put(store, "alice", "a", "# A\n\napples")
     store.bm25_search("apples", user_id="alice")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -40,29 +39,6 @@ def store(manager: MemoryManager) -> ToolResultStore:
     return ToolResultStore(manager)
 
 
-class Events(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__()
-        self.records: list[tuple[str, dict[str, Any]]] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        event = getattr(record, "event", None)
-        if event:
-            self.records.append((event, dict(getattr(record, "fields", {}))))
-
-
-@pytest.fixture
-def events() -> Any:
-    handler = Events()
-    log = logging.getLogger("local_ai_memory")
-    old_level = log.level
-    log.setLevel(logging.DEBUG)
-    log.addHandler(handler)
-    yield handler
-    log.removeHandler(handler)
-    log.setLevel(old_level)
-
-
 def stored_files(manager: MemoryManager) -> list[Path]:
     folder = manager.guard.root / "memory/tool_results"
     return sorted(folder.glob("*.json")) if folder.exists() else []
@@ -84,7 +60,7 @@ def test_exactly_at_the_limit_stays_inline(store: ToolResultStore, unit: str, co
 
 
 @pytest.mark.parametrize("unit", ["a", "é", "€", "😀"])
-def test_one_byte_over_the_limit_is_externalized(store: ToolResultStore, events: Events, unit: str) -> None:
+def test_one_byte_over_the_limit_is_externalized(store: ToolResultStore, events: Any, unit: str) -> None:
     body = unit * (LIMIT // len(unit.encode()))
     content = body + "x"  # LIMIT + 1 bytes
     assert utf8_size(content) == LIMIT + 1
@@ -254,7 +230,7 @@ def test_protected_ids_come_from_resumable_checkpoints_only() -> None:
     assert protected_result_ids(plans) == {"r1", "r2"}
 
 
-def test_prune_keeps_the_newest_and_anything_an_in_progress_checkpoint_needs(tmp_path: Path, events: Events) -> None:
+def test_prune_keeps_the_newest_and_anything_an_in_progress_checkpoint_needs(tmp_path: Path, events: Any) -> None:
     config = MemoryConfig(fsync=False, tool_result_inline_limit=10)
     manager = MemoryManager(DirectoryGuard(tmp_path), config).scoped("u", "s")
     store = ToolResultStore(manager, RetentionPolicy(max_count=None, max_bytes=None))
