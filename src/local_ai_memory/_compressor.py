@@ -569,6 +569,15 @@ _Op = _Read | _Ask | _Save | _SetTask
 _Flow = Generator[_Op, Any, CompressionResult]
 
 
+def _advance(flow: _Flow, reply: Any, error: BaseException | None) -> _Op | CompressionResult:
+    """Resume ``flow`` with the last step's reply (or its error): its next step, or its result."""
+    try:
+        return flow.throw(error) if error is not None else flow.send(reply)
+    except StopIteration as stop:
+        result: CompressionResult = stop.value
+        return result
+
+
 class WorkingMemoryCompressor:
     """Builds and merges the L1 working memory of a scoped ``MemoryManager``.
 
@@ -653,12 +662,7 @@ class WorkingMemoryCompressor:
     def _run_sync(self, flow: _Flow) -> CompressionResult:
         reply: Any = None
         error: BaseException | None = None
-        while True:
-            try:
-                op = flow.throw(error) if error is not None else flow.send(reply)
-            except StopIteration as stop:
-                result: CompressionResult = stop.value
-                return result
+        while not isinstance(op := _advance(flow, reply, error), CompressionResult):
             reply, error = None, None
             try:
                 if isinstance(op, _Read):
@@ -671,16 +675,12 @@ class WorkingMemoryCompressor:
                     self.manager.update_state({"current_task": op.goal})
             except Exception as exc:
                 error = exc
+        return op
 
     async def _run_async(self, flow: _Flow) -> CompressionResult:
         reply: Any = None
         error: BaseException | None = None
-        while True:
-            try:
-                op = flow.throw(error) if error is not None else flow.send(reply)
-            except StopIteration as stop:
-                result: CompressionResult = stop.value
-                return result
+        while not isinstance(op := _advance(flow, reply, error), CompressionResult):
             reply, error = None, None
             try:
                 if isinstance(op, _Read):
@@ -694,6 +694,7 @@ class WorkingMemoryCompressor:
                     await self.manager.aupdate_state({"current_task": op.goal})
             except Exception as exc:
                 error = exc
+        return op
 
     # ---- the shared flow
 

@@ -231,6 +231,14 @@ def read_optional(path: Path) -> bytes | None:
         raise _storage_error("read", path, exc) from exc
 
 
+def _sync_folder_of(path: Path) -> None:
+    """fsync the folder holding ``path`` so a rename or delete in it survives power loss."""
+    try:
+        _syscalls.fsync_dir(str(path.parent))
+    except OSError as exc:
+        raise _storage_error("sync folder of", path, exc) from exc
+
+
 def remove(path: Path, *, durable: bool = False) -> bool:
     """Delete ``path`` if it exists; return whether it did."""
     try:
@@ -240,10 +248,7 @@ def remove(path: Path, *, durable: bool = False) -> bool:
     except OSError as exc:
         raise _storage_error("delete", path, exc) from exc
     if durable:
-        try:
-            _syscalls.fsync_dir(str(path.parent))
-        except OSError as exc:
-            raise _storage_error("sync folder of", path, exc) from exc
+        _sync_folder_of(path)
     return True
 
 
@@ -276,10 +281,7 @@ def rename_if_absent(source: Path, target: Path, *, durable: bool = True) -> boo
     except OSError as exc:
         raise _storage_error("rename", source, exc) from exc
     if durable:
-        try:
-            _syscalls.fsync_dir(str(target.parent))
-        except OSError as exc:
-            raise _storage_error("sync folder of", target, exc) from exc
+        _sync_folder_of(target)
     return True
 
 

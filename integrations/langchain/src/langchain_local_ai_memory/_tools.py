@@ -80,13 +80,17 @@ class LoadToolResultTool(BaseTool):
     _location: MemoryLocation | None = PrivateAttr(None)
 
     def _store(self, config: RunnableConfig | None) -> ToolResultStore:
-        scope = resolve_scope(self.user_id, self.session_id, None, config)
-        store = self._stores.get(scope)
-        if store is None:
-            if self._location is None:
-                self._location = MemoryLocation(self.config, self.guard)
-            store = ToolResultStore(self._location.manager(*scope))
-            self._stores[scope] = store
+        """The store of the bound (or per-call) scope; a missing or bad scope is a tool error."""
+        try:
+            scope = resolve_scope(self.user_id, self.session_id, None, config)
+            store = self._stores.get(scope)
+            if store is None:
+                if self._location is None:
+                    self._location = MemoryLocation(self.config, self.guard)
+                store = ToolResultStore(self._location.manager(*scope))
+                self._stores[scope] = store
+        except LocalMemoryError as exc:
+            raise ToolException(str(exc)) from exc
         return store
 
     def _load(self, store: ToolResultStore, result_id: str, offset: int, limit: int) -> str:
@@ -106,11 +110,7 @@ class LoadToolResultTool(BaseTool):
         *,
         config: RunnableConfig,
     ) -> str:
-        try:
-            store = self._store(config)
-        except LocalMemoryError as exc:
-            raise ToolException(str(exc)) from exc
-        return self._load(store, result_id, offset, limit)
+        return self._load(self._store(config), result_id, offset, limit)
 
     async def _arun(
         self,
@@ -121,11 +121,7 @@ class LoadToolResultTool(BaseTool):
         *,
         config: RunnableConfig,
     ) -> str:
-        try:
-            store = self._store(config)
-        except LocalMemoryError as exc:
-            raise ToolException(str(exc)) from exc
-        return await asyncio.to_thread(self._load, store, result_id, offset, limit)
+        return await asyncio.to_thread(self._load, self._store(config), result_id, offset, limit)
 
 
 class KnowledgeSearchInput(BaseModel):
