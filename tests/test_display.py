@@ -5,24 +5,22 @@ from __future__ import annotations
 from pathlib import Path
 
 from local_ai_memory import (
-    CheckpointRun,
     DirectoryGuard,
+    Memory,
     MemoryConfig,
-    MemoryManager,
     MemoryRetriever,
     MemoryStore,
-    ToolResultStore,
 )
 
 
-def test_memory_manager_html_shows_every_level_escaped(tmp_path: Path) -> None:
-    manager = MemoryManager(DirectoryGuard(tmp_path)).scoped("alice", "s1")
-    manager.update_state({"current_task": "<script>alert(1)</script>"})
-    manager.update_working_memory("# Current Goal\n<b>bold?</b>\n")
-    ToolResultStore(manager).externalize("dump", "x" * 10_000)
-    with CheckpointRun(manager, "plan-1") as run:
+def test_session_html_shows_every_level_escaped(tmp_path: Path) -> None:
+    session = Memory.open(tmp_path).session("alice", "s1")
+    session.update_state({"current_task": "<script>alert(1)</script>"})
+    session.update_working_memory("# Current Goal\n<b>bold?</b>\n")
+    session.externalize("dump", "x" * 10_000)
+    with session.checkpoint_run("plan-1") as run:
         run.step()
-    view = manager._repr_html_()
+    view = session._repr_html_()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in view
     assert "<script>" not in view
     assert "&lt;b&gt;bold?&lt;/b&gt;" in view

@@ -290,7 +290,7 @@ def test_migration_never_overwrites_a_scope_that_has_data(manager: MemoryManager
     alice.update_state({"mine": 1})
     manager.update_state({"global": 1})
     manager.update_working_memory("global text")
-    fresh = manager.scoped("alice", "s1")  # a new instance migrates on first use
+    fresh = MemoryManager(manager.guard).scoped("alice", "s1")  # a new process (new backend) migrates on first use
     assert fresh.get_state() == {"mine": 1}
     assert fresh.get_working_memory() == "global text"  # the level it lacked is adopted
     assert manager.get_state() == {"global": 1}  # the level it had stays global
@@ -352,6 +352,7 @@ def test_corrupt_working_plans_and_results(manager: MemoryManager, tmp_path: Pat
     _fs.atomic_write(memory / "working/global.md", b"\xc3\x28 invalid utf-8", durable=False)
     _fs.atomic_write(memory / "plans/global.json", b'{"format_version": 1, "plans": 7}', durable=False)
     _fs.atomic_write(memory / "tool_results/r1.json", b"null", durable=False)
+    _fs.atomic_write(memory / "tool_index/global/r1.ref", b"", durable=False)  # owned by the unscoped memory
     assert manager.get_working_memory() == ""
     with pytest.raises(RecordNotFoundError):
         manager.load_plan("p")
@@ -384,6 +385,7 @@ def test_a_newer_format_version_is_refused_and_left_untouched(
     path = tmp_path / "memory" / relative
     future = json.dumps({"format_version": FORMAT_VERSION + 1, "id": "r1", "state": {}, "new": "shape"}).encode()
     _fs.atomic_write(path, future, durable=False)
+    _fs.atomic_write(tmp_path / "memory/tool_index/global/r1.ref", b"", durable=False)
     with pytest.raises(UnsupportedFormatError, match="format_version 2"):
         call(manager)
     assert path.read_bytes() == future
@@ -424,9 +426,9 @@ def test_leftover_temp_files_are_cleaned_on_first_use(tmp_path: Path) -> None:
     folder.mkdir(parents=True)
     stale = folder / ".global.json.999999999-0123456789ab.tmp"
     stale.write_bytes(b"half")
-    import local_ai_memory._manager as manager_module
+    import local_ai_memory._backends.files as files_module
 
-    manager_module._cleaned_roots.discard(str(tmp_path.resolve()))
+    files_module._cleaned_roots.discard(str(tmp_path.resolve()))
     MemoryManager(DirectoryGuard(tmp_path), FAST).get_state()
     assert not stale.exists()
 

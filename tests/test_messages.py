@@ -53,6 +53,12 @@ def test_to_message_shapes() -> None:
         to_message({"content": "no role"})
 
 
+def session_file(store: SessionMessageStore) -> Path:
+    """Where the file backend keeps the store's messages."""
+    assert store.guard is not None
+    return store.guard.resolve("memory", "sessions", f"{store.scope_info.key}.jsonl")
+
+
 def test_append_read_and_file_format(store: SessionMessageStore) -> None:
     assert store.messages() == []
     assert len(store) == 0
@@ -62,8 +68,8 @@ def test_append_read_and_file_format(store: SessionMessageStore) -> None:
     messages = store.messages()
     assert [m.content for m in messages] == ["turn 0", "turn 1", "turn 2", "a\nb ✓"]
     assert messages[-1] == Message("tool", "a\nb ✓", "ls", "7")
-    assert store.path == store.guard.resolve("memory", "sessions", "alice_s1.jsonl")
-    lines = store.path.read_bytes().splitlines()
+    assert session_file(store).name == "alice_s1.jsonl"
+    lines = session_file(store).read_bytes().splitlines()
     assert len(lines) == 4
     record = json.loads(lines[0])
     assert record["format_version"] == 1
@@ -73,7 +79,7 @@ def test_append_read_and_file_format(store: SessionMessageStore) -> None:
 
 def test_torn_last_line_is_skipped_and_sealed(store: SessionMessageStore, caplog: pytest.LogCaptureFixture) -> None:
     store.append(turns(2))
-    _fs.append_bytes(store.path, b'{"format_version": 1, "role": "user", "cont')  # a crash mid-append
+    _fs.append_bytes(session_file(store), b'{"format_version": 1, "role": "user", "cont')  # a crash mid-append
     assert [m.content for m in store.messages()] == ["turn 0", "turn 1"]
     store.append(turns(1, start=2))
     with caplog.at_level(logging.INFO, logger="local_ai_memory"):
@@ -83,7 +89,7 @@ def test_torn_last_line_is_skipped_and_sealed(store: SessionMessageStore, caplog
 
 def test_newer_format_is_refused(store: SessionMessageStore) -> None:
     store.append(turns(1))
-    _fs.append_bytes(store.path, b'{"format_version": 2, "role": "user", "content": "future"}\n')
+    _fs.append_bytes(session_file(store), b'{"format_version": 2, "role": "user", "content": "future"}\n')
     with pytest.raises(UnsupportedFormatError):
         store.messages()
 
@@ -100,7 +106,7 @@ def test_compact_and_clear(store: SessionMessageStore) -> None:
     assert store.clear() is True
     assert store.clear() is False
     assert store.compact(3) == 0
-    assert not store.path.exists()
+    assert not session_file(store).exists()
 
 
 class FailReplace(_fs.Syscalls):
@@ -110,11 +116,11 @@ class FailReplace(_fs.Syscalls):
 
 def test_compact_is_atomic(store: SessionMessageStore) -> None:
     store.append(turns(8))
-    before = store.path.read_bytes()
+    before = session_file(store).read_bytes()
     with _fs.use_syscalls(FailReplace()), pytest.raises(StorageError):
         store.compact(2)
-    assert store.path.read_bytes() == before
-    assert [p.name for p in store.path.parent.iterdir() if p.name.endswith(".tmp")] == []
+    assert session_file(store).read_bytes() == before
+    assert [p.name for p in session_file(store).parent.iterdir() if p.name.endswith(".tmp")] == []
 
 
 def test_scopes_are_separate(manager: MemoryManager) -> None:
@@ -124,8 +130,8 @@ def test_scopes_are_separate(manager: MemoryManager) -> None:
     a.append(turns(2))
     assert b.messages() == []
     assert unscoped.messages() == []
-    assert unscoped.path.name == "global.jsonl"
-    assert a.path != b.path
+    assert session_file(unscoped).name == "global.jsonl"
+    assert session_file(a) != session_file(b)
     with pytest.raises(InvalidInputError):
         SessionMessageStore(manager.guard, user_id="../x", session_id="s")
 

@@ -221,13 +221,12 @@ def test_select_for_pruning_by_count_bytes_and_age() -> None:
 
 
 def test_protected_ids_come_from_resumable_checkpoints_only() -> None:
-    plans = {
-        "a": AgentCheckpoint(plan_id="a", status="in_progress", tool_result_ids=["r1"]).model_dump(),
-        "b": AgentCheckpoint(plan_id="b", status="interrupted", tool_result_ids=["r2"]).model_dump(),
-        "c": AgentCheckpoint(plan_id="c", status="completed", tool_result_ids=["r3"]).model_dump(),
-        "d": {"not": "a checkpoint"},
-    }
-    assert protected_result_ids(plans) == {"r1", "r2"}
+    checkpoints = [
+        AgentCheckpoint(plan_id="a", status="in_progress", tool_result_ids=["r1"]),
+        AgentCheckpoint(plan_id="b", status="interrupted", tool_result_ids=["r2"]),
+        AgentCheckpoint(plan_id="c", status="completed", tool_result_ids=["r3"]),
+    ]
+    assert protected_result_ids(checkpoints) == {"r1", "r2"}
 
 
 def test_prune_keeps_the_newest_and_anything_an_in_progress_checkpoint_needs(tmp_path: Path, events: Any) -> None:

@@ -24,7 +24,7 @@ from ._compressor import CompressionResult, WorkingMemoryCompressor
 from ._config import MemoryConfig
 from ._context import BuiltContext, ContextBuilder
 from ._embeddings import EmbeddingCache, SentenceTransformerEmbedder
-from ._envelopes import AgentCheckpoint, CheckpointStatus
+from ._envelopes import AgentCheckpoint, CheckpointStatus, ToolResultPage
 from ._errors import (
     ConfigError,
     InvalidInputError,
@@ -42,16 +42,16 @@ from ._guard import DirectoryGuard, owner_of, scope_name, user_file_prefix, vali
 from ._index import INDEX_VERSION, IndexEntry, IndexFile
 from ._index_service import MemoryIndexService
 from ._manager import MemoryManager
+from ._memory import Knowledge, Memory, Session
 from ._messages import Message, RunOutcome, SessionMessageStore, afinish_run, finish_run
 from ._openai_client import OpenAICompatibleEmbedder, OpenAICompatibleLLM, embedder_from_env, llm_from_env
 from ._protocols import LLM, Embedder
-from ._records import FileRecordFolder, RecordFolder
 from ._retriever import TOP_N, MemoryRetriever, RetrievalResult, RetrievedFile
 from ._samples import EvalQuery, SampleCorpus, build_corpus, write_corpus
 from ._selection import SelectionCandidate, build_selection_prompt, parse_selection, resolve_selection
 from ._store import Candidate, MemoryStore, StaleEntry
 from ._tokens import TokenCounter
-from ._tool_results import RetentionPolicy, ToolResultPage, ToolResultStore, render_page
+from ._tool_results import RetentionPolicy, ToolResultStore, render_page
 
 __version__ = "0.1.0"
 
@@ -72,12 +72,13 @@ __all__ = [
     "EmbeddingCache",
     "EvalQuery",
     "Event",
-    "FileRecordFolder",
     "IndexEntry",
     "IndexFile",
     "InvalidInputError",
+    "Knowledge",
     "LocalMemoryError",
     "LockTimeoutError",
+    "Memory",
     "MemoryConfig",
     "MemoryIndexService",
     "MemoryManager",
@@ -88,7 +89,6 @@ __all__ = [
     "OpenAICompatibleEmbedder",
     "OpenAICompatibleLLM",
     "PathEscapeError",
-    "RecordFolder",
     "RecordNotFoundError",
     "RetentionPolicy",
     "RetrievalResult",
@@ -98,6 +98,7 @@ __all__ = [
     "SampleCorpus",
     "SelectionCandidate",
     "SentenceTransformerEmbedder",
+    "Session",
     "SessionMessageStore",
     "StaleEntry",
     "StorageError",

@@ -4,6 +4,13 @@ A checkpoint (:class:`AgentCheckpoint`) is stored as plan ``plan_id`` of the man
 The helpers here save one after every step, mark it ``completed`` or ``interrupted``, and find
 the checkpoint a new run should resume.
 
+**Cost per step.** :meth:`CheckpointRun.step` does not rewrite the run: it appends one entry
+(the step number, the messages and result ids that are new, the state keys that changed) to
+the plan's step log. :func:`load_checkpoint` folds the log into the stored record; a full save
+(start, finish, :func:`save_checkpoint`) folds it for good and empties the log. Each entry
+carries a ``seq`` and the record remembers the last one folded (``journal_seq``), so a crash
+between the save and the emptying never applies an entry twice.
+
 :class:`CheckpointRun` wraps a run::
 
     with CheckpointRun(manager, "fix-login", task="Fix the login bug") as run:
@@ -41,7 +48,6 @@ from ._envelopes import AgentCheckpoint, CheckpointStatus
 from ._errors import InvalidInputError, RecordNotFoundError
 from ._guard import validate_id
 from ._manager import MemoryManager
-from ._records import FileRecordFolder
 
 __all__ = [
     "CheckpointRun",
@@ -57,6 +63,7 @@ __all__ = [
     "mark_status",
     "raise_on_signals",
     "save_checkpoint",
+    "step_entry",
 ]
 
 _SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM)
@@ -70,31 +77,89 @@ class RunInterrupted(KeyboardInterrupt):
         super().__init__(f"run interrupted by {signal.Signals(signum).name}")
 
 
+def fold_steps(checkpoint: AgentCheckpoint, steps: Sequence[dict[str, Any]]) -> AgentCheckpoint:
+    """The checkpoint with the log entries it has not folded yet applied, in order (pure)."""
+    current = checkpoint
+    for entry in steps:
+        seq = entry.get("seq")
+        if not isinstance(seq, int) or seq <= current.journal_seq:
+            continue
+        added = [item for item in entry.get("messages", []) if isinstance(item, dict)]
+        messages = added if entry.get("reset") else [*current.messages, *added]
+        ids = list(dict.fromkeys([*current.tool_result_ids, *entry.get("tool_result_ids", [])]))
+        changes: dict[str, Any] = {
+            "step": entry.get("step", current.step),
+            "messages": messages,
+            "tool_result_ids": ids,
+            "state": {**current.state, **entry.get("state", {})},
+            "status": "in_progress",
+            "reason": None,
+            "updated_at": entry.get("updated_at", current.updated_at),
+            "pid": entry.get("pid", current.pid),
+            "journal_seq": seq,
+        }
+        current = current.model_copy(update=changes)
+    return current
+
+
+def step_entry(
+    seq: int,
+    step: int,
+    *,
+    messages: Sequence[dict[str, Any]] = (),
+    reset: bool = False,
+    tool_result_ids: Sequence[str] = (),
+    state: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One step-log entry (what :meth:`CheckpointRun.step` appends)."""
+    entry: dict[str, Any] = {"seq": seq, "step": step, "updated_at": time.time(), "pid": os.getpid()}
+    if messages or reset:
+        entry["messages"] = list(messages)
+    if reset:
+        entry["reset"] = True
+    if tool_result_ids:
+        entry["tool_result_ids"] = list(tool_result_ids)
+    if state:
+        entry["state"] = state
+    return entry
+
+
 def save_checkpoint(manager: MemoryManager, checkpoint: AgentCheckpoint) -> AgentCheckpoint:
-    """Store ``checkpoint`` (stamped with the time and this pid) as plan ``checkpoint.plan_id``."""
+    """Store the whole ``checkpoint`` (stamped with the time and this pid) as plan ``checkpoint.plan_id``.
+
+    Folds and empties the plan's step log (``checkpoint`` is taken to include it).
+    """
     validate_id(checkpoint.plan_id, "plan id")
     for result_id in checkpoint.tool_result_ids:
         validate_id(result_id, "tool result id")
     stamped = checkpoint.model_copy(update={"updated_at": time.time(), "pid": os.getpid()})
     manager.save_plan(stamped.plan_id, stamped.model_dump(mode="json"))
+    manager.clear_plan_steps(stamped.plan_id)
     return stamped
+
+
+def _as_checkpoint(payload: Any) -> AgentCheckpoint | None:
+    try:
+        return AgentCheckpoint.model_validate(payload)
+    except ValidationError:
+        return None
 
 
 def load_checkpoint(manager: MemoryManager, plan_id: str) -> AgentCheckpoint:
     """The checkpoint stored as plan ``plan_id``; :class:`RecordNotFoundError` if there is none."""
-    payload = manager.load_plan(plan_id)
-    try:
-        return AgentCheckpoint.model_validate(payload)
-    except ValidationError:
-        raise RecordNotFoundError(f"plan {plan_id!r} is not an agent checkpoint") from None
+    checkpoint = _as_checkpoint(manager.load_plan(plan_id))
+    if checkpoint is None:
+        raise RecordNotFoundError(f"plan {plan_id!r} is not an agent checkpoint")
+    return fold_steps(checkpoint, manager.plan_steps(plan_id))
 
 
 def list_checkpoints(manager: MemoryManager) -> list[AgentCheckpoint]:
     """Every checkpoint of the scope, newest first (plans that are not checkpoints are skipped)."""
     found: list[AgentCheckpoint] = []
-    for payload in manager.list_plans().values():
-        with contextlib.suppress(ValidationError):
-            found.append(AgentCheckpoint.model_validate(payload))
+    for plan_id, payload in manager.list_plans().items():
+        checkpoint = _as_checkpoint(payload)
+        if checkpoint is not None:
+            found.append(fold_steps(checkpoint, manager.plan_steps(plan_id)))
     return sorted(found, key=lambda item: item.updated_at, reverse=True)
 
 
@@ -106,8 +171,8 @@ def find_resumable(manager: MemoryManager) -> AgentCheckpoint | None:
 def mark_status(
     manager: MemoryManager, plan_id: str, status: CheckpointStatus, *, reason: str | None = None
 ) -> AgentCheckpoint:
-    """Set the status of checkpoint ``plan_id`` (read-modify-write under the plans lock)."""
-    with manager.plan_records.locked(manager.stem):
+    """Set the status of checkpoint ``plan_id`` (under the scope's lock, so no step is lost)."""
+    with manager.tool_index_locked():
         current = load_checkpoint(manager, plan_id)
         return save_checkpoint(manager, current.model_copy(update={"status": status, "reason": reason}))
 
@@ -231,22 +296,41 @@ class CheckpointRun:
         tool_result_ids: Sequence[str] = (),
         advance: int = 1,
     ) -> AgentCheckpoint:
-        """Record that a step is done: bump ``step``, merge ``state``, set ``messages``, add result ids."""
+        """Record that a step is done: bump ``step``, merge ``state``, set ``messages``, add result ids.
+
+        Appends only what is new to the step log: when ``messages`` extends the list saved so
+        far, only the added messages are written.
+        """
         with self._saving:
             current = self.checkpoint
             if self._closed:
                 # The run already ended (e.g. a cancelled ``astep`` whose thread finished after
                 # ``interrupted`` was saved): its final status must not be overwritten.
                 return current
-            ids = list(dict.fromkeys([*current.tool_result_ids, *tool_result_ids]))
-            changes: dict[str, Any] = {"step": current.step + advance, "tool_result_ids": ids, "status": "in_progress"}
-            if state is not None:
-                changes["state"] = {**current.state, **state}
+            new_ids = [
+                result_id for result_id in dict.fromkeys(tool_result_ids) if result_id not in current.tool_result_ids
+            ]
+            for result_id in new_ids:
+                validate_id(result_id, "tool result id")
+            added: list[dict[str, Any]] = []
+            reset = False
             if messages is not None:
-                changes["messages"] = list(messages)
-            self.checkpoint = save_checkpoint(
-                self.manager, AgentCheckpoint.model_validate({**current.model_dump(), **changes})
+                known = len(current.messages)
+                if len(messages) >= known and (known == 0 or messages[known - 1] == current.messages[-1]):
+                    added = list(messages[known:])
+                else:
+                    added, reset = list(messages), True
+            entry = step_entry(
+                current.journal_seq + 1,
+                current.step + advance,
+                messages=added,
+                reset=reset,
+                tool_result_ids=new_ids,
+                state=state,
             )
+            with self.manager.tool_index_locked():  # retention waits while a step adds references
+                self.manager.append_plan_steps(self.plan_id, [entry])
+            self.checkpoint = fold_steps(current, [entry])
             return self.checkpoint
 
     def finish(self, status: CheckpointStatus, reason: str | None = None) -> AgentCheckpoint:
@@ -359,7 +443,5 @@ class CheckpointRun:
             self._loop_signals = []
 
     def _tidy(self) -> None:
-        """Remove the temporary file a write cut short by the signal may have left."""
-        folder = self.manager.plan_records
-        if isinstance(folder, FileRecordFolder):
-            folder.cleanup()
+        """Clear what a write cut short by the signal may have left."""
+        self.manager.cleanup_temp_files()

@@ -43,12 +43,15 @@ __all__ = [
     "PlanFile",
     "RecordEnvelope",
     "StateEnvelope",
+    "StoredMessage",
     "ToolIndexEntry",
+    "ToolResultPage",
     "ToolResultPayload",
     "check_json_value",
     "decode_model",
     "encode_model",
     "iter_json_bytes",
+    "page_of",
 ]
 
 FORMAT_VERSION = 1
@@ -116,6 +119,75 @@ class ToolResultPayload(BaseModel):
     size: int | None = Field(default=None, ge=0, description="UTF-8 bytes of content (added by this library).")
 
 
+class ToolResultPage(BaseModel):
+    """One page of a stored tool output, by characters."""
+
+    model_config = ConfigDict(frozen=True)
+
+    result_id: str
+    tool: str
+    offset: int
+    content: str
+    total_chars: int
+    next_offset: int | None = Field(description="Where the next page starts; None at the end.")
+
+    @property
+    def remaining(self) -> int:
+        """Characters after this page."""
+        return self.total_chars - self.offset - len(self.content)
+
+
+def payload_text(result_id: str, raw: Any) -> ToolResultPayload:
+    """The stored output as a :class:`ToolResultPayload`; a payload of another shape is shown as JSON."""
+    try:
+        return ToolResultPayload.model_validate(raw)
+    except ValidationError:
+        tool = raw.get("tool", "") if isinstance(raw, dict) else ""
+        text = json.dumps(raw, ensure_ascii=False, indent=1)
+        return ToolResultPayload(id=result_id, tool=str(tool), created_at="", content=text)
+
+
+def slice_page(result_id: str, tool: str, content: str, offset: int, limit: int) -> ToolResultPage:
+    """Characters ``offset`` to ``offset + limit`` of ``content`` as a page (offset past the end: empty)."""
+    total = len(content)
+    start = min(offset, total)
+    piece = content[start : start + limit]
+    end = start + len(piece)
+    return ToolResultPage(
+        result_id=result_id,
+        tool=tool,
+        offset=start,
+        content=piece,
+        total_chars=total,
+        next_offset=end if end < total else None,
+    )
+
+
+def page_of(result_id: str, raw: Any, offset: int, limit: int) -> ToolResultPage:
+    """A page of a stored payload (see :func:`payload_text` and :func:`slice_page`)."""
+    payload = payload_text(result_id, raw)
+    return slice_page(result_id, payload.tool, payload.content, offset, limit)
+
+
+class StoredMessage(BaseModel):
+    """One message of a session log (one line of ``sessions/{scope}.jsonl``).
+
+    ``seq`` numbers a scope's messages from 0 in append order, without gaps; compaction drops
+    the oldest but never renumbers. Lines written by 0.1.0 have no ``seq``: their position is it.
+    """
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    format_version: int = FORMAT_VERSION
+    seq: int | None = None
+    role: str
+    content: str
+    name: str | None = None
+    tool_call_id: str | None = None
+    tool_calls: tuple[str, ...] = ()
+    created_at: float = 0.0
+
+
 class AgentCheckpoint(BaseModel):
     """An L2 checkpoint: where an agent run stands, and what a resumed run needs.
 
@@ -139,6 +211,9 @@ class AgentCheckpoint(BaseModel):
     updated_at: float = Field(default_factory=time.time)
     pid: int | None = Field(default=None, description="Process that last wrote the checkpoint.")
     reason: str | None = Field(default=None, description="Why the run stopped (e.g. 'SIGTERM').")
+    journal_seq: int = Field(
+        default=0, ge=0, description="Last step-log entry folded into this record; later entries add to it."
+    )
 
     @property
     def resumable(self) -> bool:

@@ -45,6 +45,7 @@ __all__ = [
     "locked",
     "quarantine",
     "read_optional",
+    "read_tail",
     "remove",
     "rename_if_absent",
     "update_bytes",
@@ -225,6 +226,19 @@ def read_optional(path: Path) -> bytes | None:
     """Return the bytes of ``path``, or ``None`` when it does not exist."""
     try:
         return path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise _storage_error("read", path, exc) from exc
+
+
+def read_tail(path: Path, size: int) -> bytes | None:
+    """The last ``size`` bytes of ``path`` (all of it when shorter), or ``None`` when missing."""
+    try:
+        with path.open("rb") as handle:
+            end = handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, end - size))
+            return handle.read()
     except FileNotFoundError:
         return None
     except OSError as exc:

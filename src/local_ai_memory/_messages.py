@@ -7,11 +7,10 @@ of content blocks) and LlamaIndex ``ChatMessage`` (``.role`` is an enum). :func:
 turns any of them into a :class:`Message`, so the compressor and the context builder deal
 with one shape only.
 
-:class:`SessionMessageStore` keeps a session's messages in
-``{runtime_data_dir}/memory/sessions/{scope}.jsonl`` (``global.jsonl`` when unscoped), one
-JSON record per line (a typed, versioned :class:`StoredMessage`). Appends go through :func:`_fs.append_bytes` under the
-file's cross-process lock; a crash can leave a torn last line, which readers skip and the
-next append seals off. :meth:`~SessionMessageStore.compact` rewrites the file atomically.
+:class:`SessionMessageStore` keeps a session's messages in the runtime backend, each a typed,
+versioned :class:`StoredMessage` with a gap-free sequence number (on files:
+``{runtime_data_dir}/memory/sessions/{scope}.jsonl``, one JSON record per line; a crash can
+leave a torn last line, which readers skip and the next append seals off).
 :func:`finish_run` is the post-run step: merge the run into L1, then compact the session
 when it grew past its history limit (only if the merge succeeded, so nothing is lost).
 """
@@ -20,24 +19,22 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
-
-from . import _fs
+from ._backends.files import FileRuntimeBackend
+from ._backends.runtime import RuntimeBackend, Scope
 from ._config import MemoryConfig
-from ._errors import InvalidInputError, UnsupportedFormatError
-from ._events import Event, log_event
-from ._guard import DirectoryGuard, optional_scope
+from ._envelopes import StoredMessage
+from ._errors import InvalidInputError
+from ._guard import DirectoryGuard
+from ._manager import MemoryManager
 
 if TYPE_CHECKING:
     from ._compressor import CompressionResult, WorkingMemoryCompressor
 
 __all__ = [
-    "FORMAT_VERSION",
     "Message",
     "MessageLike",
     "RunOutcome",
@@ -45,12 +42,12 @@ __all__ = [
     "StoredMessage",
     "afinish_run",
     "finish_run",
+    "from_stored",
+    "stored",
     "to_message",
     "to_messages",
 ]
 
-FORMAT_VERSION = 1
-GLOBAL_STEM = "global"
 MessageLike = Any
 """A dict with ``role``/``content`` or a framework message object with ``.type``/``.role`` and ``.content``."""
 
@@ -166,59 +163,28 @@ def to_messages(items: Iterable[MessageLike]) -> list[Message]:
     return [to_message(item) for item in items]
 
 
-class StoredMessage(BaseModel):
-    """One line of a session file."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-    format_version: int = FORMAT_VERSION
-    role: str
-    content: str
-    name: str | None = None
-    tool_call_id: str | None = None
-    tool_calls: tuple[str, ...] = ()
-    created_at: float = 0.0
-
-    def to_message(self) -> Message:
-        return Message(self.role, self.content, self.name, self.tool_call_id, self.tool_calls)
+def stored(message: Message, now: float) -> StoredMessage:
+    """The stored form of a message (its ``seq`` is given by the backend)."""
+    return StoredMessage(
+        role=message.role,
+        content=message.content,
+        name=message.name,
+        tool_call_id=message.tool_call_id,
+        tool_calls=message.tool_calls,
+        created_at=now,
+    )
 
 
-def _encode(messages: Sequence[Message], now: float) -> bytes:
-    lines = []
-    for message in messages:
-        record = StoredMessage(
-            role=message.role,
-            content=message.content,
-            name=message.name,
-            tool_call_id=message.tool_call_id,
-            tool_calls=message.tool_calls,
-            created_at=now,
-        )
-        lines.append(record.model_dump_json(exclude_defaults=False) + "\n")
-    return "".join(lines).encode("utf-8")
+def from_stored(record: StoredMessage) -> Message:
+    """The normal form of a stored message."""
+    return Message(record.role, record.content, record.name, record.tool_call_id, record.tool_calls)
 
 
-def parse_session(data: bytes, path: Path | str = "<session>") -> list[StoredMessage]:
-    """The records of a session file. A torn last line is skipped; other bad lines are logged and skipped."""
-    records: list[StoredMessage] = []
-    lines = data.split(b"\n")
-    last = len(lines) - 1  # the piece after the final newline: empty, or a torn record
-    for number, raw in enumerate(lines):
-        if not raw.strip():
-            continue
-        try:
-            record = StoredMessage.model_validate_json(raw)
-        except ValidationError:
-            if number != last:
-                log_event(Event.MEMORY_CORRUPT, path=str(path), line=number + 1, action="skipped line")
-            continue
-        if record.format_version > FORMAT_VERSION:
-            raise UnsupportedFormatError(
-                f"{path}: line {number + 1} has format_version {record.format_version}; "
-                f"this version of local-ai-memory reads up to {FORMAT_VERSION}"
-            )
-        records.append(record)
-    return records
+def _keep(config: MemoryConfig, keep_last: int | None) -> int:
+    keep = config.working_memory_compact_keep_last if keep_last is None else keep_last
+    if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
+        raise InvalidInputError(f"keep_last must be a non-negative integer, got {keep!r}")
+    return keep
 
 
 class SessionMessageStore:
@@ -226,93 +192,90 @@ class SessionMessageStore:
 
     def __init__(
         self,
-        guard: DirectoryGuard,
+        guard: DirectoryGuard | None = None,
         config: MemoryConfig | None = None,
         *,
         user_id: str | None = None,
         session_id: str | None = None,
+        backend: RuntimeBackend | None = None,
     ) -> None:
-        self.scope = optional_scope(user_id, session_id)
-        self.guard = guard
         self.config = config if config is not None else MemoryConfig()
+        self.scope_info = Scope.of(user_id, session_id)
+        self.scope = self.scope_info.key if self.scope_info.scoped else None
         self.user_id = user_id
         self.session_id = session_id
-        stem = self.scope if self.scope is not None else GLOBAL_STEM
-        self.path = guard.resolve("memory", "sessions", f"{stem}.jsonl")
+        if backend is None:
+            guard = guard if guard is not None else DirectoryGuard(self.config.runtime_data_dir)
+            backend = FileRuntimeBackend(guard, durable=self.config.fsync, timeout=self.config.lock_timeout)
+        self.guard = guard
+        self.backend = backend
 
     @classmethod
-    def for_manager(cls, manager: Any) -> SessionMessageStore:
-        """The store of the scope a ``MemoryManager`` is bound to (``global`` for an unscoped one)."""
-        return cls(manager.guard, manager.config, user_id=manager.user_id, session_id=manager.session_id)
+    def for_manager(cls, manager: MemoryManager) -> SessionMessageStore:
+        """The store of the scope a ``MemoryManager`` is bound to, on the same backend."""
+        return cls(
+            manager.guard,
+            manager.config,
+            user_id=manager.user_id,
+            session_id=manager.session_id,
+            backend=manager.backend,
+        )
 
     def __repr__(self) -> str:
         return f"SessionMessageStore(user_id={self.user_id!r}, session_id={self.session_id!r})"
 
-    def _read(self) -> list[StoredMessage]:
-        data = _fs.read_optional(self.path)
-        return [] if data is None else parse_session(data, self.path)
+    def records(self) -> list[StoredMessage]:
+        """The stored messages with their sequence numbers and times, oldest first."""
+        return self.backend.get_messages(self.scope_info)
 
     def messages(self) -> list[Message]:
         """All messages of the session, oldest first."""
-        return [record.to_message() for record in self._read()]
+        return [from_stored(record) for record in self.records()]
 
     def __len__(self) -> int:
-        return len(self._read())
+        return len(self.records())
 
     def append(self, messages: Iterable[MessageLike]) -> int:
         """Append ``messages`` (dicts or framework messages) in one write; return how many."""
         normalized = to_messages(messages)
         if not normalized:
             return 0
-        data = _encode(normalized, time.time())
-        with _fs.locked(self.path, timeout=self.config.lock_timeout):
-            existing = _fs.read_optional(self.path)
-            if existing and not existing.endswith(b"\n"):
-                data = b"\n" + data  # seal off a line torn by a crash so the new record starts clean
-            _fs.append_bytes(self.path, data, durable=self.config.fsync)
-        return len(normalized)
+        now = time.time()
+        return len(self.backend.append_messages(self.scope_info, [stored(message, now) for message in normalized]))
 
     def compact(self, keep_last: int | None = None) -> int:
         """Keep only the last ``keep_last`` messages (default: the config's); return how many were dropped."""
-        keep = self.config.working_memory_compact_keep_last if keep_last is None else keep_last
-        if not isinstance(keep, int) or keep < 0:
-            raise InvalidInputError(f"keep_last must be a non-negative integer, got {keep!r}")
-        dropped = 0
-
-        def change(old: bytes | None) -> bytes:
-            nonlocal dropped
-            records = parse_session(old or b"", self.path)
-            kept = records[max(0, len(records) - keep) :] if keep else []
-            dropped = len(records) - len(kept)
-            return b"".join(record.model_dump_json().encode("utf-8") + b"\n" for record in kept)
-
-        with _fs.locked(self.path, timeout=self.config.lock_timeout):
-            if _fs.read_optional(self.path) is None:
-                return 0
-            _fs.update_bytes(self.path, change, durable=self.config.fsync, timeout=self.config.lock_timeout)
-        return dropped
+        return self.backend.compact_messages(self.scope_info, _keep(self.config, keep_last))
 
     def clear(self) -> bool:
-        """Delete the session's messages; return whether there was a file."""
-        with _fs.locked(self.path, timeout=self.config.lock_timeout):
-            return _fs.remove(self.path, durable=self.config.fsync)
+        """Delete the session's messages; return whether there were any."""
+        return self.backend.clear_messages(self.scope_info)
+
+    async def arecords(self) -> list[StoredMessage]:
+        """Async twin of :meth:`records`."""
+        return await self.backend.aget_messages(self.scope_info)
 
     async def amessages(self) -> list[Message]:
         """Async twin of :meth:`messages`."""
-        return await asyncio.to_thread(self.messages)
+        return [from_stored(record) for record in await self.arecords()]
 
     async def aappend(self, messages: Iterable[MessageLike]) -> int:
         """Async twin of :meth:`append`."""
-        materialized = list(messages) if not isinstance(messages, (str, bytes, Mapping)) else messages
-        return await asyncio.to_thread(self.append, materialized)
+        normalized = to_messages(messages)
+        if not normalized:
+            return 0
+        now = time.time()
+        return len(
+            await self.backend.aappend_messages(self.scope_info, [stored(message, now) for message in normalized])
+        )
 
     async def acompact(self, keep_last: int | None = None) -> int:
         """Async twin of :meth:`compact`."""
-        return await asyncio.to_thread(self.compact, keep_last)
+        return await self.backend.acompact_messages(self.scope_info, _keep(self.config, keep_last))
 
     async def aclear(self) -> bool:
         """Async twin of :meth:`clear`."""
-        return await asyncio.to_thread(self.clear)
+        return await self.backend.aclear_messages(self.scope_info)
 
 
 @dataclass(frozen=True)

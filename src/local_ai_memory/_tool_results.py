@@ -27,25 +27,27 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from datetime import datetime, timezone
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ._envelopes import AgentCheckpoint, ToolIndexEntry, ToolResultPayload
+from ._checkpoints import list_checkpoints
+from ._envelopes import AgentCheckpoint, ToolIndexEntry, ToolResultPage
 from ._errors import InvalidInputError, StorageError
 from ._events import Event, log_event
 from ._manager import MemoryManager
 
 __all__ = [
+    "DEFAULT_PAGE_CHARS",
     "RetentionPolicy",
     "ToolResultPage",
+    "ToolResultReference",
     "ToolResultStore",
     "make_reference",
+    "parse_reference",
     "protected_result_ids",
     "render_page",
     "select_for_pruning",
@@ -68,24 +70,6 @@ class RetentionPolicy(BaseModel):
     max_age_seconds: float | None = Field(default=None, gt=0, description="Results older than this are removed.")
 
 
-class ToolResultPage(BaseModel):
-    """One page of a stored tool output, by characters."""
-
-    model_config = ConfigDict(frozen=True)
-
-    result_id: str
-    tool: str
-    offset: int
-    content: str
-    total_chars: int
-    next_offset: int | None = Field(description="Where the next page starts; None at the end.")
-
-    @property
-    def remaining(self) -> int:
-        """Characters after this page."""
-        return self.total_chars - self.offset - len(self.content)
-
-
 def utf8_size(text: str) -> int:
     """UTF-8 byte count of ``text`` without building a full encoded copy (lone surrogates count 3)."""
     if len(text) <= _SIZE_CHUNK:
@@ -101,10 +85,38 @@ def summarize(content: str, max_chars: int) -> str:
     return content if len(content) <= max_chars else content[:max_chars] + "…"
 
 
+class ToolResultReference(BaseModel):
+    """What the model sees in place of an externalized output: ``{result_id, summary, size}``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    result_id: str
+    summary: str
+    size: int = Field(ge=0, description="UTF-8 bytes of the whole output.")
+
+
 def make_reference(result_id: str, content: str, size: int, summary_max_chars: int) -> str:
     """The JSON reference the model sees in place of an externalized output."""
     reference = {"result_id": result_id, "summary": summarize(content, summary_max_chars), "size": size}
     return json.dumps(reference, ensure_ascii=False)
+
+
+def parse_reference(text: object) -> ToolResultReference | None:
+    """The reference in a tool message's text, or ``None`` if it is not exactly one.
+
+    The one parser of the format :func:`make_reference` writes; both integrations call it.
+
+    >>> parse_reference('{"result_id": "3f9c0a7be21d4c55", "summary": "ab…", "size": 9000}').result_id
+    '3f9c0a7be21d4c55'
+    >>> parse_reference("plain tool output") is None
+    True
+    """
+    if not isinstance(text, str) or not text.startswith('{"result_id"'):
+        return None
+    try:
+        return ToolResultReference.model_validate_json(text)
+    except ValidationError:
+        return None
 
 
 def render_page(page: ToolResultPage) -> str:
@@ -121,17 +133,9 @@ def render_page(page: ToolResultPage) -> str:
     return f"{header}\n{page.content}"
 
 
-def protected_result_ids(plans: Mapping[str, Any]) -> set[str]:
-    """Result ids referenced by the resumable checkpoints among ``plans`` (``{plan_id: payload}``)."""
-    protected: set[str] = set()
-    for payload in plans.values():
-        try:
-            checkpoint = AgentCheckpoint.model_validate(payload)
-        except ValidationError:
-            continue
-        if checkpoint.resumable:
-            protected.update(checkpoint.tool_result_ids)
-    return protected
+def protected_result_ids(checkpoints: Sequence[AgentCheckpoint]) -> set[str]:
+    """Result ids referenced by the resumable ones among ``checkpoints``."""
+    return {result_id for item in checkpoints if item.resumable for result_id in item.tool_result_ids}
 
 
 def select_for_pruning(
@@ -179,14 +183,12 @@ class ToolResultStore:
             max_bytes=config.tool_result_max_bytes,
             max_age_seconds=config.tool_result_max_age_seconds,
         )
-        self._cache: tuple[str, tuple[int, float], ToolResultPayload] | None = None
-        self._cache_guard = threading.Lock()
         self._unchecked_bytes = 0
 
     def _new_id(self) -> str:
         for _ in range(8):
             result_id = secrets.token_hex(_ID_BYTES)
-            if self.manager.tool_result_info(result_id) is None:
+            if not self.manager.tool_result_exists(result_id):
                 return result_id
         raise StorageError(17, "could not find an unused tool result id")  # pragma: no cover
 
@@ -229,43 +231,20 @@ class ToolResultStore:
         self._unchecked_bytes = 0
         return _over_bounds(self.manager.list_tool_results(), policy)
 
-    def _payload(self, result_id: str) -> ToolResultPayload:
-        info = self.manager.tool_result_info(result_id)
-        with self._cache_guard:
-            cached = self._cache
-        if info is not None and cached is not None and cached[0] == result_id and cached[1] == info:
-            return cached[2]
-        raw = self.manager.load_tool_result(result_id)
-        try:
-            payload = ToolResultPayload.model_validate(raw)
-        except ValidationError:
-            tool = raw.get("tool", "") if isinstance(raw, dict) else ""
-            text = json.dumps(raw, ensure_ascii=False, indent=1)
-            payload = ToolResultPayload(id=result_id, tool=str(tool), created_at="", content=text)
-        if info is not None:
-            with self._cache_guard:
-                self._cache = (result_id, info, payload)
-        return payload
-
     def load_page(self, result_id: str, offset: int = 0, limit: int = DEFAULT_PAGE_CHARS) -> ToolResultPage:
-        """Characters ``offset`` to ``offset + limit`` of a stored output, with what is left."""
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise InvalidInputError(f"offset must be a whole number >= 0, got {offset!r}")
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise InvalidInputError(f"limit must be a whole number >= 1, got {limit!r}")
-        payload = self._payload(result_id)
-        total = len(payload.content)
-        start = min(offset, total)
-        piece = payload.content[start : start + limit]
-        end = start + len(piece)
-        return ToolResultPage(
-            result_id=result_id,
-            tool=payload.tool,
-            offset=start,
-            content=piece,
-            total_chars=total,
-            next_offset=end if end < total else None,
-        )
+        """Characters ``offset`` to ``offset + limit`` of a stored output of this scope, with what is left.
+
+        Another scope's id gives :class:`RecordNotFoundError`, as a missing one does.
+        """
+        return self.manager.load_tool_result_page(result_id, offset, limit)
+
+    def read(self, result_id: str, offset: int = 0, limit: int = DEFAULT_PAGE_CHARS) -> str:
+        """A page rendered for the model (:func:`render_page`): what a ``load_tool_result`` tool returns."""
+        return render_page(self.load_page(result_id, offset, limit))
+
+    async def aread(self, result_id: str, offset: int = 0, limit: int = DEFAULT_PAGE_CHARS) -> str:
+        """Async twin of :meth:`read`."""
+        return render_page(await self.aload_page(result_id, offset, limit))
 
     def prune(self, now: float | None = None, *, keep: Sequence[str] = ()) -> list[str]:
         """Apply the retention policy to this scope; return the ids removed.
@@ -276,9 +255,9 @@ class ToolResultStore:
         """
         manager = self.manager
         moment = time.time() if now is None else now
-        with manager.tool_index_locked(), manager.plan_records.locked(manager.stem):
+        with manager.tool_index_locked():
             entries = manager.list_tool_results()
-            protected = protected_result_ids(manager.list_plans()) | set(keep)
+            protected = protected_result_ids(list_checkpoints(manager)) | set(keep)
             doomed = select_for_pruning(entries, self.retention, moment, protected)
             removed = manager.delete_tool_results(doomed) if doomed else []
         if removed:
@@ -297,7 +276,7 @@ class ToolResultStore:
 
     async def aload_page(self, result_id: str, offset: int = 0, limit: int = DEFAULT_PAGE_CHARS) -> ToolResultPage:
         """Async twin of :meth:`load_page`."""
-        return await asyncio.to_thread(self.load_page, result_id, offset, limit)
+        return await self.manager.aload_tool_result_page(result_id, offset, limit)
 
     async def aprune(self, now: float | None = None, *, keep: Sequence[str] = ()) -> list[str]:
         """Async twin of :meth:`prune`."""

@@ -37,6 +37,7 @@ WORKER = textwrap.dedent(
     """
     import json, os, random, sys, threading, time, traceback
     from pathlib import Path
+    from local_ai_memory import _fs
     from local_ai_memory._config import MemoryConfig
     from local_ai_memory._errors import RecordNotFoundError
     from local_ai_memory._guard import DirectoryGuard
@@ -71,7 +72,7 @@ WORKER = textwrap.dedent(
             op = rng.choice(["state", "state", "plan", "plan", "tool", "bounded", "file", "retrieve"])
             key = f"{label}t{t}n{i}"
             if op == "state":
-                with manager.state_records.locked(manager.stem):
+                with _fs.locked(guard.resolve("memory", "state", manager.stem + ".json")):  # the file backend's lock
                     t0 = time.monotonic_ns()
                     manager.update_state({key: i})
                     t1 = time.monotonic_ns()
@@ -79,7 +80,7 @@ WORKER = textwrap.dedent(
                 with guard_result:
                     result["state"].append(key)
             elif op == "plan":
-                with manager.plan_records.locked(manager.stem):
+                with _fs.locked(guard.resolve("memory", "plans", manager.stem + ".json")):
                     t0 = time.monotonic_ns()
                     manager.save_plan(key, {"i": i})
                     t1 = time.monotonic_ns()

@@ -15,21 +15,23 @@ import random
 import re
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 import reliability_support as rs
 from crash_workloads import SESSION, USER, FakeEmbedder, blob, doc, tool_output
 
+from local_ai_memory._backends._jsonl import parse_lines
 from local_ai_memory._checkpoints import load_checkpoint
 from local_ai_memory._config import MemoryConfig
 from local_ai_memory._embeddings import EmbeddingCache, EmbeddingManifest
+from local_ai_memory._envelopes import StoredMessage
 from local_ai_memory._guard import DirectoryGuard, scope_name
 from local_ai_memory._index import parse_index
 from local_ai_memory._manager import MemoryManager
-from local_ai_memory._messages import parse_session
 from local_ai_memory._store import MemoryStore
 
 SCOPE = scope_name(USER, SESSION)
@@ -167,6 +169,11 @@ def check_embeddings_values(root: Path) -> None:
     want = np.asarray(FakeEmbedder().embed([text for _, text in items]), dtype=np.float32)
     want /= np.linalg.norm(want, axis=1, keepdims=True)
     assert np.allclose(got, want, atol=1e-6)
+
+
+def parse_session(data: bytes, path: Path) -> list[StoredMessage]:
+    """The messages of a session file as the file backend reads them."""
+    return [StoredMessage.model_validate(record) for record in parse_lines(data, path) if "role" in record]
 
 
 def check_session(root: Path) -> None:
@@ -314,15 +321,15 @@ def test_sigterm_leaves_checkpoint_interrupted(workload: str, tmp_path: Path, fo
 
 
 class _SlowStepManager(MemoryManager):
-    """A real manager whose next ``save_plan`` starts late, as under a loaded CPU or a slow disk."""
+    """A real manager whose next step append starts late, as under a loaded CPU or a slow disk."""
 
     slow_next = False
 
-    def save_plan(self, plan_id: str, payload: object) -> None:
+    def append_plan_steps(self, plan_id: str, steps: Sequence[dict[str, Any]]) -> None:
         if self.slow_next:
             self.slow_next = False
             time.sleep(0.3)
-        super().save_plan(plan_id, payload)
+        super().append_plan_steps(plan_id, steps)
 
 
 async def test_cancelled_astep_cannot_overwrite_interrupted(tmp_path: Path) -> None:

@@ -210,7 +210,7 @@ def test_symlinks_inside_the_root_pointing_outside(world: tuple[Path, Path]) -> 
         manager.list_plans,
         lambda: manager.load_tool_result("r1"),
         lambda: manager.save_tool_result("r1", "x"),
-        lambda: manager.tool_result_info("r1"),
+        lambda: manager.load_tool_result_page("r1", 0, 10),
     ]
     for action in attempts:
         _attempt(root, sibling, action)

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, rule
 
-from local_ai_memory import RecordNotFoundError
+from local_ai_memory import InvalidInputError, RecordNotFoundError
 from local_ai_memory._config import MemoryConfig
 from local_ai_memory._guard import DirectoryGuard
 from local_ai_memory._manager import MemoryManager
@@ -80,7 +80,14 @@ class ManagerModel(RuleBasedStateMachine):
     @rule(scope=st.sampled_from(SCOPES), result_id=st.sampled_from(["r1", "r2", "r3"]), payload=JSON)
     def save_tool_result(self, scope: tuple[str, str], result_id: str, payload: Any) -> None:
         self._step()
-        self.results[result_id] = payload
+        owner = self.results.get(result_id, (scope, None))[0]
+        if owner != scope:  # ids are unique across scopes: another scope's id is refused
+            try:
+                self.managers[scope].save_tool_result(result_id, payload)
+            except InvalidInputError:
+                return
+            raise AssertionError(f"{scope} overwrote {owner}'s result {result_id}")
+        self.results[result_id] = (scope, payload)
         self.managers[scope].save_tool_result(result_id, payload)
 
     @rule(scope=st.sampled_from(SCOPES), plan_id=IDS)
@@ -111,9 +118,15 @@ class ManagerModel(RuleBasedStateMachine):
             assert fresh.get_state() == self.state[scope]
             assert fresh.get_working_memory() == self.working[scope]
             assert fresh.list_plans() == self.plans[scope]
-        reader = MemoryManager(guard, CONFIG).scoped(*SCOPES[0])
-        for result_id, payload in self.results.items():
-            assert reader.load_tool_result(result_id) == payload
+        for result_id, (owner, payload) in self.results.items():
+            assert MemoryManager(guard, CONFIG).scoped(*owner).load_tool_result(result_id) == payload
+            for other in SCOPES:
+                if other != owner:
+                    try:
+                        MemoryManager(guard, CONFIG).scoped(*other).load_tool_result(result_id)
+                    except RecordNotFoundError:
+                        continue
+                    raise AssertionError(f"{other} loaded {owner}'s result {result_id}")
         assert rs.temp_files(self.root) == []
         assert not list(self.root.rglob("*.corrupt.bak"))
 

@@ -1,5 +1,14 @@
 """Conformance suites any storage backend can run (requires pytest).
 
 Subclass a suite in your own test module and give it a ``backend`` fixture that returns a
-fresh backend; every test of the suite then runs against it.
+fresh backend; every test of the suite then runs against it::
+
+    class TestMyBackend(RuntimeBackendTests):
+        @pytest.fixture
+        def backend(self, tmp_path):
+            return MyBackend(tmp_path)
 """
+
+from ._runtime import RuntimeBackendTests
+
+__all__ = ["RuntimeBackendTests"]

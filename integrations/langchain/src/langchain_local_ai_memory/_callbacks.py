@@ -15,7 +15,6 @@ with ``create_agent``.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Mapping, Sequence
@@ -37,6 +36,7 @@ from local_ai_memory import (
     ToolResultStore,
     WorkingMemoryCompressor,
 )
+from local_ai_memory.integration import parse_reference
 
 from ._adapters import as_llm
 from ._scope import MemoryLocation, resolve_scope
@@ -240,9 +240,6 @@ class LocalMemoryCallbackHandler(BaseCallbackHandler):
             self._close(run_id)
 
 
-def _result_id(reference: str) -> str | None:
-    try:
-        data = json.loads(reference)
-    except ValueError:
-        return None
-    return data.get("result_id") if isinstance(data, dict) else None
+def _result_id(text: str) -> str | None:
+    reference = parse_reference(text)
+    return None if reference is None else reference.result_id

@@ -40,7 +40,7 @@ from local_ai_memory import (
     afinish_run,
     finish_run,
 )
-from local_ai_memory._context import assemble_context
+from local_ai_memory.integration import assemble_context
 
 from ._adapters import as_llm
 from ._scope import MemoryLocation, resolve_scope

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import signal
 import threading
@@ -74,7 +73,7 @@ from local_ai_memory import (
     mark_status,
     save_checkpoint,
 )
-from local_ai_memory._checkpoints import raise_on_signals
+from local_ai_memory.integration import parse_reference, raise_on_signals
 
 from ._adapters import as_llm
 from ._retriever import LocalMemoryRetriever
@@ -105,18 +104,10 @@ def message_text(message: BaseMessage) -> str:
 
 def reference_of(message: BaseMessage) -> str | None:
     """The ``result_id`` if ``message`` is a tool message carrying an L3 reference, else ``None``."""
-    if not isinstance(message, ToolMessage) or not isinstance(message.content, str):
+    if not isinstance(message, ToolMessage):
         return None
-    content = message.content
-    if not content.startswith('{"result_id"'):
-        return None
-    try:
-        data = json.loads(content)
-    except ValueError:
-        return None
-    if isinstance(data, dict) and set(data) == {"result_id", "summary", "size"} and isinstance(data["result_id"], str):
-        return data["result_id"]
-    return None
+    reference = parse_reference(message.content)
+    return None if reference is None else reference.result_id
 
 
 def _current_config() -> Any:

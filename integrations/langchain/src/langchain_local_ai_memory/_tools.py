@@ -14,7 +14,6 @@ runtime context / ``configurable`` (see :mod:`._scope`); they are never argument
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForToolRun, CallbackManagerForToolRun
@@ -22,8 +21,8 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, ToolException
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from local_ai_memory import DirectoryGuard, LocalMemoryError, MemoryConfig, ToolResultStore, render_page
-from local_ai_memory._tool_results import DEFAULT_PAGE_CHARS
+from local_ai_memory import DirectoryGuard, LocalMemoryError, MemoryConfig, ToolResultStore
+from local_ai_memory.integration import DEFAULT_PAGE_CHARS
 
 from ._scope import MemoryLocation, resolve_scope
 
@@ -94,10 +93,15 @@ class LoadToolResultTool(BaseTool):
         return store
 
     def _load(self, store: ToolResultStore, result_id: str, offset: int, limit: int) -> str:
+        # The core checks that the result belongs to this scope: another session's id is "not found".
         try:
-            if result_id not in store.manager.list_tool_results():
-                raise ToolException(f"No stored tool result {result_id!r} in this session (it may have been pruned).")
-            return render_page(store.load_page(result_id, offset, limit))
+            return store.read(result_id, offset, limit)
+        except LocalMemoryError as exc:
+            raise ToolException(f"Cannot load tool result {result_id!r}: {exc}") from exc
+
+    async def _aload(self, store: ToolResultStore, result_id: str, offset: int, limit: int) -> str:
+        try:
+            return await store.aread(result_id, offset, limit)
         except LocalMemoryError as exc:
             raise ToolException(f"Cannot load tool result {result_id!r}: {exc}") from exc
 
@@ -121,7 +125,7 @@ class LoadToolResultTool(BaseTool):
         *,
         config: RunnableConfig,
     ) -> str:
-        return await asyncio.to_thread(self._load, self._store(config), result_id, offset, limit)
+        return await self._aload(self._store(config), result_id, offset, limit)
 
 
 class KnowledgeSearchInput(BaseModel):

@@ -32,7 +32,7 @@ from local_ai_memory import (
     ToolResultStore,
     render_page,
 )
-from local_ai_memory._tool_results import DEFAULT_PAGE_CHARS
+from local_ai_memory.integration import DEFAULT_PAGE_CHARS
 
 from ._externalize import externalize_tools
 

@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from . import _fs
-from ._envelopes import CorruptRecordError
-from ._errors import StorageError
-from ._events import Event, log_event
-from ._guard import DirectoryGuard, check_component
+from local_ai_memory import _fs
+from local_ai_memory._envelopes import CorruptRecordError
+from local_ai_memory._errors import StorageError
+from local_ai_memory._events import Event, log_event
+from local_ai_memory._guard import DirectoryGuard, check_component
 
 __all__ = ["FileRecordFolder", "RecordFolder", "RecordInfo", "read_checked"]
 

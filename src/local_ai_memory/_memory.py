@@ -1,0 +1,257 @@
+"""``Memory``: the one entry point. It owns the data root, the storage backends and the caches.
+
+::
+
+    from local_ai_memory import Memory
+
+    memory = Memory.open("~/.local-ai")             # or Memory(MemoryConfig(...)), Memory.in_memory()
+    session = memory.session("alice", "s1")         # one scope's runtime memory
+    session.update_state({"current_task": "fix the login bug"})
+    reference = session.externalize("grep", big_output)   # L3: a {result_id, summary, size} reference
+    page = session.load_page(result_id)                   # scope-checked paging
+    answer = memory.knowledge.retrieve("how do we deploy?", user_id="alice")
+
+The data root is given once (``config.runtime_data_dir``); every object a ``Memory`` hands out
+shares its backends, its token counter and its knowledge index, so building a session or a
+retriever per request costs next to nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from functools import cached_property
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from ._backends.files import FileRuntimeBackend
+from ._backends.memory import InMemoryRuntimeBackend
+from ._backends.runtime import RuntimeBackend, ScopeInfo
+from ._checkpoints import CheckpointRun, find_resumable, list_checkpoints
+from ._compressor import CompressionResult, WorkingMemoryCompressor
+from ._config import MemoryConfig
+from ._context import BuiltContext, ContextBuilder
+from ._display import memory_html
+from ._envelopes import AgentCheckpoint, ToolResultPage
+from ._guard import DirectoryGuard
+from ._manager import MemoryManager
+from ._messages import MessageLike, RunOutcome, SessionMessageStore, afinish_run, finish_run
+from ._protocols import LLM, Embedder
+from ._retriever import MemoryRetriever, RetrievalResult
+from ._store import Candidate, MemoryStore
+from ._tokens import TokenCounter
+from ._tool_results import DEFAULT_PAGE_CHARS, ToolResultStore
+
+__all__ = ["Knowledge", "Memory", "Session"]
+
+
+class Session(MemoryManager):
+    """One ``(user_id, session_id)`` scope's runtime memory: L0-L3, messages, compression, context.
+
+    A :class:`MemoryManager` (state, working memory, plans, tool results) plus the parts that
+    work on the same scope: :attr:`tool_results` (externalize, page back, retention),
+    :attr:`messages` (the session log), :attr:`compressor` (L1) and :attr:`context` (the
+    prompt material for a model call). Get one from :meth:`Memory.session`.
+    """
+
+    def __init__(self, memory: Memory, user_id: str, session_id: str) -> None:
+        super().__init__(memory.guard, memory.config, user_id=user_id, session_id=session_id, backend=memory.runtime)
+        self.memory = memory
+        self.tool_results = ToolResultStore(self)
+        self.messages = SessionMessageStore.for_manager(self)
+
+    def __repr__(self) -> str:
+        return f"Session(user_id={self.user_id!r}, session_id={self.session_id!r})"
+
+    @cached_property
+    def compressor(self) -> WorkingMemoryCompressor:
+        """Keeps L1 under its token budget (with the memory's LLM, or extractive without one)."""
+        return WorkingMemoryCompressor(self, self.memory.llm, self.memory.token_counter)
+
+    @cached_property
+    def context(self) -> ContextBuilder:
+        """Assembles state, working memory, knowledge and recent messages within a budget."""
+        return ContextBuilder(self, self.memory.token_counter, message_store=self.messages)
+
+    # -- L3 ----------------------------------------------------------------------------
+
+    def externalize(self, tool_name: str, content: str, *, is_error: bool = False) -> str:
+        """``content`` if small or an error, else a ``{result_id, summary, size}`` reference.
+
+        See :class:`ToolResultStore` for the rule and the retention that follows.
+        """
+        return self.tool_results.externalize(tool_name, content, is_error=is_error)
+
+    async def aexternalize(self, tool_name: str, content: str, *, is_error: bool = False) -> str:
+        """Async twin of :meth:`externalize`."""
+        return await self.tool_results.aexternalize(tool_name, content, is_error=is_error)
+
+    def load_page(self, result_id: str, offset: int = 0, limit: int = DEFAULT_PAGE_CHARS) -> ToolResultPage:
+        """A page of one of this session's stored outputs; another scope's id is not found."""
+        return self.tool_results.load_page(result_id, offset, limit)
+
+    async def aload_page(self, result_id: str, offset: int = 0, limit: int = DEFAULT_PAGE_CHARS) -> ToolResultPage:
+        """Async twin of :meth:`load_page`."""
+        return await self.tool_results.aload_page(result_id, offset, limit)
+
+    # -- L2 ----------------------------------------------------------------------------
+
+    def checkpoint_run(
+        self, plan_id: str, *, task: str = "", plan: Sequence[str] = (), **options: Any
+    ) -> CheckpointRun:
+        """A :class:`CheckpointRun` for ``plan_id`` in this session (resumes a resumable one)."""
+        return CheckpointRun(self, plan_id, task=task, plan=plan, **options)
+
+    def checkpoints(self) -> list[AgentCheckpoint]:
+        """Every checkpoint of the session, newest first."""
+        return list_checkpoints(self)
+
+    def resumable(self) -> AgentCheckpoint | None:
+        """The newest ``in_progress`` or ``interrupted`` checkpoint, or ``None``."""
+        return find_resumable(self)
+
+    # -- L1 ----------------------------------------------------------------------------
+
+    def compress(self, messages: Iterable[MessageLike]) -> CompressionResult:
+        """Rebuild L1 from a transcript."""
+        return self.compressor.compress(messages)
+
+    def finish_run(self, run_messages: Iterable[MessageLike], **options: Any) -> RunOutcome:
+        """After a run: merge its messages into L1, then compact the session log if it grew too long."""
+        return finish_run(self.compressor, self.messages, run_messages, **options)
+
+    async def afinish_run(self, run_messages: Iterable[MessageLike], **options: Any) -> RunOutcome:
+        """Async twin of :meth:`finish_run`."""
+        return await afinish_run(self.compressor, self.messages, run_messages, **options)
+
+    def build_context(self, messages: Iterable[MessageLike] | None = None, **options: Any) -> BuiltContext:
+        """State, working memory and messages for a model call, within ``max_tokens``."""
+        return self.context.build(messages, **options)
+
+    def _repr_html_(self) -> str:
+        return memory_html(
+            self.stem, self.get_state(), self.get_working_memory(), self.checkpoints(), self.count_tool_results()
+        )
+
+
+class Knowledge:
+    """The knowledge memory of a :class:`Memory`: notes, search (BM25 / hybrid) and retrieval."""
+
+    def __init__(self, memory: Memory) -> None:
+        if memory.guard is None:
+            from ._errors import ConfigError
+
+            raise ConfigError("this Memory has no data folder for knowledge notes (open it on a folder)")
+        self.memory = memory
+        self.store = MemoryStore(memory.guard, memory.config, embedder=memory.embedder)
+        self.retriever = MemoryRetriever(self.store, memory.llm, memory.token_counter)
+
+    def __repr__(self) -> str:
+        return f"Knowledge({self.store!r})"
+
+    def search(
+        self, query: str, user_id: str, *, k: int = 5, categories: Iterable[str] | None = None
+    ) -> list[Candidate]:
+        """Stage 1 (BM25 or hybrid, per ``memory.search_mode``): scored candidates, best first."""
+        return self.store.search(query, k, user_id=user_id, categories=categories)
+
+    async def asearch(
+        self, query: str, user_id: str, *, k: int = 5, categories: Iterable[str] | None = None
+    ) -> list[Candidate]:
+        """Async twin of :meth:`search`."""
+        return await self.store.asearch(query, k, user_id=user_id, categories=categories)
+
+    def retrieve(
+        self, query: str, user_id: str, *, categories: Iterable[str] | None = None, max_tokens: int = 2000
+    ) -> RetrievalResult:
+        """All three stages: candidates, the LLM's pick (when there is an LLM), loading within ``max_tokens``."""
+        return self.retriever.retrieve_result(query, user_id, categories, max_tokens)
+
+    async def aretrieve(
+        self, query: str, user_id: str, *, categories: Iterable[str] | None = None, max_tokens: int = 2000
+    ) -> RetrievalResult:
+        """Async twin of :meth:`retrieve`."""
+        return await self.retriever.aretrieve_result(query, user_id, categories, max_tokens)
+
+
+class Memory:
+    """The data root, its storage backends and shared caches; hands out sessions and knowledge.
+
+    >>> memory = Memory.in_memory()
+    >>> session = memory.session("alice", "s1")
+    >>> session.update_state({"current_task": "write docs"})
+    {'current_task': 'write docs'}
+    >>> memory.session("alice", "s1").get_state()["current_task"]
+    'write docs'
+    """
+
+    def __init__(
+        self,
+        config: MemoryConfig | None = None,
+        *,
+        runtime: RuntimeBackend | None = None,
+        llm: LLM | None = None,
+        embedder: Embedder | None = None,
+        token_counter: TokenCounter | None = None,
+    ) -> None:
+        self.config = config if config is not None else MemoryConfig()
+        self.llm = llm
+        self.embedder = embedder
+        self._token_counter = token_counter
+        self.guard: DirectoryGuard | None = None
+        if runtime is None:
+            self.guard = DirectoryGuard(self.config.runtime_data_dir)
+            runtime = FileRuntimeBackend(self.guard, durable=self.config.fsync, timeout=self.config.lock_timeout)
+        self.runtime = runtime
+
+    @classmethod
+    def open(cls, root: str | os.PathLike[str], **settings: Any) -> Memory:
+        """A memory on the folder ``root``; ``settings`` are :class:`MemoryConfig` keys or ``llm``/``embedder``."""
+        parts = {key: settings.pop(key) for key in ("llm", "embedder", "token_counter") if key in settings}
+        return cls(MemoryConfig(runtime_data_dir=Path(root).expanduser(), **settings), **parts)
+
+    @classmethod
+    def in_memory(cls, config: MemoryConfig | None = None, **parts: Any) -> Memory:
+        """A memory that keeps its runtime levels in this process only (for tests and notebooks)."""
+        return cls(config, runtime=InMemoryRuntimeBackend(), **parts)
+
+    def __repr__(self) -> str:
+        return f"Memory({self.runtime!r})"
+
+    @property
+    def root(self) -> Path | None:
+        """The data folder, or ``None`` when nothing is kept on disk."""
+        return None if self.guard is None else self.guard.root
+
+    @property
+    def token_counter(self) -> TokenCounter:
+        """The counter every part of this memory shares (offline; the configured encoding)."""
+        if self._token_counter is None:
+            self._token_counter = TokenCounter(self.config.token_encoding)
+        return self._token_counter
+
+    def session(self, user_id: str, session_id: str) -> Session:
+        """The runtime memory of ``(user_id, session_id)``; ids are checked before anything is stored."""
+        return Session(self, user_id, session_id)
+
+    def sessions(self) -> list[ScopeInfo]:
+        """Every scope that holds runtime data, with its size and last change."""
+        return [info for info in self.runtime.list_scopes() if info.scope.scoped]
+
+    @cached_property
+    def knowledge(self) -> Knowledge:
+        """Notes, search and retrieval over ``{root}/memory_data/``."""
+        return Knowledge(self)
+
+    def close(self) -> None:
+        """Release the backends' connections and handles."""
+        self.runtime.close()
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self.close()
