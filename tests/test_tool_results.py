@@ -317,3 +317,18 @@ def test_a_large_output_is_written_without_copying_it_whole(store: ToolResultSto
     assert reference["size"] == 30_000_000
     assert peak < 8_000_000  # streamed in pieces: no 30 MB encoded copy was built
     assert store.load_page(reference["result_id"], 14_999_990, 100).content == "ü" * 10
+
+
+async def test_a_store_of_another_scope_cannot_page_a_result(tmp_path: Path) -> None:
+    root = MemoryManager(DirectoryGuard(tmp_path), MemoryConfig(fsync=False))
+    alice = ToolResultStore(root.scoped("alice", "s1"))
+    result_id = json.loads(alice.externalize("dump", "secret " * 2000))["result_id"]
+    for user, session in (("bob", "s1"), ("alice", "s2"), ("alice_s1", "x")):
+        other = ToolResultStore(root.scoped(user, session))
+        with pytest.raises(RecordNotFoundError, match="no tool result"):
+            other.load_page(result_id)
+        with pytest.raises(RecordNotFoundError):
+            await other.aload_page(result_id)
+        with pytest.raises(RecordNotFoundError):
+            other.read(result_id)
+    assert alice.load_page(result_id, 0, 7).content == "secret "

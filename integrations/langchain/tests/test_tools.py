@@ -101,12 +101,25 @@ async def test_async_page_and_scope_from_configurable(config: MemoryConfig) -> N
     assert "no user_id" in str(missing.content)
 
 
+async def test_other_scopes_cannot_load_a_result(config: MemoryConfig) -> None:
+    result_id = externalize(config, "alice", "s1")
+    for user, session in (("alice", "s2"), ("bob", "s1")):
+        (other,) = create_memory_tools(user, session, config=config)
+        for message in (
+            _call(other, {"result_id": result_id}),
+            await other.ainvoke({"type": "tool_call", "name": other.name, "args": {"result_id": result_id}, "id": "c"}),
+        ):
+            assert message.status == "error"
+            assert "no tool result" in str(message.content)
+            assert "line 1:" not in str(message.content)
+
+
 def test_other_sessions_results_and_bad_ids_are_errors(config: MemoryConfig) -> None:
     result_id = externalize(config, "alice", "s1")
     (other,) = create_memory_tools("alice", "s2", config=config)
     message = _call(other, {"result_id": result_id})
     assert message.status == "error"
-    assert "No stored tool result" in str(message.content)
+    assert "no tool result" in str(message.content)
     (mine,) = create_memory_tools("alice", "s1", config=config)
     bad = _call(mine, {"result_id": "../../etc/passwd"})
     assert bad.status == "error"

@@ -92,6 +92,16 @@ async def test_load_tool_result_pages_clamps_and_reports_missing(manager: Memory
         spec.load_tool_result(reference["result_id"], limit=0)
 
 
+async def test_another_scopes_result_id_loads_nothing(manager: MemoryManager) -> None:
+    reference = json.loads(ExternalizingTool(_big(), LocalMemoryToolSpec(manager).store).call().content)
+    for user, session in (("bob", "s1"), ("alice", "s2")):
+        [load] = LocalMemoryToolSpec(manager, user_id=user, session_id=session).to_tool_list()
+        with pytest.raises(RecordNotFoundError):
+            load.call(result_id=reference["result_id"])
+        with pytest.raises(RecordNotFoundError):
+            await load.acall(result_id=reference["result_id"])
+
+
 def test_load_tool_result_is_never_wrapped(manager: MemoryManager) -> None:
     spec = LocalMemoryToolSpec(manager)
     tools = spec.wrap_tools([*spec.to_tool_list(), _big()])
