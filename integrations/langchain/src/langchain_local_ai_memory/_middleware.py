@@ -33,6 +33,7 @@ import logging
 import signal
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
@@ -58,6 +59,7 @@ from langgraph.types import Command
 from local_ai_memory import (
     LLM,
     AgentCheckpoint,
+    CheckpointRun,
     ContextBuilder,
     DirectoryGuard,
     LocalMemoryError,
@@ -71,7 +73,6 @@ from local_ai_memory import (
     WorkingMemoryCompressor,
     load_checkpoint,
     mark_status,
-    save_checkpoint,
 )
 from local_ai_memory.integration import parse_reference, raise_on_signals
 
@@ -328,6 +329,22 @@ def _step_of(messages: Sequence[BaseMessage]) -> int:
     return sum(1 for m in messages if isinstance(m, AIMessage))
 
 
+@dataclass
+class _TrackedRun:
+    """This process's view of a scope's run: how much of the conversation is already saved."""
+
+    run: CheckpointRun
+    known: int = 0
+    last: BaseMessage | None = None
+
+    def continues(self, messages: Sequence[BaseMessage]) -> bool:
+        """Whether ``messages`` extends what was saved (so only the tail needs writing)."""
+        if self.last is None or not 0 < self.known <= len(messages):
+            return False
+        seen = messages[self.known - 1]
+        return seen.id == self.last.id if self.last.id else seen == self.last
+
+
 class CheckpointMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     """Saves an L2 checkpoint and updates L0 before every model call; resumes an unfinished run.
 
@@ -353,6 +370,7 @@ class CheckpointMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self.plan_id = plan_id
         self.resume = resume
         self._running: set[tuple[str | None, str | None]] = set()
+        self._runs: dict[tuple[str | None, str | None], _TrackedRun] = {}
         self._running_lock = threading.Lock()
 
     def _started(self, manager: MemoryManager, running: bool) -> None:
@@ -362,6 +380,7 @@ class CheckpointMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 self._running.add(scope)
             else:
                 self._running.discard(scope)
+                self._runs.pop(scope, None)
 
     def _previous(self, manager: MemoryManager) -> AgentCheckpoint | None:
         try:
@@ -370,31 +389,38 @@ class CheckpointMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             return None
         return checkpoint if checkpoint.resumable else None
 
-    def _save(
-        self,
-        manager: MemoryManager,
-        messages: Sequence[BaseMessage],
-        status: str,
-        *,
-        started: AgentCheckpoint | None = None,
-    ) -> AgentCheckpoint:
-        task = _task_of(messages)
-        step = _step_of(messages)
-        result_ids = [rid for rid in (reference_of(m) for m in messages) if rid is not None]
-        checkpoint = AgentCheckpoint.model_validate(
-            {
-                "plan_id": self.plan_id,
-                "status": status,
-                "step": step,
-                "task": task,
-                "messages": messages_to_dict(messages),
-                "tool_result_ids": list(dict.fromkeys(result_ids)),
-                **({"started_at": started.started_at} if started is not None else {}),
-            }
+    def _begin(self, manager: MemoryManager, messages: Sequence[BaseMessage]) -> _TrackedRun:
+        """Start (or resume) this scope's run; a resumable checkpoint is continued unless ``resume`` is off."""
+        run = CheckpointRun(manager, self.plan_id, task=_task_of(messages), resume=self.resume, handle_signals=False)
+        run.start()
+        tracked = _TrackedRun(run)
+        with self._running_lock:
+            self._runs[(manager.user_id, manager.session_id)] = tracked
+        return tracked
+
+    def _tracked(self, manager: MemoryManager, messages: Sequence[BaseMessage]) -> _TrackedRun:
+        with self._running_lock:
+            tracked = self._runs.get((manager.user_id, manager.session_id))
+        return tracked if tracked is not None else self._begin(manager, messages)
+
+    def _save(self, manager: MemoryManager, tracked: _TrackedRun, messages: Sequence[BaseMessage]) -> AgentCheckpoint:
+        """Append what is new since the last save (one step-log entry); rewrite only if the history changed."""
+        run = tracked.run
+        intact = tracked.continues(messages)
+        new = messages[tracked.known :] if intact else messages
+        dicts = messages_to_dict(new)
+        saved = run.checkpoint
+        checkpoint = run.step(
+            messages=[*saved.messages, *dicts] if intact else dicts,
+            tool_result_ids=[rid for rid in (reference_of(m) for m in new) if rid is not None],
+            advance=_step_of(new) if intact else _step_of(messages) - saved.step,
         )
-        saved = save_checkpoint(manager, checkpoint)
-        manager.update_state({"current_task": task, "current_step": step, "plan_id": self.plan_id})
-        return saved
+        tracked.known = len(messages)
+        tracked.last = messages[-1] if messages else None
+        manager.update_state(
+            {"current_task": checkpoint.task, "current_step": checkpoint.step, "plan_id": self.plan_id}
+        )
+        return checkpoint
 
     def mark_interrupted(
         self, user_id: str | None = None, session_id: str | None = None, *, reason: str = "SIGINT"
@@ -439,34 +465,38 @@ class CheckpointMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         manager = self._scope.manager(runtime)
         self._started(manager, True)
         messages = _messages(state)
-        previous = self._previous(manager) if self.resume else None
+        tracked = self._begin(manager, messages)
+        previous = tracked.run.checkpoint if tracked.run.resumed else None
         if previous is None or not previous.messages:
-            self._save(manager, messages, "in_progress")
+            self._save(manager, tracked, messages)
             return None
         restored = messages_from_dict(previous.messages)
         restored_ids = {m.id for m in restored if m.id}
         current_ids = {m.id for m in messages if m.id}
         if restored_ids and restored_ids <= current_ids:
+            self._save(manager, tracked, messages)
             return None  # the graph's own checkpointer already holds the conversation
         seen = {(type(m).__name__, message_text(m)) for m in restored}
         fresh = [m for m in messages if m.id not in restored_ids and (type(m).__name__, message_text(m)) not in seen]
         merged = [*restored, *fresh]
-        self._save(manager, merged, "in_progress", started=previous)
+        self._save(manager, tracked, merged)
         manager.update_state({"resumed_from_step": previous.step})
         return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *merged]}
 
     def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Checkpoint the conversation so far (every tool step is followed by a model call)."""
+        """Checkpoint what the conversation gained since the last call (every tool step is followed by one)."""
         manager = self._scope.manager(runtime)
-        previous = self._previous(manager)
-        self._save(manager, _messages(state), "in_progress", started=previous)
+        messages = _messages(state)
+        self._save(manager, self._tracked(manager, messages), messages)
         return None
 
     def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Mark the run ``completed``."""
         manager = self._scope.manager(runtime)
-        previous = self._previous(manager)
-        self._save(manager, _messages(state), "completed", started=previous)
+        messages = _messages(state)
+        tracked = self._tracked(manager, messages)
+        self._save(manager, tracked, messages)
+        tracked.run.finish("completed")
         self._started(manager, False)
         return None
 
