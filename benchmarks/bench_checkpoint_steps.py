@@ -133,9 +133,8 @@ def main() -> None:
     args = parser.parse_args()
     last = args.steps
     print(f"create_agent run of {args.steps} tool steps, fsync={args.fsync}; mean of the 10 checkpoints around a step")
-    print(
-        f"{'strategy':28}{'bytes @10':>11}{'bytes @' + str(last):>13}{'ratio':>8}{'ms @10':>9}{'ms @' + str(last):>10}{'ratio':>8}"
-    )
+    late_bytes, late_ms = f"bytes @{last}", f"ms @{last}"
+    print(f"{'strategy':28}{'bytes @10':>11}{late_bytes:>13}{'ratio':>8}{'ms @10':>9}{late_ms:>10}{'ratio':>8}")
     results = {}
     for name, kind in (("step log (this version)", Measured), ("rewrite every step (0.1.0)", RewriteEveryStep)):
         costs = run(kind, args.steps, args.fsync)
