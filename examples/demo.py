@@ -44,11 +44,11 @@ from local_ai_memory import (
     TokenCounter,
     ToolResultStore,
     WorkingMemoryCompressor,
-    build_corpus,
-    find_resumable,
     llm_from_env,
     render_page,
 )
+from local_ai_memory._checkpoints import find_resumable
+from local_ai_memory.samples import build_corpus
 
 USER = "demo-user"
 SESSION = "session-1"

@@ -303,7 +303,7 @@ except KeyboardInterrupt:
     print("interrupted")
 
 scope = MemoryManager(DirectoryGuard(root), config).scoped("alice", "resumable")
-from local_ai_memory import find_resumable
+from local_ai_memory._checkpoints import find_resumable
 
 checkpoint = find_resumable(scope)
 print("resumable checkpoint:", checkpoint.status, "at step", checkpoint.step)

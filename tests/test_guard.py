@@ -7,17 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from local_ai_memory import (
-    DirectoryGuard,
-    InvalidInputError,
-    PathEscapeError,
-    owner_of,
-    scope_name,
-    user_file_prefix,
-    validate_id,
-    validate_name,
-)
-from local_ai_memory._guard import check_component, decode_name, encode_name
+from local_ai_memory import DirectoryGuard, InvalidInputError, PathEscapeError
+from local_ai_memory._guard import check_component, decode_name, encode_name, owner_of, user_file_prefix
+from local_ai_memory.integration import scope_name, validate_id, validate_name
 
 
 def test_resolve_stays_under_root(tmp_path: Path) -> None:

@@ -1,30 +1,28 @@
-"""local-ai-memory: file-based runtime and knowledge memory for LLM agents.
+"""local-ai-memory: runtime and knowledge memory for LLM agents, in plain files by default.
+
+Start with :class:`Memory`::
+
+    from local_ai_memory import Memory
+
+    memory = Memory.open("~/.local-ai")
+    session = memory.session("alice", "s1")     # L0 state, L1 working memory, L2 checkpoints, L3 tool results
+    memory.knowledge.retrieve("how do we deploy?", user_id="alice")
 
 The engines here are framework-free; ``langchain-local-ai-memory`` and
-``llama-index-local-ai-memory`` wrap them for LangChain and LlamaIndex.
+``llama-index-local-ai-memory`` wrap them. Public submodules: :mod:`local_ai_memory.backends`
+(the storage contract and its backends), :mod:`local_ai_memory.types` (result and record
+types), :mod:`local_ai_memory.testing` (conformance suites), :mod:`local_ai_memory.integration`
+(building blocks for framework integrations) and :mod:`local_ai_memory.samples` (a real
+sample corpus for demos and benchmarks).
 """
 
 from __future__ import annotations
 
-from ._checkpoints import (
-    CheckpointRun,
-    RunInterrupted,
-    afind_resumable,
-    alist_checkpoints,
-    aload_checkpoint,
-    amark_status,
-    asave_checkpoint,
-    find_resumable,
-    list_checkpoints,
-    load_checkpoint,
-    mark_status,
-    save_checkpoint,
-)
-from ._compressor import CompressionResult, WorkingMemoryCompressor
+from ._checkpoints import CheckpointRun, RunInterrupted
+from ._compressor import WorkingMemoryCompressor
 from ._config import MemoryConfig
-from ._context import BuiltContext, ContextBuilder
-from ._embeddings import EmbeddingCache, SentenceTransformerEmbedder
-from ._envelopes import AgentCheckpoint, CheckpointStatus, ToolResultPage
+from ._context import ContextBuilder
+from ._embeddings import SentenceTransformerEmbedder
 from ._errors import (
     ConfigError,
     InvalidInputError,
@@ -37,43 +35,28 @@ from ._errors import (
     UnsupportedFormatError,
 )
 from ._events import Event
-from ._fusion import cosine_top_n, reciprocal_rank_fusion
-from ._guard import DirectoryGuard, owner_of, scope_name, user_file_prefix, validate_id, validate_name
-from ._index import INDEX_VERSION, IndexEntry, IndexFile
+from ._guard import DirectoryGuard
 from ._index_service import MemoryIndexService
 from ._manager import MemoryManager
 from ._memory import Knowledge, Memory, Session
-from ._messages import Message, RunOutcome, SessionMessageStore, afinish_run, finish_run
+from ._messages import SessionMessageStore
 from ._openai_client import OpenAICompatibleEmbedder, OpenAICompatibleLLM, embedder_from_env, llm_from_env
 from ._protocols import LLM, Embedder
-from ._retriever import TOP_N, MemoryRetriever, RetrievalResult, RetrievedFile
-from ._samples import EvalQuery, SampleCorpus, build_corpus, write_corpus
-from ._selection import SelectionCandidate, build_selection_prompt, parse_selection, resolve_selection
-from ._store import Candidate, MemoryStore, StaleEntry
+from ._retriever import MemoryRetriever
+from ._store import MemoryStore
 from ._tokens import TokenCounter
 from ._tool_results import RetentionPolicy, ToolResultStore, render_page
 
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"
 
 __all__ = [
-    "INDEX_VERSION",
     "LLM",
-    "TOP_N",
-    "AgentCheckpoint",
-    "BuiltContext",
-    "Candidate",
     "CheckpointRun",
-    "CheckpointStatus",
-    "CompressionResult",
     "ConfigError",
     "ContextBuilder",
     "DirectoryGuard",
     "Embedder",
-    "EmbeddingCache",
-    "EvalQuery",
     "Event",
-    "IndexEntry",
-    "IndexFile",
     "InvalidInputError",
     "Knowledge",
     "LocalMemoryError",
@@ -84,55 +67,23 @@ __all__ = [
     "MemoryManager",
     "MemoryRetriever",
     "MemoryStore",
-    "Message",
     "ModelError",
     "OpenAICompatibleEmbedder",
     "OpenAICompatibleLLM",
     "PathEscapeError",
     "RecordNotFoundError",
     "RetentionPolicy",
-    "RetrievalResult",
-    "RetrievedFile",
     "RunInterrupted",
-    "RunOutcome",
-    "SampleCorpus",
-    "SelectionCandidate",
     "SentenceTransformerEmbedder",
     "Session",
     "SessionMessageStore",
-    "StaleEntry",
     "StorageError",
     "TokenCounter",
-    "ToolResultPage",
     "ToolResultStore",
     "UnsupportedFormatError",
     "WorkingMemoryCompressor",
     "__version__",
-    "afind_resumable",
-    "afinish_run",
-    "alist_checkpoints",
-    "aload_checkpoint",
-    "amark_status",
-    "asave_checkpoint",
-    "build_corpus",
-    "build_selection_prompt",
-    "cosine_top_n",
     "embedder_from_env",
-    "find_resumable",
-    "finish_run",
-    "list_checkpoints",
     "llm_from_env",
-    "load_checkpoint",
-    "mark_status",
-    "owner_of",
-    "parse_selection",
-    "reciprocal_rank_fusion",
     "render_page",
-    "resolve_selection",
-    "save_checkpoint",
-    "scope_name",
-    "user_file_prefix",
-    "validate_id",
-    "validate_name",
-    "write_corpus",
 ]

@@ -11,28 +11,36 @@ calls it instead of re-implementing it:
   Stage 2 (an LLM picks files from candidates), usable on any framework's candidates;
 * :func:`assemble_context` is the pure part of :class:`ContextBuilder`;
 * :func:`raise_on_signals` turns SIGINT/SIGTERM into :class:`RunInterrupted` for a run;
+* :func:`finish_run` merges a finished run into L1 and compacts the session log;
+* :func:`load_checkpoint`, :func:`save_checkpoint` and :func:`mark_status` work on L2 checkpoints;
 * :func:`log_event` emits the library's named log events.
 """
 
-from ._checkpoints import raise_on_signals
+from ._checkpoints import load_checkpoint, mark_status, raise_on_signals, save_checkpoint
 from ._context import assemble_context
 from ._events import log_event
-from ._guard import validate_id, validate_name
-from ._messages import to_message, to_messages
+from ._guard import scope_name, validate_id, validate_name
+from ._messages import afinish_run, finish_run, to_message, to_messages
 from ._selection import SelectionCandidate, build_selection_prompt, parse_selection, resolve_selection
 from ._tool_results import DEFAULT_PAGE_CHARS, make_reference, parse_reference
 
 __all__ = [
     "DEFAULT_PAGE_CHARS",
     "SelectionCandidate",
+    "afinish_run",
     "assemble_context",
     "build_selection_prompt",
+    "finish_run",
+    "load_checkpoint",
     "log_event",
     "make_reference",
+    "mark_status",
     "parse_reference",
     "parse_selection",
     "raise_on_signals",
     "resolve_selection",
+    "save_checkpoint",
+    "scope_name",
     "to_message",
     "to_messages",
     "validate_id",

@@ -17,9 +17,10 @@ from langchain_core.tools import tool
 from langchain_local_ai_memory import LocalMemoryMiddleware
 from lc_fakes import ScriptedChatModel, paging_policy, real_text
 
-from local_ai_memory import DirectoryGuard, MemoryConfig, scope_name
+from local_ai_memory import DirectoryGuard, MemoryConfig
 from local_ai_memory._checkpoints import load_checkpoint
 from local_ai_memory._manager import MemoryManager
+from local_ai_memory.integration import scope_name
 
 BIG = 200 * 1024
 CHILD = Path(__file__).parent / "agent_child.py"

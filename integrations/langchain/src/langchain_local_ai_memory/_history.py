@@ -32,15 +32,12 @@ from local_ai_memory import (
     LLM,
     DirectoryGuard,
     MemoryConfig,
-    Message,
-    RunOutcome,
     SessionMessageStore,
     TokenCounter,
     WorkingMemoryCompressor,
-    afinish_run,
-    finish_run,
 )
-from local_ai_memory.integration import assemble_context
+from local_ai_memory.integration import afinish_run, assemble_context, finish_run
+from local_ai_memory.types import Message, RunOutcome
 
 from ._adapters import as_llm
 from ._scope import MemoryLocation, resolve_scope

@@ -58,7 +58,6 @@ from langgraph.types import Command
 
 from local_ai_memory import (
     LLM,
-    AgentCheckpoint,
     CheckpointRun,
     ContextBuilder,
     DirectoryGuard,
@@ -71,10 +70,9 @@ from local_ai_memory import (
     TokenCounter,
     ToolResultStore,
     WorkingMemoryCompressor,
-    load_checkpoint,
-    mark_status,
 )
-from local_ai_memory.integration import parse_reference, raise_on_signals
+from local_ai_memory.integration import load_checkpoint, mark_status, parse_reference, raise_on_signals
+from local_ai_memory.types import AgentCheckpoint
 
 from ._adapters import as_llm
 from ._retriever import LocalMemoryRetriever
@@ -185,8 +183,6 @@ class ToolResultMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             content = message_text(result)
         else:
             return result  # images or other blocks: not ours to rewrite
-        if len(content) * 4 <= self._scope.config.tool_result_inline_limit:
-            return result  # certainly under the byte limit: skip the disk entirely
         store = ToolResultStore(self._scope.manager(request.runtime), self.retention)
         reference = store.externalize(name, content)
         if reference == content:

@@ -38,9 +38,9 @@ from local_ai_memory import (
     MemoryConfig,
     MemoryRetriever,
     MemoryStore,
-    RetrievalResult,
     TokenCounter,
 )
+from local_ai_memory.types import RetrievalResult
 
 from ._adapters import ChatModelLLM, as_embedder, as_llm
 from ._scope import lookup, resolve_user

@@ -20,7 +20,8 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from local_ai_memory import DirectoryGuard, InvalidInputError, MemoryConfig, MemoryManager, validate_name
+from local_ai_memory import DirectoryGuard, InvalidInputError, MemoryConfig, MemoryManager
+from local_ai_memory.integration import validate_name
 
 __all__ = ["MemoryLocation", "lookup", "resolve_scope", "resolve_user"]
 

@@ -34,7 +34,6 @@ from llama_index.core.memory import BaseMemory, BaseMemoryBlock
 from llama_index.retrievers.local_ai_memory._adapters import as_core_llm
 
 from local_ai_memory import (
-    CompressionResult,
     DirectoryGuard,
     InvalidInputError,
     MemoryConfig,
@@ -42,6 +41,7 @@ from local_ai_memory import (
     TokenCounter,
     WorkingMemoryCompressor,
 )
+from local_ai_memory.types import CompressionResult
 
 __all__ = ["LocalWorkingMemoryBlock", "to_core_message", "to_core_messages"]
 

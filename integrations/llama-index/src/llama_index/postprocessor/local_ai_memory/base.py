@@ -28,8 +28,8 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 from llama_index.retrievers.local_ai_memory._adapters import LlamaIndexLLMAdapter
 
-from local_ai_memory import Event, SelectionCandidate, TokenCounter, build_selection_prompt, resolve_selection
-from local_ai_memory.integration import log_event
+from local_ai_memory import Event, TokenCounter
+from local_ai_memory.integration import SelectionCandidate, build_selection_prompt, log_event, resolve_selection
 
 __all__ = ["LocalMemoryFileSelector", "candidate_names", "fit_budget", "node_candidate"]
 

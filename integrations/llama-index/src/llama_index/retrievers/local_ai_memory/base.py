@@ -26,17 +26,9 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
-from local_ai_memory import (
-    DirectoryGuard,
-    InvalidInputError,
-    MemoryConfig,
-    MemoryRetriever,
-    MemoryStore,
-    RetrievalResult,
-    RetrievedFile,
-    validate_id,
-    validate_name,
-)
+from local_ai_memory import DirectoryGuard, InvalidInputError, MemoryConfig, MemoryRetriever, MemoryStore
+from local_ai_memory.integration import validate_id, validate_name
+from local_ai_memory.types import RetrievalResult, RetrievedFile
 
 from ._adapters import as_core_embedder, as_core_llm
 
