@@ -42,11 +42,12 @@ from ._guard import DirectoryGuard, owner_of, scope_name, user_file_prefix, vali
 from ._index import INDEX_VERSION, IndexEntry, IndexFile
 from ._index_service import MemoryIndexService
 from ._manager import MemoryManager
-from ._messages import Message, RunOutcome, SessionMessageStore, afinish_run, finish_run
+from ._messages import Message, SessionMessageStore
 from ._openai_client import OpenAICompatibleEmbedder, OpenAICompatibleLLM, embedder_from_env, llm_from_env
 from ._protocols import LLM, Embedder
 from ._records import FileRecordFolder, RecordFolder
 from ._retriever import TOP_N, MemoryRetriever, RetrievalResult, RetrievedFile
+from ._run import RunOutcome, afinish_run, finish_run
 from ._samples import EvalQuery, SampleCorpus, build_corpus, write_corpus
 from ._selection import SelectionCandidate, build_selection_prompt, parse_selection, resolve_selection
 from ._store import Candidate, MemoryStore, StaleEntry

@@ -12,8 +12,7 @@ with one shape only.
 JSON record per line (a typed, versioned :class:`StoredMessage`). Appends go through :func:`_fs.append_bytes` under the
 file's cross-process lock; a crash can leave a torn last line, which readers skip and the
 next append seals off. :meth:`~SessionMessageStore.compact` rewrites the file atomically.
-:func:`finish_run` is the post-run step: merge the run into L1, then compact the session
-when it grew past its history limit (only if the merge succeeded, so nothing is lost).
+The post-run step that merges a run into L1 and then compacts the session is in :mod:`._run`.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -33,18 +32,12 @@ from ._errors import InvalidInputError, UnsupportedFormatError
 from ._events import Event, log_event
 from ._guard import DirectoryGuard, optional_scope
 
-if TYPE_CHECKING:
-    from ._compressor import CompressionResult, WorkingMemoryCompressor
-
 __all__ = [
     "FORMAT_VERSION",
     "Message",
     "MessageLike",
-    "RunOutcome",
     "SessionMessageStore",
     "StoredMessage",
-    "afinish_run",
-    "finish_run",
     "to_message",
     "to_messages",
 ]
@@ -313,57 +306,3 @@ class SessionMessageStore:
     async def aclear(self) -> bool:
         """Async twin of :meth:`clear`."""
         return await asyncio.to_thread(self.clear)
-
-
-@dataclass(frozen=True)
-class RunOutcome:
-    """What :func:`finish_run` did."""
-
-    summary: CompressionResult
-    compacted: int
-    status: Literal["compacted", "kept", "summary_failed"]
-
-
-def _decide(store: SessionMessageStore, summary: CompressionResult, history_limit: int | None) -> bool:
-    if history_limit is None:
-        history_limit = store.config.working_memory_history_limit
-    if history_limit < 0:
-        raise InvalidInputError(f"history_limit must be non-negative, got {history_limit!r}")
-    return summary.ok and len(store) > history_limit
-
-
-def finish_run(
-    compressor: WorkingMemoryCompressor,
-    store: SessionMessageStore,
-    run_messages: Iterable[MessageLike],
-    *,
-    history_limit: int | None = None,
-    keep_last: int | None = None,
-) -> RunOutcome:
-    """The post-run step: merge ``run_messages`` into L1, then compact the session if it is too long.
-
-    ``history_limit`` and ``keep_last`` default to ``memory.working_memory_history_limit`` and
-    ``memory.working_memory_compact_keep_last``.
-
-    The session is compacted only when the merge succeeded, so messages never disappear before
-    they reached the working memory.
-    """
-    summary = compressor.update_summary(list(run_messages))
-    if not _decide(store, summary, history_limit):
-        return RunOutcome(summary, 0, "kept" if summary.ok else "summary_failed")
-    return RunOutcome(summary, store.compact(keep_last), "compacted")
-
-
-async def afinish_run(
-    compressor: WorkingMemoryCompressor,
-    store: SessionMessageStore,
-    run_messages: Iterable[MessageLike],
-    *,
-    history_limit: int | None = None,
-    keep_last: int | None = None,
-) -> RunOutcome:
-    """Async twin of :func:`finish_run`."""
-    summary = await compressor.aupdate_summary(list(run_messages))
-    if not await asyncio.to_thread(_decide, store, summary, history_limit):
-        return RunOutcome(summary, 0, "kept" if summary.ok else "summary_failed")
-    return RunOutcome(summary, await store.acompact(keep_last), "compacted")
