@@ -26,7 +26,8 @@ import textwrap
 import time
 from typing import Any
 
-from local_ai_memory._compressor import WorkingMemoryCompressor, render_transcript
+from local_ai_memory._compression_prompts import render_transcript
+from local_ai_memory._compressor import WorkingMemoryCompressor
 from local_ai_memory._config import MemoryConfig
 from local_ai_memory._guard import DirectoryGuard
 from local_ai_memory._manager import MemoryManager

@@ -19,20 +19,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from local_ai_memory._compressor import (
-    SECTIONS,
-    Summary,
-    WorkingMemoryCompressor,
-    enforce_budget,
-    parse_summary,
-    render_summary,
-    render_transcript,
-)
+from local_ai_memory._compression_prompts import render_transcript
+from local_ai_memory._compressor import WorkingMemoryCompressor
 from local_ai_memory._config import MemoryConfig
 from local_ai_memory._errors import InvalidInputError, ModelError
 from local_ai_memory._guard import DirectoryGuard
 from local_ai_memory._manager import MemoryManager
 from local_ai_memory._messages import to_messages
+from local_ai_memory._summary import SECTIONS, Summary, enforce_budget, parse_summary, render_summary
 from local_ai_memory._tokens import TokenCounter
 
 HEADINGS = [f"# {name}" for name in SECTIONS]

@@ -15,10 +15,10 @@ from local_ai_memory._context import (
     DATA_NOTE,
     ContextBuilder,
     assemble_context,
-    fence,
     format_state,
 )
 from local_ai_memory._errors import InvalidInputError
+from local_ai_memory._fencing import fence
 from local_ai_memory._guard import DirectoryGuard
 from local_ai_memory._manager import MemoryManager
 from local_ai_memory._messages import SessionMessageStore

@@ -18,7 +18,8 @@ from local_ai_memory._compressor import WorkingMemoryCompressor
 from local_ai_memory._errors import InvalidInputError, StorageError, UnsupportedFormatError
 from local_ai_memory._guard import DirectoryGuard
 from local_ai_memory._manager import MemoryManager
-from local_ai_memory._messages import Message, SessionMessageStore, afinish_run, finish_run, to_message
+from local_ai_memory._messages import Message, SessionMessageStore, to_message
+from local_ai_memory._run import afinish_run, finish_run
 
 
 @pytest.fixture

@@ -10,7 +10,8 @@ Every part is *fenced as data*: it sits inside a backtick fence longer than any 
 in the text itself, under a note telling the model that fenced text is information, not
 instructions. Text inside a part therefore cannot close its fence or pose as the prompt. The
 fence is derived from the content, not random, so identical memory gives an identical prompt
-(servers with prefix caches, such as llama.cpp, reuse it).
+(servers with prefix caches, such as llama.cpp, reuse it). The fencing itself lives in
+:mod:`._fencing`, shared with the compressor's prompts and the retriever.
 
 The core, :func:`assemble_context`, is pure; :class:`ContextBuilder` only reads the files.
 """
@@ -19,12 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ._errors import InvalidInputError
+from ._fencing import fence
 from ._messages import Message, MessageLike, SessionMessageStore, to_messages
 from ._tokens import TokenCounter
 
@@ -33,7 +34,6 @@ __all__ = [
     "BuiltContext",
     "ContextBuilder",
     "assemble_context",
-    "fence",
     "format_state",
     "render_message",
 ]
@@ -47,14 +47,6 @@ WORKING_TITLE = "Working memory:"
 KNOWLEDGE_TITLE = "Knowledge memory:"
 HISTORY_TITLE = "Recent messages:"
 _STATE_ORDER = ("current_task", "current_step", "plan_id")
-_BACKTICKS = re.compile(r"`+")
-
-
-def fence(text: str, title: str) -> str:
-    """``title`` then ``text`` inside a backtick fence that no backtick run in ``text`` can close."""
-    longest = max((len(run) for run in _BACKTICKS.findall(text)), default=0)
-    ticks = "`" * max(3, longest + 1)
-    return f"{title}\n{ticks}\n{text}\n{ticks}"
 
 
 def format_state(state: Mapping[str, Any]) -> str:

@@ -36,9 +36,10 @@ from ._display import memory_html
 from ._envelopes import AgentCheckpoint, ToolResultPage
 from ._guard import DirectoryGuard
 from ._manager import MemoryManager
-from ._messages import MessageLike, RunOutcome, SessionMessageStore, afinish_run, finish_run
+from ._messages import MessageLike, SessionMessageStore
 from ._protocols import LLM, Embedder
 from ._retriever import MemoryRetriever, RetrievalResult
+from ._run import RunOutcome, afinish_run, finish_run
 from ._store import Candidate, MemoryStore
 from ._tokens import TokenCounter
 from ._tool_results import DEFAULT_PAGE_CHARS, ToolResultStore

@@ -11,17 +11,15 @@ with one shape only.
 versioned :class:`StoredMessage` with a gap-free sequence number (on files:
 ``{runtime_data_dir}/memory/sessions/{scope}.jsonl``, one JSON record per line; a crash can
 leave a torn last line, which readers skip and the next append seals off).
-:func:`finish_run` is the post-run step: merge the run into L1, then compact the session
-when it grew past its history limit (only if the merge succeeded, so nothing is lost).
+The post-run step that merges a run into L1 and then compacts the session is in :mod:`._run`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
 from ._backends.files import FileRuntimeBackend
 from ._backends.runtime import RuntimeBackend, Scope
@@ -31,17 +29,11 @@ from ._errors import InvalidInputError
 from ._guard import DirectoryGuard
 from ._manager import MemoryManager
 
-if TYPE_CHECKING:
-    from ._compressor import CompressionResult, WorkingMemoryCompressor
-
 __all__ = [
     "Message",
     "MessageLike",
-    "RunOutcome",
     "SessionMessageStore",
     "StoredMessage",
-    "afinish_run",
-    "finish_run",
     "from_stored",
     "stored",
     "to_message",
@@ -276,57 +268,3 @@ class SessionMessageStore:
     async def aclear(self) -> bool:
         """Async twin of :meth:`clear`."""
         return await self.backend.aclear_messages(self.scope_info)
-
-
-@dataclass(frozen=True)
-class RunOutcome:
-    """What :func:`finish_run` did."""
-
-    summary: CompressionResult
-    compacted: int
-    status: Literal["compacted", "kept", "summary_failed"]
-
-
-def _decide(store: SessionMessageStore, summary: CompressionResult, history_limit: int | None) -> bool:
-    if history_limit is None:
-        history_limit = store.config.working_memory_history_limit
-    if history_limit < 0:
-        raise InvalidInputError(f"history_limit must be non-negative, got {history_limit!r}")
-    return summary.ok and len(store) > history_limit
-
-
-def finish_run(
-    compressor: WorkingMemoryCompressor,
-    store: SessionMessageStore,
-    run_messages: Iterable[MessageLike],
-    *,
-    history_limit: int | None = None,
-    keep_last: int | None = None,
-) -> RunOutcome:
-    """The post-run step: merge ``run_messages`` into L1, then compact the session if it is too long.
-
-    ``history_limit`` and ``keep_last`` default to ``memory.working_memory_history_limit`` and
-    ``memory.working_memory_compact_keep_last``.
-
-    The session is compacted only when the merge succeeded, so messages never disappear before
-    they reached the working memory.
-    """
-    summary = compressor.update_summary(list(run_messages))
-    if not _decide(store, summary, history_limit):
-        return RunOutcome(summary, 0, "kept" if summary.ok else "summary_failed")
-    return RunOutcome(summary, store.compact(keep_last), "compacted")
-
-
-async def afinish_run(
-    compressor: WorkingMemoryCompressor,
-    store: SessionMessageStore,
-    run_messages: Iterable[MessageLike],
-    *,
-    history_limit: int | None = None,
-    keep_last: int | None = None,
-) -> RunOutcome:
-    """Async twin of :func:`finish_run`."""
-    summary = await compressor.aupdate_summary(list(run_messages))
-    if not await asyncio.to_thread(_decide, store, summary, history_limit):
-        return RunOutcome(summary, 0, "kept" if summary.ok else "summary_failed")
-    return RunOutcome(summary, await store.acompact(keep_last), "compacted")

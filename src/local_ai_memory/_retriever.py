@@ -32,10 +32,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ._config import MemoryConfig
-from ._context import fence
 from ._display import retrieval_html
 from ._errors import InvalidInputError, LocalMemoryError, RecordNotFoundError, UnsupportedFormatError
 from ._events import Event, log_event
+from ._fencing import fence
 from ._guard import owner_of, validate_name
 from ._protocols import LLM
 from ._selection import MAX_SELECTED, Selection, SelectionCandidate, build_selection_prompt, resolve_selection

@@ -20,7 +20,8 @@ from ._checkpoints import load_checkpoint, mark_status, raise_on_signals, save_c
 from ._context import assemble_context
 from ._events import log_event
 from ._guard import scope_name, validate_id, validate_name
-from ._messages import afinish_run, finish_run, to_message, to_messages
+from ._messages import to_message, to_messages
+from ._run import afinish_run, finish_run
 from ._selection import SelectionCandidate, build_selection_prompt, parse_selection, resolve_selection
 from ._tool_results import DEFAULT_PAGE_CHARS, make_reference, parse_reference
 

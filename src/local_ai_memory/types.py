@@ -3,8 +3,9 @@
 from ._compressor import CompressionResult
 from ._context import BuiltContext
 from ._envelopes import AgentCheckpoint, CheckpointStatus, ToolResultPage
-from ._messages import Message, RunOutcome
+from ._messages import Message
 from ._retriever import RetrievalResult, RetrievedFile
+from ._run import RunOutcome
 from ._store import Candidate
 from ._tool_results import ToolResultReference
 

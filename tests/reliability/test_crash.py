@@ -210,7 +210,7 @@ def check_compressor(root: Path) -> None:
     path = root / "data/memory/working" / f"{SCOPE}.md"
     if not path.exists():
         return
-    from local_ai_memory._compressor import SECTIONS
+    from local_ai_memory._summary import SECTIONS
 
     text = path.read_text()
     assert re.findall(r"(?m)^# (.+)$", text) == list(SECTIONS)

@@ -12,7 +12,8 @@ import reliability_support as rs
 from crash_workloads import FakeEmbedder
 
 from local_ai_memory._checkpoints import CheckpointRun
-from local_ai_memory._compressor import SECTIONS, WorkingMemoryCompressor, build_compress_prompt, render_transcript
+from local_ai_memory._compression_prompts import build_compress_prompt, render_transcript
+from local_ai_memory._compressor import WorkingMemoryCompressor
 from local_ai_memory._config import MemoryConfig
 from local_ai_memory._context import DATA_NOTE, ContextBuilder
 from local_ai_memory._embeddings import EmbeddingCache
@@ -21,6 +22,7 @@ from local_ai_memory._manager import MemoryManager
 from local_ai_memory._messages import SessionMessageStore, to_messages
 from local_ai_memory._retriever import MemoryRetriever, selection_prompt
 from local_ai_memory._store import MemoryStore
+from local_ai_memory._summary import SECTIONS
 from local_ai_memory._tokens import TokenCounter
 from local_ai_memory._tool_results import ToolResultStore
 
