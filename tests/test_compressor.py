@@ -562,3 +562,33 @@ def test_extractive_summary_describes_externalized_outputs(tmp_path: Path) -> No
     assert f"read_source: output of {reference['size']:,} bytes stored as tool result {reference['result_id']}" in (
         manager.get_working_memory()
     )
+
+
+def _reply(goal: str) -> str:
+    return f"# Current Goal\n{goal}\n\n# Completed\n\n# Important Discoveries\n\n# Open Issues\n\n# Decisions\n"
+
+
+async def test_merge_new_merges_each_message_once_and_keeps_the_cursor_out_of_prompts(manager: MemoryManager) -> None:
+    llm = ScriptedLLM(_reply("first"), ModelError("down"), _reply("second"), _reply("third"))
+    compressor = WorkingMemoryCompressor(manager, llm)
+    conversation = [{"role": "user", "content": "Deploy kestrel", "id": "m1"}]
+    assert compressor.merge_new(conversation) is not None
+    assert compressor.merge_new(conversation) is None  # nothing new: no LLM call
+    assert len(llm.prompts) == 1
+    conversation.append({"role": "assistant", "content": "Deployed to staging", "id": "m2"})
+    failed = compressor.merge_new(conversation)
+    assert failed is not None
+    assert not failed.ok
+    retried = await compressor.amerge_new(conversation)  # the failure kept the cursor: offered again
+    assert retried is not None
+    assert retried.ok
+    assert "Deployed to staging" in llm.prompts[-1]
+    assert "Deploy kestrel" not in llm.prompts[-1].split("```")[-2]  # only the new message is in the transcript
+    compressor.forget_merged()
+    assert compressor.merge_new(conversation[1:]) is not None  # after forgetting, everything counts as new
+    state = manager.get_state()
+    assert "_local_ai_memory" in state
+    from local_ai_memory._context import format_state
+
+    assert "_local_ai_memory" not in format_state(state)
+    assert "merge_cursor" not in format_state(state)

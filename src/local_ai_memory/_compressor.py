@@ -55,9 +55,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Generator, Iterable
+from collections.abc import Generator, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from ._compression_prompts import (
     DEFAULT_INPUT_TOKENS,
@@ -66,9 +66,11 @@ from ._compression_prompts import (
     build_update_prompt,
     render_transcript,
 )
+from ._envelopes import BOOKKEEPING_KEY
 from ._errors import InvalidInputError, LocalMemoryError
 from ._events import Event, log_event
 from ._extractive import extract_summary
+from ._merge_cursor import MergeCursor, plan_merge
 from ._messages import Message, MessageLike, to_messages
 from ._protocols import LLM
 from ._summary import (
@@ -124,23 +126,36 @@ class _Save:
 
 
 @dataclass(frozen=True)
-class _SetTask:
-    """Op: set L0 ``current_task``."""
-
-    goal: str
+class _ReadState:
+    """Op: read the L0 state."""
 
 
-_Op = _Read | _Ask | _Save | _SetTask
+@dataclass(frozen=True)
+class _SetState:
+    """Op: merge ``patch`` into the L0 state."""
+
+    patch: dict[str, Any]
+
+
+_Op = _Read | _Ask | _Save | _ReadState | _SetState
 _Flow = Generator[_Op, Any, CompressionResult]
+_MergeFlow = Generator[_Op, Any, "CompressionResult | None"]
+Outcome = TypeVar("Outcome")
 
 
-def _advance(flow: _Flow, reply: Any, error: BaseException | None) -> _Op | CompressionResult:
-    """Resume ``flow`` with the last step's reply (or its error): its next step, or its result."""
+@dataclass(frozen=True)
+class _Finished(Generic[Outcome]):
+    """What a flow returned."""
+
+    value: Outcome
+
+
+def _advance(flow: Generator[_Op, Any, Outcome], reply: Any, error: BaseException | None) -> _Op | _Finished[Outcome]:
+    """Resume ``flow`` with the last step's reply (or its error): its next step, or what it returned."""
     try:
         return flow.throw(error) if error is not None else flow.send(reply)
     except StopIteration as stop:
-        result: CompressionResult = stop.value
-        return result
+        return _Finished(stop.value)
 
 
 class WorkingMemoryCompressor:
@@ -201,6 +216,27 @@ class WorkingMemoryCompressor:
         """Async twin of :meth:`update_summary`."""
         return await self._run_async(self._flow(to_messages(new_messages), incremental=True))
 
+    def merge_new(self, conversation: Iterable[MessageLike]) -> CompressionResult | None:
+        """Merge the part of ``conversation`` that L1 has not seen yet, and remember how far it got.
+
+        ``conversation`` is what a framework holds (it may have grown, or been trimmed or
+        compacted at the front since the last call); the merge cursor kept in L0 bookkeeping
+        says which messages were merged (see :mod:`._merge_cursor`). A failed merge keeps the
+        cursor, so the next call offers the same messages again. ``None`` when nothing was new.
+        """
+        return self._run_sync(self._merge_flow(conversation))
+
+    def forget_merged(self) -> None:
+        """Forget what was merged (the conversation was cleared): the next :meth:`merge_new` starts over."""
+        state = self.manager.get_state()
+        books = state.get(BOOKKEEPING_KEY)
+        if isinstance(books, dict) and "merge_cursor" in books:
+            self.manager.update_state({BOOKKEEPING_KEY: {k: v for k, v in books.items() if k != "merge_cursor"}})
+
+    async def amerge_new(self, conversation: Iterable[MessageLike]) -> CompressionResult | None:
+        """Async twin of :meth:`merge_new`."""
+        return await self._run_async(self._merge_flow(conversation))
+
     # ---- drivers: perform the flow's I/O, sync or async
 
     def _call_sync(self, prompt: str) -> str:
@@ -224,10 +260,10 @@ class WorkingMemoryCompressor:
             raise box["error"]
         return str(box["answer"])
 
-    def _run_sync(self, flow: _Flow) -> CompressionResult:
+    def _run_sync(self, flow: Generator[_Op, Any, Outcome]) -> Outcome:
         reply: Any = None
         error: BaseException | None = None
-        while not isinstance(op := _advance(flow, reply, error), CompressionResult):
+        while not isinstance(op := _advance(flow, reply, error), _Finished):
             reply, error = None, None
             try:
                 if isinstance(op, _Read):
@@ -236,16 +272,18 @@ class WorkingMemoryCompressor:
                     reply = self._call_sync(op.prompt)
                 elif isinstance(op, _Save):
                     reply = self.manager.swap_working_memory(op.expected, op.text)
+                elif isinstance(op, _ReadState):
+                    reply = self.manager.get_state()
                 else:
-                    self.manager.update_state({"current_task": op.goal})
+                    self.manager.update_state(op.patch)
             except Exception as exc:
                 error = exc
-        return op
+        return op.value
 
-    async def _run_async(self, flow: _Flow) -> CompressionResult:
+    async def _run_async(self, flow: Generator[_Op, Any, Outcome]) -> Outcome:
         reply: Any = None
         error: BaseException | None = None
-        while not isinstance(op := _advance(flow, reply, error), CompressionResult):
+        while not isinstance(op := _advance(flow, reply, error), _Finished):
             reply, error = None, None
             try:
                 if isinstance(op, _Read):
@@ -255,13 +293,30 @@ class WorkingMemoryCompressor:
                     reply = await asyncio.wait_for(self.llm.acomplete(op.prompt), self.timeout)
                 elif isinstance(op, _Save):
                     reply = await self.manager.aswap_working_memory(op.expected, op.text)
+                elif isinstance(op, _ReadState):
+                    reply = await self.manager.aget_state()
                 else:
-                    await self.manager.aupdate_state({"current_task": op.goal})
+                    await self.manager.aupdate_state(op.patch)
             except Exception as exc:
                 error = exc
-        return op
+        return op.value
 
-    # ---- the shared flow
+    # ---- the shared flows
+
+    def _merge_flow(self, conversation: Iterable[MessageLike]) -> _MergeFlow:
+        items = list(conversation) if not isinstance(conversation, (str, bytes, Mapping)) else conversation
+        state = yield _ReadState()
+        books = state.get(BOOKKEEPING_KEY, {})
+        plan = plan_merge(items, MergeCursor.from_json(books.get("merge_cursor") if isinstance(books, dict) else None))
+        result = (yield from self._flow(list(plan.messages), incremental=True)) if plan.messages else None
+        books = dict(books) if isinstance(books, dict) else {}
+        if (result is None or result.ok) and books.get("merge_cursor") != plan.cursor.to_json():
+            books["merge_cursor"] = plan.cursor.to_json()
+            try:
+                yield _SetState({BOOKKEEPING_KEY: books})
+            except LocalMemoryError as exc:  # L1 is stored; the next call may offer these messages again
+                log_event(Event.WORKING_MEMORY_FAILED, level=30, mode="incremental", method="cursor", reason=str(exc))
+        return result
 
     def _fail(self, mode: Literal["full", "incremental"], method: str, existing: str, reason: str) -> CompressionResult:
         log_event(Event.WORKING_MEMORY_FAILED, level=30, mode=mode, method=method, reason=reason)
@@ -365,7 +420,7 @@ class WorkingMemoryCompressor:
         tokens_after = counter.count(text)
         if summary.goal:
             try:
-                yield _SetTask(summary.goal)
+                yield _SetState({"current_task": summary.goal})
             except LocalMemoryError as exc:  # L1 is stored; a stale current_task is only logged
                 log_event(Event.WORKING_MEMORY_FAILED, level=30, mode=mode, method="l0_sync", reason=str(exc))
         log_event(

@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._envelopes import visible_state
 from ._errors import InvalidInputError
 from ._fencing import fence
 from ._messages import Message, MessageLike, SessionMessageStore, to_messages
@@ -50,7 +51,11 @@ _STATE_ORDER = ("current_task", "current_step", "plan_id")
 
 
 def format_state(state: Mapping[str, Any]) -> str:
-    """L0 state as ``key: value`` lines: the task, step and plan first, then the rest by name."""
+    """L0 state as ``key: value`` lines: the task, step and plan first, then the rest by name.
+
+    The library's bookkeeping (:data:`BOOKKEEPING_KEY`) is left out.
+    """
+    state = visible_state(state)
     keys = [key for key in _STATE_ORDER if key in state]
     keys += sorted(key for key in state if key not in _STATE_ORDER)
     lines = []

@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ._errors import InvalidInputError, UnsupportedFormatError
 
 __all__ = [
+    "BOOKKEEPING_KEY",
     "FORMAT_VERSION",
     "AgentCheckpoint",
     "CheckpointStatus",
@@ -52,6 +53,7 @@ __all__ = [
     "encode_model",
     "iter_json_bytes",
     "page_of",
+    "visible_state",
 ]
 
 FORMAT_VERSION = 1
@@ -60,6 +62,18 @@ _FLUSH = 1 << 16  # bytes gathered before a piece is yielded
 _MAX_DEPTH = 200
 
 CheckpointStatus = Literal["in_progress", "completed", "interrupted"]
+
+
+BOOKKEEPING_KEY = "_local_ai_memory"
+"""The one L0 key the library keeps its own bookkeeping under (e.g. what L1 already merged).
+
+It is part of the stored state but never shown to a model: prompts use :func:`visible_state`.
+"""
+
+
+def visible_state(state: Mapping[str, Any]) -> dict[str, Any]:
+    """The L0 state as prompts show it: without the library's bookkeeping."""
+    return {key: value for key, value in state.items() if key != BOOKKEEPING_KEY}
 
 
 class CorruptRecordError(ValueError):

@@ -11,7 +11,7 @@ they have been merged.
 How a message is recognized (:func:`message_key`): by its id when the framework gives one
 (a ``"id"`` key or an ``.id`` attribute, as LangChain messages have), otherwise by a
 fingerprint of its normalized content (role, text, name, tool call id, tool calls). Keys are
-short hashes, so a cursor stays under a kilobyte whatever the messages hold.
+short hashes, so a cursor stays at a few kilobytes whatever the messages hold.
 
 The cursor keeps the keys of the last :data:`TAIL_LENGTH` merged messages, in order, and the
 length of the conversation when it was last stored. A new view is aligned against that tail:
@@ -58,8 +58,9 @@ __all__ = [
 ]
 
 CURSOR_VERSION = 1
-TAIL_LENGTH = 32
-"""How many merged keys a cursor remembers: enough to find the last merged message in a trimmed or windowed view."""
+TAIL_LENGTH = 256
+"""How many merged keys a cursor remembers (about 5 KB): enough to line up a LlamaIndex chat
+queue or a trimmed history of a few hundred messages with what was merged."""
 
 _KEY_BYTES = 8
 

@@ -37,14 +37,12 @@ from local_ai_memory import (
     WorkingMemoryCompressor,
 )
 from local_ai_memory.integration import afinish_run, assemble_context, finish_run
-from local_ai_memory.types import Message, RunOutcome
+from local_ai_memory.types import Message
 
 from ._adapters import as_llm
 from ._scope import MemoryLocation, resolve_scope
 
 __all__ = ["LocalMemoryChatMessageHistory", "to_langchain"]
-
-_MERGED_KEY = "chat_history_merged"
 
 
 def to_langchain(message: Message) -> BaseMessage:
@@ -111,45 +109,39 @@ class LocalMemoryChatMessageHistory(BaseChatMessageHistory):
         """Async twin of :attr:`messages`."""
         return await asyncio.to_thread(self._read)
 
-    def _unmerged(self) -> list[Message]:
-        """Stored messages not yet merged into L1 (the count merged is kept in L0)."""
-        stored = self.store.messages()
-        merged = self.manager.get_state().get(_MERGED_KEY, 0)
-        if not isinstance(merged, int) or merged > len(stored):
-            merged = 0
-        return stored[merged:]
-
-    def _merged(self, outcome: RunOutcome) -> None:
-        if outcome.status != "summary_failed":
-            self.manager.update_state({_MERGED_KEY: len(self.store)})
-
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
-        """Append ``messages``; after a final answer, merge the exchange into L1 and compact the session."""
+        """Append ``messages``; after a final answer, merge what L1 has not seen and compact the session."""
         batch = list(messages)
         self.store.append(batch)
         if _ends_exchange(batch):
-            new = self._unmerged()
-            outcome = finish_run(
-                self.compressor, self.store, new, history_limit=self.keep_last, keep_last=self.keep_last
+            finish_run(
+                self.compressor,
+                self.store,
+                self.store.messages(),
+                new_only=True,
+                history_limit=self.keep_last,
+                keep_last=self.keep_last,
             )
-            self._merged(outcome)
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Async twin of :meth:`add_messages` (the summary uses the model's async path)."""
         batch = list(messages)
         await self.store.aappend(batch)
         if _ends_exchange(batch):
-            new = await asyncio.to_thread(self._unmerged)
-            outcome = await afinish_run(
-                self.compressor, self.store, new, history_limit=self.keep_last, keep_last=self.keep_last
+            await afinish_run(
+                self.compressor,
+                self.store,
+                await self.store.amessages(),
+                new_only=True,
+                history_limit=self.keep_last,
+                keep_last=self.keep_last,
             )
-            await asyncio.to_thread(self._merged, outcome)
 
     def clear(self) -> None:
         """Delete the session's messages and its L1 working memory."""
         self.store.clear()
         self.manager.update_working_memory("")
-        self.manager.update_state({_MERGED_KEY: 0})
+        self.compressor.forget_merged()
 
     async def aclear(self) -> None:
         """Async twin of :meth:`clear`."""

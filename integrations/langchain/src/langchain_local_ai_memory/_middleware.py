@@ -92,7 +92,6 @@ __all__ = [
 DEFAULT_PLAN_ID = "agent"
 logger = logging.getLogger("langchain_local_ai_memory")
 _TASK_CHARS = 500
-_LAST_MERGED = "working_memory_merged_through"
 _KNOWLEDGE_CACHE = 64
 
 
@@ -515,8 +514,8 @@ class CheckpointMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 class WorkingMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     """Merges each run's new messages into the L1 working memory after the run.
 
-    Messages already merged are remembered in L0 (``working_memory_merged_through``, a message
-    id), so a conversation kept by a LangGraph checkpointer is not summarized twice.
+    The core's merge cursor remembers what was merged, so a conversation kept by a LangGraph
+    checkpointer (and handed over whole on every run) is never summarized twice.
     """
 
     def __init__(
@@ -539,37 +538,16 @@ class WorkingMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     def _compressor(self, manager: MemoryManager) -> WorkingMemoryCompressor:
         return WorkingMemoryCompressor(manager, self.llm, self.counter, self.target_tokens)
 
-    def _new_messages(self, manager: MemoryManager, messages: list[AnyMessage]) -> list[AnyMessage]:
-        last = manager.get_state().get(_LAST_MERGED)
-        ids = [m.id for m in messages]
-        if isinstance(last, str) and last in ids:
-            return messages[ids.index(last) + 1 :]
-        return messages
-
-    def _mark(self, manager: MemoryManager, messages: list[AnyMessage]) -> None:
-        if messages and messages[-1].id:
-            manager.update_state({_LAST_MERGED: messages[-1].id})
-
     def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Compress the run into L1 (failures are logged by the core and leave L1 unchanged)."""
-        if not self._scope.config.working_memory_enabled:
-            return None
-        manager = self._scope.manager(runtime)
-        messages = _messages(state)
-        new = self._new_messages(manager, messages)
-        if self._compressor(manager).update_summary(new).ok:
-            self._mark(manager, messages)
+        """Merge what the run added into L1 (failures are logged by the core and leave L1 unchanged)."""
+        if self._scope.config.working_memory_enabled:
+            self._compressor(self._scope.manager(runtime)).merge_new(_messages(state))
         return None
 
     async def aafter_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Async twin of :meth:`after_agent` (the LLM call uses the model's async path)."""
-        if not self._scope.config.working_memory_enabled:
-            return None
-        manager = self._scope.manager(runtime, _current_config())
-        messages = _messages(state)
-        new = await asyncio.to_thread(self._new_messages, manager, messages)
-        if (await self._compressor(manager).aupdate_summary(new)).ok:
-            await asyncio.to_thread(self._mark, manager, messages)
+        if self._scope.config.working_memory_enabled:
+            await self._compressor(self._scope.manager(runtime, _current_config())).amerge_new(_messages(state))
         return None
 
 

@@ -16,15 +16,14 @@ L1 lives in a plain file, so an agent that is restarted (a new process, a new ``
 a workflow ``Context`` restored from ``to_dict()``, which does not carry the memory) gets
 its working memory back as soon as the block is attached again.
 
-The block remembers (in this process) which messages it has already summarized, counting
-identical messages, so a message is merged once even if it is first seen at the end of one
-run and then flushed later.
+What was already merged is remembered by the core's merge cursor (kept with the scope, so it
+survives restarts): a message is merged once even if it is first seen at the end of one run
+and then flushed later.
 """
 
 from __future__ import annotations
 
 import threading
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -45,7 +44,6 @@ from local_ai_memory.types import CompressionResult
 
 __all__ = ["LocalWorkingMemoryBlock", "to_core_message", "to_core_messages"]
 
-_Fingerprint = tuple[str, str, str, tuple[str, ...]]
 _NEEDS_SCOPE = "LocalWorkingMemoryBlock needs a scoped manager: manager.scoped(user_id, session_id)"
 
 
@@ -98,15 +96,6 @@ def to_core_messages(messages: Iterable[ChatMessage]) -> list[dict[str, Any]]:
     return out
 
 
-def _fingerprint(message: dict[str, Any]) -> _Fingerprint:
-    return (
-        str(message["role"]),
-        str(message["content"]),
-        str(message.get("tool_call_id", "")),
-        tuple(message.get("tool_calls", ())),
-    )
-
-
 class LocalWorkingMemoryBlock(BaseMemoryBlock[str]):
     """Serves the L1 working memory of one scope to ``Memory`` and merges flushed messages into it.
 
@@ -124,7 +113,6 @@ class LocalWorkingMemoryBlock(BaseMemoryBlock[str]):
     manager: MemoryManager = Field(exclude=True, description="A MemoryManager scoped to (user_id, session_id).")
     compressor: WorkingMemoryCompressor = Field(exclude=True, description="Merges messages into L1.")
 
-    _summarized: Counter[_Fingerprint] = PrivateAttr(default_factory=Counter)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     def model_post_init(self, context: Any, /) -> None:
@@ -182,51 +170,22 @@ class LocalWorkingMemoryBlock(BaseMemoryBlock[str]):
 
     # -- writing
 
-    def _claim(self, messages: Iterable[ChatMessage]) -> list[dict[str, Any]]:
-        """The messages not summarized yet (by count of identical messages), marked as summarized."""
-        converted = to_core_messages(messages)
-        with self._lock:
-            seen: Counter[_Fingerprint] = Counter()
-            fresh: list[dict[str, Any]] = []
-            for message in converted:
-                key = _fingerprint(message)
-                seen[key] += 1
-                if seen[key] > self._summarized[key]:
-                    fresh.append(message)
-                    self._summarized[key] += 1
-            return [message for message in fresh if message["content"] or message.get("tool_calls")]
-
-    def _release(self, messages: Sequence[dict[str, Any]]) -> None:
-        """Forget that ``messages`` were summarized (the compression failed: let a later call retry)."""
-        with self._lock:
-            for message in messages:
-                key = _fingerprint(message)
-                if self._summarized[key] > 0:
-                    self._summarized[key] -= 1
+    @staticmethod
+    def _worth_merging(messages: Iterable[ChatMessage]) -> list[dict[str, Any]]:
+        return [message for message in to_core_messages(messages) if message["content"] or message.get("tool_calls")]
 
     def summarize_messages(self, messages: Sequence[ChatMessage]) -> CompressionResult | None:
-        """Merge the messages not summarized yet into L1; ``None`` when there was nothing new."""
+        """Merge the messages L1 has not seen yet; ``None`` when there was nothing new."""
         if not self.manager.config.working_memory_enabled:
             return None
-        fresh = self._claim(messages)
-        if not fresh:
-            return None
-        result = self.compressor.update_summary(fresh)
-        if not result.ok:
-            self._release(fresh)
-        return result
+        with self._lock:  # one merge at a time per block: the cursor is read, then advanced
+            return self.compressor.merge_new(self._worth_merging(messages))
 
     async def asummarize_messages(self, messages: Sequence[ChatMessage]) -> CompressionResult | None:
         """Async twin of :meth:`summarize_messages`."""
         if not self.manager.config.working_memory_enabled:
             return None
-        fresh = self._claim(messages)
-        if not fresh:
-            return None
-        result = await self.compressor.aupdate_summary(fresh)
-        if not result.ok:
-            self._release(fresh)
-        return result
+        return await self.compressor.amerge_new(self._worth_merging(messages))
 
     def summarize_memory(self, memory: BaseMemory) -> CompressionResult | None:
         """Merge every message of ``memory`` not summarized yet (call it after a run; not in an event loop)."""
