@@ -34,20 +34,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from local_ai_memory import (
-    LLM,
-    CheckpointRun,
-    DirectoryGuard,
+    Knowledge,
+    Memory,
     MemoryConfig,
-    MemoryManager,
-    MemoryRetriever,
-    MemoryStore,
-    TokenCounter,
-    ToolResultStore,
+    Session,
     WorkingMemoryCompressor,
     llm_from_env,
     render_page,
 )
-from local_ai_memory._checkpoints import find_resumable
 from local_ai_memory.samples import build_corpus
 
 USER = "demo-user"
@@ -64,12 +58,13 @@ def section(title: str) -> Iterator[None]:
     console.print(f"[dim]({time.perf_counter() - started:.2f} s)[/dim]\n")
 
 
-def build_knowledge(store: MemoryStore) -> int:
+def build_knowledge(knowledge: Knowledge) -> int:
     """Write one note per stdlib module, as a user's editor would, then index them all.
 
     The keywords come from the heuristic extractor: asking a model for keywords costs one call
     per file (``populate_index_from_files(llm=...)``), minutes for 164 notes on a local model.
     """
+    store = knowledge.store
     corpus = build_corpus()
     folder = store.category_dir("knowledge")
     for note in corpus.notes:
@@ -85,18 +80,18 @@ def build_knowledge(store: MemoryStore) -> int:
     return indexed
 
 
-def ask(store: MemoryStore, retriever: MemoryRetriever, question: str, expected: str) -> None:
+def ask(knowledge: Knowledge, question: str, expected: str) -> None:
     """Show Stage 1 candidates and the budgeted Stage 3 result for one question."""
     console.print(Panel(question, title="question", subtitle=f"held out from the note on `{expected}`"))
     table = Table("rank", "file", "title", "BM25 score", title="Stage 1 candidates", title_justify="left")
-    for rank, candidate in enumerate(store.search(question, 5, user_id=USER), start=1):
+    for rank, candidate in enumerate(knowledge.search(question, USER, k=5), start=1):
         mark = " [green]<- expected[/green]" if candidate.filename == f"{USER}_{expected}.md" else ""
         table.add_row(str(rank), candidate.filename + mark, candidate.title[:48], f"{candidate.score:.2f}")
     console.print(table)
-    result = retriever.retrieve_result(question, USER, max_tokens=1200)
+    result = knowledge.retrieve(question, USER, max_tokens=1200)
     if not result.selection_fallback:
         how = "the LLM chose these files"
-    elif retriever.llm is None:
+    elif knowledge.retriever.llm is None:
         how = "Stage 1 order (no LLM configured)"
     else:
         how = f"the LLM's answer was unusable ({'; '.join(result.notes) or 'no candidate named'}), Stage 1 order kept"
@@ -107,16 +102,15 @@ def ask(store: MemoryStore, retriever: MemoryRetriever, question: str, expected:
     console.print()
 
 
-def agent_run(manager: MemoryManager, llm: LLM | None) -> None:
+def agent_run(session: Session) -> None:
     """A small scripted agent run: checkpointed steps, a large tool output, L1 at the end."""
-    results = ToolResultStore(manager)
     source = inspect.getsource(argparse)  # a real, large tool output
     transcript: list[dict[str, str]] = [
         {"role": "user", "content": "How does argparse decide which subcommand to run? Read its source."}
     ]
-    with CheckpointRun(manager, "read-argparse", task="explain argparse subcommands") as run:
-        manager.update_state({"current_task": "explain argparse subcommands", "current_step": 1})
-        reply = results.externalize("read_source", source)
+    with session.checkpoint_run("read-argparse", task="explain argparse subcommands") as run:
+        session.update_state({"current_task": "explain argparse subcommands", "current_step": 1})
+        reply = session.externalize("read_source", source)
         reference = json.loads(reply)
         console.print(
             f"tool read_source returned {len(source.encode()):,} bytes; the model sees only the reference:\n"
@@ -128,7 +122,7 @@ def agent_run(manager: MemoryManager, llm: LLM | None) -> None:
 
         pages, offset = [], 0
         while True:
-            page = results.load_page(reference["result_id"], offset=offset, limit=40_000)
+            page = session.load_page(reference["result_id"], offset=offset, limit=40_000)
             pages.append(page.content)
             header = render_page(page).splitlines()[0]
             console.print(f"  load_tool_result(offset={offset:>6}) -> {header}", markup=False)
@@ -145,22 +139,22 @@ def agent_run(manager: MemoryManager, llm: LLM | None) -> None:
                 "the command name and hands the others to that subparser. Decision: answer with that mechanism.",
             },
         ]
-        manager.update_state({"current_step": 2})
+        session.update_state({"current_step": 2})
         run.step(state={"current_step": 2})
     console.print(
-        f"checkpoint: {run.checkpoint.status} after {run.checkpoint.step} steps; "
-        f"resumable now: {find_resumable(manager)}"
+        f"checkpoint: {run.checkpoint.status} after {run.checkpoint.step} steps; resumable now: {session.resumable()}"
     )
 
-    summary = WorkingMemoryCompressor(manager, llm, target_tokens=300).update_summary(transcript)
+    summary = session.compressor.merge_new(transcript)
+    assert summary is not None, "the transcript is new to L1"
     if not summary.ok:
         console.print(f"the model's summary was unusable ({summary.error}): L1 left as it was; extractive summary:")
-        summary = WorkingMemoryCompressor(manager, None, target_tokens=300).update_summary(transcript)
+        summary = WorkingMemoryCompressor(session, None, target_tokens=300).update_summary(transcript)
     console.print(
         f"L1 working memory ({summary.method}): {summary.tokens_before:,} tokens of transcript -> "
         f"{summary.tokens_after} tokens"
     )
-    console.print(Panel(manager.get_working_memory().strip(), title="working memory (L1)"))
+    console.print(Panel(session.get_working_memory().strip(), title="working memory (L1)"))
 
 
 def show_files(root: Path) -> None:
@@ -169,6 +163,7 @@ def show_files(root: Path) -> None:
         "memory/state": "L0 state",
         "memory/working": "L1 working memory",
         "memory/plans": "L2 checkpoints",
+        "memory/sessions": "session messages",
         "memory/tool_results": "L3 tool results",
         "memory/tool_index": "L3 ownership marker",
         "memory_data/.bm25": "ranker cache",
@@ -223,44 +218,57 @@ def langchain_agent(root: Path) -> None:
     for message in answer["messages"]:
         text = str(message.content)
         console.print(f"[bold]{message.type}[/bold]: {text[:300]}{'…' if len(text) > 300 else ''}", markup=True)
-    scope = MemoryManager(DirectoryGuard(root), config).scoped(USER, "agent-session")
-    console.print(f"agent scope state: {scope.get_state()}")
+    console.print(f"agent scope state: {Memory(config).session(USER, 'agent-session').get_state()}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="local-ai-memory demo")
-    parser.add_argument("--data-dir", type=Path, help="where to write (default: a new temporary folder)")
+    parser.add_argument(
+        "--data-dir", type=Path, help="where to write (default: a temporary folder, removed at the end)"
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the temporary folder and say where it is")
     args = parser.parse_args()
-    root = (args.data_dir or Path(tempfile.mkdtemp(prefix="local-ai-memory-demo-"))).expanduser()
-    config = MemoryConfig(runtime_data_dir=root)
-    guard = DirectoryGuard(config.runtime_data_dir)
+    if args.data_dir is not None:
+        run(args.data_dir.expanduser())
+        return
+    scratch = tempfile.TemporaryDirectory(prefix="local-ai-memory-demo-")
+    try:
+        run(Path(scratch.name))
+    finally:
+        if args.keep:
+            console.print(f"[bold]kept[/bold] the demo's data in {scratch.name}")
+        else:
+            scratch.cleanup()
+            console.print(f"[dim]removed the demo's temporary folder {scratch.name} (--keep keeps it)[/dim]")
+
+
+def run(root: Path) -> None:
+    """The demo on the data folder ``root``."""
     llm = llm_from_env()
+    memory = Memory.open(root, llm=llm, working_memory_target_tokens=300)
     offline = "none (offline: extractive L1, Stage 1 order)"
     model = f"{type(llm).__name__} at {llm.base_url}" if llm is not None else offline
     console.print(
         Panel(
-            f"data root: {guard.root}\nmodel: {model}\ntokens: {TokenCounter().encoding_name}",
+            f"data root: {memory.root}\nmodel: {model}\ntokens: {memory.token_counter.encoding_name}",
             title="local-ai-memory demo",
         )
     )
-
-    store = MemoryStore(guard, config)
-    retriever = MemoryRetriever(store, llm)
     with section("Knowledge memory: index real notes"):
-        build_knowledge(store)
+        build_knowledge(memory.knowledge)
     with section("Knowledge memory: three questions"):
         corpus = build_corpus()
         by_module = {query.module: query for query in corpus.queries}
         for module in ("argparse", "json", "shutil"):
             query = by_module.get(module) or corpus.queries[0]
-            ask(store, retriever, query.text, query.module)
+            ask(memory.knowledge, query.text, query.module)
     with section("Runtime memory: an agent run with a large tool output"):
-        agent_run(MemoryManager(guard, config).scoped(USER, SESSION), llm)
+        agent_run(memory.session(USER, SESSION))
     with section("What is on disk"):
-        show_files(guard.root)
+        show_files(root)
     if llm is not None:
         with section("A real LangChain agent over the same memory"):
-            langchain_agent(guard.root)
+            langchain_agent(root)
 
 
 if __name__ == "__main__":
