@@ -45,37 +45,23 @@ import json
 import tempfile
 from pathlib import Path
 
-from local_ai_memory import (
-    CheckpointRun,
-    DirectoryGuard,
-    MemoryConfig,
-    MemoryManager,
-    MemoryRetriever,
-    MemoryStore,
-    TokenCounter,
-    ToolResultStore,
-    WorkingMemoryCompressor,
-    build_corpus,
-    render_page,
-    write_corpus,
-)
+from local_ai_memory import Memory, render_page
+from local_ai_memory.samples import build_corpus, write_corpus
 
 root = Path(tempfile.mkdtemp(prefix="lam-quickstart-"))
-config = MemoryConfig(runtime_data_dir=root)
-guard = DirectoryGuard(config.runtime_data_dir)
-counter = TokenCounter()
-print("data root:", guard.root)
+memory = Memory.open(root, working_memory_target_tokens=200)  # the data folder is given once
+print("data root:", memory.root)
 """),
     md("""
 ## Runtime memory
 
-A scoped manager reads and writes one conversation's files. Every write is atomic and safe
-across processes; every method has an async twin (`aupdate_state`, ...).
+`memory.session(user_id, session_id)` is one conversation's memory. Every write is atomic and
+safe across processes; every method has an async twin (`aupdate_state`, ...).
 """),
     code("""
-memory = MemoryManager(guard, config).scoped("alice", "notebook")
-memory.update_state({"current_task": "learn how json decodes numbers", "current_step": 1})
-memory.get_state()
+session = memory.session("alice", "notebook")
+session.update_state({"current_task": "learn how json decodes numbers", "current_step": 1})
+session.get_state()
 """),
     md("""
 A tool output above 6,144 UTF-8 bytes is stored in L3; the model gets a small reference and
@@ -84,16 +70,15 @@ can page the full text back with `load_tool_result`.
     code("""
 import json.decoder
 
-results = ToolResultStore(memory)
 output = inspect.getsource(json.decoder)  # a real, large tool output
-reference = json.loads(results.externalize("read_source", output))
+reference = json.loads(session.externalize("read_source", output))
 print(f"{len(output.encode()):,} bytes ->", {k: v if k != "summary" else v[:50] + "…" for k, v in reference.items()})
 
-page = results.load_page(reference["result_id"], offset=0, limit=3_000)
+page = session.load_page(reference["result_id"], offset=0, limit=3_000)  # only this session can load it
 print(render_page(page)[:300])
 """),
     code("""
-with CheckpointRun(memory, "study-json", task="learn how json decodes numbers") as run:
+with session.checkpoint_run("study-json", task="learn how json decodes numbers") as run:
     run.step(tool_result_ids=[reference["result_id"]])
 
 transcript = [
@@ -102,9 +87,9 @@ transcript = [
     {"role": "assistant", "content": "Found that NUMBER_RE matches it; parse_float or parse_int converts it."},
     {"role": "assistant", "content": "We will explain the parse_float hook in the answer."},
 ]
-result = WorkingMemoryCompressor(memory, target_tokens=200).update_summary(transcript)
+result = session.compressor.merge_new(transcript)
 print(result.method, result.tokens_before, "->", result.tokens_after, "tokens")
-memory  # the HTML view shows L0, L1, L2 and L3
+session  # the HTML view shows L0, L1, L2 and L3
 """),
     md("""
 ## Knowledge memory
@@ -113,14 +98,12 @@ We write one note per Python standard-library module (built from the docstrings 
 this machine) and ask a question taken from a function docstring that was left out of the notes.
 """),
     code("""
-store = MemoryStore(guard, config)
-paths = write_corpus(store, "alice")
+paths = write_corpus(memory.knowledge.store, "alice")
 corpus = build_corpus()
 query = next(q for q in corpus.queries if q.module == "shutil")
 print(len(paths), "notes; question:", query.text, "| expected:", query.module)
 
-retriever = MemoryRetriever(store)  # no LLM: Stage 2 keeps the BM25 order
-found = retriever.retrieve_result(query.text, "alice", max_tokens=3000)
+found = memory.knowledge.retrieve(query.text, "alice", max_tokens=3000)  # no LLM: Stage 2 keeps the BM25 order
 found
 """),
     md("Stage 1 scores of the candidates, and how much of the token budget Stage 3 used:"),
@@ -151,8 +134,8 @@ for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.name.star
 print(f"{len(paths):>9}  notes under memory_data/knowledge/")
 """),
     md("""
-Set `LOCAL_AI_MEMORY_BASE_URL` and `LOCAL_AI_MEMORY_MODEL` and pass `llm_from_env()` to
-`MemoryRetriever` and `WorkingMemoryCompressor` to let a local or hosted OpenAI-compatible model
+Set `LOCAL_AI_MEMORY_BASE_URL` and `LOCAL_AI_MEMORY_MODEL` and open the memory with
+`Memory.open(root, llm=llm_from_env())` to let a local or hosted OpenAI-compatible model
 choose the files (Stage 2) and write the working memory.
 """),
 ]
@@ -177,7 +160,8 @@ from pathlib import Path
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-from local_ai_memory import MemoryConfig, MemoryManager, DirectoryGuard, build_corpus, write_corpus, MemoryStore
+from local_ai_memory import Memory, MemoryConfig
+from local_ai_memory.samples import build_corpus, write_corpus
 
 
 class ScriptedChatModel(BaseChatModel):
@@ -206,7 +190,8 @@ print("data root:", root)
     code("""
 from langchain_local_ai_memory import LocalMemoryRetriever, create_memory_tools
 
-write_corpus(MemoryStore(DirectoryGuard(root), config), "alice")
+memory = Memory(config)  # the same folder the LangChain parts use
+write_corpus(memory.knowledge.store, "alice")
 question = next(q for q in build_corpus().queries if q.module == "shutil")
 retriever = LocalMemoryRetriever(config=config, user_id="alice")  # llm=chat_model adds Stage 2
 for doc in retriever.invoke(question.text, k=3):
@@ -262,15 +247,15 @@ def paging_policy(messages):
 
 
 model = ScriptedChatModel(policy=paging_policy)
-memory = LocalMemoryMiddleware("alice", "agent-run", config=config)
-agent = create_agent(model, tools=[read_source], middleware=[memory])
+middleware = LocalMemoryMiddleware("alice", "agent-run", config=config)
+agent = create_agent(model, tools=[read_source], middleware=[middleware])
 result = agent.invoke({"messages": [{"role": "user", "content": "How does argparse dispatch subcommands?"}]})
 print(result["messages"][-1].content)
 largest = max(len(str(m.content)) for messages in model.received for m in messages)
 print(f"tool output {len(SOURCE.encode()):,} bytes; largest message the model received: {largest:,} characters")
 """),
     code("""
-MemoryManager(DirectoryGuard(root), config).scoped("alice", "agent-run")  # L0, L1, L2 and L3 of the run
+memory.session("alice", "agent-run")  # L0, L1, L2 and L3 of the run
 """),
     md("""
 ## Interrupt and resume
@@ -302,10 +287,8 @@ try:
 except KeyboardInterrupt:
     print("interrupted")
 
-scope = MemoryManager(DirectoryGuard(root), config).scoped("alice", "resumable")
-from local_ai_memory._checkpoints import find_resumable
-
-checkpoint = find_resumable(scope)
+scope = memory.session("alice", "resumable")
+checkpoint = scope.resumable()
 print("resumable checkpoint:", checkpoint.status, "at step", checkpoint.step)
 
 result = agent.invoke(task)  # the same scope: resumes
@@ -338,7 +321,8 @@ from pathlib import Path
 from llama_index.core.llms import MockLLM
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.retrievers.local_ai_memory import LocalMemoryRetriever
-from local_ai_memory import MemoryConfig, build_corpus, write_corpus
+from local_ai_memory import MemoryConfig
+from local_ai_memory.samples import build_corpus, write_corpus
 
 # The installed `workflows` package touches deprecated pydantic attributes when agents are built.
 warnings.filterwarnings("ignore", category=DeprecationWarning, module="pydantic")
@@ -392,7 +376,7 @@ from llama_index.core.llms.mock import MockFunctionCallingLLM
 from llama_index.core.tools import FunctionTool
 from llama_index.memory.local_ai_memory import LocalWorkingMemoryBlock
 from llama_index.tools.local_ai_memory import LocalMemoryToolSpec
-from local_ai_memory import DirectoryGuard, MemoryManager
+from local_ai_memory import Memory as LocalMemory
 
 source = inspect.getsource(argparse_module) * 2  # about 200 KB of real text
 
@@ -425,7 +409,8 @@ def script(messages, **kwargs):
     return ChatMessage(role=MessageRole.ASSISTANT, content="Decision: explain subparsers from the pages read.")
 
 
-manager = MemoryManager(DirectoryGuard(root), config).scoped("alice", "notebook")
+ours = LocalMemory(config)  # local_ai_memory.Memory (LlamaIndex has a Memory class of its own)
+manager = ours.session("alice", "notebook")
 spec = LocalMemoryToolSpec(manager)
 tools = [*spec.wrap_tools([FunctionTool.from_defaults(fn=read_source)]), *spec.to_tool_list()]
 block = LocalWorkingMemoryBlock.from_manager(manager)
@@ -446,7 +431,7 @@ manager  # L0, L1, L2 and L3 of this scope
 """),
     md("A restarted agent builds a new block on the same scope: `Memory` puts L1 into its system message."),
     code("""
-restarted = MemoryManager(DirectoryGuard(root), config).scoped("alice", "notebook")
+restarted = LocalMemory(config).session("alice", "notebook")
 fresh = Memory.from_defaults(memory_blocks=[LocalWorkingMemoryBlock.from_manager(restarted)])
 system = (await fresh.aget(input="Where were we?"))[0].content
 print(system[:600])
