@@ -444,3 +444,45 @@ def test_rename_if_absent_never_overwrites(tmp_path: Path) -> None:
     assert target.read_bytes() == b"A"
     assert not source.exists()
     assert _fs.rename_if_absent(source, target) is False
+
+
+# RFC 7396, appendix A: (target, patch, result)
+RFC7396_CASES = [
+    ({"a": "b"}, {"a": "c"}, {"a": "c"}),
+    ({"a": "b"}, {"b": "c"}, {"a": "b", "b": "c"}),
+    ({"a": "b"}, {"a": None}, {}),
+    ({"a": "b", "b": "c"}, {"a": None}, {"b": "c"}),
+    ({"a": ["b"]}, {"a": "c"}, {"a": "c"}),
+    ({"a": "c"}, {"a": ["b"]}, {"a": ["b"]}),
+    ({"a": {"b": "c"}}, {"a": {"b": "d", "c": None}}, {"a": {"b": "d"}}),
+    ({"a": [{"b": "c"}]}, {"a": [1]}, {"a": [1]}),
+    (["a", "b"], ["c", "d"], ["c", "d"]),
+    ({"a": "b"}, ["c"], ["c"]),
+    ({"a": "foo"}, None, None),
+    ({"a": "foo"}, "bar", "bar"),
+    ({"e": None}, {"a": 1}, {"e": None, "a": 1}),
+    ([1, 2], {"a": "b", "c": None}, {"a": "b"}),
+    ({}, {"a": {"bb": {"ccc": None}}}, {"a": {"bb": {}}}),
+]
+
+
+@pytest.mark.parametrize(("target", "patch", "result"), RFC7396_CASES)
+def test_merge_patch_follows_rfc_7396(target: Any, patch: Any, result: Any) -> None:
+    from local_ai_memory._manager import merge_patch
+
+    before = json.dumps(target)
+    assert merge_patch(target, patch) == result
+    assert json.dumps(target) == before  # the target is not changed in place
+
+
+async def test_update_state_is_a_merge_patch_and_replace_state_replaces(manager: MemoryManager) -> None:
+    scoped = manager.scoped("alice", "s1")
+    scoped.update_state({"a": 1, "b": {"x": 1, "y": 2}})
+    assert scoped.update_state({"b": {"y": None, "z": 3}}) == {"a": 1, "b": {"x": 1, "z": 3}}
+    assert scoped.update_state({"a": None}) == {"b": {"x": 1, "z": 3}}
+    assert scoped.get_state() == {"b": {"x": 1, "z": 3}}
+    assert scoped.replace_state({"only": True}) == {"only": True}
+    assert await scoped.aupdate_state({"only": None, "n": [1]}) == {"n": [1]}
+    assert await scoped.areplace_state({}) == {}
+    with pytest.raises(InvalidInputError):
+        scoped.replace_state(["no"])  # type: ignore[arg-type]

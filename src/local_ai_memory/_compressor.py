@@ -228,10 +228,7 @@ class WorkingMemoryCompressor:
 
     def forget_merged(self) -> None:
         """Forget what was merged (the conversation was cleared): the next :meth:`merge_new` starts over."""
-        state = self.manager.get_state()
-        books = state.get(BOOKKEEPING_KEY)
-        if isinstance(books, dict) and "merge_cursor" in books:
-            self.manager.update_state({BOOKKEEPING_KEY: {k: v for k, v in books.items() if k != "merge_cursor"}})
+        self.manager.update_state({BOOKKEEPING_KEY: {"merge_cursor": None}})
 
     async def amerge_new(self, conversation: Iterable[MessageLike]) -> CompressionResult | None:
         """Async twin of :meth:`merge_new`."""
@@ -306,14 +303,13 @@ class WorkingMemoryCompressor:
     def _merge_flow(self, conversation: Iterable[MessageLike]) -> _MergeFlow:
         items = list(conversation) if not isinstance(conversation, (str, bytes, Mapping)) else conversation
         state = yield _ReadState()
-        books = state.get(BOOKKEEPING_KEY, {})
-        plan = plan_merge(items, MergeCursor.from_json(books.get("merge_cursor") if isinstance(books, dict) else None))
+        books = state.get(BOOKKEEPING_KEY)
+        known = books.get("merge_cursor") if isinstance(books, dict) else None
+        plan = plan_merge(items, MergeCursor.from_json(known))
         result = (yield from self._flow(list(plan.messages), incremental=True)) if plan.messages else None
-        books = dict(books) if isinstance(books, dict) else {}
-        if (result is None or result.ok) and books.get("merge_cursor") != plan.cursor.to_json():
-            books["merge_cursor"] = plan.cursor.to_json()
-            try:
-                yield _SetState({BOOKKEEPING_KEY: books})
+        if (result is None or result.ok) and known != plan.cursor.to_json():
+            try:  # a merge patch: the rest of the bookkeeping stays as it is
+                yield _SetState({BOOKKEEPING_KEY: {"merge_cursor": plan.cursor.to_json()}})
             except LocalMemoryError as exc:  # L1 is stored; the next call may offer these messages again
                 log_event(Event.WORKING_MEMORY_FAILED, level=30, mode="incremental", method="cursor", reason=str(exc))
         return result

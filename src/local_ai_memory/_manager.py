@@ -5,7 +5,7 @@ the :class:`~local_ai_memory._backends.runtime.RuntimeBackend`'s business (plain
 ``{root}/memory/`` by default, see :mod:`local_ai_memory._backends.files`). Managers made by
 :meth:`MemoryManager.scoped` share their backend.
 
-* L0 state: a JSON object, updated as a JSON Merge Patch of its top-level keys.
+* L0 state: a JSON object, updated as a JSON Merge Patch (RFC 7396) or replaced whole.
 * L1 working memory: Markdown text, replaced whole or compare-and-swapped.
 * L2 plans: any JSON value per plan id (checkpoints are plans, see ``_checkpoints``), plus an
   append-only step log per plan.
@@ -23,21 +23,40 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from ._backends.files import FileRuntimeBackend
-from ._backends.runtime import GLOBAL_STEM, RuntimeBackend, Scope
+from ._backends.runtime import GLOBAL_STEM, RuntimeBackend, Scope, StateChange
 from ._config import MemoryConfig
 from ._envelopes import ToolIndexEntry, ToolResultPage, check_json_value
 from ._errors import InvalidInputError, RecordNotFoundError
 from ._guard import DirectoryGuard, validate_id
 
-__all__ = ["GLOBAL_STEM", "MemoryManager"]
+__all__ = ["GLOBAL_STEM", "MemoryManager", "merge_patch"]
 
 
-def _replace_keys(patch: Mapping[str, Any]) -> Any:
-    def change(state: dict[str, Any]) -> dict[str, Any]:
-        state.update(patch)
-        return state
+def merge_patch(target: Any, patch: Any) -> Any:
+    """``target`` with the JSON Merge Patch ``patch`` applied (RFC 7396); pure, ``target`` is not changed.
 
-    return change
+    Objects merge key by key, ``None`` (JSON ``null``) removes a key, anything else replaces.
+
+    >>> merge_patch({"a": 1, "b": {"x": 1, "y": 2}}, {"b": {"y": None, "z": 3}, "c": [1]})
+    {'a': 1, 'b': {'x': 1, 'z': 3}, 'c': [1]}
+    """
+    if not isinstance(patch, Mapping):
+        return patch
+    merged = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = merge_patch(merged.get(key), value)
+    return merged
+
+
+def _patched(patch: Mapping[str, Any]) -> StateChange:
+    return lambda state: merge_patch(state, patch)
+
+
+def _replaced(state: Mapping[str, Any]) -> StateChange:
+    return lambda _: dict(state)
 
 
 def _checked_text(text: object) -> str:
@@ -130,11 +149,18 @@ class MemoryManager:
         return self.backend.get_state(self.scope_info)
 
     def update_state(self, patch: Mapping[str, Any]) -> dict[str, Any]:
-        """Merge ``patch`` into the L0 state (top-level keys replace) and return the new state.
+        """Apply ``patch`` to the L0 state as a JSON Merge Patch (RFC 7396) and return the new state.
 
-        Atomic across threads, tasks and processes: concurrent updates are never lost.
+        Nested objects merge, ``None`` removes a key, any other value replaces: after
+        ``{"task": "x", "opts": {"a": 1}}``, the patch ``{"opts": {"b": 2}, "task": None}`` leaves
+        ``{"opts": {"a": 1, "b": 2}}``. Use :meth:`replace_state` to set the whole state. Atomic
+        across threads, tasks and processes: concurrent updates are never lost.
         """
-        return self.backend.update_state(self.scope_info, _replace_keys(_checked_patch(patch)))
+        return self.backend.update_state(self.scope_info, _patched(_checked_patch(patch)))
+
+    def replace_state(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        """Replace the whole L0 state with ``state`` (no merging); return it."""
+        return self.backend.update_state(self.scope_info, _replaced(_checked_patch(state)))
 
     async def aget_state(self) -> dict[str, Any]:
         """Async twin of :meth:`get_state`."""
@@ -142,7 +168,11 @@ class MemoryManager:
 
     async def aupdate_state(self, patch: Mapping[str, Any]) -> dict[str, Any]:
         """Async twin of :meth:`update_state`."""
-        return await self.backend.aupdate_state(self.scope_info, _replace_keys(_checked_patch(patch)))
+        return await self.backend.aupdate_state(self.scope_info, _patched(_checked_patch(patch)))
+
+    async def areplace_state(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        """Async twin of :meth:`replace_state`."""
+        return await self.backend.aupdate_state(self.scope_info, _replaced(_checked_patch(state)))
 
     # -- L1 working memory --------------------------------------------------------------
 
