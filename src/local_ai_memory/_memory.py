@@ -202,8 +202,8 @@ class Memory:
         self._token_counter = token_counter
         self.guard: DirectoryGuard | None = None
         if runtime is None:
-            self.guard = DirectoryGuard(self.config.runtime_data_dir)
-            runtime = FileRuntimeBackend(self.guard, durable=self.config.fsync, timeout=self.config.lock_timeout)
+            runtime = FileRuntimeBackend.from_config(self.config)
+            self.guard = runtime.guard
         self.runtime = runtime
 
     @classmethod

@@ -197,10 +197,10 @@ class SessionMessageStore:
         self.user_id = user_id
         self.session_id = session_id
         if backend is None:
-            guard = guard if guard is not None else DirectoryGuard(self.config.runtime_data_dir)
-            backend = FileRuntimeBackend(guard, durable=self.config.fsync, timeout=self.config.lock_timeout)
+            backend = FileRuntimeBackend.from_config(self.config, guard)
+            guard = backend.guard
         self.guard = guard
-        self.backend = backend
+        self.backend: RuntimeBackend = backend
 
     @classmethod
     def for_manager(cls, manager: MemoryManager) -> SessionMessageStore:

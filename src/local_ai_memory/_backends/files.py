@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from local_ai_memory import _fs
+from local_ai_memory._config import MemoryConfig
 from local_ai_memory._envelopes import (
     FORMAT_VERSION,
     CorruptRecordError,
@@ -148,6 +149,12 @@ class FileRuntimeBackend(RuntimeBackend):
         self._migration_guard = threading.Lock()
         self._page_cache: tuple[str, tuple[int, float], ToolResultPayload] | None = None
         self._page_guard = threading.Lock()
+
+    @classmethod
+    def from_config(cls, config: MemoryConfig, guard: DirectoryGuard | None = None) -> FileRuntimeBackend:
+        """The backend under ``guard`` (default: ``config.runtime_data_dir``), with the config's fsync and timeout."""
+        root = guard if guard is not None else DirectoryGuard(config.runtime_data_dir)
+        return cls(root, durable=config.fsync, timeout=config.lock_timeout)
 
     def __repr__(self) -> str:
         return f"FileRuntimeBackend({str(self.guard.root)!r})"
