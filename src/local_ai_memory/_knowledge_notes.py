@@ -451,9 +451,9 @@ class KnowledgeNotes:
         self._ensure_loaded()
         if self.auto_refresh:
             changed = self._indexer.follow_feed(self.categories)
-            if changed is not None:
+            if changed:
                 self._after_refresh(changed, True, source="feed")
-            elif not self.watched:
+            elif changed is None and not self.watched:
                 self._refresh_stale(user_id, cats, during_query=True)
         return cats
 

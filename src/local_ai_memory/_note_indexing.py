@@ -101,6 +101,10 @@ class NoteIndexer:
             content = self.read_text(entry.category, entry.filename)
         return ranking_tokens(entry, content, self.ranking_field, content_tokens)
 
+    def stored_tokens(self, entry: IndexEntry) -> list[str]:
+        """The ranking tokens of an entry, reading its note if the ranking field needs the content."""
+        return self.tokens(entry, None)
+
     def put(self, entry: IndexEntry, content: str | None, content_tokens: list[str] | None = None) -> None:
         """Add or replace an entry and update its ranker."""
         owner = self.index.put(entry)
@@ -233,12 +237,14 @@ class NoteIndexer:
             changed = self.refresh_stale(None, categories)
             self.cursor = feed.cursor
             return changed
+        if not feed.keys:
+            self.cursor = feed.cursor
+            return 0
         changed = 0
-        if feed.keys:
-            with self.lock:
-                for category, name in sorted(feed.keys):
-                    if category in categories and is_note_name(name):
-                        changed += self.refresh_if_changed(category, name)
+        with self.lock:
+            for category, name in sorted(feed.keys):
+                if category in categories and is_note_name(name):
+                    changed += self.refresh_if_changed(category, name)
         self.cursor = feed.cursor
         return changed
 

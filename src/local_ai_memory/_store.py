@@ -63,7 +63,7 @@ class MemoryStore(KnowledgeNotes):
         tokens = tokenize(query)
         with self._lock:
             entries = self._index.current()
-            rankers = [self._rankers.get(user_id, c, lambda e: self._indexer.tokens(e, None)) for c in cats]
+            rankers = [self._rankers.get(user_id, c, self._indexer.stored_tokens) for c in cats]
             hits = rank(rankers, tokens, top_n)
             return [candidate_of(entries[(category, name)], round(score, 6)) for category, name, score in hits]
 

@@ -57,6 +57,7 @@ class FileKnowledgeBackend(KnowledgeBackend):
         self._feed_lock = threading.Lock()
         self._feeding = False
         self._cursor = 0
+        self._quiet: NoteChanges | None = None  # the answer 'nothing new since cursor', reused
         self._opened_at = 0  # cursor when the feed was last (re)opened: older cursors must rescan
         self._log: list[tuple[int, NoteKey]] = []  # (cursor, key) in cursor order
 
@@ -174,6 +175,11 @@ class FileKnowledgeBackend(KnowledgeBackend):
                 return None
             if since is None or since < self._opened_at:
                 return NoteChanges(self._cursor, frozenset(), complete=False)
+            if since == self._cursor:  # the usual answer to a query: nothing new
+                quiet = self._quiet
+                if quiet is None or quiet.cursor != since:
+                    quiet = self._quiet = NoteChanges(since, frozenset(), complete=True)
+                return quiet
             start = bisect.bisect_right(self._log, since, key=lambda item: item[0])
             keys = frozenset(key for _, key in self._log[start:])
             return NoteChanges(self._cursor, keys, complete=True)

@@ -97,6 +97,7 @@ class InMemoryKnowledgeBackend(KnowledgeBackend):
         self._blobs: dict[str, bytes] = {}
         self._log: list[tuple[int, NoteKey]] = []
         self._cursor = 0
+        self._quiet: NoteChanges | None = None  # the answer 'nothing new since cursor', reused
         self._version = 0
 
     def __repr__(self) -> str:
@@ -144,6 +145,11 @@ class InMemoryKnowledgeBackend(KnowledgeBackend):
         with self._lock:
             if since is None:
                 return NoteChanges(self._cursor, frozenset(), complete=False)
+            if since == self._cursor:
+                quiet = self._quiet
+                if quiet is None or quiet.cursor != since:
+                    quiet = self._quiet = NoteChanges(since, frozenset(), complete=True)
+                return quiet
             start = bisect.bisect_right(self._log, since, key=lambda item: item[0])
             return NoteChanges(self._cursor, frozenset(key for _, key in self._log[start:]), complete=True)
 
