@@ -25,6 +25,7 @@ def thread_twin(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[
     async def twin(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
         return await asyncio.to_thread(method, self, *args, **kwargs)
 
+    vars(twin)["__wrapped__"] = method  # inspect.signature() shows the sync method's parameters
     twin.__module__ = method.__module__
     twin.__name__ = f"a{method.__name__}"
     twin.__qualname__ = method.__qualname__.rpartition(".")[0] + "." + twin.__name__

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from local_ai_memory import _fs
 from local_ai_memory._config import MemoryConfig
-from local_ai_memory._guard import DirectoryGuard
+from local_ai_memory._guard import DirectoryGuard, check_component
 
 from .knowledge import KnowledgeBackend, NoteChanges, NoteInfo, NoteKey, VectorCache, is_note_name
 
@@ -54,6 +54,7 @@ class FileKnowledgeBackend(KnowledgeBackend):
         self.guard = guard
         self.config = config if config is not None else MemoryConfig()
         self.data_dir = _fs.ensure_dir(guard.resolve(DATA_DIR))
+        self._folders: dict[str, Path] = {}
         self._feed_lock = threading.Lock()
         self._feeding = False
         self._cursor = 0
@@ -65,8 +66,20 @@ class FileKnowledgeBackend(KnowledgeBackend):
         return f"FileKnowledgeBackend({str(self.data_dir)!r})"
 
     def path_of(self, category: str, name: str) -> Path:
-        """The file of a note (checked by the guard)."""
-        return self.guard.resolve(DATA_DIR, category, name)
+        """The file of a note, refused (like :meth:`DirectoryGuard.resolve`) if it leads out of the root.
+
+        The category folder is resolved through the guard once and re-checked whenever it is a
+        symlink; a note that is a symlink is checked each time. This keeps the per-note cost at
+        two ``lstat`` calls instead of a full ``realpath`` (a re-check of every query's reads).
+        """
+        folder = self._folders.get(category)
+        if folder is None or os.path.islink(folder):
+            folder = self.guard.resolve(DATA_DIR, category)
+            self._folders[category] = folder
+        path = folder / check_component(name)
+        if os.path.islink(path):
+            self.guard.check(path)
+        return path
 
     # -- notes ---------------------------------------------------------------------------------
     def read_note(self, category: str, name: str) -> bytes | None:
