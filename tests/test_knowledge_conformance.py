@@ -134,3 +134,27 @@ async def test_async_hybrid_search_calls_aembed(tmp_path: Path) -> None:
         assert embedder.sync_calls == 0
         assert store.hybrid_search("apple", user_id="alice") == found
         assert embedder.sync_calls >= 1
+
+
+def test_the_watcher_refuses_a_backend_that_keeps_its_own_feed(tmp_path: Path) -> None:
+    from local_ai_memory._errors import InvalidInputError
+    from local_ai_memory._index_service import MemoryIndexService
+
+    store = MemoryStore(DirectoryGuard(tmp_path), categories=["knowledge"], backend=InMemoryKnowledgeBackend())
+    with pytest.raises(InvalidInputError, match="needs no watcher"):
+        MemoryIndexService(store).start()
+    assert not store.watched
+
+
+async def test_apply_changes_indexes_what_the_feed_names(tmp_path: Path) -> None:
+    backend = InMemoryKnowledgeBackend()
+    store = MemoryStore(DirectoryGuard(tmp_path), categories=["knowledge"], backend=backend)
+    store.ensure_index()
+    assert store.apply_changes() == 0  # first look: compares the listing once
+    backend.write_note("knowledge", "alice_a.md", b"# A\n\napples")
+    backend.write_note("knowledge", "alice_b.md", b"# B\n\nbananas")
+    assert await store.aapply_changes() == 2
+    assert store.find_entry("alice_b.md") is not None
+    backend.delete_note("knowledge", "alice_a.md")
+    assert store.apply_changes() == 1
+    assert store.find_entry("alice_a.md") is None

@@ -4,7 +4,7 @@ At start it loads or builds the index (the only time an LLM may be used, when on
 and the index is missing), then watches ``memory_data/`` with :mod:`watchfiles` in a
 background thread. Each batch of file-system events goes into the file backend's change
 feed (:meth:`~._backends.file_knowledge.FileKnowledgeBackend.record_paths`) and the store
-re-indexes only the files named in it (:meth:`MemoryStore.sync_changes`), so a burst of
+re-indexes only the files named in it (:meth:`MemoryStore.apply_changes`), so a burst of
 thousands of files costs one pass and one index write. Renames arrive as a delete plus a
 create, and editors' atomic saves (write a temporary file, rename it over the target) as a
 change of the target; temporary and hidden names are ignored. Where native watching is
@@ -99,7 +99,7 @@ class MemoryIndexService:
         self._ready.wait(timeout=10.0)
         # The feed just opened, so this first look compares every listing once: changes between
         # the index load and the watcher's start are caught here.
-        self.store.sync_changes()
+        self.store.apply_changes()
 
     def stop(self) -> None:
         """Stop watching and write pending index changes."""
@@ -159,7 +159,7 @@ class MemoryIndexService:
             backend.request_rescan()
         else:
             backend.record_paths(paths)
-        self.store.sync_changes()
+        self.store.apply_changes()
         self.batches += 1
 
     def _safe(self, paths: set[str] | None) -> None:

@@ -395,7 +395,7 @@ class KnowledgeNotes:
         if changed:
             log_event(Event.INDEX_REFRESHED, files=changed, **fields)
 
-    def sync_changes(self) -> int:
+    def apply_changes(self) -> int:
         """Apply the backend's change feed now (what a query does first); return how many entries changed.
 
         With a backend that keeps no feed (plain files, no watcher) this does nothing and returns 0.
@@ -470,7 +470,7 @@ class KnowledgeNotes:
     aremove_index_entry = thread_twin(remove_index_entry)
     aget_stale_entries = thread_twin(get_stale_entries)
     arefresh_stale_entries = thread_twin(refresh_stale_entries)
-    async_changes = thread_twin(sync_changes)
+    aapply_changes = thread_twin(apply_changes)
 
     async def aensure_index(self, llm: LLM | None = None, progress: Progress | None = None) -> None:
         """Async twin of :meth:`ensure_index` (a build here uses ``llm.acomplete`` when ``llm`` is given)."""
