@@ -158,3 +158,23 @@ async def test_apply_changes_indexes_what_the_feed_names(tmp_path: Path) -> None
     backend.delete_note("knowledge", "alice_a.md")
     assert store.apply_changes() == 1
     assert store.find_entry("alice_a.md") is None
+
+
+def test_the_whole_store_surface_runs_on_the_in_memory_backend(tmp_path: Path) -> None:
+    backend = InMemoryKnowledgeBackend()
+    for i in range(3):
+        backend.write_note("knowledge", f"alice_n{i}.md", f"# Note {i}\n\nkiwi number {i}".encode())
+    backend.write_note("knowledge", "bob_x.md", b"# X\n\nkiwi for bob")
+    backend.write_note("knowledge", "alice_bin.md", b"\x00\x01binary")
+    store = MemoryStore(DirectoryGuard(tmp_path), MemoryConfig(fsync=False), categories=["knowledge"], backend=backend)
+    assert store.populate_index_from_files("alice") == 3  # the binary note is skipped
+    assert store.index_exists()
+    assert {s.filename for s in store.get_stale_entries()} == {"bob_x.md"}
+    assert store.refresh_stale_entries() == 1
+    assert store.update_index_entry("alice_n0.md", "Fruit", "about fruit", ["mango"], "knowledge").title == "Fruit"
+    assert store.bm25_search("mango", user_id="alice") == ["alice_n0.md"]
+    assert store.remove_index_entry("alice_n1.md", "knowledge") is True
+    assert store.stats()["users"] == {"alice": 2, "bob": 1}
+    assert store.stats()["index_bytes"] == backend.blob_size("memory_index.json")
+    assert repr(store).startswith("MemoryStore(InMemoryKnowledgeBackend(")
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []  # nothing reached the disk

@@ -92,7 +92,7 @@ class KnowledgeNotes:
         self._vectors: tuple[Embedder, VectorCache] | None = None
 
     def __repr__(self) -> str:
-        return f"MemoryStore({str(self.data_dir)!r}, categories={list(self.categories)!r})"
+        return f"{type(self).__name__}({self.backend!r}, categories={list(self.categories)!r})"
 
     @property
     def index_reads(self) -> int:
