@@ -198,6 +198,7 @@ class KnowledgeNotes:
     def _replace(self, entries: dict[Any, IndexEntry]) -> None:
         self._index.replace(entries)
         self._rankers.clear()
+        self._indexer.cursor = None  # entries from elsewhere: the next look compares every listing once
 
     def ensure_index(self, llm: LLM | None = None, progress: Progress | None = None) -> None:
         """Load the index, building it from the files when it is missing, outdated or broken."""
