@@ -121,7 +121,7 @@ class FileKnowledgeBackend(KnowledgeBackend):
                 except FileNotFoundError:
                     continue
                 if stat_module.S_ISREG(st.st_mode):
-                    found[name] = _info(category, name, st)
+                    found[name] = NoteInfo(category, name, st.st_size, st.st_mtime_ns, st.st_mtime)
         return found
 
     # -- change feed ---------------------------------------------------------------------------

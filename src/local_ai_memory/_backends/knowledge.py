@@ -27,7 +27,7 @@ import asyncio
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from local_ai_memory._guard import owner_of
 
@@ -48,13 +48,13 @@ def is_note_name(name: str) -> bool:
     return name.endswith(".md") and not name.startswith(".") and owner_of(name) is not None
 
 
-@dataclass(frozen=True)
-class NoteInfo:
+class NoteInfo(NamedTuple):
     """What a listing says about one note without reading it.
 
     ``version`` changes whenever the note is written (the file's ``st_mtime_ns``; a row
     version in a database) and ``modified`` is the write time in seconds since the epoch.
-    Together with ``size`` they form the signature the index compares.
+    Together with ``size`` they form the signature the index compares. (A named tuple: a
+    listing makes one per note on every query that compares listings, so it must be cheap.)
     """
 
     category: str
