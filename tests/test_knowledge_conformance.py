@@ -178,3 +178,19 @@ def test_the_whole_store_surface_runs_on_the_in_memory_backend(tmp_path: Path) -
     assert store.stats()["index_bytes"] == backend.blob_size("memory_index.json")
     assert repr(store).startswith("MemoryStore(InMemoryKnowledgeBackend(")
     assert [p for p in tmp_path.rglob("*") if p.is_file()] == []  # nothing reached the disk
+
+
+def test_a_store_without_a_data_folder_keeps_everything_in_its_backend(tmp_path: Path) -> None:
+    from local_ai_memory._errors import ConfigError, InvalidInputError, PathEscapeError
+
+    with pytest.raises(InvalidInputError, match="data folder"):
+        MemoryStore(None, categories=["knowledge"])
+    store = MemoryStore(None, categories=["knowledge"], backend=InMemoryKnowledgeBackend())
+    store.write_file("knowledge/alice_a.md", "# A\n\napples\r\n")
+    assert store.read_file("knowledge/alice_a.md") == "# A\n\napples\r\n"
+    assert store.bm25_search("apples", user_id="alice") == ["alice_a.md"]
+    assert [str(p) for p in store.list_user_files("alice", "knowledge")] == ["memory_data/knowledge/alice_a.md"]
+    with pytest.raises(PathEscapeError):
+        store.read_file("knowledge/../../etc/passwd")
+    with pytest.raises(ConfigError):
+        store.category_dir("knowledge")

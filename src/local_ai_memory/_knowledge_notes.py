@@ -33,9 +33,16 @@ from . import _fs
 from ._backends.file_knowledge import DATA_DIR, FileKnowledgeBackend
 from ._backends.knowledge import KnowledgeBackend, VectorCache, is_note_name
 from ._config import MemoryConfig
-from ._errors import InvalidInputError, PathEscapeError, RecordNotFoundError, StorageError, UnsupportedFormatError
+from ._errors import (
+    ConfigError,
+    InvalidInputError,
+    PathEscapeError,
+    RecordNotFoundError,
+    StorageError,
+    UnsupportedFormatError,
+)
 from ._events import Event, log_event
-from ._guard import DirectoryGuard, validate_id, validate_name
+from ._guard import DirectoryGuard, check_component, validate_id, validate_name
 from ._index import IndexEntry, IndexFile, RankingField, keyword_prompt, parse_keywords
 from ._knowledge_index import INDEX_NAME, KnowledgeIndex
 from ._note_indexing import NoteIndexer, Scanned, StaleEntry
@@ -58,7 +65,7 @@ class KnowledgeNotes:
 
     def __init__(
         self,
-        guard: DirectoryGuard,
+        guard: DirectoryGuard | None,
         config: MemoryConfig | None = None,
         *,
         categories: Iterable[str] | None = None,
@@ -67,6 +74,8 @@ class KnowledgeNotes:
         auto_refresh: bool = True,
         backend: KnowledgeBackend | None = None,
     ) -> None:
+        if guard is None and backend is None:
+            raise InvalidInputError("a knowledge store needs a data folder (guard) or a backend")
         self.guard = guard
         self.config = config if config is not None else MemoryConfig()
         cats = tuple(categories) if categories is not None else self.config.categories
@@ -82,9 +91,13 @@ class KnowledgeNotes:
         """True while a watcher keeps the index current: queries then compare no listings."""
         self.defer_writes = False
         """True while index writes are coalesced (a watcher flushes them); see :meth:`follow_watcher`."""
-        self.backend: KnowledgeBackend = backend if backend is not None else FileKnowledgeBackend(guard, self.config)
-        self.data_dir = guard.resolve(DATA_DIR)
-        self.index_path = guard.resolve(DATA_DIR, INDEX_NAME)
+        if backend is None:
+            assert guard is not None
+            backend = FileKnowledgeBackend(guard, self.config)
+        self.backend: KnowledgeBackend = backend
+        # Where the notes would be on disk; without a guard only a name (paths are then relative).
+        self.data_dir = guard.resolve(DATA_DIR) if guard is not None else Path(DATA_DIR)
+        self.index_path = self.data_dir / INDEX_NAME
         self._lock = threading.RLock()
         self._index = KnowledgeIndex(self.backend, self.categories, self._lock)
         self._rankers = RankerCache(self.backend, self._index, ranking_field)
@@ -120,7 +133,18 @@ class KnowledgeNotes:
 
     def category_dir(self, category: str) -> Path:
         """The folder of ``category`` (created if missing)."""
-        return _fs.ensure_dir(self.guard.resolve(DATA_DIR, self._category(category)))
+        category = self._category(category)
+        if self.guard is None:
+            raise ConfigError("this knowledge store has no data folder (its backend keeps the notes)")
+        return _fs.ensure_dir(self.guard.resolve(DATA_DIR, category))
+
+    def _check_parts(self, *parts: str) -> None:
+        """Refuse names that could leave the notes' place (and, with a folder, links out of the root)."""
+        if self.guard is not None:
+            self.guard.resolve(DATA_DIR, *parts)
+        else:
+            for part in parts:
+                check_component(part)
 
     def _note_key(self, path: str | os.PathLike[str]) -> tuple[str | None, str]:
         """``(category, name)`` of a path under ``memory_data/`` (category ``None``: not a note path)."""
@@ -135,7 +159,7 @@ class KnowledgeNotes:
         parts = rel.parts
         if not parts:
             raise PathEscapeError("empty path")
-        self.guard.resolve(DATA_DIR, *parts)  # refuses escapes, hostile names and links out of the root
+        self._check_parts(*parts)  # refuses escapes, hostile names and links out of the root
         category = parts[0] if len(parts) == 2 and parts[0] in self.categories else None
         return category, parts[-1]
 
@@ -269,7 +293,7 @@ class KnowledgeNotes:
         category = self._category(category)
         if not is_note_name(filename):
             raise InvalidInputError(f"{filename!r} is not a knowledge file name ('{{user prefix}}_{{name}}.md')")
-        self.guard.resolve(DATA_DIR, category, filename)
+        self._check_parts(category, filename)
         info = self.backend.note_info(category, filename)
         exact = info is not None and last_modified is None
         entry = IndexEntry(

@@ -38,7 +38,8 @@ class MemoryStore(KnowledgeNotes):
     """Knowledge notes, their index and Stage 1 search, stored by ``backend``.
 
     ``backend`` defaults to a :class:`~._backends.file_knowledge.FileKnowledgeBackend` over
-    ``guard``'s root (the files of 0.1.0, unchanged).
+    ``guard``'s root (the files of 0.1.0, unchanged). With a backend, ``guard`` may be ``None``:
+    nothing then touches the disk and paths the store returns are relative (``memory_data/...``).
 
     >>> import tempfile
     >>> from local_ai_memory import DirectoryGuard
