@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from local_ai_memory._backends.knowledge import NoteInfo
 from local_ai_memory._config import MemoryConfig
 from local_ai_memory._errors import InvalidInputError
 from local_ai_memory._guard import DirectoryGuard
@@ -44,14 +45,14 @@ def test_watcher_picks_up_create_modify_rename_delete(tmp_path: Path) -> None:
     folder = store.category_dir("knowledge")
     (folder / "alice_old.md").write_text("# Old\n\nancient scrolls")
     scans = 0
-    original = store._scan
+    original = store.backend.list_notes
 
-    def counting_scan(category: str, user_id: str | None) -> dict[str, os.stat_result]:
+    def counting_scan(category: str, user_prefix: str | None = None) -> dict[str, NoteInfo]:
         nonlocal scans
         scans += 1
-        return original(category, user_id)
+        return original(category, user_prefix)
 
-    store._scan = counting_scan  # type: ignore[method-assign]
+    store.backend.list_notes = counting_scan  # type: ignore[method-assign]
     with MemoryIndexService(store) as service:
         assert service.active_mode == "watch"
         assert store.bm25_search("ancient", user_id="alice") == ["alice_old.md"]

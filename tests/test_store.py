@@ -516,7 +516,7 @@ def test_damaged_ranker_snapshot_is_ignored(tmp_path: Path, events: Any) -> None
 def test_racily_clean_entries_keep_a_hash_until_their_mtime_can_be_trusted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from local_ai_memory import _store as store_module
+    from local_ai_memory import _note_indexing as store_module
 
     store = make_store(tmp_path)
     path = put(store, "alice", "a", "# A\n\napples")

@@ -2,16 +2,19 @@
 
 At start it loads or builds the index (the only time an LLM may be used, when one is given
 and the index is missing), then watches ``memory_data/`` with :mod:`watchfiles` in a
-background thread. Each batch of file-system events re-indexes only the files named in it
-(``MemoryStore.refresh_paths``), so a burst of thousands of files costs one pass and one
-index write. Renames arrive as a delete plus a create, and editors' atomic saves (write a
-temporary file, rename it over the target) as a change of the target; temporary and hidden
-names are ignored. Where native watching is unavailable (some network or container file
-systems) it falls back to a ``stat()`` scan every ``poll_interval`` seconds (3 s by default).
+background thread. Each batch of file-system events goes into the file backend's change
+feed (:meth:`~._backends.file_knowledge.FileKnowledgeBackend.record_paths`) and the store
+re-indexes only the files named in it (:meth:`MemoryStore.apply_changes`), so a burst of
+thousands of files costs one pass and one index write. Renames arrive as a delete plus a
+create, and editors' atomic saves (write a temporary file, rename it over the target) as a
+change of the target; temporary and hidden names are ignored. Where native watching is
+unavailable (some network or container file systems) it falls back to a ``stat()`` scan every
+``poll_interval`` seconds (3 s by default).
 
-While the service runs, ``store.watched`` is true, so a query does no directory scan at all,
-and index writes are coalesced to at most one per ``flush_interval``; stopping the service
-writes any pending change. Use it as a context manager, sync or async::
+While the service runs, the feed is open and ``store.watched`` is true, so a query does no
+directory scan at all (it applies the feed, usually empty), and index writes are coalesced
+to at most one per ``flush_interval``; stopping the service writes any pending change. Use
+it as a context manager, sync or async::
 
     with MemoryIndexService(store):
         store.bm25_search("python", user_id="alice")
@@ -26,12 +29,12 @@ import asyncio
 import logging
 import threading
 import time
-from pathlib import Path
 from types import TracebackType
 from typing import Literal
 
 import watchfiles
 
+from ._backends.file_knowledge import FileKnowledgeBackend
 from ._errors import InvalidInputError
 from ._events import Event, log_event
 from ._protocols import LLM
@@ -85,16 +88,18 @@ class MemoryIndexService:
         """Load or build the index, start watching, and catch up on changes made meanwhile."""
         if self.running:
             return
+        backend = self._backend()
         self.store.ensure_index(self.llm)
         self._stop.clear()
         self._ready.clear()
-        self.store.defer_writes = True
+        backend.start_feed()
+        self.store.follow_watcher(True)
         self._thread = threading.Thread(target=self._run, name="local-ai-memory-index", daemon=True)
         self._thread.start()
         self._ready.wait(timeout=10.0)
-        # Changes between the index load and the watcher's start are caught by one stat scan.
-        self.store.refresh_stale_entries()
-        self.store.watched = True
+        # The feed just opened, so this first look compares every listing once: changes between
+        # the index load and the watcher's start are caught here.
+        self.store.apply_changes()
 
     def stop(self) -> None:
         """Stop watching and write pending index changes."""
@@ -102,10 +107,19 @@ class MemoryIndexService:
         if self._thread is not None:
             self._thread.join(timeout=30.0)
             self._thread = None
-        self.store.watched = False
-        self.store.defer_writes = False
+        if isinstance(self.store.backend, FileKnowledgeBackend):
+            self.store.backend.stop_feed()
+        self.store.follow_watcher(False)
         self.store.flush()
         self.store.save_rankers()
+
+    def _backend(self) -> FileKnowledgeBackend:
+        backend = self.store.backend
+        if not isinstance(backend, FileKnowledgeBackend):
+            raise InvalidInputError(
+                f"MemoryIndexService watches files; {backend!r} keeps its own change feed and needs no watcher"
+            )
+        return backend
 
     def __enter__(self) -> MemoryIndexService:
         self.start()
@@ -140,19 +154,12 @@ class MemoryIndexService:
             self._last_flush = time.monotonic()
 
     def _apply(self, paths: set[str]) -> None:
-        data_dir = self.store.data_dir
-        rescan = len(paths) > FULL_RESCAN_ABOVE
-        for raw in paths:
-            try:
-                rel = Path(raw).relative_to(data_dir)
-            except ValueError:
-                continue
-            if len(rel.parts) == 1 and rel.parts[0] in self.store.categories:
-                rescan = True  # a whole category folder moved or vanished
-        if rescan:
-            self.store.refresh_stale_entries()
+        backend = self._backend()
+        if len(paths) > FULL_RESCAN_ABOVE:
+            backend.request_rescan()
         else:
-            self.store.refresh_paths(paths)
+            backend.record_paths(paths)
+        self.store.apply_changes()
         self.batches += 1
 
     def _safe(self, paths: set[str] | None) -> None:

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from . import _fs
+from ._errors import InvalidInputError
 from ._guard import user_file_prefix
 from ._store import MemoryStore
 
@@ -309,13 +309,14 @@ def write_corpus(
     corpus = corpus if corpus is not None else build_corpus()
     category = category if category is not None else store.categories[0]
     wanted = set(modules) if modules is not None else None
-    folder = store.category_dir(category)
+    if category not in store.categories:
+        raise InvalidInputError(f"unknown category {category!r}: the store has {list(store.categories)}")
     paths: list[Path] = []
     for note in corpus.notes:
         if wanted is not None and note.module not in wanted:
             continue
-        path = store.guard.check(folder / note.filename(user_id))
-        _fs.atomic_write(path, note.text.encode("utf-8"), durable=store.config.fsync)
-        paths.append(path)
+        name = note.filename(user_id)
+        store.backend.write_note(category, name, note.text.encode("utf-8"))
+        paths.append(store.data_dir / category / name)
     store.refresh_stale_entries(user_id, [category])
     return paths

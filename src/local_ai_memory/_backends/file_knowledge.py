@@ -1,0 +1,226 @@
+"""``FileKnowledgeBackend``: knowledge notes as Markdown files, the layout of 0.1.0 unchanged.
+
+Under ``{root}/memory_data/``::
+
+    {category}/{user prefix}{name}.md    one note per file (edit them with any editor)
+    memory_index.json                    the index (v3), a blob
+    .bm25/{category}/{prefix}bm25.npz    ranker snapshots, blobs
+    .embeddings/                         the embedding cache (see :mod:`.._embeddings`)
+
+Every write goes through :mod:`.._fs` (atomic replace, optional fsync) and every path through
+the :class:`~.._guard.DirectoryGuard`, so symlinks out of the root are refused. A note's version
+is its ``st_mtime_ns``; symlinks and other non-regular files are not notes.
+
+Files change behind the library's back, so the change feed is only complete while a watcher
+feeds it: :meth:`FileKnowledgeBackend.start_feed` opens it, :meth:`record_paths` is what the
+watcher (:class:`~.._index_service.MemoryIndexService`) calls with each batch of changed paths,
+and :meth:`stop_feed` closes it. Otherwise :meth:`changes` answers ``None`` and searches
+compare a ``stat()`` listing with the index.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import stat as stat_module
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from local_ai_memory import _fs
+from local_ai_memory._config import MemoryConfig
+from local_ai_memory._guard import DirectoryGuard, check_component
+
+from .knowledge import KnowledgeBackend, NoteChanges, NoteInfo, NoteKey, VectorCache, is_note_name
+
+if TYPE_CHECKING:
+    from local_ai_memory._protocols import Embedder
+
+__all__ = ["DATA_DIR", "FileKnowledgeBackend"]
+
+DATA_DIR = "memory_data"
+_LOG_LIMIT = 100_000  # more pending changes than this: the feed asks for one full comparison
+
+
+def _info(category: str, name: str, st: os.stat_result) -> NoteInfo:
+    return NoteInfo(category, name, st.st_size, st.st_mtime_ns, st.st_mtime)
+
+
+class FileKnowledgeBackend(KnowledgeBackend):
+    """Notes, blobs and the embedding cache under ``guard``'s ``memory_data/`` folder."""
+
+    def __init__(self, guard: DirectoryGuard, config: MemoryConfig | None = None) -> None:
+        self.guard = guard
+        self.config = config if config is not None else MemoryConfig()
+        self.data_dir = _fs.ensure_dir(guard.resolve(DATA_DIR))
+        self._folders: dict[str, Path] = {}
+        self._feed_lock = threading.Lock()
+        self._feeding = False
+        self._cursor = 0
+        self._quiet: NoteChanges | None = None  # the answer 'nothing new since cursor', reused
+        self._opened_at = 0  # cursor when the feed was last (re)opened: older cursors must rescan
+        self._log: list[tuple[int, NoteKey]] = []  # (cursor, key) in cursor order
+
+    def __repr__(self) -> str:
+        return f"FileKnowledgeBackend({str(self.data_dir)!r})"
+
+    def path_of(self, category: str, name: str) -> Path:
+        """The file of a note, refused (like :meth:`DirectoryGuard.resolve`) if it leads out of the root.
+
+        The category folder is resolved through the guard once and re-checked whenever it is a
+        symlink; a note that is a symlink is checked each time. This keeps the per-note cost at
+        two ``lstat`` calls instead of a full ``realpath`` (a re-check of every query's reads).
+        """
+        folder = self._folders.get(category)
+        if folder is None or os.path.islink(folder):
+            folder = self.guard.resolve(DATA_DIR, category)
+            self._folders[category] = folder
+        path = folder / check_component(name)
+        if os.path.islink(path):
+            self.guard.check(path)
+        return path
+
+    # -- notes ---------------------------------------------------------------------------------
+    def read_note(self, category: str, name: str) -> bytes | None:
+        return _fs.read_optional(self.path_of(category, name))
+
+    def write_note(self, category: str, name: str, data: bytes) -> NoteInfo:
+        path = self.path_of(category, name)
+        _fs.atomic_write(path, data, durable=self.config.fsync)
+        self._record({(category, name)})
+        return _info(category, name, os.stat(path, follow_symlinks=False))
+
+    def delete_note(self, category: str, name: str) -> bool:
+        removed = _fs.remove(self.path_of(category, name), durable=self.config.fsync)
+        if removed:
+            self._record({(category, name)})
+        return removed
+
+    def note_info(self, category: str, name: str) -> NoteInfo | None:
+        try:
+            st = os.stat(self.path_of(category, name), follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        return _info(category, name, st) if stat_module.S_ISREG(st.st_mode) else None
+
+    def list_notes(self, category: str, user_prefix: str | None = None) -> dict[str, NoteInfo]:
+        folder = _fs.ensure_dir(self.guard.resolve(DATA_DIR, category))
+        found: dict[str, NoteInfo] = {}
+        with os.scandir(folder) as it:
+            for item in it:
+                name = item.name
+                if user_prefix is not None:
+                    # Encoded ids never contain "_", so this prefix alone proves the owner.
+                    if not name.startswith(user_prefix) or not name.endswith(".md"):
+                        continue
+                elif not is_note_name(name):
+                    continue
+                try:
+                    st = item.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                if stat_module.S_ISREG(st.st_mode):
+                    found[name] = NoteInfo(category, name, st.st_size, st.st_mtime_ns, st.st_mtime)
+        return found
+
+    # -- change feed ---------------------------------------------------------------------------
+    def start_feed(self) -> None:
+        """A watcher starts reporting every change through :meth:`record_paths` from now on."""
+        with self._feed_lock:
+            self._feeding = True
+            self._cursor += 1
+            self._opened_at = self._cursor
+            self._log.clear()
+
+    def stop_feed(self) -> None:
+        """The watcher stopped: :meth:`changes` answers ``None`` again."""
+        with self._feed_lock:
+            self._feeding = False
+            self._log.clear()
+
+    def record_paths(self, paths: Iterable[str | os.PathLike[str]]) -> int:
+        """Record file-system events (created, changed or deleted paths) in the change feed.
+
+        Paths outside ``memory_data/{category}/`` and names that are not notes are ignored;
+        a path directly under ``memory_data/`` that is not a file (a category folder moved or deleted)
+        makes the next :meth:`changes` ask for a full comparison. Returns how many notes it named.
+        """
+        keys: set[NoteKey] = set()
+        rescan = False
+        for raw in paths:
+            path = Path(os.fspath(raw))
+            try:
+                rel = path.relative_to(self.data_dir)
+            except ValueError:
+                continue
+            if len(rel.parts) == 1 and not rel.parts[0].startswith(".") and not path.is_file():
+                rescan = True  # a folder (a whole category) appeared, moved or vanished
+            elif len(rel.parts) == 2 and not rel.parts[0].startswith(".") and is_note_name(rel.parts[1]):
+                keys.add((rel.parts[0], rel.parts[1]))
+        if rescan:
+            self.request_rescan()
+        self._record(keys)
+        return len(keys)
+
+    def request_rescan(self) -> None:
+        """Make the next :meth:`changes` answer incomplete, so the caller compares every listing."""
+        with self._feed_lock:
+            self._cursor += 1
+            self._opened_at = self._cursor
+            self._log.clear()
+
+    def _record(self, keys: set[NoteKey]) -> None:
+        if not keys:
+            return
+        with self._feed_lock:
+            if not self._feeding:
+                return
+            self._cursor += 1
+            self._log.extend((self._cursor, key) for key in keys)
+            if len(self._log) > _LOG_LIMIT:
+                self._opened_at = self._cursor
+                self._log.clear()
+
+    def changes(self, since: int | None) -> NoteChanges | None:
+        with self._feed_lock:
+            if not self._feeding:
+                return None
+            if since is None or since < self._opened_at:
+                return NoteChanges(self._cursor, frozenset(), complete=False)
+            if since == self._cursor:  # the usual answer to a query: nothing new
+                quiet = self._quiet
+                if quiet is None or quiet.cursor != since:
+                    quiet = self._quiet = NoteChanges(since, frozenset(), complete=True)
+                return quiet
+            start = bisect.bisect_right(self._log, since, key=lambda item: item[0])
+            keys = frozenset(key for _, key in self._log[start:])
+            return NoteChanges(self._cursor, keys, complete=True)
+
+    # -- derived data --------------------------------------------------------------------------
+    def _blob_path(self, name: str) -> Path:
+        return self.guard.resolve(DATA_DIR, name)
+
+    def read_blob(self, name: str) -> bytes | None:
+        return _fs.read_optional(self._blob_path(name))
+
+    def write_blob(self, name: str, data: bytes) -> None:
+        _fs.atomic_write(self._blob_path(name), data, durable=self.config.fsync)
+
+    def blob_size(self, name: str) -> int | None:
+        try:
+            st = os.stat(self._blob_path(name))
+        except FileNotFoundError:
+            return None
+        return st.st_size if stat_module.S_ISREG(st.st_mode) else None
+
+    def quarantine_blob(self, name: str) -> str | None:
+        path = self._blob_path(name)
+        if not path.exists():
+            return None
+        return str(_fs.quarantine(path))
+
+    def vector_cache(self, embedder: Embedder) -> VectorCache:
+        from local_ai_memory._embeddings import EmbeddingCache
+
+        return EmbeddingCache(self.guard, embedder, self.config)

@@ -1,0 +1,127 @@
+"""``KnowledgeIndex``: the index entries in memory and their ``memory_index.json`` (v3) blob.
+
+The blob is read once, when first needed, and written after each batch of changes (never per
+query; see :meth:`KnowledgeIndex.flush`). A broken blob is quarantined and an outdated one
+ignored: the caller rebuilds from the notes. Besides the entries it keeps, per
+``(user, category)``, the names each user owns, and the signatures of notes that were skipped
+(not UTF-8 or binary) so they are not re-read until they change. Callers hold ``lock``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from ._backends.knowledge import KnowledgeBackend, is_note_name
+from ._events import Event, log_event
+from ._guard import owner_of
+from ._index import IndexEntry, parse_index, serialize_index
+
+__all__ = ["INDEX_NAME", "EntryKey", "KnowledgeIndex"]
+
+INDEX_NAME = "memory_index.json"
+EntryKey = tuple[str, str]  # (category, filename)
+
+
+class KnowledgeIndex:
+    """Index entries by ``(category, filename)``, who owns which, and the index blob."""
+
+    def __init__(self, backend: KnowledgeBackend, categories: tuple[str, ...], lock: threading.RLock) -> None:
+        self.backend = backend
+        self.categories = categories
+        self.lock = lock
+        self._write_lock = threading.Lock()
+        self.entries: dict[EntryKey, IndexEntry] | None = None
+        self.owned: dict[tuple[str, str], set[str]] = {}
+        self.skipped: dict[EntryKey, tuple[int, int]] = {}
+        self.dirty = False
+        self.last_write = 0.0
+        self.reads = 0
+        self.writes = 0
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the entries are in memory."""
+        return self.entries is not None
+
+    def current(self) -> dict[EntryKey, IndexEntry]:
+        """The entries (the index must be loaded)."""
+        entries = self.entries
+        if entries is None:
+            raise RuntimeError("index not loaded")
+        return entries
+
+    def load_stored(self) -> dict[EntryKey, IndexEntry] | None:
+        """The entries of the stored blob; ``None`` when missing, outdated or broken (quarantined)."""
+        data = self.backend.read_blob(INDEX_NAME)
+        self.reads += 1
+        if data is None:
+            return None
+        status, index, why = parse_index(data)
+        if status == "corrupt":
+            moved = self.backend.quarantine_blob(INDEX_NAME)
+            log_event(Event.MEMORY_CORRUPT, path=INDEX_NAME, moved_to=str(moved), reason=why)
+            return None
+        if status == "outdated" or index is None:
+            log_event(Event.INDEX_REBUILT, path=INDEX_NAME, reason=why)
+            return None
+        return {
+            (e.category, e.filename): e
+            for e in index.files
+            if is_note_name(e.filename) and e.category in self.categories
+        }
+
+    def replace(self, entries: dict[EntryKey, IndexEntry]) -> None:
+        """Use ``entries`` as the whole index (rebuilding who owns what)."""
+        self.entries = entries
+        self.owned = {}
+        for category, filename in entries:
+            owner = owner_of(filename)
+            if owner is not None:
+                self.owned.setdefault((owner, category), set()).add(filename)
+
+    def names_of(self, user_id: str, category: str) -> set[str]:
+        """The file names ``user_id`` owns in ``category`` (a live set: copy before iterating unlocked)."""
+        return self.owned.get((user_id, category), set())
+
+    def put(self, entry: IndexEntry) -> str | None:
+        """Add or replace an entry; return its owner (``None``: not a user's note, ignored)."""
+        owner = owner_of(entry.filename)
+        if owner is None:
+            return None
+        key = (entry.category, entry.filename)
+        self.current()[key] = entry
+        self.skipped.pop(key, None)
+        self.owned.setdefault((owner, entry.category), set()).add(entry.filename)
+        self.dirty = True
+        return owner
+
+    def drop(self, category: str, filename: str) -> bool:
+        """Remove an entry; return whether it was there."""
+        self.skipped.pop((category, filename), None)
+        if self.current().pop((category, filename), None) is None:
+            return False
+        owner = owner_of(filename)
+        if owner is not None:
+            self.owned.get((owner, category), set()).discard(filename)
+        self.dirty = True
+        return True
+
+    def flush(self) -> bool:
+        """Write the blob now if the entries changed since the last write; return whether it wrote."""
+        with self._write_lock:
+            with self.lock:
+                if not self.dirty or self.entries is None:
+                    return False
+                snapshot = list(self.entries.values())
+                self.dirty = False
+            now = time.time()
+            try:
+                self.backend.write_blob(INDEX_NAME, serialize_index(snapshot, now))
+            except BaseException:
+                with self.lock:
+                    self.dirty = True
+                raise
+            self.last_write = now
+            self.writes += 1
+            return True

@@ -1,0 +1,312 @@
+"""``NoteIndexer``: turns notes into index entries and keeps them current as notes change.
+
+It finds what changed in one of two ways, both through the storage contract only:
+
+* the backend's **change feed** (:meth:`~._backends.knowledge.KnowledgeBackend.changes`): the
+  notes written or deleted since the last look, re-read one by one (a database, the in-memory
+  backend, or files while a watcher feeds them);
+* otherwise a **listing comparison**: each note's size and version against its entry
+  (``stat()`` only on files). Like git's "racily clean" entries, a note indexed within one
+  timestamp tick of its last write keeps a content hash and is re-hashed on each check until
+  the tick has safely passed (backends with exact versions skip this).
+
+A changed note updates its entry and, if loaded, its ranker. Callers hold the store's lock
+for the mutating methods; reads of notes happen through the backend.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ._backends.knowledge import KnowledgeBackend, NoteInfo, is_note_name
+from ._events import Event, log_event
+from ._guard import owner_of, user_file_prefix
+from ._index import IndexEntry, RankingField, extract_metadata, ranking_tokens, tokenize
+from ._knowledge_index import EntryKey, KnowledgeIndex
+from ._ranker_cache import RankerCache
+from ._ranking import CountedDoc, count_terms
+
+__all__ = ["RACY_WINDOW_NS", "NoteIndexer", "Scanned", "StaleEntry"]
+
+RACY_WINDOW_NS = 3_000_000_000  # versions this close to indexing are not trusted alone (2 s FAT ticks and clock skew)
+
+
+@dataclass(frozen=True)
+class StaleEntry:
+    """A file whose index entry is missing, outdated, or points at a deleted file."""
+
+    category: str
+    filename: str
+    reason: Literal["new", "modified", "deleted"]
+
+
+@dataclass
+class Scanned:
+    """One note read and turned into an entry (its text kept until it is ranked)."""
+
+    category: str
+    filename: str
+    entry: IndexEntry
+    content: str
+    excerpt: str = field(default="")
+    tokens: list[str] | None = None
+    counted: CountedDoc | None = None
+
+
+def _signature(info: NoteInfo) -> tuple[int, int]:
+    return info.version, info.size
+
+
+def _entry_signature(entry: IndexEntry) -> tuple[int, int] | float:
+    if entry.mtime_ns is not None and entry.size is not None:
+        return entry.mtime_ns, entry.size
+    return entry.last_modified
+
+
+class NoteIndexer:
+    """Reads notes into :class:`KnowledgeIndex` entries and :class:`RankerCache` rankers."""
+
+    def __init__(
+        self,
+        backend: KnowledgeBackend,
+        index: KnowledgeIndex,
+        rankers: RankerCache,
+        ranking_field: RankingField,
+        lock: threading.RLock,
+    ) -> None:
+        self.backend = backend
+        self.index = index
+        self.rankers = rankers
+        self.ranking_field = ranking_field
+        self.lock = lock
+        self.cursor: int | None = None  # position in the backend's change feed
+
+    # -- one note ------------------------------------------------------------------------------
+    def read_text(self, category: str, filename: str) -> str | None:
+        """A note's text, or ``None`` when it is missing or not UTF-8."""
+        data = self.backend.read_note(category, filename)
+        try:
+            return data.decode("utf-8") if data is not None else None
+        except UnicodeDecodeError:
+            return None
+
+    def tokens(self, entry: IndexEntry, content: str | None, content_tokens: list[str] | None = None) -> list[str]:
+        """The ranking tokens of an entry (reading its note when the content is needed and not given)."""
+        if content is None and self.ranking_field != "metadata":
+            content = self.read_text(entry.category, entry.filename)
+        return ranking_tokens(entry, content, self.ranking_field, content_tokens)
+
+    def stored_tokens(self, entry: IndexEntry) -> list[str]:
+        """The ranking tokens of an entry, reading its note if the ranking field needs the content."""
+        return self.tokens(entry, None)
+
+    def put(self, entry: IndexEntry, content: str | None, content_tokens: list[str] | None = None) -> None:
+        """Add or replace an entry and update its ranker."""
+        owner = self.index.put(entry)
+        if owner is not None:
+            self.rankers.add(owner, entry, lambda: self.tokens(entry, content, content_tokens))
+
+    def drop(self, category: str, filename: str) -> bool:
+        """Remove an entry and take it out of its ranker; return whether it was there."""
+        if not self.index.drop(category, filename):
+            return False
+        owner = owner_of(filename)
+        if owner is not None:
+            self.rankers.remove(owner, category, filename)
+        return True
+
+    def _racy_changed(self, entry: IndexEntry) -> bool:
+        """Whether a note indexed within one timestamp tick of its last write may differ now."""
+        data = self.backend.read_note(entry.category, entry.filename)
+        if data is None or hashlib.sha256(data).hexdigest() != entry.content_hash:
+            return True
+        if time.time_ns() - (entry.mtime_ns or 0) > RACY_WINDOW_NS and self.index.entries is not None:
+            self.index.entries[(entry.category, entry.filename)] = entry.model_copy(update={"content_hash": None})
+            self.index.dirty = True
+        return False
+
+    def scan(self, info: NoteInfo, content: str | None = None) -> Scanned | None:
+        """Read one note (unless ``content`` is given) into an entry; ``None`` if gone or not text."""
+        category, filename = info.category, info.name
+        if content is None:
+            data = self.backend.read_note(category, filename)
+            if data is None:
+                return None
+            try:
+                content = data.decode("utf-8")
+            except UnicodeDecodeError:
+                self.index.skipped[(category, filename)] = _signature(info)
+                log_event(Event.FILE_SKIPPED, path=f"{category}/{filename}", reason="not UTF-8 text")
+                return None
+            if b"\x00" in data:
+                self.index.skipped[(category, filename)] = _signature(info)
+                log_event(Event.FILE_SKIPPED, path=f"{category}/{filename}", reason="binary content")
+                return None
+        tokens = tokenize(content)
+        title, description, keywords = extract_metadata(filename, category, content, content_tokens=tokens)
+        racy = not self.backend.exact_versions and time.time_ns() - info.version <= RACY_WINDOW_NS
+        entry = IndexEntry(
+            filename=filename,
+            title=title,
+            description=description,
+            keywords=keywords,
+            category=category,
+            last_modified=info.modified,
+            size=info.size,
+            mtime_ns=info.version,
+            content_hash=hashlib.sha256(content.encode("utf-8")).hexdigest() if racy else None,
+        )
+        return Scanned(category, filename, entry, content, excerpt=content[:1500], tokens=tokens)
+
+    def refresh_one(self, category: str, filename: str, content: str | None = None) -> bool:
+        """Re-index one note from storage (or drop it if gone); return whether the index changed."""
+        info = self.backend.note_info(category, filename)
+        scanned = self.scan(info, content) if info is not None else None
+        if scanned is None:
+            return self.drop(category, filename)
+        self.put(scanned.entry, scanned.content, scanned.tokens)
+        return True
+
+    def refresh_if_changed(self, category: str, filename: str) -> bool:
+        """Re-index one note only if its signature differs from its entry's; return whether it changed."""
+        info = self.backend.note_info(category, filename)
+        if info is None:
+            return self.drop(category, filename)
+        entry = self.index.current().get((category, filename))
+        if entry is not None and _entry_signature(entry) == _signature(info):
+            return False
+        if entry is None and self.index.skipped.get((category, filename)) == _signature(info):
+            return False
+        return self.refresh_one(category, filename)
+
+    # -- what changed --------------------------------------------------------------------------
+    def listing(self, category: str, user_id: str | None) -> dict[str, NoteInfo]:
+        """The notes of ``user_id`` (``None``: everyone) in ``category``."""
+        return self.backend.list_notes(category, user_file_prefix(user_id) if user_id is not None else None)
+
+    def stale(self, user_id: str | None, categories: tuple[str, ...]) -> list[StaleEntry]:
+        """Notes created, modified or deleted since they were indexed, by listing comparison."""
+        entries = self.index.current()
+        stale: list[StaleEntry] = []
+        for category in categories:
+            current = self.listing(category, user_id)
+            with self.lock:
+                if user_id is not None:
+                    indexed = list(self.index.names_of(user_id, category))
+                else:
+                    indexed = [name for cat, name in entries if cat == category]
+                for name, info in current.items():
+                    entry = entries.get((category, name))
+                    if entry is None:
+                        if self.index.skipped.get((category, name)) != _signature(info):
+                            stale.append(StaleEntry(category, name, "new"))
+                        continue
+                    known = _entry_signature(entry)
+                    now = _signature(info) if isinstance(known, tuple) else info.modified
+                    if now != known or (entry.content_hash is not None and self._racy_changed(entry)):
+                        stale.append(StaleEntry(category, name, "modified"))
+                for name in indexed:
+                    if name not in current:
+                        stale.append(StaleEntry(category, name, "deleted"))
+        return stale
+
+    def refresh_stale(self, user_id: str | None, categories: tuple[str, ...]) -> int:
+        """Re-index what :meth:`stale` finds; return how many entries changed."""
+        changed = 0
+        found = self.stale(user_id, categories)
+        if found:
+            with self.lock:
+                for item in found:
+                    changed += self.refresh_one(item.category, item.filename)
+        return changed
+
+    def follow_feed(self, categories: tuple[str, ...]) -> int | None:
+        """Apply the backend's change feed since the last call; ``None`` if the backend keeps none.
+
+        An incomplete answer (first call, or the feed lost track) compares every listing once.
+        """
+        feed = self.backend.changes(self.cursor)
+        if feed is None:
+            return None
+        if not feed.complete:
+            changed = self.refresh_stale(None, categories)
+            self.cursor = feed.cursor
+            return changed
+        if not feed.keys:
+            self.cursor = feed.cursor
+            return 0
+        changed = 0
+        with self.lock:
+            for category, name in sorted(feed.keys):
+                if category in categories and is_note_name(name):
+                    changed += self.refresh_if_changed(category, name)
+        self.cursor = feed.cursor
+        return changed
+
+    # -- population from scratch ---------------------------------------------------------------
+    def collect(
+        self,
+        user_id: str | None,
+        categories: tuple[str, ...],
+        *,
+        precount: bool,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> list[Scanned]:
+        """Read every note; with ``precount`` keep only term counts (not the text) in memory.
+
+        ``progress(done, total)`` is called every 64 notes and at the end.
+        """
+        listing = [info for c in categories for _, info in sorted(self.listing(c, user_id).items())]
+        scanned: list[Scanned] = []
+        total = len(listing)
+        for done, info in enumerate(listing, 1):
+            item = self.scan(info)
+            if item is not None:
+                if precount:
+                    tokens = ranking_tokens(item.entry, item.content, self.ranking_field, item.tokens)
+                    with self.lock:
+                        item.counted = count_terms(self.rankers.vocab, tokens)
+                    item.tokens, item.content, item.excerpt = None, "", ""
+                scanned.append(item)
+            if progress is not None and (done == total or done % 64 == 0):
+                progress(done, total)
+        if progress is not None and total == 0:
+            progress(0, 0)
+        return scanned
+
+    def apply_population(self, user_id: str | None, categories: tuple[str, ...], scanned: list[Scanned]) -> None:
+        """Replace the entries and rankers of ``user_id`` (``None``: all) in ``categories`` by ``scanned``."""
+        with self.lock:
+            if self.index.entries is None:
+                # Keep other users' and categories' entries from the blob; a missing or broken
+                # index starts empty (their notes show up as stale "new" on their next refresh).
+                self.index.replace(self.index.load_stored() or {})
+                self.rankers.clear()
+            entries = self.index.current()
+            keep: set[EntryKey] = {(s.category, s.filename) for s in scanned}
+            for key in list(entries):
+                category, filename = key
+                if category in categories and (user_id is None or owner_of(filename) == user_id) and key not in keep:
+                    self.drop(category, filename)
+            groups: dict[tuple[str, str], list[tuple[str, CountedDoc]]] = {}
+            for item in scanned:
+                owner = owner_of(item.filename)
+                assert owner is not None
+                entries[(item.category, item.filename)] = item.entry
+                self.index.owned.setdefault((owner, item.category), set()).add(item.filename)
+                counted = item.counted
+                if counted is None:
+                    tokens = ranking_tokens(item.entry, item.content, self.ranking_field, item.tokens)
+                    counted = count_terms(self.rankers.vocab, tokens)
+                groups.setdefault((owner, item.category), []).append((item.filename, counted))
+            for (owner, category), names in list(self.index.owned.items()):
+                if category in categories and (user_id is None or owner == user_id):
+                    self.rankers.rebuild(owner, category, groups.get((owner, category), []))
+                    if not names:
+                        del self.index.owned[(owner, category)]
+            self.index.dirty = True

@@ -1,0 +1,89 @@
+"""Stage 1 search results and the fusion of BM25 with embedding similarity.
+
+:func:`hybrid_flow` is the one description of a hybrid search: given the BM25 candidates and
+the user's entries, it asks for the entries' vectors and the query's vector (by yielding a
+request), ranks the entries by cosine similarity and fuses both rankings by weighted
+reciprocal rank fusion. :func:`run_hybrid` drives it with an embedder's sync ``embed`` and
+:func:`arun_hybrid` with its ``aembed``; neither holds any logic of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from ._backends.knowledge import VectorCache
+from ._fusion import cosine_top_n, reciprocal_rank_fusion
+from ._index import IndexEntry, ranking_text
+
+__all__ = ["Candidate", "HybridFlow", "arun_hybrid", "candidate_of", "hybrid_flow", "run_hybrid"]
+
+Vector = npt.NDArray[np.float32]
+Request = tuple[Literal["vectors"], list[tuple[str, str]]] | tuple[Literal["query"], str]
+HybridFlow = Generator[Request, Vector, list["Candidate"]]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One Stage 1 result: an index entry with its score (higher is better)."""
+
+    filename: str
+    category: str
+    title: str
+    description: str
+    keywords: tuple[str, ...]
+    score: float
+
+
+def candidate_of(entry: IndexEntry, score: float) -> Candidate:
+    """The candidate of an entry with ``score``."""
+    return Candidate(entry.filename, entry.category, entry.title, entry.description, tuple(entry.keywords), score)
+
+
+def hybrid_flow(
+    query: str, lexical: Sequence[Candidate], chosen: Sequence[IndexEntry], pool: int, top_n: int, weight: float
+) -> HybridFlow:
+    """BM25 ``lexical`` fused with the cosine ranking of ``chosen`` entries' metadata text."""
+    vector: list[Candidate] = []
+    if chosen:
+        matrix = yield ("vectors", [(f"{e.category}/{e.filename}", ranking_text(e, None, "metadata")) for e in chosen])
+        query_vector = yield ("query", query)
+        vector = [candidate_of(chosen[i], score) for i, score in cosine_top_n(matrix, query_vector, pool)]
+    fused = reciprocal_rank_fusion([c.filename for c in lexical], [c.filename for c in vector], weight)
+    by_name = {c.filename: c for c in [*vector, *lexical]}
+    out = []
+    for name, score in fused[:top_n]:
+        c = by_name[name]
+        out.append(Candidate(c.filename, c.category, c.title, c.description, c.keywords, round(score, 6)))
+    return out
+
+
+def run_hybrid(flow: HybridFlow, cache: VectorCache) -> list[Candidate]:
+    """Drive :func:`hybrid_flow` with the cache's sync embedding calls."""
+    try:
+        request = next(flow)
+        while True:
+            answer = cache.vectors_for(request[1]) if request[0] == "vectors" else cache.embed_query(request[1])
+            request = flow.send(answer)
+    except StopIteration as done:
+        result: list[Candidate] = done.value
+        return result
+
+
+async def arun_hybrid(flow: HybridFlow, cache: VectorCache) -> list[Candidate]:
+    """Drive :func:`hybrid_flow` with the cache's async embedding calls (the embedder's ``aembed``)."""
+    try:
+        request = next(flow)
+        while True:
+            if request[0] == "vectors":
+                answer = await cache.avectors_for(request[1])
+            else:
+                answer = await cache.aembed_query(request[1])
+            request = flow.send(answer)
+    except StopIteration as done:
+        result: list[Candidate] = done.value
+        return result
