@@ -15,7 +15,7 @@ from local_ai_memory._backends.memory_knowledge import InMemoryKnowledgeBackend
 from local_ai_memory._config import MemoryConfig
 from local_ai_memory._guard import DirectoryGuard
 from local_ai_memory._store import MemoryStore
-from local_ai_memory.testing._knowledge import KnowledgeBackendTests
+from local_ai_memory.testing import KnowledgeBackendTests
 
 
 class TestFileKnowledgeBackend(KnowledgeBackendTests):

@@ -42,6 +42,7 @@ __all__ = [
     "DirectoryGuard",
     "decode_name",
     "encode_name",
+    "note_filename",
     "optional_scope",
     "owner_of",
     "scope_name",
@@ -121,6 +122,18 @@ def optional_scope(user_id: str | None, session_id: str | None) -> str | None:
 def user_file_prefix(user_id: str) -> str:
     """The prefix every knowledge file of ``user_id`` starts with."""
     return encode_name(validate_name(user_id, "user_id")) + "_"
+
+
+def note_filename(user_id: str, name: str) -> str:
+    """The file name of ``user_id``'s note ``name`` (``.md`` added unless given): the naming rule, applied.
+
+    ``note_filename("ops_admin", "secret")`` is ``ops%5Fadmin_secret.md``, so the note can never
+    be read as user ``ops``'s.
+    """
+    if not isinstance(name, str) or not name.removesuffix(".md"):
+        raise InvalidInputError(f"a note name must be a non-empty string, got {name!r}")
+    stem = name.removesuffix(".md")
+    return check_component(f"{user_file_prefix(user_id)}{stem}.md", "note name")
 
 
 def owner_of(filename: str) -> str | None:

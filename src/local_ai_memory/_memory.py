@@ -26,7 +26,9 @@ from types import TracebackType
 from typing import Any
 
 from ._backends.files import FileRuntimeBackend
+from ._backends.knowledge import KnowledgeBackend
 from ._backends.memory import InMemoryRuntimeBackend
+from ._backends.memory_knowledge import InMemoryKnowledgeBackend
 from ._backends.runtime import RuntimeBackend, ScopeInfo
 from ._checkpoints import CheckpointRun, find_resumable, list_checkpoints
 from ._compressor import CompressionResult, WorkingMemoryCompressor
@@ -34,7 +36,7 @@ from ._config import MemoryConfig
 from ._context import BuiltContext, ContextBuilder
 from ._display import memory_html
 from ._envelopes import AgentCheckpoint, ToolResultPage
-from ._guard import DirectoryGuard
+from ._guard import DirectoryGuard, note_filename
 from ._manager import MemoryManager
 from ._messages import MessageLike, SessionMessageStore
 from ._protocols import LLM, Embedder
@@ -137,19 +139,46 @@ class Session(MemoryManager):
 
 
 class Knowledge:
-    """The knowledge memory of a :class:`Memory`: notes, search (BM25 / hybrid) and retrieval."""
+    """The knowledge memory of a :class:`Memory`: notes, search (BM25 / hybrid) and retrieval.
+
+    Notes are addressed by user and plain name; the library applies the naming rule
+    (``write_note("ops_admin", "secret", ...)`` stores ``ops%5Fadmin_secret.md``, which user
+    ``ops`` can never see). ``category`` defaults to the first configured category.
+    """
 
     def __init__(self, memory: Memory) -> None:
-        if memory.guard is None:
-            from ._errors import ConfigError
-
-            raise ConfigError("this Memory has no data folder for knowledge notes (open it on a folder)")
         self.memory = memory
-        self.store = MemoryStore(memory.guard, memory.config, embedder=memory.embedder)
+        self.store = MemoryStore(
+            memory.guard, memory.config, embedder=memory.embedder, backend=memory.knowledge_backend
+        )
         self.retriever = MemoryRetriever(self.store, memory.llm, memory.token_counter)
 
     def __repr__(self) -> str:
         return f"Knowledge({self.store!r})"
+
+    def _path(self, user_id: str, name: str, category: str | None) -> str:
+        return f"{category or self.store.categories[0]}/{note_filename(user_id, name)}"
+
+    def write_note(self, user_id: str, name: str, text: str, *, category: str | None = None) -> str:
+        """Store ``text`` as ``user_id``'s note ``name`` (indexed at once); return its file name."""
+        path = self._path(user_id, name, category)
+        self.store.write_file(path, text)
+        return path.rpartition("/")[2]
+
+    def read_note(self, user_id: str, name: str, *, category: str | None = None) -> str:
+        """The text of ``user_id``'s note ``name``; :class:`RecordNotFoundError` if there is none."""
+        return self.store.read_file(self._path(user_id, name, category))
+
+    def delete_note(self, user_id: str, name: str, *, category: str | None = None) -> bool:
+        """Delete ``user_id``'s note ``name`` and its index entry; return whether it existed."""
+        cat, _, filename = self._path(user_id, name, category).partition("/")
+        existed = self.store.backend.delete_note(cat, filename)
+        self.store.remove_index_entry(filename, cat)
+        return existed
+
+    def notes(self, user_id: str, *, category: str | None = None) -> list[str]:
+        """File names of ``user_id``'s notes in ``category``, sorted."""
+        return [path.name for path in self.store.list_user_files(user_id, category or self.store.categories[0])]
 
     def search(
         self, query: str, user_id: str, *, k: int = 5, categories: Iterable[str] | None = None
@@ -192,6 +221,7 @@ class Memory:
         config: MemoryConfig | None = None,
         *,
         runtime: RuntimeBackend | None = None,
+        knowledge: KnowledgeBackend | None = None,
         llm: LLM | None = None,
         embedder: Embedder | None = None,
         token_counter: TokenCounter | None = None,
@@ -200,11 +230,10 @@ class Memory:
         self.llm = llm
         self.embedder = embedder
         self._token_counter = token_counter
-        self.guard: DirectoryGuard | None = None
-        if runtime is None:
-            runtime = FileRuntimeBackend.from_config(self.config)
-            self.guard = runtime.guard
-        self.runtime = runtime
+        files = runtime is None or knowledge is None
+        self.guard: DirectoryGuard | None = DirectoryGuard(self.config.runtime_data_dir) if files else None
+        self.runtime = runtime if runtime is not None else FileRuntimeBackend.from_config(self.config, self.guard)
+        self.knowledge_backend = knowledge  # None: the notes are Markdown files under the data folder
 
     @classmethod
     def open(cls, root: str | os.PathLike[str], **settings: Any) -> Memory:
@@ -214,8 +243,8 @@ class Memory:
 
     @classmethod
     def in_memory(cls, config: MemoryConfig | None = None, **parts: Any) -> Memory:
-        """A memory that keeps its runtime levels in this process only (for tests and notebooks)."""
-        return cls(config, runtime=InMemoryRuntimeBackend(), **parts)
+        """A memory kept in this process only, runtime levels and notes alike (for tests and notebooks)."""
+        return cls(config, runtime=InMemoryRuntimeBackend(), knowledge=InMemoryKnowledgeBackend(), **parts)
 
     def __repr__(self) -> str:
         return f"Memory({self.runtime!r})"
