@@ -228,3 +228,14 @@ async def test_prompt_knowledge_async_uses_the_context_user(tmp_path: Any) -> No
     (system,) = _system_texts(model)
     assert "## bob_python.md" in system
     assert "alice_" not in system
+
+
+PARTS = [ToolResultMiddleware, MemoryPromptMiddleware, CheckpointMiddleware, WorkingMemoryMiddleware]
+
+
+@pytest.mark.parametrize("kind", [*PARTS, LocalMemoryMiddleware])
+def test_middleware_refuses_unknown_arguments_by_name(config: MemoryConfig, kind: type[Any]) -> None:
+    with pytest.raises(TypeError, match="'usr_id'"):
+        kind(usr_id="alice", session_id="s1", config=config)
+    with pytest.raises(TypeError, match="'search_kwargs'"):
+        kind("alice", "s1", config=config, search_kwargs={"k": 1})
