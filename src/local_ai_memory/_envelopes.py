@@ -52,6 +52,7 @@ __all__ = [
     "decode_model",
     "encode_model",
     "iter_json_bytes",
+    "merge_bookkeeping",
     "page_of",
     "visible_state",
 ]
@@ -74,6 +75,25 @@ It is part of the stored state but never shown to a model: prompts use :func:`vi
 def visible_state(state: Mapping[str, Any]) -> dict[str, Any]:
     """The L0 state as prompts show it: without the library's bookkeeping."""
     return {key: value for key, value in state.items() if key != BOOKKEEPING_KEY}
+
+
+def merge_bookkeeping(state: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
+    """``state`` with ``patch`` merged into its bookkeeping object (pure; the user's keys are kept).
+
+    Each key of ``patch`` replaces that entry, a ``None`` value removes it; an empty bookkeeping
+    object is dropped. A value that is not an object under :data:`BOOKKEEPING_KEY` is replaced.
+    """
+    current = state.get(BOOKKEEPING_KEY)
+    books = dict(current) if isinstance(current, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            books.pop(key, None)
+        else:
+            books[key] = value
+    merged = {key: value for key, value in state.items() if key != BOOKKEEPING_KEY}
+    if books:
+        merged[BOOKKEEPING_KEY] = books
+    return merged
 
 
 class CorruptRecordError(ValueError):

@@ -25,7 +25,7 @@ from typing import Any
 from ._backends.files import FileRuntimeBackend
 from ._backends.runtime import GLOBAL_STEM, RuntimeBackend, Scope
 from ._config import MemoryConfig
-from ._envelopes import ToolIndexEntry, ToolResultPage, check_json_value
+from ._envelopes import ToolIndexEntry, ToolResultPage, check_json_value, merge_bookkeeping
 from ._errors import InvalidInputError, RecordNotFoundError
 from ._guard import DirectoryGuard, validate_id
 
@@ -38,6 +38,10 @@ def _replace_keys(patch: Mapping[str, Any]) -> Any:
         return state
 
     return change
+
+
+def _into_bookkeeping(patch: Mapping[str, Any]) -> Any:
+    return lambda state: merge_bookkeeping(state, patch)
 
 
 def _checked_text(text: object) -> str:
@@ -143,6 +147,18 @@ class MemoryManager:
     async def aupdate_state(self, patch: Mapping[str, Any]) -> dict[str, Any]:
         """Async twin of :meth:`update_state`."""
         return await self.backend.aupdate_state(self.scope_info, _replace_keys(_checked_patch(patch)))
+
+    def update_bookkeeping(self, patch: Mapping[str, Any]) -> dict[str, Any]:
+        """Merge ``patch`` into the library's own L0 entries (:data:`BOOKKEEPING_KEY`), atomically.
+
+        For integrations recording what is not the agent's state (which plan a run uses, where
+        it resumed): prompts never show it. ``None`` removes an entry. Returns the new state.
+        """
+        return self.backend.update_state(self.scope_info, _into_bookkeeping(_checked_patch(patch)))
+
+    async def aupdate_bookkeeping(self, patch: Mapping[str, Any]) -> dict[str, Any]:
+        """Async twin of :meth:`update_bookkeeping`."""
+        return await self.backend.aupdate_state(self.scope_info, _into_bookkeeping(_checked_patch(patch)))
 
     # -- L1 working memory --------------------------------------------------------------
 
