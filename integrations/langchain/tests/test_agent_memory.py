@@ -19,6 +19,7 @@ from lc_fakes import ScriptedChatModel, paging_policy, real_text
 
 from local_ai_memory import DirectoryGuard, MemoryConfig
 from local_ai_memory._checkpoints import load_checkpoint
+from local_ai_memory._envelopes import BOOKKEEPING_KEY
 from local_ai_memory._manager import MemoryManager
 from local_ai_memory.integration import scope_name
 
@@ -63,7 +64,9 @@ def _check_run(config: MemoryConfig, model: ScriptedChatModel, text: str, answer
     # L0, L1, L2, L3 are on disk.
     memory = config.runtime_data_dir / "memory"
     scope = scope_name("alice", "s1")
-    assert json.loads((memory / "state" / f"{scope}.json").read_text())["state"]["plan_id"] == "agent"
+    state = json.loads((memory / "state" / f"{scope}.json").read_text())["state"]
+    assert state[BOOKKEEPING_KEY]["plan_id"] == "agent"
+    assert "plan_id" not in state
     assert "# Current Goal" in (memory / "working" / f"{scope}.md").read_text()
     assert (memory / "plans" / f"{scope}.json").is_file()
     assert (memory / "tool_results" / f"{reference['result_id']}.json").is_file()
@@ -146,7 +149,7 @@ def test_killed_run_resumes_from_checkpoint(
     finished = load_checkpoint(manager, "agent")
     assert finished.status == "completed"
     assert finished.step == 13
-    assert manager.get_state()["resumed_from_step"] == 5
+    assert manager.get_state()[BOOKKEEPING_KEY]["resumed_from_step"] == 5
 
 
 def test_scope_from_runtime_context_reaches_the_load_tool(config: MemoryConfig) -> None:

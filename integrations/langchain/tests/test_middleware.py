@@ -21,6 +21,7 @@ from lc_fakes import ScriptedChatModel, TextLLM, write_notes
 
 from local_ai_memory import DirectoryGuard, MemoryConfig
 from local_ai_memory._checkpoints import load_checkpoint
+from local_ai_memory._envelopes import BOOKKEEPING_KEY
 from local_ai_memory._manager import MemoryManager
 
 LARGE = "x" * 10_000
@@ -134,7 +135,11 @@ def test_checkpoint_and_state_each_step(config: MemoryConfig) -> None:
     assert checkpoint.step == 3
     assert checkpoint.task == "Count twice"
     assert len(checkpoint.messages) == 6
-    assert manager.get_state() == {"current_task": "Count twice", "current_step": 3, "plan_id": "job-1"}
+    assert manager.get_state() == {
+        "current_task": "Count twice",
+        "current_step": 3,
+        BOOKKEEPING_KEY: {"plan_id": "job-1"},  # the middleware's own record, never shown to the model
+    }
 
 
 async def test_async_resume_restores_the_conversation(config: MemoryConfig) -> None:
@@ -161,7 +166,7 @@ async def test_async_resume_restores_the_conversation(config: MemoryConfig) -> N
     assert received[2].content == "tiny"
     assert [type(m) for m in result["messages"]] == [HumanMessage, AIMessage, ToolMessage, AIMessage]
     assert load_checkpoint(_manager(config), "agent").status == "completed"
-    assert _manager(config).get_state()["resumed_from_step"] == 1
+    assert _manager(config).get_state()[BOOKKEEPING_KEY]["resumed_from_step"] == 1
 
 
 def test_working_memory_after_run_sync_and_no_double_merge(config: MemoryConfig) -> None:
@@ -228,3 +233,51 @@ async def test_prompt_knowledge_async_uses_the_context_user(tmp_path: Any) -> No
     (system,) = _system_texts(model)
     assert "## bob_python.md" in system
     assert "alice_" not in system
+
+
+PARTS = [ToolResultMiddleware, MemoryPromptMiddleware, CheckpointMiddleware, WorkingMemoryMiddleware]
+
+
+@pytest.mark.parametrize("kind", [*PARTS, LocalMemoryMiddleware])
+def test_middleware_refuses_unknown_arguments_by_name(config: MemoryConfig, kind: type[Any]) -> None:
+    with pytest.raises(TypeError, match="'usr_id'"):
+        kind(usr_id="alice", session_id="s1", config=config)
+    with pytest.raises(TypeError, match="'search_kwargs'"):
+        kind("alice", "s1", config=config, search_kwargs={"k": 1})
+
+
+BOOKKEEPING_WORDS = ("plan_id", "job-7", "resumed_from_step", "merge_cursor", BOOKKEEPING_KEY)
+
+
+async def test_prompt_shows_the_agents_state_not_the_bookkeeping(config: MemoryConfig) -> None:
+    """Through a finished run, a crashed one and its resume (sync and async), the model's system prompt
+    carries the task, the step and the working memory, never the middleware's or the core's records."""
+    memory = LocalMemoryMiddleware("alice", "s1", config=config, plan_id="job-7")
+    first = ScriptedChatModel(script=[_calls("small"), AIMessage(content="done")])
+    create_agent(first, tools=[small], middleware=[memory]).invoke({"messages": [HumanMessage("Count once")]})
+
+    crashing = ScriptedChatModel()
+
+    def crash_after_one_step(messages: Any) -> AIMessage:
+        if len(crashing.received) > 1:
+            raise RuntimeError("model crashed")
+        return _calls("small")
+
+    crashing.policy = crash_after_one_step
+    with pytest.raises(RuntimeError, match="model crashed"):
+        create_agent(crashing, tools=[small], middleware=[memory]).invoke({"messages": [HumanMessage("Count again")]})
+    resumed = ScriptedChatModel(script=[AIMessage(content="finished")])
+    await create_agent(resumed, tools=[small], middleware=[memory]).ainvoke({"messages": [HumanMessage("Count again")]})
+
+    books = _manager(config).get_state()[BOOKKEEPING_KEY]
+    assert books["plan_id"] == "job-7"  # the records exist, so their absence below means something
+    assert books["resumed_from_step"] == 1
+    assert "merge_cursor" in books
+    prompts = _system_texts(first) + _system_texts(crashing) + _system_texts(resumed)
+    assert len(prompts) == 2 + 2 + 1  # every model call of the three runs
+    for prompt in prompts:
+        assert "current_task:" in prompt
+        assert "current_step:" in prompt
+        assert [word for word in BOOKKEEPING_WORDS if word in prompt] == []
+    assert "Working memory:" in prompts[-1]
+    assert "Count once" in prompts[-1]  # L1 merged from the first run

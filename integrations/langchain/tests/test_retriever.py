@@ -12,6 +12,7 @@ from langchain_core.messages import AIMessage
 from langchain_local_ai_memory import LocalMemoryRetriever
 from langchain_tests.integration_tests import RetrieversIntegrationTests
 from lc_fakes import NOTES, ScriptedChatModel, TextLLM, write_notes
+from pydantic import ValidationError
 
 from local_ai_memory import InvalidInputError, MemoryConfig
 
@@ -133,3 +134,16 @@ def test_core_llm_selector_and_bad_k(notes_config: MemoryConfig) -> None:
         retriever.invoke("python", k=0)
     with pytest.raises(ValueError, match="expected a LangChain chat model"):
         LocalMemoryRetriever(config=notes_config, user_id="alice", llm=object())
+
+
+@pytest.mark.parametrize(
+    "unknown", [{"search_kwargs": {"k": 1}}, {"score_threshold": 9.0}, {"usr_id": "ops"}], ids=lambda d: next(iter(d))
+)
+def test_unknown_arguments_are_refused_by_name(notes_config: MemoryConfig, unknown: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError) as info:
+        LocalMemoryRetriever(config=notes_config, user_id="alice", **unknown)
+    (error,) = info.value.errors()
+    assert error["loc"] == (next(iter(unknown)),)
+    assert error["type"] == "extra_forbidden"
+    retriever = LocalMemoryRetriever(config=notes_config, user_id="alice", tags=["t"], metadata={"m": 1})
+    assert retriever.tags == ["t"]  # BaseRetriever's own fields are still welcome

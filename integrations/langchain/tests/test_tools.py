@@ -17,6 +17,7 @@ from langchain_local_ai_memory import (
 )
 from langchain_tests.unit_tests import ToolsUnitTests
 from lc_fakes import write_notes
+from pydantic import ValidationError
 
 from local_ai_memory import DirectoryGuard, MemoryConfig
 from local_ai_memory._manager import MemoryManager
@@ -154,3 +155,12 @@ async def test_search_tool_async(tmp_path: Path) -> None:
     search = create_memory_tools(retriever=LocalMemoryRetriever(config=notes, user_id="bob"))[1]
     text = await search.ainvoke({"query": "python secrets"})
     assert "```\n## bob_python.md\n" in text
+
+
+def test_tools_refuse_unknown_arguments_by_name(config: MemoryConfig) -> None:
+    with pytest.raises(ValidationError, match="usr_id") as info:
+        LoadToolResultTool(config=config, usr_id="alice", session_id="s1")
+    assert [error["type"] for error in info.value.errors()] == ["extra_forbidden"]
+    retriever = LocalMemoryRetriever(config=config, user_id="alice")
+    with pytest.raises(ValidationError, match="top_k"):
+        KnowledgeSearchTool(retriever=retriever, top_k=3)

@@ -14,6 +14,7 @@ from llama_index.core.llms import MockLLM
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.retrievers import QueryFusionRetriever
 from llama_index.core.schema import MetadataMode
+from llama_index.memory.local_ai_memory import LocalWorkingMemoryBlock
 from llama_index.postprocessor.local_ai_memory import LocalMemoryFileSelector
 from llama_index.retrievers.local_ai_memory import (
     LlamaIndexEmbedderAdapter,
@@ -22,8 +23,9 @@ from llama_index.retrievers.local_ai_memory import (
     node_id_for,
 )
 from llama_index.tools.local_ai_memory import LocalMemoryToolSpec
+from pydantic import ValidationError
 
-from local_ai_memory import InvalidInputError, MemoryConfig, ModelError
+from local_ai_memory import InvalidInputError, MemoryConfig, ModelError, WorkingMemoryCompressor
 from local_ai_memory._manager import MemoryManager
 from local_ai_memory._retriever import MemoryRetriever
 from local_ai_memory._store import MemoryStore
@@ -186,3 +188,20 @@ async def test_search_tool_is_bound_to_the_user(store: MemoryStore, manager: Mem
     assert async_text == text
     nothing = await asyncio.wait_for(search.acall(query="zebra quantum"), 30)
     assert nothing.content == "No matching notes in memory."
+
+
+def test_unknown_arguments_are_refused(store: MemoryStore, config: MemoryConfig, manager: MemoryManager) -> None:
+    """A misspelt or foreign argument (``similarity_top_k``, ``usr_id``) is an error, never ignored."""
+    with pytest.raises(TypeError, match="'similarity_top_k'"):
+        LocalMemoryRetriever.from_store(store, user_id="alice", similarity_top_k=2)
+    with pytest.raises(TypeError, match="'usr_id'"):
+        LocalMemoryRetriever.from_config(config, user_id="alice", usr_id="ops")
+    with pytest.raises(TypeError, match="'score_threshold'"):
+        LocalMemoryRetriever(MemoryRetriever(store), user_id="alice", score_threshold=9.0)
+    with pytest.raises(ValidationError, match="top_k") as info:
+        LocalMemoryFileSelector(top_k=2)
+    assert [error["type"] for error in info.value.errors()] == ["extra_forbidden"]
+    with pytest.raises(ValidationError, match="max_token"):
+        LocalWorkingMemoryBlock(manager=manager, compressor=WorkingMemoryCompressor(manager, None), max_token=10)
+    with pytest.raises(TypeError, match="'usr_id'"):
+        LocalMemoryToolSpec.from_config(config, user_id="alice", session_id="s1", usr_id="x")

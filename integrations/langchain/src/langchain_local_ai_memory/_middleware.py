@@ -13,8 +13,9 @@ does all of the following, and each part is also available alone:
   each model request. The graph state is not changed: nothing is added to ``messages``.
 * :class:`CheckpointMiddleware` (``before_agent`` / ``before_model`` / ``after_agent``): before
   every model call (so after every tool step) it updates L0 (``current_task``,
-  ``current_step``, ``plan_id``) and saves the conversation as an L2 checkpoint
-  (``in_progress``); after the run the checkpoint becomes ``completed``. When a run starts and
+  ``current_step``) and saves the conversation as an L2 checkpoint (``in_progress``); after
+  the run the checkpoint becomes ``completed``. Its own records (``plan_id``,
+  ``resumed_from_step``) go to the L0 bookkeeping, which prompts never show. When a run starts and
   the scope holds a resumable checkpoint of the same ``plan_id`` (the process was killed, or
   the run raised), the stored conversation is restored and the agent continues from it.
 * :class:`WorkingMemoryMiddleware` (``after_agent``): merges the messages of the run into L1
@@ -388,6 +389,7 @@ class CheckpointMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         """Start (or resume) this scope's run; a resumable checkpoint is continued unless ``resume`` is off."""
         run = CheckpointRun(manager, self.plan_id, task=_task_of(messages), resume=self.resume, handle_signals=False)
         run.start()
+        manager.update_bookkeeping({"plan_id": self.plan_id})
         tracked = _TrackedRun(run)
         with self._running_lock:
             self._runs[(manager.user_id, manager.session_id)] = tracked
@@ -412,9 +414,7 @@ class CheckpointMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         )
         tracked.known = len(messages)
         tracked.last = messages[-1] if messages else None
-        manager.update_state(
-            {"current_task": checkpoint.task, "current_step": checkpoint.step, "plan_id": self.plan_id}
-        )
+        manager.update_state({"current_task": checkpoint.task, "current_step": checkpoint.step})
         return checkpoint
 
     def mark_interrupted(
@@ -475,7 +475,7 @@ class CheckpointMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         fresh = [m for m in messages if m.id not in restored_ids and (type(m).__name__, message_text(m)) not in seen]
         merged = [*restored, *fresh]
         self._save(manager, tracked, merged)
-        manager.update_state({"resumed_from_step": previous.step})
+        manager.update_bookkeeping({"resumed_from_step": previous.step})
         return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *merged]}
 
     def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:

@@ -82,7 +82,7 @@ class LocalMemoryRetriever(BaseRetriever):
     guard: DirectoryGuard | None = Field(default=None, exclude=True)
     store: MemoryStore | None = Field(default=None, exclude=True, description="A shared MemoryStore (built if absent).")
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     _store: MemoryStore | None = PrivateAttr(None)
     _llm: LLM | None = PrivateAttr(None)

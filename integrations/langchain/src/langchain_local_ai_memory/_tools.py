@@ -73,7 +73,7 @@ class LoadToolResultTool(BaseTool):
     )
     guard: DirectoryGuard | None = Field(default=None, exclude=True)
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     _stores: dict[tuple[str, str], ToolResultStore] = PrivateAttr(default_factory=dict)
     _location: MemoryLocation | None = PrivateAttr(None)
@@ -150,7 +150,7 @@ class KnowledgeSearchTool(BaseTool):
         default=None, description="Bound user (else the retriever's, else read from the runtime context per call)."
     )
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
     def _retriever(self) -> LocalMemoryRetriever:
         from ._retriever import LocalMemoryRetriever

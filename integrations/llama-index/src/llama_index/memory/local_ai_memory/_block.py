@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from llama_index.core.base.llms.types import ChatMessage, TextBlock, ToolCallBlock
-from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
 from llama_index.core.memory import BaseMemory, BaseMemoryBlock
 from llama_index.retrievers.local_ai_memory._adapters import as_core_llm
 
@@ -112,6 +112,8 @@ class LocalWorkingMemoryBlock(BaseMemoryBlock[str]):
     priority: int = Field(default=0, description="0: never truncated (L1 already has its own token budget).")
     manager: MemoryManager = Field(exclude=True, description="A MemoryManager scoped to (user_id, session_id).")
     compressor: WorkingMemoryCompressor = Field(exclude=True, description="Merges messages into L1.")
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")  # a misspelt argument is an error
 
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 

@@ -22,7 +22,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
 from llama_index.core.llms import LLM
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
@@ -122,6 +122,8 @@ class LocalMemoryFileSelector(BaseNodePostprocessor):
     top_n: int = Field(default=5, ge=1, description="Most nodes kept.")
     max_tokens: int | None = Field(default=None, ge=1, description="Token budget of the kept nodes' text.")
     token_encoding: str = Field(default="cl100k_base", description="Encoding used to count tokens.")
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")  # a misspelt argument is an error
 
     _counter: TokenCounter = PrivateAttr()
 
