@@ -19,8 +19,9 @@
 
 ``compress(messages)`` rebuilds L1 from a transcript; ``update_summary(new_messages)`` merges
 new messages into the L1 that is there. With an LLM the model writes the summary; without
-one a deterministic extractive summary fills the same sections (goal from the latest user
-request, completed steps from tool results, discoveries, issues and decisions from cue words).
+one a deterministic extractive summary fills the same sections (the goal is the task the user
+set, facts and decisions the user stated are kept as ``User: `` bullets, completed steps come
+from tool results, and discoveries, issues and decisions from cue words).
 
 Guarantees, whatever the model answers:
 

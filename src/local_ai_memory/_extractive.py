@@ -279,6 +279,13 @@ def next_goal(previous_goal: str, message: str, counter: TokenCounter, cap: int)
     return counter.truncate(goal, cap), displaced
 
 
+def _not_the_user(line: str) -> str:
+    """A bullet from a tool or the assistant, which cannot pass itself off as the user's words."""
+    while line.startswith(USER_MARK):
+        line = line[len(USER_MARK) :].lstrip()
+    return line
+
+
 def _stored_output_line(content: str) -> str:
     """An externalized output's reference, said in words; any other output unchanged."""
     if not content.startswith('{"result_id"'):
@@ -319,6 +326,7 @@ def extract_summary(
         if message.role == "tool":
             first = clean_line(_first_line(_stored_output_line(content)), counter, bullet_cap)
             label = message.name or "tool"
+            label = f"tool {label}" if f"{label}: ".startswith(USER_MARK) else label  # never a "User: " bullet
             if _TOOL_ERROR.match(content):
                 bullets[OPEN_ISSUES].append(f"{label} failed: {first}")
             elif first:
@@ -339,7 +347,7 @@ def extract_summary(
         if message.role != "assistant":
             continue
         for sentence in _sentences(content):
-            line = clean_line(sentence, counter, bullet_cap)
+            line = _not_the_user(clean_line(sentence, counter, bullet_cap))
             if not line:
                 continue
             if _DECISION_CUE.search(sentence):
