@@ -13,8 +13,10 @@ tokens and at a tight 256:
 
 * ``extractive``: no model, the deterministic summary;
 * ``fake LLM``: a scripted model that answers well (it keeps the current task, repeats every
-  user fact it can see in its prompt as a ``User: `` bullet, and writes one completed step per
-  tool call, carrying the earlier ones over, so the budget is under pressure).
+  user fact it can see in its prompt as a discovery, in the user's words, and writes one
+  completed step per tool call, carrying the earlier ones over, so the budget is under
+  pressure). It does not mark facts with ``User: `` (the prompt does not ask for it), so
+  they get no protection from trimming beyond their section's rank.
 
 Run: ``.venv/bin/python benchmarks/bench_working_memory.py`` (offline, a few seconds).
 """
@@ -154,7 +156,7 @@ class WellAnsweringLLM:
             if parsed is not None:
                 completed = list(parsed[0].bullets[COMPLETED])
         completed += [f"{name}: {line}" for name, line in re.findall(r"^tool \((\w+)\): (.*)$", plain, re.MULTILINE)]
-        facts = [f"User: {fact.sentence}" for fact in FACTS if fact.sentence in plain]
+        facts = [fact.sentence for fact in FACTS if fact.sentence in plain]
         lines = [f"# Current Goal\n{goal}\n", "# Completed", *(f"* {c}" for c in completed), ""]
         lines += ["# Important Discoveries", *(f"* {fact}" for fact in facts), "", "# Open Issues", "", "# Decisions"]
         return "\n".join(lines)

@@ -92,6 +92,15 @@ def manager(tmp_path: Path) -> MemoryManager:
         ("Another question 7", "other"),
         ("That looks good.", "other"),
         ("Thanks!", "chat"),
+        ("Staging is kestrel.", "fact"),
+        ("Budget: 2 engineers, 3 weeks.", "fact"),
+        ("It should be done by Friday.", "fact"),
+        ("Please make sure logs never contain emails.", "decision"),
+        ("I'd like the output as JSON.", "decision"),
+        ("Use tabs, not spaces.", "decision"),
+        ("I want to add caching.", "request"),
+        ("I need help with the deploy.", "request"),
+        ("Ok, that makes sense.", "other"),
     ],
 )
 def test_classify_user_sentence(sentence: str, kind: str) -> None:
@@ -127,6 +136,9 @@ def test_goal_rule_task_not_latest_question() -> None:
     # With no goal yet the first question sets it; a pure statement does not.
     assert next_goal("", "How do I roll back a deploy?", COUNTER, 64)[0] == "How do I roll back a deploy?"
     assert next_goal("", "The staging cluster is called kestrel.", COUNTER, 64) == ("", [])
+    # Until the user asks for something, the latest remark stands in for the goal.
+    assert next_goal("Hello there, team.", "Another question 7", COUNTER, 64)[0] == "Another question 7"
+    assert next_goal("How do I roll back?", "Another question 7", COUNTER, 64)[0] == "How do I roll back?"
 
 
 def test_long_goal_moves_its_statements_out_before_cutting() -> None:

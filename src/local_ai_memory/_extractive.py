@@ -72,7 +72,8 @@ _FILLER = re.compile(
 )
 _POLITE = re.compile(
     r"^(?:please|pls|kindly|can you|could you|would you|will you|can we|could we|"
-    r"i (?:want|need|would like|'d like) you to|i'd like you to|help me(?: to)?|your task is to|the task is to|"
+    r"i (?:want|need|would like|'d like) you to|i'd like you to|help me(?: to)?|(?:i|we) need help(?: with)?|"
+    r"your task is to|the task is to|"
     r"i (?:want|need) to|we (?:want|need) to|let's|let us|i'm trying to|we're trying to|i am trying to)\b[\s,]*"
 )
 _NEW_TASK = re.compile(
@@ -96,6 +97,8 @@ _RULE_ANYWHERE = re.compile(
     r"(?:is|are) (?:required|mandatory|forbidden)|our (?:convention|policy|rule)|the (?:convention|policy|rule) is|"
     r"my preference|our preference|(?:i|we) (?:prefer|always|never))\b"
 )
+_PREFERENCE = re.compile(r"^(?:i|we)(?: would|'d)? (?:like|want|need) (?!to\b|you\b|us\b|help\b)")
+_LABELLED = re.compile(r"^[a-z][\w /-]{1,30}:\s+\S")
 _CONTINUE = re.compile(
     r"^(?:go on|go ahead|continue|keep going|carry on|proceed|try again|retry|do it|do that|fix it|fix that|"
     r"run it|yes do it|sounds good|go)\b[\s\w]{0,12}$"
@@ -117,7 +120,7 @@ _LINKING = re.compile(
     r"\b(?:is|are|was|were|am|'s|'re|'m|has|have|had|will be|uses?|runs?|lives?|sits?|points?|belongs?|needs?|"
     r"requires?|expects?|depends?|listens?|contains?|deploys?|hosts?|stores?|owns?|handles?|works?|costs?|takes?|"
     r"supports?|targets?|goes|meets?|reads?|writes?|ships?|starts?|ends?|expires?|lasts?|holds?|serves?|"
-    r"manages?|leads?|reports?|limits?|allows?|caps?)\b"
+    r"manages?|leads?|reports?|limits?|allows?|caps?|happens?|(?:should|must|will|can|could|would|may|might) be)\b"
 )
 _TIME_OR_AMOUNT = re.compile(
     r"\b(?:deadline|due|by (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|tomorrow|eod|the end)|"
@@ -173,7 +176,7 @@ def classify_user_sentence(sentence: str) -> SentenceKind:
     * ``fact``: a statement of something specific ("The staging cluster is called kestrel.",
       "The deadline is March 14.", "Our CI runs on GitHub Actions.");
     * ``other``: a remark that is not specific enough to keep ("That looks good.");
-    * ``chat``: a word or two of small talk ("Thanks!", "Hi.").
+    * ``chat``: nothing but small talk ("Thanks!", "Hi.").
     """
     original = clean_line(sentence)
     text = _FILLER.sub("", original.lower()).strip().rstrip(".!?;: ")
@@ -191,8 +194,9 @@ def classify_user_sentence(sentence: str) -> SentenceKind:
         text = text[follow.end() :].strip() or text
     polite = _POLITE.match(text)
     rest = _POLITE.sub("", text, count=1).strip() if polite else text
-    rule = bool(_RULE_START.match(text) or _RULE_START.match(rest) or _RULE_ANYWHERE.search(text))
-    if _DECISION_CUE.search(text) or (rule and not (polite and _TASK_VERB.match(rest))):
+    if _DECISION_CUE.search(text) or _RULE_START.match(rest) or _PREFERENCE.match(text):
+        return "decision"
+    if (_RULE_START.match(text) or _RULE_ANYWHERE.search(text)) and not (polite and _TASK_VERB.match(rest)):
         return "decision"
     if _CONTINUE.match(rest):
         return "continue"
@@ -204,7 +208,9 @@ def classify_user_sentence(sentence: str) -> SentenceKind:
         return "fact"
     if _TIME_OR_AMOUNT.search(text) and _LINKING.search(text):
         return "fact"
-    return "other" if len(text.split()) >= 3 else "chat"
+    if _LABELLED.match(text) and _SPECIFIC.search(original):  # "Budget: 2 engineers, 3 weeks."
+        return "fact"
+    return "other"
 
 
 _STATED: tuple[SentenceKind, ...] = ("decision", "fact")
@@ -229,23 +235,27 @@ def user_statements(text: str) -> list[tuple[str, str]]:
 GoalEffect = Literal["set", "extend", "keep"]
 
 
-def _goal_effect(kinds: list[SentenceKind], has_goal: bool) -> GoalEffect:
+_ASKING: tuple[SentenceKind, ...] = ("request", "new_task", "follow_up", "question", "step")
+
+
+def _goal_effect(kinds: list[SentenceKind], has_task: bool) -> GoalEffect:
     """Whether a user message made of sentences of ``kinds`` sets, extends or keeps the goal."""
     if "new_task" in kinds:
         return "set"
-    if has_goal and "follow_up" in kinds and "request" not in kinds:
+    if has_task and "follow_up" in kinds and "request" not in kinds:
         return "extend"
     if "request" in kinds or "follow_up" in kinds:
         return "set"
-    if not has_goal and any(kind in ("question", "step", "other") for kind in kinds):
-        return "set"  # the first thing the user asked or said, until a task comes
+    if not has_task and any(kind in ("question", "step", "other") for kind in kinds):
+        return "set"  # no task yet: what the user asked or said last stands in for one
     return "keep"
 
 
 def goal_effect(message: str, previous_goal: str) -> GoalEffect:
     """Whether ``message`` sets a new goal, extends ``previous_goal`` or leaves it (see :func:`next_goal`)."""
     kinds = [classify_user_sentence(sentence) for sentence in _all_sentences(message)]
-    return _goal_effect(kinds, bool(previous_goal.strip()))
+    has_task = any(classify_user_sentence(s) in _ASKING for s in _all_sentences(previous_goal))
+    return _goal_effect(kinds, has_task)
 
 
 def _without_statements(text: str) -> str:
@@ -258,7 +268,8 @@ def next_goal(previous_goal: str, message: str, counter: TokenCounter, cap: int)
     The goal is the task the user set: a request or an explicit change ("Now ...", "Instead
     ...", "New task: ...") replaces it; a follow-up ("Also ...") is appended to it; a question,
     a step on the way ("Run the tests."), a go-ahead ("Go on."), a stated fact or a decision
-    leaves it as it is. With no goal yet, the first request, question or remark sets it.
+    leaves it as it is. Until the user asked for something (no sentence of the goal is a
+    request or a question), the goal is a stand-in: the latest question or remark replaces it.
 
     The goal keeps the message whole, facts included ("Our exporter writes NaN. Fix it."),
     so nothing is said twice. What it stated is handed back (as :func:`user_statements`
