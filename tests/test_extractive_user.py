@@ -150,6 +150,17 @@ def test_long_goal_moves_its_statements_out_before_cutting() -> None:
     assert [sentence for _, sentence in moved] == [f"The queue number {n} is called q{n}." for n in range(12)]
 
 
+def test_long_follow_up_keeps_the_newest_request_and_moves_statements_out() -> None:
+    goal = "Port the importer to the new API. The importer is called intake."
+    follow_up = "Also add retries to every call " + "and every caller " * 6 + "of it."
+    extended, moved = next_goal(goal, follow_up, COUNTER, 40)
+    assert extended.endswith(follow_up)
+    assert extended.startswith("Port the importer")
+    assert "intake" not in extended
+    assert moved == [(DISCOVERIES, "The importer is called intake.")]
+    assert COUNTER.count(extended) <= 40
+
+
 def test_kestrel_through_seven_merges_with_compaction(manager: MemoryManager) -> None:
     compressor = WorkingMemoryCompressor(manager, target_tokens=256)
     turns = [

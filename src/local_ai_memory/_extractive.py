@@ -280,13 +280,19 @@ def next_goal(previous_goal: str, message: str, counter: TokenCounter, cap: int)
     if effect == "keep":
         return previous_goal, []
     text = clean_line(message)
-    if effect == "extend":
-        goal, displaced = f"{previous_goal} {text}", []
-    else:
-        goal, displaced = text, user_statements(previous_goal)
-    if counter.count(goal) > cap:
-        displaced += user_statements(goal if effect == "extend" else text)
-        goal = _without_statements(goal) or goal
+    if effect == "set":
+        if counter.count(text) > cap:
+            return counter.truncate(_without_statements(text) or text, cap), [
+                *user_statements(previous_goal),
+                *user_statements(text),
+            ]
+        return text, user_statements(previous_goal)
+    if counter.count(f"{previous_goal} {text}") <= cap:
+        return f"{previous_goal} {text}", []
+    displaced = [*user_statements(previous_goal), *user_statements(text)]
+    previous_goal, text = _without_statements(previous_goal) or previous_goal, _without_statements(text) or text
+    room = cap - counter.count(text) - 1  # the newest request is kept whole; the older part is cut
+    goal = f"{counter.truncate(previous_goal, room)} {text}" if room > 8 else text
     return counter.truncate(goal, cap), displaced
 
 
