@@ -19,17 +19,24 @@
 
 ``compress(messages)`` rebuilds L1 from a transcript; ``update_summary(new_messages)`` merges
 new messages into the L1 that is there. With an LLM the model writes the summary; without
-one a deterministic extractive summary fills the same sections (goal from the latest user
-request, completed steps from tool results, discoveries, issues and decisions from cue words).
+one a deterministic extractive summary fills the same sections (the goal is the task the user
+set, facts and decisions the user stated are kept as ``User: `` bullets, completed steps come
+from tool results, and discoveries, issues and decisions from cue words).
 
 Guarantees, whatever the model answers:
 
 * **Structure**: the stored text always has exactly the five headings above, in that order.
   The answer is parsed leniently (code fences, prose, unknown or repeated headings, missing
   sections) and re-rendered by the library; a bullet is one line and never starts with ``#``.
-* **Budget**: the stored text never exceeds ``target_tokens``. Over budget, the model gets one
-  shrink pass, then bullets are removed oldest first from the least important section
-  (Completed, then Important Discoveries, Open Issues, Decisions) and the goal is cut last.
+* **Budget**: the stored text never exceeds ``target_tokens``. An extractive summary written
+  from messages alone (``compress``, or a merge into an empty L1) is also no longer than those
+  messages when they are shorter than the budget, unless the five headings with the goal and
+  what the user stated are larger by themselves (:func:`~._summary.summary_budget`). A merge
+  into an existing L1 is bounded by the budget only (that L1 stands for earlier messages too),
+  and so is a model's answer, which is not cut for what the model chose to keep.
+  Over budget, the model gets one shrink pass, then bullets are removed oldest first from the
+  least important section (Completed, then Important Discoveries, Open Issues, Decisions),
+  bullets the user stated (``User: ...``) after all others, and the goal is cut last.
 * **Failure**: an LLM error, a timeout, an answer without any of the headings or with nothing
   under them leaves L1 byte-identical, logs ``WORKING_MEMORY_FAILED`` and raises nothing.
 * **Injection**: the transcript and the existing summary are fenced as data in the prompt,
@@ -81,6 +88,7 @@ from ._summary import (
     parse_existing,
     parse_summary,
     render_summary,
+    summary_budget,
 )
 from ._tokens import TokenCounter
 
@@ -394,7 +402,12 @@ class WorkingMemoryCompressor:
                 return self._fail(mode, method, existing, outcome)
             summary, shrink_pass = outcome
 
-        summary, trimmed = enforce_budget(summary, counter, target)
+        # Extracted from the messages alone, a summary is no longer than they are (summary_budget);
+        # merged into an L1, it stands for earlier messages too, whose size is not known here.
+        budget = target
+        if self.llm is None and previous is None:
+            budget = summary_budget(summary, counter, target, tokens_before)
+        summary, trimmed = enforce_budget(summary, counter, budget)
         text = render_summary(summary)
         # An incremental update only replaces the L1 it read; if another writer got in first
         # (e.g. during the LLM call), merge with what they stored instead of losing it.

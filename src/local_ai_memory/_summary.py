@@ -4,9 +4,12 @@ A :class:`Summary` is the goal as text and four lists of one-line bullets (oldes
 :func:`parse_summary` reads whatever a model answered (code fences, prose, unknown or repeated
 headings, bold or ``Name:`` headings) into one; :func:`render_summary` writes the only shape
 that is ever stored: the five headings of :data:`SECTIONS`, in order, even when empty.
-:func:`merge_summaries` folds an update into the previous summary (earlier decisions are
-carried over), and :func:`enforce_budget` trims bullets oldest first from the least
-important section (:data:`TRIM_ORDER`), cutting the goal last, until the text fits.
+:func:`merge_summaries` folds an update into the previous summary (earlier decisions and
+what the user stated are carried over), and :func:`enforce_budget` trims bullets oldest first
+from the least important section (:data:`TRIM_ORDER`), then the bullets the user stated
+(marked with :data:`USER_MARK`), cutting the goal last, until the text fits.
+:func:`summary_budget` is the size a summary may take: the target, and never more than
+what it summarizes unless the headings and what the user stated need it.
 
 Everything here is pure: no I/O, no model calls.
 """
@@ -30,15 +33,19 @@ __all__ = [
     "OPEN_ISSUES",
     "SECTIONS",
     "TRIM_ORDER",
+    "USER_MARK",
     "Summary",
     "cap_summary",
     "clean_line",
     "dedupe",
     "enforce_budget",
+    "keep_newest",
     "merge_summaries",
     "parse_existing",
     "parse_summary",
     "render_summary",
+    "summary_budget",
+    "user_stated",
 ]
 
 GOAL = "Current Goal"
@@ -52,6 +59,14 @@ TRIM_ORDER: tuple[str, ...] = (COMPLETED, DISCOVERIES, OPEN_ISSUES, DECISIONS)
 """List sections from least to most important: trimming drains them in this order, the goal last."""
 
 MAX_BULLETS = 40
+
+USER_MARK = "User: "
+"""Starts a bullet that repeats what the user stated (a fact, a decision, a preference).
+
+The agent can find again what a tool returned or what it worked out; it cannot find again what
+only the user said. Such bullets are therefore trimmed after all others (only the goal goes
+later) and carried over when a model's update leaves them out.
+"""
 
 _ALIASES = {
     "current goal": GOAL,
@@ -88,6 +103,26 @@ class Summary:
 
     def copy(self) -> Summary:
         return Summary(self.goal, {name: list(items) for name, items in self.bullets.items()})
+
+
+def user_stated(item: str) -> bool:
+    """Whether a bullet repeats what the user stated (it starts with :data:`USER_MARK`)."""
+    return item.startswith(USER_MARK)
+
+
+def keep_newest(items: list[str], limit: int) -> list[str]:
+    """At most ``limit`` items: the oldest ones the user did not state go first, in order kept."""
+    extra = len(items) - limit
+    if extra <= 0:
+        return items
+    dropped: set[int] = set()
+    for wanted in (False, True):
+        for index, item in enumerate(items):
+            if len(dropped) == extra:
+                break
+            if user_stated(item) == wanted:
+                dropped.add(index)
+    return [item for index, item in enumerate(items) if index not in dropped]
 
 
 def clean_line(text: str, counter: TokenCounter | None = None, max_tokens: int = 0) -> str:
@@ -206,39 +241,66 @@ def merge_summaries(old: Summary, new: Summary, answered: set[str] | None = None
     ``answered`` is the set of sections the update actually contains (``None``: the update is
     additive, as in the extractive path, and every list is appended to the old one). A
     section the update left out keeps its old content; old decisions missing from the update
-    are kept, before the new ones.
+    are kept, before the new ones, and so are old bullets the user stated (:data:`USER_MARK`)
+    that the update has in none of its sections.
     """
     merged = Summary(new.goal or old.goal)
+    present = {_key(item) for items in new.bullets.values() for item in items}
     for name in LIST_SECTIONS:
         if answered is None:
             merged.bullets[name] = dedupe([*old.bullets[name], *new.bullets[name]])
         elif name not in answered:
             merged.bullets[name] = list(old.bullets[name])
-        elif name == DECISIONS:
-            kept = {_key(item) for item in new.bullets[name]}
-            carried = [item for item in old.bullets[name] if _key(item) not in kept]
-            merged.bullets[name] = dedupe([*carried, *new.bullets[name]])
         else:
-            merged.bullets[name] = dedupe(new.bullets[name])
+            carried = [
+                item
+                for item in old.bullets[name]
+                if (name == DECISIONS or user_stated(item)) and _key(item) not in present
+            ]
+            merged.bullets[name] = dedupe([*carried, *new.bullets[name]])
     return merged
 
 
 def cap_summary(summary: Summary, counter: TokenCounter, target_tokens: int) -> Summary:
-    """Bound each piece: the goal to a quarter of the budget, each bullet to a sixth, at most 40 per section."""
+    """Bound each piece: the goal to a quarter of the budget, each bullet to a sixth, at most 40 per section.
+
+    Over 40 bullets, the oldest ones the user did not state go first.
+    """
     goal_cap = max(8, target_tokens // 4)
     bullet_cap = max(8, target_tokens // 6)
     capped = Summary(clean_line(summary.goal, counter, goal_cap))
     for name in LIST_SECTIONS:
         items = [clean_line(item, counter, bullet_cap) for item in summary.bullets[name]]
-        capped.bullets[name] = [item for item in dedupe(items) if item][-MAX_BULLETS:]
+        capped.bullets[name] = keep_newest([item for item in dedupe(items) if item], MAX_BULLETS)
     return capped
+
+
+def summary_budget(summary: Summary, counter: TokenCounter, target_tokens: int, tokens_before: int) -> int:
+    """The most tokens ``summary`` may take once stored: never more than it summarizes, if that is less.
+
+    ``tokens_before`` is the size of the messages the summary was written from. The budget is
+    ``target_tokens`` when that is smaller, otherwise ``tokens_before``: a summary of a short
+    exchange is not longer than the exchange. Two things are never given up for that rule: the
+    five headings (the stored format) and the goal with the bullets the user stated
+    (:data:`USER_MARK`), which nothing else keeps once the messages are compacted; only when
+    those alone are larger than the input is the summary longer. The compressor applies the
+    rule when there is no earlier L1: merged into one, a summary also stands for messages that
+    are gone, and only the target bounds it.
+    """
+    if tokens_before >= target_tokens:
+        return target_tokens
+    core = Summary(
+        summary.goal, {name: [i for i in items if user_stated(i)] for name, items in summary.bullets.items()}
+    )
+    return min(target_tokens, max(tokens_before, counter.count(render_summary(core))))
 
 
 def enforce_budget(summary: Summary, counter: TokenCounter, target_tokens: int) -> tuple[Summary, bool]:
     """Trim ``summary`` until its rendering fits ``target_tokens``; return it and whether it was cut.
 
-    Bullets go oldest first from the least important section (:data:`TRIM_ORDER`); the goal is
-    cut last. Raises :class:`InvalidInputError` if even the five empty headings do not fit.
+    Bullets go oldest first from the least important section (:data:`TRIM_ORDER`), first those
+    the user did not state, then those the user stated (:data:`USER_MARK`); the goal is cut
+    last. Raises :class:`InvalidInputError` if even the five empty headings do not fit.
     """
     if counter.count(render_summary(Summary())) > target_tokens:
         raise InvalidInputError(f"target_tokens={target_tokens} is too small for the five section headings")
@@ -248,20 +310,33 @@ def enforce_budget(summary: Summary, counter: TokenCounter, target_tokens: int) 
         return result, False
     # Estimate with per-bullet costs so a long answer is not re-counted once per removed bullet.
     over = size - target_tokens
-    for name in TRIM_ORDER:
-        items = result.bullets[name]
-        while items and over > 0:
-            over -= counter.count(f"* {items[0]}\n")
-            items.pop(0)
+    for protected in (False, True):
+        for name in TRIM_ORDER:
+            items = result.bullets[name]
+            while over > 0 and (index := _oldest(items, protected)) is not None:
+                over -= counter.count(f"* {items.pop(index)}\n")
         if over <= 0:
             break
     size = counter.count(render_summary(result))
     while size > target_tokens:
-        section = next((name for name in TRIM_ORDER if result.bullets[name]), None)
-        if section is not None:
-            result.bullets[section].pop(0)
+        found = next(
+            (
+                (name, index)
+                for protected in (False, True)
+                for name in TRIM_ORDER
+                if (index := _oldest(result.bullets[name], protected)) is not None
+            ),
+            None,
+        )
+        if found is not None:
+            result.bullets[found[0]].pop(found[1])
         else:
             keep = counter.count(result.goal) - (size - target_tokens)
             result.goal = counter.truncate(result.goal, keep) if keep > 0 else ""
         size = counter.count(render_summary(result))
     return result, True
+
+
+def _oldest(items: list[str], protected: bool) -> int | None:
+    """The index of the oldest bullet the user stated (``protected``) or did not state; ``None``: none."""
+    return next((index for index, item in enumerate(items) if user_stated(item) == protected), None)

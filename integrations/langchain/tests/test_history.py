@@ -87,3 +87,38 @@ async def test_runnable_with_message_history_keeps_memory_across_turns(config: M
         "Lisbon by train.",
         "Did we pick the train?",
     ]
+
+
+def test_user_stated_fact_and_task_survive_compaction_without_llm(config: MemoryConfig) -> None:
+    """Issue 14: seven turns, keep_last=4, no LLM: the fact the user stated and the task stay in memory."""
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+    from langchain_core.runnables.history import RunnableWithMessageHistory
+
+    config = config.model_copy(update={"working_memory_compact_keep_last": 4})
+    turns = [
+        "Help me write a deploy script for our staging environment.",
+        "The staging cluster is called kestrel.",
+        *(f"Another question {n}" for n in range(3, 8)),
+    ]
+    model = FakeListChatModel(responses=[f"Answer {n}: here is the next part of the script." for n in range(1, 8)])
+    histories: dict[str, LocalMemoryChatMessageHistory] = {}
+
+    def history_for(session_id: str) -> LocalMemoryChatMessageHistory:
+        return histories.setdefault(session_id, LocalMemoryChatMessageHistory("ops", session_id, config=config))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        chain = RunnableWithMessageHistory(model, history_for)
+        for turn in turns:
+            chain.invoke([HumanMessage(turn)], config={"configurable": {"session_id": "deploy"}})
+    messages = histories["deploy"].messages
+    assert [m.content for m in messages[1:]] == [
+        "Another question 6",
+        "Answer 6: here is the next part of the script.",
+        "Another question 7",
+        "Answer 7: here is the next part of the script.",
+    ]
+    memory = str(messages[0].content)
+    assert "* User: The staging cluster is called kestrel." in memory
+    assert "# Current Goal\nHelp me write a deploy script for our staging environment.\n" in memory
+    assert "Another question" not in memory
