@@ -12,8 +12,12 @@ from pathlib import Path
 import pytest
 
 
-def run(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def run(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 60, without: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
+    for name in without:
+        full_env.pop(name, None)
     return subprocess.run(
         [sys.executable, "-m", "local_ai_memory.cli", *args],
         capture_output=True,
@@ -84,6 +88,7 @@ def test_config_file(data: Path, tmp_path: Path) -> None:
     done = run("stats", "--config", str(config), "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["categories"] == {"knowledge": 3, "work": 0}
+    assert not (data / "memory_data" / "work").exists(), "a read-only command created a category folder"
 
 
 def test_data_dir_option_over_environment_over_config_file(data: Path, tmp_path: Path) -> None:
@@ -144,6 +149,10 @@ def test_watch_picks_up_a_new_file(data: Path) -> None:
     assert proc.returncode == 0, stderr
     assert "watching" in stderr
     assert "INDEX_REFRESHED" in stderr
+    # Not a terminal: no wrapping at 80 columns, the long first line (it names the folder) stays whole.
+    first = next(line for line in stderr.splitlines() if "watching" in line)
+    assert len(first) > 80
+    assert first.endswith("Ctrl-C to stop")
     names = {e["filename"] for e in json.loads(index.read_bytes())["files"]}
     assert "alice_new.md" in names
 
@@ -156,3 +165,114 @@ def test_console_script_is_installed() -> None:
     assert done.returncode == 0
     for command in ("index", "search", "retrieve", "watch", "stats"):
         assert command in done.stdout
+
+
+def tree(root: Path) -> dict[str, tuple[int, int]]:
+    """Every path under ``root`` with its mtime (ns) and size: any write or new entry changes it."""
+    return {str(p.relative_to(root)): (p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(root.rglob("*"))}
+
+
+READ_ONLY = (("stats",), ("stats", "--json"), ("search", "x", "-u", "ops"), ("retrieve", "x", "-u", "ops", "--json"))
+
+
+@pytest.mark.parametrize("command", READ_ONLY, ids="-".join)
+def test_read_only_commands_refuse_a_missing_data_folder(tmp_path: Path, command: tuple[str, ...]) -> None:
+    missing = tmp_path / "nonexistent2"
+    done = run(*command, "-d", str(missing))
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert done.stderr.strip().splitlines() == [
+        f"error: no memory at {missing} (run `local-ai-memory index -d {missing}` first, or check --data-dir)"
+    ]
+    assert not missing.exists()
+    # A folder that exists but holds no memory_data/ is no memory either, and stays as it was.
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    done = run(*command, "-d", str(empty))
+    assert done.returncode == 1
+    assert f"no memory at {empty}" in done.stderr
+    assert list(empty.iterdir()) == []
+
+
+def test_default_data_folder_is_not_created_by_stats(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    done = run("stats", env={"HOME": str(home)}, without=("LOCAL_AI_MEMORY_DATA_DIR",))
+    assert done.returncode == 1
+    assert f"no memory at {home / '.local-ai'}" in done.stderr
+    assert list(home.iterdir()) == []
+
+
+def test_read_only_commands_write_nothing_when_the_index_is_current(data: Path) -> None:
+    hour_ago = time.time() - 3600  # notes older than the index (fresh ones are re-checked once: racy mtimes)
+    for note in (data / "memory_data" / "knowledge").iterdir():
+        os.utime(note, (hour_ago, hour_ago))
+    assert run("index", "-d", str(data)).returncode == 0
+    before = tree(data)
+    for command in (*READ_ONLY, ("search", "python", "-u", "alice"), ("retrieve", "python", "-u", "alice")):
+        done = run(*command, "-d", str(data))
+        assert done.returncode == 0, (command, done.stderr)
+    assert tree(data) == before
+    # A note changed behind the index: the next query sees it (and updates the index cache once).
+    (data / "memory_data" / "knowledge" / "alice_go.md").write_text("# Go Channels\n\nGoroutines.\n")
+    done = run("search", "goroutines", "-u", "alice", "-d", str(data), "--json")
+    assert [f["filename"] for f in json.loads(done.stdout)] == ["alice_go.md"]
+    settled = tree(data)
+    assert run("search", "goroutines", "-u", "alice", "-d", str(data)).returncode == 0
+    assert tree(data) == settled
+
+
+@pytest.mark.parametrize("command", ["index", "search", "retrieve", "stats"])
+def test_json_is_a_plain_flag(command: str) -> None:
+    done = run(command, "--help")
+    assert done.returncode == 0
+    line = next(line for line in done.stdout.splitlines() if "--json" in line)
+    assert "--json" in line.split()
+    assert "BOOL" not in line.upper()
+    assert "--no-json" not in line
+
+
+def test_json_flag_takes_no_value(data: Path) -> None:
+    done = run("stats", "-d", str(data), "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["files"] == 3
+    done = run("stats", "-d", str(data), "--json", "true")
+    assert done.returncode == 2  # 'true' is an unexpected argument: --json is a flag, not an option with a value
+
+
+CLOSED = ("--llm-base-url", "http://127.0.0.1:9/v1", "--llm-model", "qwen")  # nothing listens on port 9
+
+
+def test_retrieve_reports_a_model_that_failed(data: Path) -> None:
+    done = run("retrieve", "python loops", "-u", "alice", "-d", str(data), *CLOSED, "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["selection_fallback"] is True
+    assert "LLM call failed" in result["selection_fallback_reason"]
+    first = result["files"][0]
+    assert (first["filename"], first["stage"], first["truncated"]) == ("alice_python.md", 1, False)
+    warning = done.stderr.strip().splitlines()
+    assert len(warning) == 1
+    assert "'qwen'" in warning[0]
+    assert "http://127.0.0.1:9/v1" in warning[0]
+    assert "kept the Stage 1 order" in warning[0]
+
+    done = run("retrieve", "python loops", "-u", "alice", "-d", str(data), *CLOSED)
+    assert done.returncode == 0, done.stderr
+    assert "kept the Stage 1 order" in done.stderr
+    assert done.stdout.startswith("## alice_python.md")
+
+    done = run("retrieve", "python loops", "-u", "alice", "-d", str(data), "--json")  # no model asked for: no warning
+    assert done.stderr == ""
+    assert json.loads(done.stdout)["selection_fallback_reason"] == "no LLM"
+
+
+def test_retrieve_json_marks_a_file_cut_to_fit(data: Path) -> None:
+    words = " ".join(f"python loops lesson {i}." for i in range(200))
+    (data / "memory_data" / "knowledge" / "alice_long.md").write_text(f"# Python Loops at Length\n\n{words}\n")
+    done = run("retrieve", "python loops lesson", "-u", "alice", "-d", str(data), "-t", "120", "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["used_tokens"] <= 120
+    assert result["files"][0]["filename"] == "alice_long.md"
+    assert result["files"][0]["truncated"] is True

@@ -141,7 +141,9 @@ class RankerCache:
             for name in missing:
                 ranker.add(name, tokens_of(entries[(category, name)]))
         self._rankers[(user_id, category)] = ranker
-        if not loaded or len(missing) > max(64, len(names) // 100):
+        if not names:  # nothing to cache: a search for a user without notes here writes nothing
+            self._saved[(user_id, category)] = ranker.version
+        elif not loaded or len(missing) > max(64, len(names) // 100):
             try:
                 self.save(user_id, category)
             except StorageError as exc:  # only a cache: the query answers, save_rankers() retries

@@ -4,7 +4,15 @@ Every command takes ``--data-dir`` (default: ``$LOCAL_AI_MEMORY_DATA_DIR``, else
 ``app.runtime_data_dir``, else ``~/.local-ai``) and ``--json`` for scripts. Tables and
 progress bars go to the terminal; errors are one line on stderr and exit code 1 (2 for bad
 usage). An LLM is used only when ``--llm-base-url`` and ``--llm-model`` name an
-OpenAI-compatible server (for keyword refinement in ``index`` and Stage 2 in ``retrieve``).
+OpenAI-compatible server (for keyword refinement in ``index`` and Stage 2 in ``retrieve``);
+when it fails, ``retrieve`` says so on stderr and keeps Stage 1's order.
+
+``search``, ``retrieve`` and ``stats`` only read: they create no folder (a data folder
+without ``memory_data/`` is an error, so a typo in ``--data-dir`` is reported, and a
+configured category without a folder counts as empty). What they may still write is the
+index cache ``memory_data/memory_index.json``, and only when it is missing or older than
+the notes, so the next command does not re-read them. Output that is not a terminal is
+never wrapped (log lines and tables stay one line each).
 
 Examples::
 
@@ -31,6 +39,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ._backends.file_knowledge import DATA_DIR, FileKnowledgeBackend
+from ._backends.knowledge import NoteInfo
 from ._config import MemoryConfig
 from ._errors import LocalMemoryError
 from ._guard import DirectoryGuard
@@ -46,15 +56,27 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-out = Console(soft_wrap=True)
-err = Console(stderr=True)
+PIPE_WIDTH = 4096
+"""Console width when output is not a terminal: wide enough that nothing is wrapped."""
+
+
+def _console(*, stderr: bool) -> Console:
+    """Rich's console for a terminal; for a pipe or a file one that never wraps (rich would use 80 columns)."""
+    probe = Console(stderr=stderr, soft_wrap=True)
+    if probe.is_terminal:
+        return probe
+    return Console(stderr=stderr, soft_wrap=True, width=PIPE_WIDTH)
+
+
+out = _console(stderr=False)
+err = _console(stderr=True)
 
 DataDir = Annotated[
     Path | None,
     typer.Option("--data-dir", "-d", help="Root data folder (holds memory_data/; default $LOCAL_AI_MEMORY_DATA_DIR)."),
 ]
 ConfigFile = Annotated[Path | None, typer.Option("--config", "-c", help="config.yaml with memory: and app: sections.")]
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+JsonFlag = Annotated[bool, typer.Option("--json", is_flag=True, metavar="", help="Print machine-readable JSON.")]
 Categories = Annotated[
     list[str] | None, typer.Option("--category", "-k", help="Category to use (repeatable; default: all configured).")
 ]
@@ -86,14 +108,42 @@ def _config(data_dir: Path | None, config_file: Path | None) -> MemoryConfig:
     return MemoryConfig(**overrides)
 
 
-def _store(data_dir: Path | None, config_file: Path | None) -> MemoryStore:
+class _ReadOnlyFiles(FileKnowledgeBackend):
+    """The file backend for commands that only read: a missing category folder is empty, not created."""
+
+    def list_notes(self, category: str, user_prefix: str | None = None) -> dict[str, NoteInfo]:
+        if not (self.data_dir / category).is_dir():
+            return {}
+        return super().list_notes(category, user_prefix)
+
+
+def _existing_guard(root: Path) -> DirectoryGuard:
+    """The guard of a data folder that holds ``memory_data/``; a one-line error (exit 1) otherwise."""
+    root = root.expanduser()
+    hint = f"no memory at {root} (run `local-ai-memory index -d {root}` first, or check --data-dir)"
+    if not root.exists():
+        _fail(hint)
+    guard = DirectoryGuard(root, create=False)
+    if not guard.resolve(DATA_DIR).is_dir():
+        _fail(hint)
+    return guard
+
+
+def _store(data_dir: Path | None, config_file: Path | None, *, read_only: bool = False) -> MemoryStore:
+    """The store of the data folder; ``read_only`` refuses a missing folder instead of creating one."""
     config = _config(data_dir, config_file)
+    if read_only:
+        guard = _existing_guard(config.runtime_data_dir)
+        backend: FileKnowledgeBackend = _ReadOnlyFiles(guard, config)
+    else:
+        guard = DirectoryGuard(config.runtime_data_dir)
+        backend = FileKnowledgeBackend(guard, config)
     embedder = None
     if config.search_mode == "hybrid":
         from ._embeddings import SentenceTransformerEmbedder
 
         embedder = SentenceTransformerEmbedder()
-    return MemoryStore(DirectoryGuard(config.runtime_data_dir), config, embedder=embedder)
+    return MemoryStore(guard, config, embedder=embedder, backend=backend)
 
 
 def _llm(base_url: str | None, model: str | None) -> LLM | None:
@@ -155,7 +205,7 @@ def search(
 ) -> None:
     """Stage 1 search (no LLM): the best-matching files of one user."""
     with _errors():
-        store = _store(data_dir, config)
+        store = _store(data_dir, config, read_only=True)
         chosen = mode or store.config.search_mode
         if chosen not in ("bm25", "hybrid"):
             _fail(f"--mode must be bm25 or hybrid, got {chosen!r}", 2)
@@ -209,9 +259,18 @@ def retrieve(
     with _errors():
         from ._retriever import MemoryRetriever
 
-        store = _store(data_dir, config)
-        retriever = MemoryRetriever(store, _llm(llm_base_url, llm_model))
-        result = retriever.retrieve_result(query, user, category, max_tokens)
+        store = _store(data_dir, config, read_only=True)
+        llm = _llm(llm_base_url, llm_model)
+        with _SelectionFallbacks() as fallbacks:
+            result = MemoryRetriever(store, llm).retrieve_result(query, user, category, max_tokens)
+        reason = fallbacks.reason or (result.notes[0] if result.notes else None)
+        if llm is not None and result.selection_fallback and result.candidates:
+            err.print(
+                f"warning: model {llm_model!r} at {llm_base_url} gave no usable selection ({reason}); "
+                "kept the Stage 1 order",
+                highlight=False,
+                markup=False,
+            )
         if as_json:
             _print_json(
                 {
@@ -220,6 +279,7 @@ def retrieve(
                     "max_tokens": result.max_tokens,
                     "used_tokens": result.used_tokens,
                     "selection_fallback": result.selection_fallback,
+                    "selection_fallback_reason": reason if result.selection_fallback else None,
                     "files": [
                         {
                             "filename": f.filename,
@@ -228,9 +288,11 @@ def retrieve(
                             "score": f.score,
                             "stage": f.stage,
                             "tokens": f.tokens,
+                            "truncated": f.truncated,
                         }
                         for f in result.files
                     ],
+                    "skipped": list(result.skipped),
                     "text": result.text,
                 }
             )
@@ -242,7 +304,9 @@ def retrieve(
         for column in ("file", "category", "title", "stage", "tokens"):
             table.add_column(column)
         for f in result.files:
-            table.add_row(f.filename, f.category, f.title, str(f.stage), str(f.tokens))
+            table.add_row(
+                f.filename, f.category, f.title, str(f.stage), f"{f.tokens} (cut)" if f.truncated else str(f.tokens)
+            )
         err.print(table)
         sys.stdout.write(result.text + "\n")
 
@@ -251,7 +315,10 @@ def retrieve(
 def watch(
     data_dir: DataDir = None,
     config: ConfigFile = None,
-    poll: Annotated[bool, typer.Option("--poll", help="Poll every few seconds instead of native watching.")] = False,
+    poll: Annotated[
+        bool,
+        typer.Option("--poll", is_flag=True, metavar="", help="Poll every few seconds instead of native watching."),
+    ] = False,
     interval: Annotated[float, typer.Option("--interval", min=0.1, help="Polling interval in seconds.")] = 3.0,
     duration: Annotated[
         float | None, typer.Option("--duration", min=0.0, help="Stop after this many seconds (default: Ctrl-C).")
@@ -283,6 +350,26 @@ def watch(
         err.print("stopped; index written", highlight=False)
 
 
+class _SelectionFallbacks(logging.Handler):
+    """Collects why Stage 2 fell back (the retriever logs it as ``SELECTION_FALLBACK``) while in use."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.reason: str | None = None
+        self._logger = logging.getLogger("local_ai_memory")
+
+    def __enter__(self) -> _SelectionFallbacks:
+        self._logger.addHandler(self)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._logger.removeHandler(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(record, "event", None) == "SELECTION_FALLBACK" and record.levelno >= logging.WARNING:
+            self.reason = str(getattr(record, "fields", {}).get("reason", "")) or None
+
+
 class _RefreshPrinter(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         if getattr(record, "event", None) in ("INDEX_REFRESHED", "INDEX_REBUILT", "FILE_SKIPPED", "INDEX_WATCH_ERROR"):
@@ -295,7 +382,7 @@ class _RefreshPrinter(logging.Handler):
 def stats(data_dir: DataDir = None, config: ConfigFile = None, as_json: JsonFlag = False) -> None:
     """Files per category and per user, and the index size."""
     with _errors():
-        store = _store(data_dir, config)
+        store = _store(data_dir, config, read_only=True)
         store.ensure_index()
         store.refresh_stale_entries()
         data = store.stats()
