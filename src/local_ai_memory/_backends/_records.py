@@ -1,10 +1,9 @@
-"""The storage seam of the runtime memory: named records in named folders.
+"""Named records in named folders: the file backend's building block.
 
-The engines never touch paths. They ask a :class:`RecordFolder` (one per kind of record:
-``state``, ``working``, ``plans``, ``tool_results``, ``tool_index``) to read, write, update
-under a lock, list, delete, rename or quarantine a record by name. :class:`FileRecordFolder`
-implements it on plain files through :mod:`._fs`; a database backend (PostgreSQL first)
-implements the same protocol with rows, a transaction per update and advisory locks.
+:class:`FileRecordFolder` (one per kind of record: ``state``, ``working``, ``plans``,
+``tool_results``, ``tool_index/{scope}``, ...) reads, writes, updates under a lock, lists,
+deletes, renames or quarantines a record by name, through :mod:`local_ai_memory._fs`.
+:class:`~local_ai_memory._backends.files.FileRuntimeBackend` builds the runtime contract on it.
 
 :func:`read_checked` adds the corruption rule shared by every level: a record that does not
 decode is moved aside (``{name}.corrupt.bak`` for files), ``MEMORY_CORRUPT`` is logged, and the
@@ -20,7 +19,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 from local_ai_memory import _fs
 from local_ai_memory._envelopes import CorruptRecordError
@@ -28,7 +27,7 @@ from local_ai_memory._errors import StorageError
 from local_ai_memory._events import Event, log_event
 from local_ai_memory._guard import DirectoryGuard, check_component
 
-__all__ = ["FileRecordFolder", "RecordFolder", "RecordInfo", "read_checked"]
+__all__ = ["FileRecordFolder", "RecordInfo", "read_checked"]
 
 T = TypeVar("T")
 
@@ -40,63 +39,6 @@ class RecordInfo:
     name: str
     size: int
     modified: float
-
-
-class RecordFolder(Protocol):
-    """What the engines need from a storage backend, for one folder of named records."""
-
-    kind: str
-
-    def read(self, name: str) -> bytes | None:
-        """The record's bytes, or ``None`` if it does not exist."""
-        ...
-
-    def write(self, name: str, data: bytes | Iterable[bytes]) -> None:
-        """Replace the record atomically (readers see the old or the new bytes, never a mix).
-
-        Takes no lock: hold :meth:`locked` around it when other writers may race.
-        """
-        ...
-
-    def update(self, name: str, change: Callable[[bytes | None], bytes | None]) -> bytes | None:
-        """Read-modify-write under the record's lock; ``change`` returning ``None`` writes nothing."""
-        ...
-
-    def locked(self, name: str) -> contextlib.AbstractContextManager[None]:
-        """Hold the record's lock (threads and processes; re-entrant in one thread)."""
-        ...
-
-    def names(self) -> list[str]:
-        """Names of the stored records (no temporary, lock or quarantined files)."""
-        ...
-
-    def info(self, name: str) -> RecordInfo | None:
-        """Size and change time, or ``None`` if missing."""
-        ...
-
-    def infos(self, names: Iterable[str]) -> dict[str, RecordInfo]:
-        """Size and change time of those of ``names`` that exist (one batch; cheap)."""
-        ...
-
-    def list_info(self) -> list[RecordInfo]:
-        """:meth:`names` with sizes and change times."""
-        ...
-
-    def delete(self, name: str) -> bool:
-        """Remove the record; return whether it existed."""
-        ...
-
-    def rename_if_absent(self, source: str, target: str) -> bool:
-        """Rename ``source`` to ``target`` if ``target`` does not exist (hold both locks)."""
-        ...
-
-    def quarantine(self, name: str) -> str:
-        """Move a damaged record aside; return where it went."""
-        ...
-
-    def location(self, name: str) -> str:
-        """A human-readable place of the record, for messages and logs."""
-        ...
 
 
 class FileRecordFolder:
@@ -206,7 +148,7 @@ class FileRecordFolder:
         return _fs.cleanup_temp_files(self.guard.resolve(self.folder))
 
 
-def read_checked(folder: RecordFolder, name: str, decode: Callable[[bytes], T]) -> T | None:
+def read_checked(folder: FileRecordFolder, name: str, decode: Callable[[bytes], T]) -> T | None:
     """Read and decode record ``name``; ``None`` when missing or corrupt (then quarantined).
 
     ``decode`` raises :class:`CorruptRecordError` for damaged bytes; any other error (such as
