@@ -202,6 +202,19 @@ class KnowledgeNotes:
         self._persist()
         return self.data_dir / category / name
 
+    def delete_file(self, path: str | os.PathLike[str]) -> bool:
+        """Delete a note with its index entry (its ranker forgets it too); return whether it existed."""
+        category, name = self._note_key(path)
+        if category is None:
+            raise InvalidInputError(f"{os.fspath(path)!r} is not a note of the categories {list(self.categories)}")
+        existed = self.backend.delete_note(category, name)
+        with self._lock:
+            self._ensure_loaded()
+            dropped = self._indexer.drop(category, name)
+        if dropped:
+            self._persist()
+        return existed
+
     # -- index -----------------------------------------------------------------------------------
     def index_exists(self) -> bool:
         """Whether the index (``memory_index.json``) is stored."""
@@ -485,6 +498,7 @@ class KnowledgeNotes:
     # -- async twins -----------------------------------------------------------------------------
     aread_file = thread_twin(read_file)
     awrite_file = thread_twin(write_file)
+    adelete_file = thread_twin(delete_file)
     alist_user_files = thread_twin(list_user_files)
     aindex_exists = thread_twin(index_exists)
     aread_index = thread_twin(read_index)

@@ -171,10 +171,7 @@ class Knowledge:
 
     def delete_note(self, user_id: str, name: str, *, category: str | None = None) -> bool:
         """Delete ``user_id``'s note ``name`` and its index entry; return whether it existed."""
-        cat, _, filename = self._path(user_id, name, category).partition("/")
-        existed = self.store.backend.delete_note(cat, filename)
-        self.store.remove_index_entry(filename, cat)
-        return existed
+        return self.store.delete_file(self._path(user_id, name, category))
 
     def notes(self, user_id: str, *, category: str | None = None) -> list[str]:
         """File names of ``user_id``'s notes in ``category``, sorted."""
