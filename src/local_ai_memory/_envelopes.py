@@ -93,6 +93,14 @@ class StateEnvelope(_Versioned):
     state: dict[str, Any] = Field(default_factory=dict)
 
 
+class ErasureRecord(_Versioned):
+    """A pending deletion of a user's memory (``session_id`` null) or of one session."""
+
+    user_id: str
+    session_id: str | None = None
+    started_at: float = Field(default_factory=time.time)
+
+
 class RecordEnvelope(_Versioned):
     """L2 and L3: one saved payload with its id and save time."""
 

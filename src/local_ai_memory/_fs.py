@@ -111,6 +111,10 @@ class Syscalls:
         self.before("unlink")
         os.unlink(path)
 
+    def rmdir(self, path: str) -> None:
+        self.before("rmdir")
+        os.rmdir(path)
+
 
 _syscalls = Syscalls()
 _in_flight: set[str] = set()
@@ -264,6 +268,31 @@ def remove(path: Path, *, durable: bool = False) -> bool:
     if durable:
         _sync_folder_of(path)
     return True
+
+
+def remove_empty_folder(path: Path) -> bool:
+    """Delete the folder ``path`` if it exists and is empty; return whether it was removed."""
+    try:
+        _syscalls.rmdir(str(path))
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as exc:
+        if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+            return False
+        raise _storage_error("delete folder", path, exc) from exc
+    return True
+
+
+def purge(path: Path, *, durable: bool = False) -> bool:
+    """Delete ``path`` and its lock sidecar, so not even its name stays behind; return whether it existed.
+
+    Call it holding :func:`locked` on ``path``. A process that waits for that lock at this very
+    moment keeps the old sidecar's lock while a newcomer creates a new one, so purge only what
+    is being erased for good.
+    """
+    existed = remove(path, durable=durable)
+    remove(lock_path(path), durable=durable)
+    return existed
 
 
 def quarantine(path: Path, suffix: str = ".corrupt.bak") -> Path:

@@ -13,9 +13,10 @@ from ._backends.files import FileRuntimeBackend
 from ._backends.knowledge import KnowledgeBackend, NoteChanges, NoteInfo, VectorCache
 from ._backends.memory import InMemoryRuntimeBackend
 from ._backends.memory_knowledge import InMemoryKnowledgeBackend
-from ._backends.runtime import RuntimeBackend, Scope, ScopeInfo
+from ._backends.runtime import Erasure, RuntimeBackend, Scope, ScopeInfo
 
 __all__ = [
+    "Erasure",
     "FileKnowledgeBackend",
     "FileRuntimeBackend",
     "InMemoryKnowledgeBackend",

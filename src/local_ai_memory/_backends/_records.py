@@ -137,6 +137,18 @@ class FileRecordFolder:
     def delete(self, name: str) -> bool:
         return _fs.remove(self.path(name), durable=self.durable)
 
+    def purge(self, name: str) -> int:
+        """Delete a record and its lock file under its lock; return the bytes it held (0 if none)."""
+        path = self.path(name)
+        with _fs.locked(path, timeout=self.timeout):
+            info = self.info(name)
+            _fs.purge(path, durable=self.durable)
+        return 0 if info is None else info.size
+
+    def remove_folder(self) -> bool:
+        """Delete this folder if it is empty (a scope's step logs or markers, once purged)."""
+        return _fs.remove_empty_folder(self.guard.resolve(self.folder))
+
     def rename_if_absent(self, source: str, target: str) -> bool:
         return _fs.rename_if_absent(self.path(source), self.path(target), durable=self.durable)
 

@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING
 
 from local_ai_memory import _fs
 from local_ai_memory._config import MemoryConfig
-from local_ai_memory._guard import DirectoryGuard, check_component
+from local_ai_memory._errors import InvalidInputError
+from local_ai_memory._guard import DirectoryGuard, check_component, validate_id
 
 from .knowledge import KnowledgeBackend, NoteChanges, NoteInfo, NoteKey, VectorCache, is_note_name
 
@@ -45,6 +46,14 @@ _LOG_LIMIT = 100_000  # more pending changes than this: the feed asks for one fu
 
 def _info(category: str, name: str, st: os.stat_result) -> NoteInfo:
     return NoteInfo(category, name, st.st_size, st.st_mtime_ns, st.st_mtime)
+
+
+def _is_category(name: str) -> bool:
+    try:
+        validate_id(name, "category")
+    except InvalidInputError:
+        return False
+    return True
 
 
 class FileKnowledgeBackend(KnowledgeBackend):
@@ -123,6 +132,14 @@ class FileKnowledgeBackend(KnowledgeBackend):
                 if stat_module.S_ISREG(st.st_mode):
                     found[name] = NoteInfo(category, name, st.st_size, st.st_mtime_ns, st.st_mtime)
         return found
+
+    def list_categories(self) -> list[str]:
+        try:
+            entries = list(os.scandir(self.guard.resolve(DATA_DIR)))
+        except FileNotFoundError:
+            return []
+        names = (e.name for e in entries if not e.name.startswith(".") and e.is_dir(follow_symlinks=False))
+        return sorted(name for name in names if _is_category(name))
 
     # -- change feed ---------------------------------------------------------------------------
     def start_feed(self) -> None:
@@ -213,6 +230,9 @@ class FileKnowledgeBackend(KnowledgeBackend):
         except FileNotFoundError:
             return None
         return st.st_size if stat_module.S_ISREG(st.st_mode) else None
+
+    def delete_blob(self, name: str) -> bool:
+        return _fs.remove(self._blob_path(name), durable=self.config.fsync)
 
     def quarantine_blob(self, name: str) -> str | None:
         path = self._blob_path(name)

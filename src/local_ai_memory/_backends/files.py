@@ -10,6 +10,7 @@ Layout (``{scope}`` is :attr:`Scope.key`, e.g. ``alice_s1``; the unscoped memory
     tool_results/{id}.json          L3  RECORD (ids are unique across the store)
     tool_index/{scope}/{id}.ref         empty marker: the scope owns result {id}
     sessions/{scope}.jsonl              the session's messages, one per line
+    erasing/{u-user | s-scope}.json     a deletion in progress (see :class:`.runtime.Erasure`)
 
 where ``RECORD`` is ``{"format_version": 1, "id": ..., "saved_at": ..., "payload": ...}``. This
 is the 0.1.0 layout plus the step logs and the ``seq`` of each message line; 0.1.0 data opens
@@ -23,6 +24,11 @@ which listing removes after a minute.
 **Migration.** The first time a scope is used, files left by the unscoped memory (0.1.0's
 ``global`` stem) move into the scope if it has none yet, under the locks of both files, so
 exactly one scope adopts them, once.
+
+**Deletion.** :meth:`FileRuntimeBackend.delete_scope` removes a scope's files one by one, each
+under its lock. Callers that must never be seen half done (deleting a session, forgetting a
+user) first write an erasure record; while it exists every read of a covered scope answers as
+if the scope were empty, so readers see the data whole or gone, even after a crash half-way.
 
 **Safety.** Every write goes through :mod:`local_ai_memory._fs` (temporary file, fsync,
 rename, fsync of the folder when ``durable``); every read-modify-write holds the file's
@@ -45,6 +51,7 @@ from local_ai_memory._config import MemoryConfig
 from local_ai_memory._envelopes import (
     FORMAT_VERSION,
     CorruptRecordError,
+    ErasureRecord,
     PlanFile,
     RecordEnvelope,
     StateEnvelope,
@@ -63,7 +70,7 @@ from local_ai_memory._guard import DirectoryGuard
 
 from ._jsonl import append_lines, encode_lines, is_torn, last_line, parse_lines
 from ._records import FileRecordFolder, read_checked
-from .runtime import GLOBAL_STEM, PlansChange, RuntimeBackend, Scope, ScopeInfo, StateChange
+from .runtime import GLOBAL_STEM, Erasure, PlansChange, RuntimeBackend, Scope, ScopeInfo, StateChange, erased
 
 __all__ = ["FileRuntimeBackend"]
 
@@ -145,6 +152,7 @@ class FileRuntimeBackend(RuntimeBackend):
         self._results = self._folder("tool_results", ".json")
         self._index_locks = self._folder("tool_index", ".ref")
         self._sessions = self._folder("sessions", ".jsonl")
+        self._erasing = self._folder("erasing", ".json")
         self._migrated: set[str] = {GLOBAL_STEM}
         self._migration_guard = threading.Lock()
         self._page_cache: tuple[str, tuple[int, float], ToolResultPayload] | None = None
@@ -212,7 +220,13 @@ class FileRuntimeBackend(RuntimeBackend):
 
     # -- L0 state -----------------------------------------------------------------------
 
+    def _hidden(self, scope: Scope) -> bool:
+        """Whether a pending erasure covers ``scope`` (one directory listing, usually empty)."""
+        return scope.scoped and erased(self.pending_erasures(), scope)
+
     def get_state(self, scope: Scope) -> dict[str, Any]:
+        if self._hidden(scope):
+            return {}
         envelope = read_checked(self._state, self._ready(scope), _decode_state)
         return envelope.state if envelope is not None else {}
 
@@ -227,6 +241,8 @@ class FileRuntimeBackend(RuntimeBackend):
     # -- L1 working memory --------------------------------------------------------------
 
     def get_working_memory(self, scope: Scope) -> str:
+        if self._hidden(scope):
+            return ""
         text = read_checked(self._working, self._ready(scope), _decode_text)
         return text if text is not None else ""
 
@@ -243,6 +259,8 @@ class FileRuntimeBackend(RuntimeBackend):
     # -- L2 plans -----------------------------------------------------------------------
 
     def get_plans(self, scope: Scope) -> dict[str, Any]:
+        if self._hidden(scope):
+            return {}
         plans = read_checked(self._plans, self._ready(scope), _decode_plans)
         return {} if plans is None else {plan_id: record.payload for plan_id, record in plans.plans.items()}
 
@@ -273,6 +291,8 @@ class FileRuntimeBackend(RuntimeBackend):
             append_lines(path, encode_lines(records), torn=is_torn(path), durable=self.durable)
 
     def get_plan_steps(self, scope: Scope, plan_id: str) -> list[dict[str, Any]]:
+        if self._hidden(scope):
+            return []
         folder = self._steps(self._ready(scope))
         raw = folder.read(plan_id)
         return [] if raw is None else parse_lines(raw, folder.location(plan_id))
@@ -299,7 +319,7 @@ class FileRuntimeBackend(RuntimeBackend):
         return chunks.size
 
     def _owned(self, scope: Scope, result_id: str) -> None:
-        if self._markers(self._ready(scope)).info(result_id) is None:
+        if self._hidden(scope) or self._markers(self._ready(scope)).info(result_id) is None:
             raise RecordNotFoundError(f"no tool result {result_id!r} in {scope.describe()} (it may have been pruned)")
 
     def load_tool_result(self, scope: Scope, result_id: str) -> Any:
@@ -326,6 +346,8 @@ class FileRuntimeBackend(RuntimeBackend):
         return slice_page(result_id, payload.tool, payload.content, offset, limit)
 
     def list_tool_results(self, scope: Scope) -> dict[str, ToolIndexEntry]:
+        if self._hidden(scope):
+            return {}
         markers_folder = self._markers(self._ready(scope))
         markers = markers_folder.list_info()
         results = self._results.infos(marker.name for marker in markers)
@@ -336,6 +358,8 @@ class FileRuntimeBackend(RuntimeBackend):
         return {name: ToolIndexEntry(size=info.size, saved_at=info.modified) for name, info in results.items()}
 
     def count_tool_results(self, scope: Scope) -> int:
+        if self._hidden(scope):
+            return 0
         return len(self._markers(self._ready(scope)).names())
 
     def delete_tool_results(self, scope: Scope, result_ids: Sequence[str]) -> list[str]:
@@ -375,6 +399,8 @@ class FileRuntimeBackend(RuntimeBackend):
         return seqs
 
     def get_messages(self, scope: Scope) -> list[StoredMessage]:
+        if self._hidden(scope):
+            return []
         key = self._ready(scope)
         raw = self._sessions.read(key)
         return [] if raw is None else _numbered(parse_lines(raw, self._sessions.location(key)))
@@ -421,7 +447,51 @@ class FileRuntimeBackend(RuntimeBackend):
             for info in results.values():
                 add(entry, info.size, info.modified)
         scopes = [(Scope.from_key(key), size, modified) for key, (size, modified) in sorted(found.items())]
-        return [ScopeInfo(scope, size, modified) for scope, size, modified in scopes if scope is not None]
+        erasures = self.pending_erasures()
+        return [
+            ScopeInfo(scope, size, modified)
+            for scope, size, modified in scopes
+            if scope is not None and not erased(erasures, scope)
+        ]
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def delete_scope(self, scope: Scope) -> int:
+        key = scope.key  # not _ready(): deleting must not adopt the unscoped memory's files first
+        removed = 0
+        with self.locked(scope):
+            markers = self._markers(key)
+            for result_id in markers.names():
+                removed += self._results.purge(result_id)
+                markers.purge(result_id)
+            steps = self._steps(key)
+            for plan_id in steps.names():
+                removed += steps.purge(plan_id)
+            for folder in (self._plans, self._sessions, self._working, self._state):
+                removed += folder.purge(key)
+            steps.remove_folder()
+        _fs.purge(self._index_locks.path(key), durable=self.durable)  # the scope lock itself, once released
+        markers.remove_folder()
+        return removed
+
+    def begin_erasure(self, erasure: Erasure) -> None:
+        record = ErasureRecord(user_id=erasure.user_id, session_id=erasure.session_id)
+        self._erasing.write(erasure.key, encode_model(record))
+
+    def end_erasure(self, erasure: Erasure) -> None:
+        self._erasing.delete(erasure.key)
+
+    def pending_erasures(self) -> list[Erasure]:
+        found: list[tuple[float, Erasure]] = []
+        for name in self._erasing.names():
+            raw = self._erasing.read(name)
+            try:
+                record = decode_model(raw, ErasureRecord) if raw is not None else None
+            except CorruptRecordError:
+                record = None  # a torn record cannot exist (atomic writes); an edited one is ignored
+            if record is not None:
+                found.append((record.started_at, Erasure(record.user_id, record.session_id)))
+        return [erasure for _, erasure in sorted(found, key=lambda pair: pair[0])]
 
 
 def _subfolders(folder: Path) -> list[str]:

@@ -127,6 +127,10 @@ class KnowledgeBackend(ABC):
     def list_notes(self, category: str, user_prefix: str | None = None) -> dict[str, NoteInfo]:
         """``{name: info}`` of the notes in ``category``; with ``user_prefix`` only names starting with it."""
 
+    @abstractmethod
+    def list_categories(self) -> list[str]:
+        """The categories that hold (or held) notes, sorted; a category may be listed empty."""
+
     # -- change feed ---------------------------------------------------------------------------
     @abstractmethod
     def changes(self, since: int | None) -> NoteChanges | None:
@@ -147,6 +151,10 @@ class KnowledgeBackend(ABC):
     @abstractmethod
     def blob_size(self, name: str) -> int | None:
         """Size in bytes of a blob, or ``None`` if there is none (cheaper than reading it)."""
+
+    @abstractmethod
+    def delete_blob(self, name: str) -> bool:
+        """Delete a blob; return whether it existed (deleting a missing blob is not an error)."""
 
     @abstractmethod
     def quarantine_blob(self, name: str) -> str | None:

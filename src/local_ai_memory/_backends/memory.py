@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import json
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -19,7 +20,7 @@ from typing import Any
 from local_ai_memory._envelopes import StoredMessage, ToolIndexEntry, iter_json_bytes
 from local_ai_memory._errors import InvalidInputError, RecordNotFoundError
 
-from .runtime import PlansChange, RuntimeBackend, Scope, ScopeInfo, StateChange
+from .runtime import Erasure, PlansChange, RuntimeBackend, Scope, ScopeInfo, StateChange, erased
 
 __all__ = ["InMemoryRuntimeBackend"]
 
@@ -50,6 +51,7 @@ class InMemoryRuntimeBackend(RuntimeBackend):
         self._lock = threading.RLock()
         self._scopes: dict[str, tuple[Scope, _ScopeData]] = {}
         self._results: dict[str, tuple[str, Any, int, float]] = {}  # id -> (scope key, payload, size, saved_at)
+        self._erasures: dict[Erasure, None] = {}  # ordered set
 
     def __repr__(self) -> str:
         return f"InMemoryRuntimeBackend({len(self._scopes)} scopes)"
@@ -62,12 +64,19 @@ class InMemoryRuntimeBackend(RuntimeBackend):
                 self._scopes[scope.key] = found
             return found[1]
 
+    def _view(self, scope: Scope) -> _ScopeData:
+        """The scope's data for reading: a scope under a pending erasure reads as empty."""
+        with self._lock:
+            if self._erasures and erased(list(self._erasures), scope):
+                return _ScopeData()
+        return self._data(scope)
+
     @staticmethod
     def _touch(data: _ScopeData) -> None:
         data.modified = time.time()
 
     def get_state(self, scope: Scope) -> dict[str, Any]:
-        data = self._data(scope)
+        data = self._view(scope)
         with data.lock:
             return copy.deepcopy(data.state)
 
@@ -80,7 +89,7 @@ class InMemoryRuntimeBackend(RuntimeBackend):
             return new
 
     def get_working_memory(self, scope: Scope) -> str:
-        data = self._data(scope)
+        data = self._view(scope)
         with data.lock:
             return data.working
 
@@ -94,7 +103,7 @@ class InMemoryRuntimeBackend(RuntimeBackend):
             return None
 
     def get_plans(self, scope: Scope) -> dict[str, Any]:
-        data = self._data(scope)
+        data = self._view(scope)
         with data.lock:
             return copy.deepcopy(data.plans)
 
@@ -118,7 +127,7 @@ class InMemoryRuntimeBackend(RuntimeBackend):
             self._touch(data)
 
     def get_plan_steps(self, scope: Scope, plan_id: str) -> list[dict[str, Any]]:
-        data = self._data(scope)
+        data = self._view(scope)
         with data.lock:
             return copy.deepcopy(data.steps.get(plan_id, []))
 
@@ -146,12 +155,12 @@ class InMemoryRuntimeBackend(RuntimeBackend):
     def load_tool_result(self, scope: Scope, result_id: str) -> Any:
         with self._lock:
             found = self._results.get(result_id)
-        if found is None or found[0] != scope.key:
+        if found is None or found[0] != scope.key or erased(self.pending_erasures(), scope):
             raise RecordNotFoundError(f"no tool result {result_id!r} in {scope.describe()} (it may have been pruned)")
         return copy.deepcopy(found[1])
 
     def list_tool_results(self, scope: Scope) -> dict[str, ToolIndexEntry]:
-        data = self._data(scope)
+        data = self._view(scope)
         with self._lock, data.lock:
             return {
                 result_id: ToolIndexEntry(size=self._results[result_id][2], saved_at=self._results[result_id][3])
@@ -159,7 +168,7 @@ class InMemoryRuntimeBackend(RuntimeBackend):
             }
 
     def count_tool_results(self, scope: Scope) -> int:
-        data = self._data(scope)
+        data = self._view(scope)
         with data.lock:
             return len(data.results)
 
@@ -184,7 +193,7 @@ class InMemoryRuntimeBackend(RuntimeBackend):
             return seqs
 
     def get_messages(self, scope: Scope) -> list[StoredMessage]:
-        data = self._data(scope)
+        data = self._view(scope)
         with data.lock:
             return list(data.messages)
 
@@ -209,9 +218,36 @@ class InMemoryRuntimeBackend(RuntimeBackend):
         with self._data(scope).lock:
             yield
 
+    def delete_scope(self, scope: Scope) -> int:
+        with self._lock:
+            found = self._scopes.pop(scope.key, None)
+            if found is None:
+                return 0
+            data = found[1]
+            with data.lock:
+                removed = sum(
+                    self._results.pop(result_id)[2] for result_id in data.results if result_id in self._results
+                )
+                removed += sum(len(json.dumps(part).encode()) for part in (data.state, data.plans, data.steps) if part)
+                removed += len(data.working.encode("utf-8", "surrogatepass"))
+                removed += sum(len(message.content) for message in data.messages)
+            return removed
+
+    def begin_erasure(self, erasure: Erasure) -> None:
+        with self._lock:
+            self._erasures[erasure] = None
+
+    def end_erasure(self, erasure: Erasure) -> None:
+        with self._lock:
+            self._erasures.pop(erasure, None)
+
+    def pending_erasures(self) -> list[Erasure]:
+        with self._lock:
+            return list(self._erasures)
+
     def list_scopes(self) -> list[ScopeInfo]:
         with self._lock:
-            scopes = list(self._scopes.values())
+            scopes = [pair for pair in self._scopes.values() if not erased(list(self._erasures), pair[0])]
         infos = []
         for scope, data in scopes:
             with data.lock:

@@ -141,6 +141,10 @@ class InMemoryKnowledgeBackend(KnowledgeBackend):
             return {name: info for name, info in items if name.startswith(user_prefix) and name.endswith(".md")}
         return {name: info for name, info in items if is_note_name(name)}
 
+    def list_categories(self) -> list[str]:
+        with self._lock:
+            return sorted({category for category, _ in self._notes})
+
     def changes(self, since: int | None) -> NoteChanges | None:
         with self._lock:
             if since is None:
@@ -165,6 +169,10 @@ class InMemoryKnowledgeBackend(KnowledgeBackend):
         with self._lock:
             data = self._blobs.get(name)
         return len(data) if data is not None else None
+
+    def delete_blob(self, name: str) -> bool:
+        with self._lock:
+            return self._blobs.pop(name, None) is not None
 
     def quarantine_blob(self, name: str) -> str | None:
         with self._lock:

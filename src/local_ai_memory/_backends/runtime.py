@@ -14,7 +14,10 @@ twins. The contract's guarantees, checked by :class:`local_ai_memory.testing.Run
   that never lose a concurrent update, across threads and (for shared backends) processes;
 * a tool result belongs to the scope that saved it: any other scope gets
   :class:`RecordNotFoundError`, exactly as for an id that does not exist;
-* appended messages and checkpoint steps keep their order and get gap-free sequence numbers.
+* appended messages and checkpoint steps keep their order and get gap-free sequence numbers;
+* while an :class:`Erasure` is pending, the scopes it covers read as empty (no state, no
+  messages, every tool result not found) and are not listed, so a deletion that is cut half-way
+  by a crash is never seen half done; :meth:`RuntimeBackend.delete_scope` is idempotent.
 
 Writing a backend: subclass :class:`RuntimeBackend`, implement the abstract methods, run the
 conformance suite against it (see ``docs/architecture.md``).
@@ -30,9 +33,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from local_ai_memory._envelopes import StoredMessage, ToolIndexEntry, ToolResultPage, page_of
-from local_ai_memory._guard import decode_name, scope_name, validate_name
+from local_ai_memory._guard import decode_name, encode_name, scope_name, validate_name
 
-__all__ = ["GLOBAL_STEM", "PlansChange", "RuntimeBackend", "Scope", "ScopeInfo", "StateChange"]
+__all__ = [
+    "GLOBAL_STEM",
+    "Erasure",
+    "PlansChange",
+    "RuntimeBackend",
+    "Scope",
+    "ScopeInfo",
+    "StateChange",
+    "erased",
+]
 
 GLOBAL_STEM = "global"
 
@@ -99,6 +111,43 @@ class ScopeInfo:
     scope: Scope
     size: int
     modified: float
+
+
+@dataclass(frozen=True)
+class Erasure:
+    """A deletion in progress: every session of ``user_id``, or only ``session_id`` of it.
+
+    :meth:`RuntimeBackend.begin_erasure` records it durably before anything is deleted and
+    :meth:`RuntimeBackend.end_erasure` removes it after the last deletion, so a crash in
+    between leaves it pending: readers keep seeing the data as gone, and the next
+    :class:`~local_ai_memory.Memory` to start finishes the job.
+    """
+
+    user_id: str
+    session_id: str | None = None
+
+    def __post_init__(self) -> None:
+        validate_name(self.user_id, "user_id")
+        if self.session_id is not None:
+            validate_name(self.session_id, "session_id")
+
+    def covers(self, scope: Scope) -> bool:
+        """Whether ``scope`` is (part of) what this erasure deletes."""
+        if scope.user_id != self.user_id:
+            return False
+        return self.session_id is None or scope.session_id == self.session_id
+
+    @property
+    def key(self) -> str:
+        """A storage name for the erasure record: ``u-{user}`` or ``s-{scope key}``."""
+        if self.session_id is None:
+            return "u-" + encode_name(self.user_id)
+        return "s-" + scope_name(self.user_id, self.session_id)
+
+
+def erased(erasures: Sequence[Erasure], scope: Scope) -> bool:
+    """Whether any of ``erasures`` covers ``scope``."""
+    return any(erasure.covers(scope) for erasure in erasures)
 
 
 class RuntimeBackend(ABC):
@@ -222,6 +271,25 @@ class RuntimeBackend(ABC):
     def list_scopes(self) -> list[ScopeInfo]:
         """Every scope that holds any runtime data."""
 
+    # -- lifecycle: deleting what the memory keeps --------------------------------------
+
+    @abstractmethod
+    def delete_scope(self, scope: Scope) -> int:
+        """Delete everything of ``scope`` (state, working memory, plans and step logs, tool results,
+        messages); return the bytes removed. Deleting an empty or deleted scope returns 0."""
+
+    @abstractmethod
+    def begin_erasure(self, erasure: Erasure) -> None:
+        """Record ``erasure`` durably; from now on the scopes it covers read as empty."""
+
+    @abstractmethod
+    def end_erasure(self, erasure: Erasure) -> None:
+        """Forget the record of a finished ``erasure`` (a missing record is not an error)."""
+
+    @abstractmethod
+    def pending_erasures(self) -> list[Erasure]:
+        """Erasures begun and not ended (by this process or one that crashed), oldest first."""
+
     def recover(self) -> int:
         """Clear what an interrupted write may have left behind; return how many leftovers."""
         return 0
@@ -293,3 +361,6 @@ class RuntimeBackend(ABC):
 
     async def alist_scopes(self) -> list[ScopeInfo]:
         return await asyncio.to_thread(self.list_scopes)
+
+    async def adelete_scope(self, scope: Scope) -> int:
+        return await asyncio.to_thread(self.delete_scope, scope)

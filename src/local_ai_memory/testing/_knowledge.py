@@ -200,6 +200,16 @@ class KnowledgeBackendTests:
         assert backend.changes(start.cursor).keys >= {a, b}  # type: ignore[union-attr]
 
     # -- blobs -------------------------------------------------------------------------------
+    def test_categories_are_listed_and_blobs_deleted(self, backend: KnowledgeBackend) -> None:
+        assert backend.list_categories() == []
+        backend.write_note("notes", "alice_a.md", b"a")
+        backend.write_note("knowledge", "alice_b.md", b"b")
+        assert backend.list_categories() == ["knowledge", "notes"]
+        backend.write_blob(".bm25/knowledge/alice_bm25.npz", b"snapshot")
+        assert backend.delete_blob(".bm25/knowledge/alice_bm25.npz") is True
+        assert backend.read_blob(".bm25/knowledge/alice_bm25.npz") is None
+        assert backend.delete_blob(".bm25/knowledge/alice_bm25.npz") is False
+
     def test_blobs_round_trip_and_quarantine(self, backend: KnowledgeBackend) -> None:
         data = bytes(range(256)) * 10
         backend.write_blob(".bm25/knowledge/alice_bm25.npz", data)

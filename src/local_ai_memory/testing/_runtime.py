@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from local_ai_memory._backends.runtime import RuntimeBackend, Scope
+from local_ai_memory._backends.runtime import Erasure, RuntimeBackend, Scope
 from local_ai_memory._config import MemoryConfig
 from local_ai_memory._envelopes import StoredMessage
 from local_ai_memory._errors import InvalidInputError, RecordNotFoundError
@@ -291,6 +291,78 @@ class RuntimeBackendTests:
             with pytest.raises(InvalidInputError):
                 manager.load_tool_result(bad)
         assert backend.list_scopes() == []
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def fill(self, backend: RuntimeBackend, config: MemoryConfig, user: str, session: str) -> MemoryManager:
+        """A scope holding something at every level."""
+        manager = self.manager(backend, config, user, session)
+        manager.update_state({"owner": user})
+        manager.update_working_memory(f"notes of {user}")
+        manager.save_plan("p", {"step": 1})
+        backend.append_plan_steps(manager.scope_info, "p", [{"n": 1}])
+        manager.save_tool_result(f"r-{session}-{len(user)}", {"content": "x" * 100})
+        backend.append_messages(manager.scope_info, [StoredMessage(role="user", content="hi")])
+        return manager
+
+    def assert_empty(self, backend: RuntimeBackend, scope: Scope) -> None:
+        assert backend.get_state(scope) == {}
+        assert backend.get_working_memory(scope) == ""
+        assert backend.get_plans(scope) == {}
+        assert backend.get_plan_steps(scope, "p") == []
+        assert backend.list_tool_results(scope) == {}
+        assert backend.count_tool_results(scope) == 0
+        assert backend.get_messages(scope) == []
+
+    def test_delete_scope_removes_every_level_and_nothing_else(
+        self, backend: RuntimeBackend, config: MemoryConfig
+    ) -> None:
+        gone = self.fill(backend, config, "bob", "s1")
+        kept = [self.fill(backend, config, user, session) for user, session in [("bob", "s2"), ("bob_admin", "s1")]]
+        result_id = f"r-s1-{len('bob')}"
+        assert backend.delete_scope(gone.scope_info) > 100
+        self.assert_empty(backend, gone.scope_info)
+        assert not backend.tool_result_exists(result_id)
+        with pytest.raises(RecordNotFoundError):
+            backend.load_tool_result(gone.scope_info, result_id)
+        assert backend.delete_scope(gone.scope_info) == 0
+        for manager in kept:
+            assert manager.get_state() == {"owner": manager.user_id}
+            assert manager.count_tool_results() == 1
+        listed = {(info.scope.user_id, info.scope.session_id) for info in backend.list_scopes()}
+        assert listed == {("bob", "s2"), ("bob_admin", "s1")}
+        gone.update_state({"back": True})  # a deleted scope can be used again, from scratch
+        assert gone.get_state() == {"back": True}
+
+    def test_pending_erasure_hides_what_it_covers(self, backend: RuntimeBackend, config: MemoryConfig) -> None:
+        for user, session in [("bob", "s1"), ("bob", "s2"), ("bob_admin", "s1")]:
+            self.fill(backend, config, user, session)
+        whole_user = Erasure("bob")
+        backend.begin_erasure(whole_user)
+        assert backend.pending_erasures() == [whole_user]
+        for session in ("s1", "s2"):
+            scope = Scope.of("bob", session)
+            self.assert_empty(backend, scope)
+            with pytest.raises(RecordNotFoundError):
+                backend.load_tool_result(scope, f"r-{session}-3")
+        assert {info.scope.user_id for info in backend.list_scopes()} == {"bob_admin"}
+        assert backend.get_state(Scope.of("bob_admin", "s1")) == {"owner": "bob_admin"}
+        backend.end_erasure(whole_user)
+        backend.end_erasure(whole_user)  # ending twice is harmless
+        assert backend.pending_erasures() == []
+        assert backend.get_state(Scope.of("bob", "s1")) == {"owner": "bob"}  # nothing was deleted yet
+
+        one_session = Erasure("bob", "s2")
+        backend.begin_erasure(one_session)
+        self.assert_empty(backend, Scope.of("bob", "s2"))
+        assert backend.get_state(Scope.of("bob", "s1")) == {"owner": "bob"}
+        backend.end_erasure(one_session)
+
+    def test_erasure_of_hostile_ids_is_refused(self, backend: RuntimeBackend) -> None:
+        for user in ("../x", "", "a/b", "nul\x00"):
+            with pytest.raises(InvalidInputError):
+                Erasure(user)
+        assert backend.pending_erasures() == []
 
     # -- async --------------------------------------------------------------------------
 
