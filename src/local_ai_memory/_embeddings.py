@@ -243,6 +243,14 @@ class EmbeddingCache:
             self._dead_rows += dropped
             return dropped
 
+    def discard(self, keys: Iterable[str]) -> int:
+        """Delete the vectors of ``keys`` from memory and disk now (a forgotten user's notes)."""
+        with self._lock:
+            dropped = self.forget(keys)
+            if dropped:
+                self._merge()
+            return dropped
+
     def prune(self, live_keys: Collection[str]) -> int:
         """Forget every key not in ``live_keys`` and merge the shards; return how many were dropped."""
         live = set(live_keys)

@@ -26,6 +26,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ from ._errors import (
     UnsupportedFormatError,
 )
 from ._events import Event, log_event
-from ._guard import DirectoryGuard, check_component, validate_id, validate_name
+from ._guard import DirectoryGuard, check_component, user_file_prefix, validate_id, validate_name
 from ._index import IndexEntry, IndexFile, RankingField, keyword_prompt, parse_keywords
 from ._knowledge_index import INDEX_NAME, KnowledgeIndex
 from ._note_indexing import NoteIndexer, Scanned, StaleEntry
@@ -54,6 +55,21 @@ __all__ = ["KnowledgeNotes"]
 
 DEFAULT_RANKING_FIELD: RankingField = "both"
 Progress = Callable[[int, int], None]
+
+
+ERASING_DIR = ".erasing"
+"""Blobs ``.erasing/{user prefix}`` mark users being forgotten (see :mod:`._lifecycle`)."""
+
+
+@dataclass(frozen=True)
+class ForgottenNotes:
+    """What :meth:`KnowledgeNotes.forget_user` deleted: notes (``category/name``), their bytes,
+    ranker snapshots and cached vectors."""
+
+    notes: list[str]
+    size: int
+    snapshots: int
+    vectors: int
 
 
 class KnowledgeNotes:
@@ -214,6 +230,34 @@ class KnowledgeNotes:
         if dropped:
             self._persist()
         return existed
+
+    def forget_user(self, user_id: str) -> ForgottenNotes:
+        """Delete every note of ``user_id`` in every category, with its index entries, rankers,
+        ranker snapshots and (when an embedder is configured) cached vectors.
+
+        The store's lock is held throughout, so no search of this process sees the user half
+        deleted; :class:`~local_ai_memory.Memory` adds an erasure record for other processes.
+        """
+        prefix = user_file_prefix(user_id)
+        notes: list[str] = []
+        size = 0
+        snapshots = 0
+        with self._lock:
+            self._ensure_loaded()
+            for category in sorted({*self.backend.list_categories(), *self.categories}):
+                for name, info in sorted(self.backend.list_notes(category, prefix).items()):
+                    if self.backend.delete_note(category, name):
+                        notes.append(f"{category}/{name}")
+                        size += info.size
+                    self._indexer.drop(category, name)
+                snapshots += self._rankers.forget(user_id, category)
+            vectors = 0
+            if self.embedder is not None:
+                if self._vectors is None or self._vectors[0] is not self.embedder:
+                    self._vectors = (self.embedder, self.backend.vector_cache(self.embedder))
+                vectors = self._vectors[1].discard(notes)
+            self._index.flush()
+        return ForgottenNotes(notes, size, snapshots, vectors)
 
     # -- index -----------------------------------------------------------------------------------
     def index_exists(self) -> bool:
@@ -487,6 +531,8 @@ class KnowledgeNotes:
         validate_name(user_id, "user_id")
         cats = self._categories(categories)
         self._ensure_loaded()
+        if self.backend.blob_size(f"{ERASING_DIR}/{user_file_prefix(user_id)}") is not None:
+            self.forget_user(user_id)  # being forgotten elsewhere: finish our part, never answer half way
         if self.auto_refresh:
             changed = self._indexer.follow_feed(self.categories)
             if changed:

@@ -25,11 +25,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from ._archive import ArchiveManifest, ImportReport, export_archive, import_archive
 from ._backends.files import FileRuntimeBackend
 from ._backends.knowledge import KnowledgeBackend
 from ._backends.memory import InMemoryRuntimeBackend
 from ._backends.memory_knowledge import InMemoryKnowledgeBackend
-from ._backends.runtime import RuntimeBackend, ScopeInfo
+from ._backends.runtime import Erasure, RuntimeBackend, ScopeInfo
 from ._checkpoints import CheckpointRun, find_resumable, list_checkpoints
 from ._compressor import CompressionResult, WorkingMemoryCompressor
 from ._config import MemoryConfig
@@ -37,6 +38,7 @@ from ._context import BuiltContext, ContextBuilder
 from ._display import memory_html
 from ._envelopes import AgentCheckpoint, ToolResultPage
 from ._guard import DirectoryGuard, note_filename
+from ._lifecycle import ErasureReport, ScopeReport, UserInfo, erase, finish_pending, list_users, show_scope
 from ._manager import MemoryManager
 from ._messages import MessageLike, SessionMessageStore
 from ._protocols import LLM, Embedder
@@ -231,6 +233,7 @@ class Memory:
         self.guard: DirectoryGuard | None = DirectoryGuard(self.config.runtime_data_dir) if files else None
         self.runtime = runtime if runtime is not None else FileRuntimeBackend.from_config(self.config, self.guard)
         self.knowledge_backend = knowledge  # None: the notes are Markdown files under the data folder
+        self._recovered = False
 
     @classmethod
     def open(cls, root: str | os.PathLike[str], **settings: Any) -> Memory:
@@ -260,11 +263,63 @@ class Memory:
 
     def session(self, user_id: str, session_id: str) -> Session:
         """The runtime memory of ``(user_id, session_id)``; ids are checked before anything is stored."""
+        self._recover()
         return Session(self, user_id, session_id)
 
     def sessions(self) -> list[ScopeInfo]:
         """Every scope that holds runtime data, with its size and last change."""
+        self._recover()
         return [info for info in self.runtime.list_scopes() if info.scope.scoped]
+
+    # -- owning the data: see, move, erase -----------------------------------------------
+
+    def _recover(self) -> None:
+        """Finish, once per instance, the erasures a crashed process left half done."""
+        if not self._recovered:
+            self._recovered = True
+            if self.runtime.pending_erasures():
+                finish_pending(self.runtime, self.knowledge.store)
+
+    def users(self) -> list[UserInfo]:
+        """Every user with runtime memory or notes: sessions with sizes and last use, note counts."""
+        self._recover()
+        return list_users(self.runtime, self.knowledge.store.backend)
+
+    def show(self, user_id: str, session_id: str) -> ScopeReport:
+        """Everything one session holds: state, working memory, checkpoints, tool outputs, message count."""
+        return show_scope(self.session(user_id, session_id))
+
+    def delete_session(self, user_id: str, session_id: str) -> ErasureReport:
+        """Delete one session's runtime memory (all levels and its log); the user's notes stay.
+
+        All or nothing for readers, even if the process dies half-way (see :mod:`._lifecycle`).
+        """
+        self._recover()
+        return erase(self.runtime, self.knowledge.store, Erasure(user_id, session_id))
+
+    def forget_user(self, user_id: str) -> ErasureReport:
+        """Erase everything kept about ``user_id``: every session, every note, index entries,
+        ranker snapshots and cached vectors; return what was removed. All or nothing for readers.
+
+        >>> memory = Memory.in_memory()
+        >>> _ = memory.session("bob", "s1").update_state({"likes": "tea"})
+        >>> memory.forget_user("bob").sessions
+        ['s1']
+        >>> memory.users()
+        []
+        """
+        self._recover()
+        return erase(self.runtime, self.knowledge.store, Erasure(user_id))
+
+    def export(self, path: str | os.PathLike[str], user_id: str, session_id: str | None = None) -> ArchiveManifest:
+        """Write a user's memory (or one session of it) to the archive ``path`` (see :mod:`._archive`)."""
+        self._recover()
+        return export_archive(path, self.runtime, self.knowledge.store.backend, user_id, session_id)
+
+    def import_archive(self, path: str | os.PathLike[str], *, replace: bool = False) -> ImportReport:
+        """Load an archive made by :meth:`export`; existing sessions and notes are kept unless ``replace``."""
+        self._recover()
+        return import_archive(path, self.runtime, self.knowledge.store.backend, replace=replace)
 
     @cached_property
     def knowledge(self) -> Knowledge:

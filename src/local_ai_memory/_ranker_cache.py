@@ -151,3 +151,9 @@ class RankerCache:
         else:
             self._saved[(user_id, category)] = -1 if missing else ranker.version
         return ranker
+
+    def forget(self, user_id: str, category: str) -> bool:
+        """Drop ``user_id``'s ranker in ``category`` and delete its snapshot; return whether a snapshot existed."""
+        self._rankers.pop((user_id, category), None)
+        self._saved.pop((user_id, category), None)
+        return self.backend.delete_blob(snapshot_name(user_id, category))

@@ -431,7 +431,7 @@ class FileRuntimeBackend(RuntimeBackend):
         with self._index_locks.locked(scope.key):
             yield
 
-    def list_scopes(self) -> list[ScopeInfo]:
+    def list_scopes(self, *, include_erased: bool = False) -> list[ScopeInfo]:
         found: dict[str, tuple[int, float]] = {}
 
         def add(key: str, size: int, modified: float) -> None:
@@ -447,7 +447,7 @@ class FileRuntimeBackend(RuntimeBackend):
             for info in results.values():
                 add(entry, info.size, info.modified)
         scopes = [(Scope.from_key(key), size, modified) for key, (size, modified) in sorted(found.items())]
-        erasures = self.pending_erasures()
+        erasures = [] if include_erased else self.pending_erasures()
         return [
             ScopeInfo(scope, size, modified)
             for scope, size, modified in scopes

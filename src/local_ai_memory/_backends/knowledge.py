@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
@@ -91,6 +91,9 @@ class VectorCache(Protocol):
 
     async def aembed_query(self, text: str) -> npt.NDArray[np.float32]:
         """Async twin of :meth:`embed_query`."""
+
+    def discard(self, keys: Iterable[str]) -> int:
+        """Delete the stored vectors of ``keys`` for good (a forgotten user's notes); return how many."""
 
 
 class KnowledgeBackend(ABC):

@@ -245,9 +245,10 @@ class InMemoryRuntimeBackend(RuntimeBackend):
         with self._lock:
             return list(self._erasures)
 
-    def list_scopes(self) -> list[ScopeInfo]:
+    def list_scopes(self, *, include_erased: bool = False) -> list[ScopeInfo]:
         with self._lock:
-            scopes = [pair for pair in self._scopes.values() if not erased(list(self._erasures), pair[0])]
+            hidden = [] if include_erased else list(self._erasures)
+            scopes = [pair for pair in self._scopes.values() if not erased(hidden, pair[0])]
         infos = []
         for scope, data in scopes:
             with data.lock:

@@ -11,7 +11,7 @@ import bisect
 import hashlib
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -35,6 +35,7 @@ class _MemoryVectors:
         self.embedder = embedder
         self._lock = threading.Lock()
         self._vectors: dict[str, npt.NDArray[np.float32]] = {}
+        self._keys: dict[str, str] = {}  # key -> digest of its latest text
 
     @staticmethod
     def _unit(texts: Sequence[str], raw: object) -> npt.NDArray[np.float32]:
@@ -49,6 +50,7 @@ class _MemoryVectors:
     def _missing(self, items: Sequence[tuple[str, str]]) -> tuple[list[str], dict[str, str]]:
         digests = [hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest() for _, text in items]
         with self._lock:
+            self._keys.update((key, digest) for (key, _), digest in zip(items, digests, strict=True))
             wanted = {d: text for d, (_, text) in zip(digests, items, strict=True) if d not in self._vectors}
         return digests, wanted
 
@@ -70,6 +72,14 @@ class _MemoryVectors:
         texts = list(new.values())
         vectors = self._unit(texts, await self.embedder.aembed(texts)) if texts else np.zeros((0, 0), np.float32)
         return self._stack(digests, list(new), vectors)
+
+    def discard(self, keys: Iterable[str]) -> int:
+        with self._lock:
+            gone = {key: self._keys.pop(key) for key in keys if key in self._keys}
+            still_used = set(self._keys.values())
+            for digest in set(gone.values()) - still_used:
+                self._vectors.pop(digest, None)
+            return len(gone)
 
     def embed_query(self, text: str) -> npt.NDArray[np.float32]:
         vector: npt.NDArray[np.float32] = self._unit([text], self.embedder.embed([text]))[0]

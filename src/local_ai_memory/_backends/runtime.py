@@ -268,8 +268,8 @@ class RuntimeBackend(ABC):
         serialize on it, so a result cannot be pruned while a checkpoint starts to use it."""
 
     @abstractmethod
-    def list_scopes(self) -> list[ScopeInfo]:
-        """Every scope that holds any runtime data."""
+    def list_scopes(self, *, include_erased: bool = False) -> list[ScopeInfo]:
+        """Every scope that holds any runtime data; those under a pending erasure only if asked."""
 
     # -- lifecycle: deleting what the memory keeps --------------------------------------
 
@@ -359,8 +359,8 @@ class RuntimeBackend(ABC):
     async def aclear_messages(self, scope: Scope) -> bool:
         return await asyncio.to_thread(self.clear_messages, scope)
 
-    async def alist_scopes(self) -> list[ScopeInfo]:
-        return await asyncio.to_thread(self.list_scopes)
+    async def alist_scopes(self, *, include_erased: bool = False) -> list[ScopeInfo]:
+        return await asyncio.to_thread(self.list_scopes, include_erased=include_erased)
 
     async def adelete_scope(self, scope: Scope) -> int:
         return await asyncio.to_thread(self.delete_scope, scope)

@@ -1,0 +1,237 @@
+"""Seeing, moving and erasing what the memory keeps: users, show, delete, forget, export/import."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from local_ai_memory import InvalidInputError, Memory, RecordNotFoundError, UnsupportedFormatError
+from local_ai_memory.backends import Erasure, Scope
+
+MemoryFactory = Callable[[Path], Memory]
+
+FACTORIES: dict[str, MemoryFactory] = {
+    "files": lambda root: Memory.open(root, fsync=False),
+    "in-memory": lambda root: Memory.in_memory(),
+}
+
+NOTES = {
+    "tea": "# Green tea\r\nSteep at 80 \N{DEGREE SIGN}C for two minutes. \N{TEACUP WITHOUT HANDLE}\r\n",
+    "deploy": "# Deploying kestrel\n\nRun `make deploy` from the ops_tools repo.\n",
+}
+
+
+def fill(memory: Memory, user: str) -> None:
+    """Every level in two sessions, a checkpoint with steps, a large tool output and notes."""
+    for session_id in ("s1", "s_2"):
+        session = memory.session(user, session_id)
+        session.update_state({"owner": user, "nested": {"nul": "a\x00b", "emoji": "\N{SNAKE}"}})
+        session.update_working_memory(f"## Current Goal\nhelp {user}\r\n")
+        run = session.checkpoint_run("agent", task="ship it", handle_signals=False)
+        run.start()
+        run.step(state={"note": "first"})
+        run.step(state={"note": "second"})
+        session.externalize("grep", f"{user} line\n" * 4000)
+        session.messages.append(
+            [{"role": "user", "content": f"hello from {user}"}, {"role": "assistant", "content": "hi"}]
+        )
+    for name, text in NOTES.items():
+        memory.knowledge.write_note(user, name, text)
+
+
+@pytest.fixture(params=sorted(FACTORIES))
+def make(request: pytest.FixtureRequest) -> MemoryFactory:
+    return FACTORIES[request.param]
+
+
+def test_users_lists_sessions_sizes_and_notes(make: MemoryFactory, tmp_path: Path) -> None:
+    memory = make(tmp_path)
+    fill(memory, "bob")
+    fill(memory, "bob_admin")
+    users = {info.user_id: info for info in memory.users()}
+    assert sorted(users) == ["bob", "bob_admin"]
+    bob = users["bob"]
+    assert [info.scope.session_id for info in bob.sessions] == ["s1", "s_2"]
+    assert bob.notes == 2
+    assert all(info.size > 30_000 for info in bob.sessions)  # the 4,000-line tool output counts
+    assert bob.size == sum(info.size for info in bob.sessions) + bob.note_bytes
+    assert bob.last_used > 0
+    assert bob.to_dict()["sessions"][1]["session_id"] == "s_2"
+
+
+def test_show_reports_every_level_without_bookkeeping(make: MemoryFactory, tmp_path: Path) -> None:
+    memory = make(tmp_path)
+    fill(memory, "bob")
+    report = memory.show("bob", "s1")
+    assert report.state == {"owner": "bob", "nested": {"nul": "a\x00b", "emoji": "\N{SNAKE}"}}
+    assert report.working_memory.startswith("## Current Goal")
+    assert [(c.plan_id, c.status, c.step) for c in report.checkpoints] == [("agent", "in_progress", 2)]
+    assert len(report.tool_results) == 1
+    assert next(iter(report.tool_results.values())).size > 30_000
+    assert report.messages == 2
+    assert json.loads(json.dumps(report.to_dict()))["checkpoints"][0]["status"] == "in_progress"
+
+
+def test_delete_session_keeps_the_rest(make: MemoryFactory, tmp_path: Path) -> None:
+    memory = make(tmp_path)
+    fill(memory, "bob")
+    result_id = next(iter(memory.show("bob", "s1").tool_results))
+    report = memory.delete_session("bob", "s1")
+    assert report.sessions == ["s1"]
+    assert report.runtime_bytes > 30_000
+    assert report.notes == []
+    assert memory.session("bob", "s1").get_state() == {}
+    with pytest.raises(RecordNotFoundError):
+        memory.session("bob", "s1").load_page(result_id)
+    assert memory.session("bob", "s_2").get_state()["owner"] == "bob"
+    assert len(memory.knowledge.notes("bob")) == 2
+    assert memory.delete_session("bob", "s1").runtime_bytes == 0
+
+
+def test_forget_user_erases_everything_and_only_that_user(make: MemoryFactory, tmp_path: Path) -> None:
+    memory = make(tmp_path)
+    fill(memory, "bob")
+    fill(memory, "bob_admin")
+    assert memory.knowledge.search("tea", "bob")  # builds bob's ranker and its snapshot
+    report = memory.forget_user("bob")
+    assert report.sessions == ["s1", "s_2"]
+    assert sorted(report.notes) == ["knowledge/bob_deploy.md", "knowledge/bob_tea.md"]
+    assert report.runtime_bytes > 60_000
+    assert report.note_bytes == sum(len(text.encode()) for text in NOTES.values())
+    assert report.ranker_snapshots == 1
+    assert [info.user_id for info in memory.users()] == ["bob_admin"]
+    assert memory.knowledge.search("tea", "bob") == []
+    assert memory.knowledge.notes("bob") == []
+    assert memory.session("bob", "s1").get_state() == {}
+    assert memory.knowledge.search("tea", "bob_admin")
+    assert memory.session("bob_admin", "s1").get_state()["owner"] == "bob_admin"
+    assert memory.forget_user("bob").sessions == []  # twice is harmless
+
+
+def test_forget_leaves_no_trace_on_disk(tmp_path: Path) -> None:
+    memory = Memory.open(tmp_path, fsync=False)
+    fill(memory, "bob")
+    fill(memory, "alice")
+    memory.knowledge.search("tea", "bob")
+    memory.knowledge.store.flush()
+    memory.forget_user("bob")
+    leftovers = [path for path in tmp_path.rglob("*") if "bob" in path.name]
+    assert leftovers == []
+    index = (tmp_path / "memory_data" / "memory_index.json").read_text()
+    assert "bob" not in index
+    assert "alice_tea.md" in index
+    other = Memory.open(tmp_path, fsync=False)  # a new process sees the same
+    assert other.knowledge.search("tea", "bob") == []
+    assert other.knowledge.search("tea", "alice")
+
+
+def test_a_half_done_erasure_is_hidden_and_then_finished(tmp_path: Path) -> None:
+    """What a crash between the erasure record and the last deletion leaves: readers see nothing."""
+    writer = Memory.open(tmp_path, fsync=False)
+    fill(writer, "bob")
+    writer.runtime.begin_erasure(Erasure("bob"))
+    writer.knowledge.store.backend.write_blob(".erasing/bob_", b"")
+    writer.runtime.delete_scope(Scope.of("bob", "s1"))  # ... and the process dies here
+
+    reader = Memory.open(tmp_path, fsync=False)
+    assert reader.runtime.get_state(Scope.of("bob", "s_2")) == {}  # not yet deleted, already hidden
+    assert reader.knowledge.search("tea", "bob") == []  # the search finishes the knowledge part
+    assert (tmp_path / "memory" / "state" / "bob_s%5F2.json").exists()
+    assert [info.user_id for info in reader.users()] == []  # the first use finishes the rest
+    assert reader.runtime.pending_erasures() == []
+    assert [path for path in tmp_path.rglob("*") if "bob" in path.name] == []
+
+
+# -- export / import -------------------------------------------------------------------------
+
+
+def test_export_import_round_trip_is_byte_identical(make: MemoryFactory, tmp_path: Path) -> None:
+    source = make(tmp_path / "a")
+    fill(source, "bob")
+    source.knowledge.store.backend.write_note("knowledge", "bob_latin1.md", "caf\xe9".encode("latin-1"))
+    first = tmp_path / "bob.zip"
+    manifest = source.export(first, "bob")
+    assert manifest.sessions == ["s1", "s_2"]
+    assert len(manifest.notes) == 3
+
+    for target in (Memory.open(tmp_path / "b", fsync=False), Memory.in_memory()):
+        report = target.import_archive(first)
+        assert report.sessions == ["s1", "s_2"]
+        assert report.tool_results == 2
+        second = tmp_path / "again.zip"
+        target.export(second, "bob")
+        assert second.read_bytes() == first.read_bytes()
+        assert target.knowledge.read_note("bob", "tea") == NOTES["tea"]
+        assert target.show("bob", "s1").checkpoints[0].step == 2
+        result_id = next(iter(target.show("bob", "s1").tool_results))
+        assert target.session("bob", "s1").load_page(result_id, 0, 9).content == "bob line\n"
+        assert target.knowledge.search("kestrel deploy", "bob")[0].filename == "bob_deploy.md"
+
+
+def test_export_of_one_session(tmp_path: Path) -> None:
+    memory = Memory.open(tmp_path, fsync=False)
+    fill(memory, "bob")
+    manifest = memory.export(tmp_path / "s1.zip", "bob", "s1")
+    assert (manifest.sessions, manifest.notes) == (["s1"], [])
+    names = zipfile.ZipFile(tmp_path / "s1.zip").namelist()
+    assert "sessions/s1/state.json" in names
+    assert not any(name.startswith(("notes/", "sessions/s%5F2")) for name in names)
+
+
+def test_import_refuses_to_overwrite_unless_asked(tmp_path: Path) -> None:
+    memory = Memory.open(tmp_path, fsync=False)
+    fill(memory, "bob")
+    archive = tmp_path / "bob.zip"
+    memory.export(archive, "bob")
+    memory.session("bob", "s1").update_state({"changed": True})
+    with pytest.raises(InvalidInputError, match="already holds data"):
+        memory.import_archive(archive)
+    assert memory.session("bob", "s1").get_state()["changed"] is True  # nothing was written
+    memory.import_archive(archive, replace=True)
+    assert "changed" not in memory.session("bob", "s1").get_state()
+
+
+def _archive_with(tmp_path: Path, members: dict[str, bytes]) -> Path:
+    path = tmp_path / "hostile.zip"
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+    return path
+
+
+MANIFEST = json.dumps({"format": "local-ai-memory-archive", "format_version": 1, "user_id": "bob", "sessions": ["s1"]})
+
+
+@pytest.mark.parametrize(
+    ("members", "error"),
+    [
+        ({"manifest.json": MANIFEST.encode(), "sessions/s1/../../x": b"{}"}, InvalidInputError),
+        ({"manifest.json": MANIFEST.encode(), "notes/knowledge/alice_x.md": b"x"}, InvalidInputError),
+        ({"manifest.json": MANIFEST.encode(), "notes/../knowledge/bob_x.md": b"x"}, InvalidInputError),
+        ({"manifest.json": MANIFEST.encode(), "sessions/s1/tool_results/../a.json": b"{}"}, InvalidInputError),
+        ({"manifest.json": MANIFEST.encode(), "sessions/s1/state.json": b"[1]"}, InvalidInputError),
+        ({"manifest.json": MANIFEST.replace('"bob"', '"../bob"').encode()}, InvalidInputError),
+        (
+            {"manifest.json": MANIFEST.replace('"format_version": 1', '"format_version": 9').encode()},
+            UnsupportedFormatError,
+        ),
+        ({"state.json": b"{}"}, InvalidInputError),
+    ],
+)
+def test_hostile_archives_are_refused_before_anything_is_written(
+    tmp_path: Path, members: dict[str, bytes], error: type[Exception]
+) -> None:
+    memory = Memory.open(tmp_path / "data", fsync=False)
+    with pytest.raises(error):
+        memory.import_archive(_archive_with(tmp_path, members))
+    assert memory.users() == []
+
+
+def test_a_file_that_is_not_an_archive(tmp_path: Path) -> None:
+    (tmp_path / "x.zip").write_text("not a zip")
+    with pytest.raises(InvalidInputError, match="not a local-ai-memory archive"):
+        Memory.open(tmp_path / "data").import_archive(tmp_path / "x.zip")
