@@ -108,6 +108,20 @@ class FileRecordFolder:
             if entry.name.endswith(self.suffix) and not entry.name.startswith(".") and len(entry.name) > cut
         )
 
+    def locked_names(self) -> list[str]:
+        """Names whose lock file exists, whether or not the record does (what a purge cut short leaves)."""
+        tail = self.suffix + ".lock"
+        try:
+            entries = list(os.scandir(self.guard.resolve(self.folder)))
+        except FileNotFoundError:
+            return []
+        names = (entry.name for entry in entries)
+        return sorted(
+            name[1 : -len(tail)]
+            for name in names
+            if name.startswith(".") and name.endswith(tail) and len(name) > len(tail) + 1
+        )
+
     def info(self, name: str) -> RecordInfo | None:
         try:
             stat = self.path(name).stat()

@@ -446,6 +446,12 @@ class FileRuntimeBackend(RuntimeBackend):
             results = self._results.infos(marker.name for marker in self._markers(entry).list_info())
             for info in results.values():
                 add(entry, info.size, info.modified)
+        if include_erased:  # also what an erasure cut short by a crash left: empty folders, lock files
+            leftovers = _subfolders(index_root) + _subfolders(self.guard.resolve("memory", "plans"))
+            for folder in (self._state, self._working, self._plans, self._sessions, self._index_locks):
+                leftovers += folder.locked_names()
+            for key in leftovers:
+                add(key, 0, 0.0)
         scopes = [(Scope.from_key(key), size, modified) for key, (size, modified) in sorted(found.items())]
         erasures = [] if include_erased else self.pending_erasures()
         return [
