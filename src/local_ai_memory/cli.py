@@ -1,4 +1,5 @@
-"""The ``local-ai-memory`` command line: index, search, retrieve, watch and stats.
+"""The ``local-ai-memory`` command line: index, search, retrieve, watch and stats here; the
+commands that list, show, export, import and erase data live in :mod:`._cli_data`.
 
 Every command takes ``--data-dir`` (default: ``$LOCAL_AI_MEMORY_DATA_DIR``, else ``--config``'s
 ``app.runtime_data_dir``, else ``~/.local-ai``) and ``--json`` for scripts. Tables and
@@ -24,88 +25,41 @@ Examples::
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from . import _cli_data
 from ._backends.file_knowledge import DATA_DIR, FileKnowledgeBackend
 from ._backends.knowledge import NoteInfo
-from ._config import MemoryConfig
-from ._errors import LocalMemoryError
+from ._cli_common import (
+    Categories,
+    ConfigFile,
+    DataDir,
+    JsonFlag,
+    LlmModel,
+    LlmUrl,
+    app,
+    config_of,
+    err,
+    errors,
+    fail,
+    out,
+    print_json,
+)
 from ._guard import DirectoryGuard
 from ._protocols import LLM
 from ._store import MemoryStore
 
 __all__ = ["app", "main"]
-
-app = typer.Typer(
-    name="local-ai-memory",
-    help="Index, search and watch local-ai-memory knowledge files (memory_data/{category}/{user}_*.md).",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-PIPE_WIDTH = 4096
-"""Console width when output is not a terminal: wide enough that nothing is wrapped."""
-
-
-def _console(*, stderr: bool) -> Console:
-    """Rich's console for a terminal; for a pipe or a file one that never wraps (rich would use 80 columns)."""
-    probe = Console(stderr=stderr, soft_wrap=True)
-    if probe.is_terminal:
-        return probe
-    return Console(stderr=stderr, soft_wrap=True, width=PIPE_WIDTH)
-
-
-out = _console(stderr=False)
-err = _console(stderr=True)
-
-DataDir = Annotated[
-    Path | None,
-    typer.Option("--data-dir", "-d", help="Root data folder (holds memory_data/; default $LOCAL_AI_MEMORY_DATA_DIR)."),
-]
-ConfigFile = Annotated[Path | None, typer.Option("--config", "-c", help="config.yaml with memory: and app: sections.")]
-JsonFlag = Annotated[bool, typer.Option("--json", is_flag=True, metavar="", help="Print machine-readable JSON.")]
-Categories = Annotated[
-    list[str] | None, typer.Option("--category", "-k", help="Category to use (repeatable; default: all configured).")
-]
-LlmUrl = Annotated[
-    str | None, typer.Option("--llm-base-url", help="OpenAI-compatible server, e.g. http://localhost:11434/v1")
-]
-LlmModel = Annotated[str | None, typer.Option("--llm-model", help="Model name on that server.")]
-
-
-def _fail(message: str, code: int = 1) -> NoReturn:
-    err.print(f"[bold red]error:[/] {message}", highlight=False, markup=True)
-    raise typer.Exit(code)
-
-
-@contextlib.contextmanager
-def _errors() -> Iterator[None]:
-    try:
-        yield
-    except (LocalMemoryError, OSError) as exc:
-        _fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-
-
-def _config(data_dir: Path | None, config_file: Path | None) -> MemoryConfig:
-    overrides: dict[str, Any] = {}
-    if data_dir is not None:
-        overrides["runtime_data_dir"] = data_dir
-    if config_file is not None:
-        return MemoryConfig.from_yaml(config_file, **overrides)
-    return MemoryConfig(**overrides)
 
 
 class _ReadOnlyFiles(FileKnowledgeBackend):
@@ -122,16 +76,16 @@ def _existing_guard(root: Path) -> DirectoryGuard:
     root = root.expanduser()
     hint = f"no memory at {root} (run `local-ai-memory index -d {root}` first, or check --data-dir)"
     if not root.exists():
-        _fail(hint)
+        fail(hint)
     guard = DirectoryGuard(root, create=False)
     if not guard.resolve(DATA_DIR).is_dir():
-        _fail(hint)
+        fail(hint)
     return guard
 
 
 def _store(data_dir: Path | None, config_file: Path | None, *, read_only: bool = False) -> MemoryStore:
     """The store of the data folder; ``read_only`` refuses a missing folder instead of creating one."""
-    config = _config(data_dir, config_file)
+    config = config_of(data_dir, config_file)
     if read_only:
         guard = _existing_guard(config.runtime_data_dir)
         backend: FileKnowledgeBackend = _ReadOnlyFiles(guard, config)
@@ -150,14 +104,10 @@ def _llm(base_url: str | None, model: str | None) -> LLM | None:
     if base_url is None and model is None:
         return None
     if not base_url or not model:
-        _fail("--llm-base-url and --llm-model go together")
+        fail("--llm-base-url and --llm-model go together")
     from ._openai_client import OpenAICompatibleLLM
 
     return OpenAICompatibleLLM(base_url, model)
-
-
-def _print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
 
 
 @app.command()
@@ -171,7 +121,7 @@ def index(
     as_json: JsonFlag = False,
 ) -> None:
     """Build the index from the files (with a progress bar)."""
-    with _errors():
+    with errors():
         store = _store(data_dir, config)
         llm = _llm(llm_base_url, llm_model)
         start = time.perf_counter()
@@ -187,7 +137,7 @@ def index(
                 )
         seconds = time.perf_counter() - start
         if as_json:
-            _print_json({"files": count, "seconds": round(seconds, 3), "index": str(store.index_path)})
+            print_json({"files": count, "seconds": round(seconds, 3), "index": str(store.index_path)})
         else:
             out.print(f"Indexed {count} file(s) in {seconds:.2f}s -> {store.index_path}", highlight=False)
 
@@ -204,11 +154,11 @@ def search(
     as_json: JsonFlag = False,
 ) -> None:
     """Stage 1 search (no LLM): the best-matching files of one user."""
-    with _errors():
+    with errors():
         store = _store(data_dir, config, read_only=True)
         chosen = mode or store.config.search_mode
         if chosen not in ("bm25", "hybrid"):
-            _fail(f"--mode must be bm25 or hybrid, got {chosen!r}", 2)
+            fail(f"--mode must be bm25 or hybrid, got {chosen!r}", 2)
         if chosen == "hybrid":
             if store.embedder is None:
                 from ._embeddings import SentenceTransformerEmbedder
@@ -218,7 +168,7 @@ def search(
         else:
             found = store.search(query, top, user_id=user, categories=category)
         if as_json:
-            _print_json(
+            print_json(
                 [
                     {
                         "filename": c.filename,
@@ -256,7 +206,7 @@ def retrieve(
     as_json: JsonFlag = False,
 ) -> None:
     """Three-stage retrieval: Stage 1 search, Stage 2 LLM pick (if an LLM is given), budgeted load."""
-    with _errors():
+    with errors():
         from ._retriever import MemoryRetriever
 
         store = _store(data_dir, config, read_only=True)
@@ -272,7 +222,7 @@ def retrieve(
                 markup=False,
             )
         if as_json:
-            _print_json(
+            print_json(
                 {
                     "query": result.query,
                     "user_id": result.user_id,
@@ -327,7 +277,7 @@ def watch(
     """Keep the index up to date while files change (Ctrl-C to stop)."""
     from ._index_service import MemoryIndexService
 
-    with _errors():
+    with errors():
         store = _store(data_dir, config)
         handler = _RefreshPrinter()
         logger = logging.getLogger("local_ai_memory")
@@ -381,13 +331,13 @@ class _RefreshPrinter(logging.Handler):
 @app.command()
 def stats(data_dir: DataDir = None, config: ConfigFile = None, as_json: JsonFlag = False) -> None:
     """Files per category and per user, and the index size."""
-    with _errors():
+    with errors():
         store = _store(data_dir, config, read_only=True)
         store.ensure_index()
         store.refresh_stale_entries()
         data = store.stats()
         if as_json:
-            _print_json(data)
+            print_json(data)
             return
         table = Table(title=f"knowledge in {data['data_dir']}")
         table.add_column("what")
@@ -399,6 +349,9 @@ def stats(data_dir: DataDir = None, config: ConfigFile = None, as_json: JsonFlag
             table.add_row(f"user {name}", str(count))
         table.add_row("index bytes", str(data["index_bytes"]))
         out.print(table)
+
+
+_cli_data.register()
 
 
 def main() -> None:
