@@ -146,6 +146,24 @@ def test_a_half_done_erasure_is_hidden_and_then_finished(tmp_path: Path) -> None
     assert [path for path in tmp_path.rglob("*") if "bob" in path.name] == []
 
 
+def test_recovery_removes_what_a_cut_purge_leaves(tmp_path: Path) -> None:
+    """A purge killed between a record and its lock file leaves only hidden lock files behind."""
+    memory = Memory.open(tmp_path, fsync=False)
+    fill(memory, "bob")
+    result_id = next(iter(memory.show("bob", "s1").tool_results))
+    memory.runtime.begin_erasure(Erasure("bob"))
+    for path in tmp_path.rglob("*"):
+        if path.is_file() and path.parent.name != "erasing" and ("bob" in path.name or path.name.startswith(result_id)):
+            path.unlink()  # every record gone ...
+    markers = tmp_path / "memory" / "tool_index" / "bob_s1"
+    (markers / f".{result_id}.ref.lock").write_bytes(b"")  # ... but these lock files
+    (tmp_path / "memory" / "state" / ".bob_s1.json.lock").write_bytes(b"")
+    (tmp_path / "memory" / "plans" / "bob_s1" / ".agent.jsonl.lock").write_bytes(b"")
+    Memory.open(tmp_path, fsync=False).users()  # the first use finishes the erasure
+    leftovers = [p for p in tmp_path.rglob("*") if "bob" in p.name or p.name.startswith(f".{result_id}")]
+    assert leftovers == []
+
+
 # -- export / import -------------------------------------------------------------------------
 
 

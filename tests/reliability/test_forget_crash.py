@@ -35,7 +35,7 @@ memory.forget_user("bob")
 print(f"done {time.perf_counter() - start:.4f}", flush=True)
 """
 
-TRIALS = 14
+TRIALS = 24
 
 
 def _build(root: Path) -> None:

@@ -470,8 +470,10 @@ class FileRuntimeBackend(RuntimeBackend):
             for result_id in markers.names():
                 removed += self._results.purge(result_id)
                 markers.purge(result_id)
+            for result_id in markers.locked_names():  # a purge cut short: its result went first
+                markers.purge(result_id)
             steps = self._steps(key)
-            for plan_id in steps.names():
+            for plan_id in {*steps.names(), *steps.locked_names()}:
                 removed += steps.purge(plan_id)
             for folder in (self._plans, self._sessions, self._working, self._state):
                 removed += folder.purge(key)
