@@ -125,6 +125,29 @@ budget.legend(loc="lower right", fontsize=8)
 plt.tight_layout()
 plt.show()
 """),
+    md("""
+## Your data
+
+Everything kept about a user can be listed, inspected, exported to one archive and erased
+(all or nothing, even if the process dies half-way). The same is on the command line:
+`local-ai-memory sessions / show / export / forget / import`.
+"""),
+    code("""
+for user in memory.users():
+    print(user.user_id, f"{user.size:,} bytes,", user.notes, "notes,", [s.scope.session_id for s in user.sessions])
+report = memory.show("alice", "notebook")
+print("checkpoints:", [(c.plan_id, c.status, c.step) for c in report.checkpoints])
+print("stored tool outputs:", len(report.tool_results))
+
+archive = root.parent / f"{root.name}-alice.zip"
+manifest = memory.export(archive, "alice")
+print(f"exported {len(manifest.sessions)} session(s) and {len(manifest.notes)} notes to {archive.name}")
+erased = memory.forget_user("alice")
+print(f"forgot alice: {len(erased.notes)} notes and {erased.runtime_bytes:,} bytes of runtime memory")
+print("users now:", memory.users())
+memory.import_archive(archive)
+print("imported again; search finds:", memory.knowledge.search(query.text, "alice", k=1)[0].filename)
+"""),
     md("## The files on disk"),
     code("""
 for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith(".")):

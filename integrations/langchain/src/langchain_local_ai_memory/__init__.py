@@ -3,6 +3,7 @@
 * :class:`LocalMemoryRetriever`: the knowledge memory as a ``BaseRetriever``.
 * :func:`create_memory_tools`: ``load_tool_result`` and ``search_memory`` tools.
 * :class:`LocalMemoryMiddleware` (and its parts): agent middleware for ``create_agent``.
+* :class:`LocalMemorySaver`: a LangGraph checkpointer (``checkpointer=``) over the memory's backend.
 * :class:`LocalMemoryCallbackHandler`: persistence and L1 compression for chains without middleware.
 * :class:`LocalMemoryChatMessageHistory`: a ``BaseChatMessageHistory`` over the session files.
 * :class:`ChatModelLLM`, :class:`EmbeddingsEmbedder`: LangChain models as the core's model protocols.
@@ -22,7 +23,8 @@ from ._tools import (
     create_memory_tools,
 )
 
-if TYPE_CHECKING:  # the middleware needs the optional ``langchain`` package: imported lazily below
+if TYPE_CHECKING:  # the middleware and the saver need the optional ``agents`` extra: imported lazily below
+    from ._checkpointer import LocalMemorySaver
     from ._middleware import (
         CheckpointMiddleware,
         LocalMemoryMiddleware,
@@ -41,6 +43,7 @@ __all__ = [
     "LocalMemoryChatMessageHistory",
     "LocalMemoryMiddleware",
     "LocalMemoryRetriever",
+    "LocalMemorySaver",
     "MemoryPromptMiddleware",
     "ToolResultMiddleware",
     "WorkingMemoryMiddleware",
@@ -56,6 +59,10 @@ def __getattr__(name: str) -> object:
         from . import _middleware
 
         return getattr(_middleware, name)
+    if name == "LocalMemorySaver":
+        from ._checkpointer import LocalMemorySaver
+
+        return LocalMemorySaver
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

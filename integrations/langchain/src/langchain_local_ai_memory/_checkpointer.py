@@ -1,0 +1,432 @@
+"""``LocalMemorySaver``: a LangGraph checkpointer (``BaseCheckpointSaver``) over local-ai-memory.
+
+Pass it where LangGraph takes a checkpointer (``create_agent(..., checkpointer=saver)``,
+``graph.compile(checkpointer=saver)``). It stores through the memory's runtime backend, so it
+runs on every backend the memory runs on: plain files by default (atomic, crash-safe and shared
+by every process on the machine), PostgreSQL for several hosts, or in memory for tests.
+
+Where things go: a LangGraph thread is the session ``(user_id, thread_id)`` of the memory, so
+its checkpoints sit beside that session's state, working memory and tool outputs, and
+``memory.forget_user`` / ``delete_session`` / ``export`` include them. Each checkpoint
+namespace of a thread is one append-only step log (on files:
+``memory/plans/{user}_{thread}/lg-....jsonl``), one JSON line per ``put`` or ``put_writes``.
+As LangGraph's own savers do, a ``put`` stores only the channel values whose version changed
+(``new_versions``), so a step costs what changed, not the whole state. Values are serialized by
+the saver's ``serde`` (LangGraph's ``JsonPlusSerializer`` by default) and kept base64-encoded;
+checkpoint ids, parents, versions and metadata keys stay readable JSON.
+
+Reads fold the log (:func:`fold_log`, pure), so sync and async share every rule; the async
+methods call the backend's async twins (native on PostgreSQL). Example::
+
+    from langgraph.graph import StateGraph
+    from local_ai_memory import Memory
+    from langchain_local_ai_memory import LocalMemorySaver
+
+    saver = LocalMemorySaver(Memory.open("./data"), user_id="alice")
+    graph = builder.compile(checkpointer=saver)
+    graph.invoke(inputs, {"configurable": {"thread_id": "t1"}})
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+    get_checkpoint_metadata,
+    writes_sort_key,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from local_ai_memory import InvalidInputError, Memory
+from local_ai_memory.backends import Scope, ScopeInfo
+
+__all__ = ["LocalMemorySaver", "fold_log"]
+
+PLAN_KIND = "langgraph-checkpoints"
+"""The plan record marking a step log as a LangGraph namespace's checkpoints."""
+
+
+def _plan_id(checkpoint_ns: str) -> str:
+    """The step-log id of a checkpoint namespace (namespaces hold ``:`` and ``|``; ids may not)."""
+    if not checkpoint_ns:
+        return "lg-root"
+    return "lg-" + hashlib.sha256(checkpoint_ns.encode("utf-8", "surrogatepass")).hexdigest()[:40]
+
+
+Typed = tuple[str, bytes]
+
+
+def _pack(typed: Typed) -> list[str]:
+    return [typed[0], base64.b64encode(typed[1]).decode("ascii")]
+
+
+def _unpack(packed: Sequence[str]) -> Typed:
+    return (packed[0], base64.b64decode(packed[1]))
+
+
+@dataclass
+class _Namespace:
+    """One checkpoint namespace of a thread, folded from its log."""
+
+    checkpoints: dict[str, tuple[dict[str, Any], Typed, str | None]] = field(default_factory=dict)
+    blobs: dict[tuple[str, str], Typed] = field(default_factory=dict)  # (channel, version) -> value
+    writes: dict[str, dict[tuple[str, int], tuple[str, str, Typed, str]]] = field(default_factory=dict)
+
+
+def fold_log(entries: Sequence[dict[str, Any]]) -> _Namespace:
+    """Replay a namespace's log: checkpoints, channel values by version and pending writes.
+
+    A write of a task at a non-negative index is kept from its first save (a retried task
+    does not replace it); special writes (errors, interrupts: negative indexes) replace, as
+    in LangGraph's own savers.
+    """
+    folded = _Namespace()
+    for entry in entries:
+        kind = entry.get("t")
+        if kind == "checkpoint":
+            for channel, (version, *packed) in entry["blobs"].items():
+                folded.blobs[(channel, json.dumps(version))] = _unpack(packed)
+            folded.checkpoints[entry["id"]] = (entry["checkpoint"], _unpack(entry["metadata"]), entry["parent"])
+        elif kind == "writes":
+            stored = folded.writes.setdefault(entry["checkpoint_id"], {})
+            for idx, channel, *packed in entry["writes"]:
+                key = (entry["task_id"], idx)
+                if idx >= 0 and key in stored:
+                    continue
+                stored[key] = (entry["task_id"], channel, _unpack(packed), entry["task_path"])
+    return folded
+
+
+def _checkpoint_entry(
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+    new_versions: ChannelVersions,
+    serde: SerializerProtocol,
+) -> dict[str, Any]:
+    skeleton = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+    values = checkpoint["channel_values"]
+    blobs = {
+        channel: [version, *_pack(serde.dumps_typed(values[channel]) if channel in values else ("empty", b""))]
+        for channel, version in new_versions.items()
+    }
+    return {
+        "t": "checkpoint",
+        "id": checkpoint["id"],
+        "parent": config["configurable"].get("checkpoint_id"),
+        "checkpoint": skeleton,
+        "metadata": _pack(serde.dumps_typed(get_checkpoint_metadata(config, metadata))),
+        "blobs": blobs,
+    }
+
+
+def _writes_entry(
+    config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str, serde: SerializerProtocol
+) -> dict[str, Any]:
+    return {
+        "t": "writes",
+        "checkpoint_id": config["configurable"]["checkpoint_id"],
+        "task_id": task_id,
+        "task_path": task_path,
+        "writes": [
+            [WRITES_IDX_MAP.get(channel, idx), channel, *_pack(serde.dumps_typed(value))]
+            for idx, (channel, value) in enumerate(writes)
+        ],
+    }
+
+
+class LocalMemorySaver(BaseCheckpointSaver[str]):
+    """LangGraph checkpoints kept in a :class:`~local_ai_memory.Memory` (see the module docstring).
+
+    ``user_id`` names whose sessions the threads are; a thread id is a session id, so it is
+    checked the same way (hostile ids raise :class:`~local_ai_memory.InvalidInputError`).
+    """
+
+    def __init__(self, memory: Memory, user_id: str = "langgraph", *, serde: SerializerProtocol | None = None) -> None:
+        super().__init__(serde=serde)
+        self.memory = memory
+        self.user_id = user_id
+        Scope.of(user_id, "check")  # refuse a hostile user id now, not at the first step
+
+    def __repr__(self) -> str:
+        return f"LocalMemorySaver({self.memory!r}, user_id={self.user_id!r})"
+
+    # -- addressing ---------------------------------------------------------------------------
+
+    def _scope(self, thread_id: object) -> Scope:
+        if not isinstance(thread_id, str):
+            raise InvalidInputError(f"thread_id must be a string, got {type(thread_id).__name__}")
+        return Scope.of(self.user_id, thread_id)
+
+    @staticmethod
+    def _namespaces(plans: dict[str, Any]) -> dict[str, str]:
+        """``{checkpoint_ns: plan_id}`` of the LangGraph logs among a session's plans."""
+        return {
+            payload["checkpoint_ns"]: plan_id
+            for plan_id, payload in plans.items()
+            if isinstance(payload, dict) and payload.get("kind") == PLAN_KIND
+        }
+
+    @staticmethod
+    def _register(checkpoint_ns: str) -> Callable[[dict[str, Any]], dict[str, Any] | None]:
+        plan_id = _plan_id(checkpoint_ns)
+
+        def change(plans: dict[str, Any]) -> dict[str, Any] | None:
+            if plan_id in plans:
+                return None
+            return {**plans, plan_id: {"kind": PLAN_KIND, "checkpoint_ns": checkpoint_ns}}
+
+        return change
+
+    def _tuple(
+        self, thread_id: str, checkpoint_ns: str, checkpoint_id: str, folded: _Namespace
+    ) -> CheckpointTuple | None:
+        found = folded.checkpoints.get(checkpoint_id)
+        if found is None:
+            return None
+        skeleton, metadata, parent = found
+        values = {}
+        for channel, version in skeleton.get("channel_versions", {}).items():
+            typed = folded.blobs.get((channel, json.dumps(version)))
+            if typed is not None and typed[0] != "empty":
+                values[channel] = self.serde.loads_typed(typed)
+        stored = folded.writes.get(checkpoint_id, {})
+        ordered = sorted(stored.items(), key=lambda item: writes_sort_key(item[1][3], *item[0]))
+        base = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
+        return CheckpointTuple(
+            config={"configurable": {**base, "checkpoint_id": checkpoint_id}},
+            checkpoint={**skeleton, "channel_values": values},  # type: ignore[typeddict-item]
+            metadata=self.serde.loads_typed(metadata),
+            parent_config={"configurable": {**base, "checkpoint_id": parent}} if parent else None,
+            pending_writes=[
+                (task, channel, self.serde.loads_typed(value)) for task, channel, value, _ in (w for _, w in ordered)
+            ],
+        )
+
+    def _select(
+        self,
+        thread_id: str,
+        logs: dict[str, Sequence[dict[str, Any]]],
+        *,
+        checkpoint_id: str | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+    ) -> Iterator[CheckpointTuple]:
+        """Matching checkpoints of one thread, newest first per namespace."""
+        before_id = get_checkpoint_id(before) if before else None
+        for checkpoint_ns, entries in logs.items():
+            folded = fold_log(entries)
+            for cid in sorted(folded.checkpoints, reverse=True):
+                if checkpoint_id and cid != checkpoint_id:
+                    continue
+                if before_id and cid >= before_id:
+                    continue
+                found = self._tuple(thread_id, checkpoint_ns, cid, folded)
+                if found is None:
+                    continue
+                if filter and not all(found.metadata.get(k) == v for k, v in filter.items()):
+                    continue
+                yield found
+
+    def _threads(self, scopes: Sequence[ScopeInfo]) -> list[str]:
+        """The thread ids among listed sessions: this user's."""
+        return sorted(
+            info.scope.session_id
+            for info in scopes
+            if info.scope.user_id == self.user_id and info.scope.session_id is not None
+        )
+
+    def _latest(self, config: RunnableConfig, logs: dict[str, Sequence[dict[str, Any]]]) -> CheckpointTuple | None:
+        """The checkpoint ``config`` names, or the newest of its namespace."""
+        configurable = config["configurable"]
+        checkpoint_ns = configurable.get("checkpoint_ns", "")
+        if checkpoint_ns not in logs:
+            return None
+        folded = fold_log(logs[checkpoint_ns])
+        checkpoint_id = get_checkpoint_id(config) or max(folded.checkpoints, default=None)
+        if checkpoint_id is None:
+            return None
+        return self._tuple(configurable["thread_id"], checkpoint_ns, checkpoint_id, folded)
+
+    def _entry(
+        self, config: RunnableConfig, entry: dict[str, Any]
+    ) -> tuple[Scope, str, Callable[[dict[str, Any]], dict[str, Any] | None], list[dict[str, Any]]]:
+        """Where an entry goes: the session, the namespace's log id, its registration and the line."""
+        configurable = config["configurable"]
+        checkpoint_ns = configurable.get("checkpoint_ns", "")
+        return self._scope(configurable["thread_id"]), _plan_id(checkpoint_ns), self._register(checkpoint_ns), [entry]
+
+    # -- sync ---------------------------------------------------------------------------------
+
+    def _logs(self, scope: Scope, checkpoint_ns: str | None) -> dict[str, Sequence[dict[str, Any]]]:
+        runtime = self.memory.runtime
+        namespaces = self._namespaces(runtime.get_plans(scope))
+        if checkpoint_ns is not None:
+            namespaces = {checkpoint_ns: namespaces[checkpoint_ns]} if checkpoint_ns in namespaces else {}
+        return {ns: runtime.get_plan_steps(scope, plan_id) for ns, plan_id in namespaces.items()}
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        configurable = config["configurable"]
+        logs = self._logs(self._scope(configurable["thread_id"]), configurable.get("checkpoint_ns", ""))
+        return self._latest(config, logs)
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        configurable = config["configurable"] if config else {}
+        if "thread_id" in configurable:
+            threads = [configurable["thread_id"]]
+        else:
+            threads = self._threads(self.memory.runtime.list_scopes())
+        checkpoint_ns = configurable.get("checkpoint_ns")
+        checkpoint_id = get_checkpoint_id(config) if config else None
+        remaining = limit
+        for thread_id in threads:
+            logs = self._logs(self._scope(thread_id), checkpoint_ns)
+            for found in self._select(thread_id, logs, checkpoint_id=checkpoint_id, filter=filter, before=before):
+                if remaining is not None:
+                    if remaining <= 0:
+                        return
+                    remaining -= 1
+                yield found
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        entry = _checkpoint_entry(config, checkpoint, metadata, new_versions, self.serde)
+        scope, plan_id, register, lines = self._entry(config, entry)
+        self.memory.runtime.update_plans(scope, register)
+        self.memory.runtime.append_plan_steps(scope, plan_id, lines)
+        return _saved_config(config, checkpoint)
+
+    def put_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
+        entry = _writes_entry(config, writes, task_id, task_path, self.serde)
+        scope, plan_id, register, lines = self._entry(config, entry)
+        self.memory.runtime.update_plans(scope, register)
+        self.memory.runtime.append_plan_steps(scope, plan_id, lines)
+
+    def delete_thread(self, thread_id: str) -> None:
+        self.memory.runtime.update_plans(self._scope(thread_id), _drop_langgraph_plans)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        source, target = self._scope(source_thread_id), self._scope(target_thread_id)
+        runtime = self.memory.runtime
+        for checkpoint_ns, entries in self._logs(source, None).items():
+            runtime.update_plans(target, self._register(checkpoint_ns))
+            runtime.append_plan_steps(target, _plan_id(checkpoint_ns), list(entries))
+
+    # -- async: the same steps over the backend's async twins -----------------------------------
+
+    async def _alogs(self, scope: Scope, checkpoint_ns: str | None) -> dict[str, Sequence[dict[str, Any]]]:
+        runtime = self.memory.runtime
+        namespaces = self._namespaces(await runtime.aget_plans(scope))
+        if checkpoint_ns is not None:
+            namespaces = {checkpoint_ns: namespaces[checkpoint_ns]} if checkpoint_ns in namespaces else {}
+        return {ns: await runtime.aget_plan_steps(scope, plan_id) for ns, plan_id in namespaces.items()}
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        configurable = config["configurable"]
+        logs = await self._alogs(self._scope(configurable["thread_id"]), configurable.get("checkpoint_ns", ""))
+        return self._latest(config, logs)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        configurable = config["configurable"] if config else {}
+        if "thread_id" in configurable:
+            threads = [configurable["thread_id"]]
+        else:
+            threads = self._threads(await self.memory.runtime.alist_scopes())
+        checkpoint_ns = configurable.get("checkpoint_ns")
+        checkpoint_id = get_checkpoint_id(config) if config else None
+        remaining = limit
+        for thread_id in threads:
+            logs = await self._alogs(self._scope(thread_id), checkpoint_ns)
+            for found in self._select(thread_id, logs, checkpoint_id=checkpoint_id, filter=filter, before=before):
+                if remaining is not None:
+                    if remaining <= 0:
+                        return
+                    remaining -= 1
+                yield found
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        entry = _checkpoint_entry(config, checkpoint, metadata, new_versions, self.serde)
+        scope, plan_id, register, lines = self._entry(config, entry)
+        await self.memory.runtime.aupdate_plans(scope, register)
+        await self.memory.runtime.aappend_plan_steps(scope, plan_id, lines)
+        return _saved_config(config, checkpoint)
+
+    async def aput_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
+    ) -> None:
+        entry = _writes_entry(config, writes, task_id, task_path, self.serde)
+        scope, plan_id, register, lines = self._entry(config, entry)
+        await self.memory.runtime.aupdate_plans(scope, register)
+        await self.memory.runtime.aappend_plan_steps(scope, plan_id, lines)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await self.memory.runtime.aupdate_plans(self._scope(thread_id), _drop_langgraph_plans)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        source, target = self._scope(source_thread_id), self._scope(target_thread_id)
+        runtime = self.memory.runtime
+        for checkpoint_ns, entries in (await self._alogs(source, None)).items():
+            await runtime.aupdate_plans(target, self._register(checkpoint_ns))
+            await runtime.aappend_plan_steps(target, _plan_id(checkpoint_ns), list(entries))
+
+
+def _saved_config(config: RunnableConfig, checkpoint: Checkpoint) -> RunnableConfig:
+    """The config that names a checkpoint just saved."""
+    configurable = config["configurable"]
+    return {
+        "configurable": {
+            "thread_id": configurable["thread_id"],
+            "checkpoint_ns": configurable.get("checkpoint_ns", ""),
+            "checkpoint_id": checkpoint["id"],
+        }
+    }
+
+
+def _drop_langgraph_plans(plans: dict[str, Any]) -> dict[str, Any] | None:
+    """Remove a session's LangGraph logs (their step logs go with them), keeping its other plans."""
+    kept = {
+        plan_id: payload
+        for plan_id, payload in plans.items()
+        if not (isinstance(payload, dict) and payload.get("kind") == PLAN_KIND)
+    }
+    return None if len(kept) == len(plans) else kept

@@ -1,0 +1,60 @@
+"""Child process of the checkpointer crash test: create_agent with LocalMemorySaver as its checkpointer.
+
+Usage: python saver_child.py ROOT [STALL_BEFORE_PAGE]
+
+As ``agent_child.py``, but LangGraph itself persists the run through ``LocalMemorySaver``
+(thread ``s1`` of user ``alice``). A second start continues the thread from its last
+checkpoint (``invoke(None, ...)``) when the first one was cut short.
+Prints one JSON line with the final answer and the model's call count.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from langchain.agents import create_agent
+from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import tool
+from langchain_local_ai_memory import LocalMemorySaver, ToolResultMiddleware
+from lc_fakes import ScriptedChatModel, paging_policy, real_text
+
+from local_ai_memory import Memory, MemoryConfig
+
+BIG = 200 * 1024
+
+
+def main() -> None:
+    root = Path(sys.argv[1])
+    stall = int(sys.argv[2]) if len(sys.argv) > 2 else None
+    calls = root / "big_tool_calls"
+
+    @tool
+    def big_tool() -> str:
+        """Return a large document."""
+        with calls.open("a", encoding="utf-8") as handle:
+            handle.write("call\n")
+        return real_text(BIG)
+
+    model = ScriptedChatModel(policy=paging_policy(stall_before_page=stall, stall_marker=root / "stalled"))
+    config = MemoryConfig(runtime_data_dir=root / "data", fsync=True)
+    saver = LocalMemorySaver(Memory(config), user_id="alice")
+    agent = create_agent(
+        model, tools=[big_tool], middleware=[ToolResultMiddleware("alice", "s1", config=config)], checkpointer=saver
+    )
+    thread: RunnableConfig = {"configurable": {"thread_id": "s1"}}
+    started = bool(agent.get_state(thread).values)  # the thread has checkpoints: continue it
+    task = None if started else {"messages": [HumanMessage("Read the big document.")]}
+    # "sync" durability: a step's checkpoint is stored before the next step runs, so a kill repeats
+    # at most the step it cut (with the default "async", saves may trail the run by a few steps).
+    result = agent.invoke(task, thread, durability="sync")
+    answer = {"answer": result["messages"][-1].text, "model_calls": len(model.received), "resumed": started}
+    print(json.dumps(answer))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+"""``LocalMemorySaver``: LangGraph's conformance suite, kill-and-resume across processes, per-step cost."""
+
+from __future__ import annotations
+
+import json
+import operator
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Annotated, TypedDict
+
+import pytest
+from langchain_core.runnables import RunnableConfig
+from langchain_local_ai_memory import LocalMemorySaver
+from langgraph.checkpoint.conformance import checkpointer_test, validate
+from langgraph.graph import END, START, StateGraph
+from lc_fakes import real_text
+
+from local_ai_memory import InvalidInputError, Memory
+
+CHILD = Path(__file__).parent / "saver_child.py"
+BIG = 200 * 1024
+
+MEMORIES: dict[str, Callable[[Path], Memory]] = {
+    "files": lambda root: Memory.open(root, fsync=False),
+    "in-memory": lambda root: Memory.in_memory(),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(MEMORIES))
+async def test_langgraph_checkpoint_conformance(kind: str, tmp_path: Path) -> None:
+    count = iter(range(1_000))
+
+    @checkpointer_test(name=f"LocalMemorySaver[{kind}]")
+    async def saver() -> AsyncIterator[LocalMemorySaver]:
+        yield LocalMemorySaver(MEMORIES[kind](tmp_path / f"run{next(count)}"), user_id="conformance")
+
+    report = await validate(saver)
+    report.print_report()
+    assert report.passed_all_base()
+    assert report.passed_all()  # copy_thread too, the extended capability we implement
+
+
+class Counters(TypedDict):
+    big: str
+    steps: Annotated[list[int], operator.add]
+
+
+def _graph(saver: LocalMemorySaver):  # type: ignore[no-untyped-def]
+    """A large channel written once, and a small one every step: a step should store the small one only."""
+    builder = StateGraph(Counters)
+    builder.add_node("start", lambda state: {"big": real_text(50_000), "steps": [0]})
+    builder.add_node("step", lambda state: {"steps": [len(state["steps"])]})
+    builder.add_edge(START, "start")
+    builder.add_edge("start", "step")
+    builder.add_conditional_edges("step", lambda state: END if len(state["steps"]) >= 20 else "step")
+    return builder.compile(checkpointer=saver)
+
+
+def test_a_step_stores_only_the_channels_that_changed(tmp_path: Path) -> None:
+    memory = Memory.open(tmp_path, fsync=False)
+    graph = _graph(LocalMemorySaver(memory, user_id="alice"))
+    thread: RunnableConfig = {"configurable": {"thread_id": "t1"}}
+    result = graph.invoke({"steps": []}, thread)
+    assert result["steps"] == list(range(20))
+    log = tmp_path / "memory" / "plans" / "alice_t1" / "lg-root.jsonl"
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    checkpoints = [line for line in lines if line["t"] == "checkpoint"]
+    assert len(checkpoints) >= 20
+    big_writes = [line for line in checkpoints if "big" in line["blobs"]]
+    assert len(big_writes) == 1  # the 50 KB value is stored once, not at every step
+    assert max(len(json.dumps(line)) for line in checkpoints[3:]) < 5_000
+    state = graph.get_state(thread)
+    assert len(state.values["big"]) == 50_000
+    history = list(graph.get_state_history(thread))
+    assert len(history) == len(checkpoints)
+    assert history[-1].values == {"steps": []}  # time travel back to the input
+
+
+async def test_async_graph_runs_on_the_saver(tmp_path: Path) -> None:
+    memory = Memory.open(tmp_path, fsync=False)
+    graph = _graph(LocalMemorySaver(memory, user_id="alice"))
+    thread: RunnableConfig = {"configurable": {"thread_id": "t-async"}}
+    result = await graph.ainvoke({"steps": []}, thread)
+    assert len(result["steps"]) == 20
+    state = await graph.aget_state(thread)
+    assert state.values["steps"] == list(range(20))
+    sync_view = _graph(LocalMemorySaver(Memory.open(tmp_path, fsync=False), user_id="alice")).get_state(thread)
+    assert sync_view.values == state.values  # another Memory (another process) reads the same
+
+
+def test_threads_are_sessions_of_the_memory(tmp_path: Path) -> None:
+    memory = Memory.open(tmp_path, fsync=False)
+    saver = LocalMemorySaver(memory, user_id="alice")
+    _graph(saver).invoke({"steps": []}, {"configurable": {"thread_id": "t1"}})
+    memory.session("alice", "t1").update_state({"task": "count"})
+    assert [s.scope.session_id for s in memory.users()[0].sessions] == ["t1"]
+    assert memory.show("alice", "t1").checkpoints == []  # LangGraph's logs are not L2 run records
+    saver.delete_thread("t1")
+    assert saver.get_tuple({"configurable": {"thread_id": "t1"}}) is None
+    assert memory.session("alice", "t1").get_state() == {"task": "count"}  # the rest of the session stays
+    _graph(saver).invoke({"steps": []}, {"configurable": {"thread_id": "t2"}})
+    memory.forget_user("alice")
+    assert saver.get_tuple({"configurable": {"thread_id": "t2"}}) is None
+    assert list(saver.list(None)) == []
+
+
+def test_hostile_ids_are_refused(tmp_path: Path) -> None:
+    memory = Memory.open(tmp_path, fsync=False)
+    with pytest.raises(InvalidInputError):
+        LocalMemorySaver(memory, user_id="../x")
+    saver = LocalMemorySaver(memory, user_id="alice")
+    for thread_id in ("../etc", "a/b", "", "nul\x00"):
+        with pytest.raises(InvalidInputError):
+            saver.get_tuple({"configurable": {"thread_id": thread_id}})
+    assert memory.users() == []
+
+
+def test_killed_agent_resumes_in_another_process(tmp_path: Path) -> None:
+    """create_agent with LocalMemorySaver, killed while paging a 200 KB output, resumed by a new process."""
+    child = subprocess.Popen(
+        [sys.executable, str(CHILD), str(tmp_path), "4"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    marker = tmp_path / "stalled"
+    deadline = time.monotonic() + 120
+    while not marker.exists():
+        assert child.poll() is None, child.communicate()
+        assert time.monotonic() < deadline, "the child never reached page 4"
+        time.sleep(0.05)
+    child.kill()
+    child.communicate(timeout=30)
+
+    again = subprocess.run(
+        [sys.executable, str(CHILD), str(tmp_path)], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert again.returncode == 0, again.stderr
+    report = json.loads(again.stdout.strip().splitlines()[-1])
+    assert report["resumed"] is True
+    assert report["answer"] == f"read {len(real_text(BIG))} characters"
+    assert (tmp_path / "big_tool_calls").read_text().count("call") == 1  # no tool step lost or repeated
+    assert report["model_calls"] == 8  # pages 4..10 and the answer: only the cut step is repeated
