@@ -67,6 +67,8 @@ def _plan_id(checkpoint_ns: str) -> str:
 
 
 Typed = tuple[str, bytes]
+Packed = Sequence[str]
+"""A serialized value as stored: ``[type, base64 of the bytes]``."""
 
 
 def _pack(typed: Typed) -> list[str]:
@@ -81,9 +83,10 @@ def _unpack(packed: Sequence[str]) -> Typed:
 class _Namespace:
     """One checkpoint namespace of a thread, folded from its log."""
 
-    checkpoints: dict[str, tuple[dict[str, Any], Typed, str | None]] = field(default_factory=dict)
-    blobs: dict[tuple[str, str], Typed] = field(default_factory=dict)  # (channel, version) -> value
-    writes: dict[str, dict[tuple[str, int], tuple[str, str, Typed, str]]] = field(default_factory=dict)
+    # Values stay packed (base64) until a checkpoint that needs them is read.
+    checkpoints: dict[str, tuple[dict[str, Any], Packed, str | None]] = field(default_factory=dict)
+    blobs: dict[tuple[str, str], Packed] = field(default_factory=dict)  # (channel, version) -> value
+    writes: dict[str, dict[tuple[str, int], tuple[str, str, Packed, str]]] = field(default_factory=dict)
 
 
 def fold_log(entries: Sequence[dict[str, Any]]) -> _Namespace:
@@ -98,15 +101,15 @@ def fold_log(entries: Sequence[dict[str, Any]]) -> _Namespace:
         kind = entry.get("t")
         if kind == "checkpoint":
             for channel, (version, *packed) in entry["blobs"].items():
-                folded.blobs[(channel, json.dumps(version))] = _unpack(packed)
-            folded.checkpoints[entry["id"]] = (entry["checkpoint"], _unpack(entry["metadata"]), entry["parent"])
+                folded.blobs[(channel, json.dumps(version))] = packed
+            folded.checkpoints[entry["id"]] = (entry["checkpoint"], entry["metadata"], entry["parent"])
         elif kind == "writes":
             stored = folded.writes.setdefault(entry["checkpoint_id"], {})
             for idx, channel, *packed in entry["writes"]:
                 key = (entry["task_id"], idx)
                 if idx >= 0 and key in stored:
                     continue
-                stored[key] = (entry["task_id"], channel, _unpack(packed), entry["task_path"])
+                stored[key] = (entry["task_id"], channel, packed, entry["task_path"])
     return folded
 
 
@@ -200,19 +203,20 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
         skeleton, metadata, parent = found
         values = {}
         for channel, version in skeleton.get("channel_versions", {}).items():
-            typed = folded.blobs.get((channel, json.dumps(version)))
-            if typed is not None and typed[0] != "empty":
-                values[channel] = self.serde.loads_typed(typed)
+            packed = folded.blobs.get((channel, json.dumps(version)))
+            if packed is not None and packed[0] != "empty":
+                values[channel] = self.serde.loads_typed(_unpack(packed))
         stored = folded.writes.get(checkpoint_id, {})
         ordered = sorted(stored.items(), key=lambda item: writes_sort_key(item[1][3], *item[0]))
         base = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
         return CheckpointTuple(
             config={"configurable": {**base, "checkpoint_id": checkpoint_id}},
             checkpoint={**skeleton, "channel_values": values},  # type: ignore[typeddict-item]
-            metadata=self.serde.loads_typed(metadata),
+            metadata=self.serde.loads_typed(_unpack(metadata)),
             parent_config={"configurable": {**base, "checkpoint_id": parent}} if parent else None,
             pending_writes=[
-                (task, channel, self.serde.loads_typed(value)) for task, channel, value, _ in (w for _, w in ordered)
+                (task, channel, self.serde.loads_typed(_unpack(value)))
+                for task, channel, value, _ in (w for _, w in ordered)
             ],
         )
 
