@@ -174,6 +174,11 @@ class MemoryManager:
         """Async twin of :meth:`replace_state`."""
         return await self.backend.aupdate_state(self.scope_info, _replaced(_checked_patch(state)))
 
+    def bookkeeping(self) -> dict[str, Any]:
+        """The library's own L0 entries (:data:`BOOKKEEPING_KEY`), e.g. the status of an agent run."""
+        found = self.get_state().get(BOOKKEEPING_KEY)
+        return dict(found) if isinstance(found, dict) else {}
+
     def update_bookkeeping(self, patch: Mapping[str, Any]) -> dict[str, Any]:
         """Merge ``patch`` into the library's own L0 entries (:data:`BOOKKEEPING_KEY`), atomically.
 

@@ -2,9 +2,9 @@
 
 Usage: python saver_child.py ROOT [STALL_BEFORE_PAGE]
 
-As ``agent_child.py``, but LangGraph itself persists the run through ``LocalMemorySaver``
-(thread ``s1`` of user ``alice``). A second start continues the thread from its last
-checkpoint (``invoke(None, ...)``) when the first one was cut short.
+As ``agent_child.py``, but LangGraph itself persists the run, through the middleware's
+``LocalMemorySaver`` (thread ``s1`` of user ``alice``): one L2, LangGraph's. A second start
+continues the thread from its last checkpoint (``invoke(None, ...)``) when the first was cut short.
 Prints one JSON line with the final answer and the model's call count.
 """
 
@@ -20,10 +20,10 @@ from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
-from langchain_local_ai_memory import LocalMemorySaver, ToolResultMiddleware
+from langchain_local_ai_memory import LocalMemoryMiddleware
 from lc_fakes import ScriptedChatModel, paging_policy, real_text
 
-from local_ai_memory import Memory, MemoryConfig
+from local_ai_memory import MemoryConfig
 
 BIG = 200 * 1024
 
@@ -42,10 +42,8 @@ def main() -> None:
 
     model = ScriptedChatModel(policy=paging_policy(stall_before_page=stall, stall_marker=root / "stalled"))
     config = MemoryConfig(runtime_data_dir=root / "data", fsync=True)
-    saver = LocalMemorySaver(Memory(config), user_id="alice")
-    agent = create_agent(
-        model, tools=[big_tool], middleware=[ToolResultMiddleware("alice", "s1", config=config)], checkpointer=saver
-    )
+    middleware = LocalMemoryMiddleware("alice", "s1", config=config)
+    agent = create_agent(model, tools=[big_tool], middleware=[middleware], checkpointer=middleware.checkpointer())
     thread: RunnableConfig = {"configurable": {"thread_id": "s1"}}
     started = bool(agent.get_state(thread).values)  # the thread has checkpoints: continue it
     task = None if started else {"messages": [HumanMessage("Read the big document.")]}

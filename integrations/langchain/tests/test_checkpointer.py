@@ -141,3 +141,46 @@ def test_killed_agent_resumes_in_another_process(tmp_path: Path) -> None:
     assert report["answer"] == f"read {len(real_text(BIG))} characters"
     assert (tmp_path / "big_tool_calls").read_text().count("call") == 1  # no tool step lost or repeated
     assert report["model_calls"] == 8  # pages 4..10 and the answer: only the cut step is repeated
+    memory = Memory.open(tmp_path / "data")
+    assert memory.show("alice", "s1").checkpoints == []  # one L2: LangGraph's, no second record beside it
+    session = memory.session("alice", "s1")
+    assert session.bookkeeping()["run_status"] == "completed"
+    assert session.get_state()["current_step"] == 13  # big_tool call, pages 0..10, the answer
+
+
+def test_middleware_under_a_checkpointer_counts_steps_and_marks_interruptions(tmp_path: Path) -> None:
+    from langchain.agents import create_agent
+    from langchain_core.messages import HumanMessage
+    from langchain_core.tools import tool
+    from langchain_local_ai_memory import LocalMemoryMiddleware
+    from lc_fakes import ScriptedChatModel, paging_policy
+
+    from local_ai_memory import MemoryConfig
+
+    @tool
+    def big_tool() -> str:
+        """Return a large document."""
+        return real_text(BIG)
+
+    config = MemoryConfig(runtime_data_dir=tmp_path, fsync=False)
+    middleware = LocalMemoryMiddleware("alice", "s1", config=config)
+    agent = create_agent(
+        ScriptedChatModel(policy=paging_policy(page_chars=20_000)),
+        tools=[big_tool],
+        middleware=[middleware],
+        checkpointer=middleware.checkpointer(),
+    )
+    thread: RunnableConfig = {"configurable": {"thread_id": "s1"}}
+    result = agent.invoke({"messages": [HumanMessage("Read the big document.")]}, thread)
+    assert result["messages"][-1].text == f"read {len(real_text(BIG))} characters"
+    memory = Memory.open(tmp_path)
+    session = memory.session("alice", "s1")
+    assert session.bookkeeping()["run_status"] == "completed"
+    assert session.get_state()["current_step"] == 13  # big_tool, 11 pages, the answer
+    assert memory.show("alice", "s1").checkpoints == []
+    assert middleware.checkpoints is not None
+    assert middleware.checkpoints.mark_interrupted("alice", "s1") is False  # nothing runs
+    session.update_bookkeeping({"run_status": "in_progress"})
+    assert middleware.checkpoints.mark_interrupted("alice", "s1", reason="SIGTERM") is True
+    assert session.bookkeeping()["run_status"] == "interrupted"
+    assert session.bookkeeping()["stop_reason"] == "SIGTERM"

@@ -35,7 +35,7 @@ import signal
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain_core.language_models import BaseLanguageModel
@@ -62,7 +62,9 @@ from local_ai_memory import (
     CheckpointRun,
     ContextBuilder,
     DirectoryGuard,
+    InvalidInputError,
     LocalMemoryError,
+    Memory,
     MemoryConfig,
     MemoryManager,
     RecordNotFoundError,
@@ -79,6 +81,9 @@ from ._adapters import as_llm
 from ._retriever import LocalMemoryRetriever
 from ._scope import MemoryLocation, resolve_scope
 from ._tools import LOAD_TOOL_RESULT, LoadToolResultTool
+
+if TYPE_CHECKING:
+    from ._checkpointer import LocalMemorySaver
 
 __all__ = [
     "CheckpointMiddleware",
@@ -113,6 +118,20 @@ def _current_config() -> Any:
     with contextlib.suppress(RuntimeError):
         return get_config()
     return None
+
+
+_CHECKPOINTER_KEY = "__pregel_checkpointer"  # where LangGraph puts the run's checkpointer in ``configurable``
+
+
+def _graph_persists() -> bool:
+    """Whether this run is persisted by a LangGraph checkpointer (``create_agent(checkpointer=...)``).
+
+    Then LangGraph keeps the conversation, resumes it (``invoke(None, thread)``) and knows what is
+    left to do; the middleware writes no L2 record of its own beside it.
+    """
+    config = _current_config()
+    configurable = config.get("configurable", {}) if isinstance(config, dict) else {}
+    return configurable.get(_CHECKPOINTER_KEY) is not None
 
 
 class _Scoped:
@@ -342,13 +361,20 @@ class _TrackedRun:
 
 
 class CheckpointMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
-    """Saves an L2 checkpoint and updates L0 before every model call; resumes an unfinished run.
+    """Keeps L2 for an agent run: the step counter in L0, and resuming a run that was cut short.
 
-    ``plan_id`` names the checkpoint within the scope (one resumable run per plan id). When a
-    run resumes, the stored conversation comes first and input messages it does not already
-    hold are appended after it. With ``resume=False`` (or another ``plan_id``) a stored
-    unfinished run is overwritten instead of continued. A conversation kept by a LangGraph
-    checkpointer (same ``thread_id``) is left as it is.
+    **With a LangGraph checkpointer** (``create_agent(..., checkpointer=...)``, for example
+    :meth:`LocalMemoryMiddleware.checkpointer`), LangGraph is the one L2: it stores every step,
+    resumes a thread (``agent.invoke(None, {"configurable": {"thread_id": ...}})``) and knows
+    whether a thread is finished (``agent.get_state(thread).next``). This middleware then writes
+    no checkpoint of its own; it keeps ``current_task`` and ``current_step`` in L0 and the run's
+    status (``in_progress``, ``completed``, ``interrupted``) in the session's bookkeeping.
+
+    **Without one**, it saves an L2 checkpoint before every model call (one step-log entry per
+    step) and resumes an unfinished run: ``plan_id`` names the checkpoint within the scope (one
+    resumable run per plan id); the stored conversation comes first and input messages it does
+    not already hold are appended after it. With ``resume=False`` (or another ``plan_id``) a
+    stored unfinished run is overwritten instead of continued.
     """
 
     def __init__(
@@ -429,7 +455,10 @@ class CheckpointMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         )
         manager = scope.manager(None, {})
         if self._previous(manager) is None:
-            return False
+            if manager.bookkeeping().get("run_status") != "in_progress":
+                return False
+            manager.update_bookkeeping({"run_status": "interrupted", "stop_reason": reason})
+            return True
         mark_status(manager, self.plan_id, "interrupted", reason=reason)
         return True
 
@@ -455,11 +484,19 @@ class CheckpointMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                         logger.warning("could not mark the run of %s/%s interrupted: %s", user, session, exc)
                 raise
 
+    def _count_steps(self, manager: MemoryManager, messages: Sequence[BaseMessage], status: str) -> None:
+        """L0 and the run status when LangGraph's checkpointer keeps the run."""
+        manager.update_state({"current_task": _task_of(messages), "current_step": _step_of(messages)})
+        manager.update_bookkeeping({"run_status": status, "stop_reason": None})
+
     def before_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
-        """Resume a stored unfinished run, or start a fresh checkpoint."""
+        """Resume a stored unfinished run or start a fresh checkpoint (under a LangGraph checkpointer: count)."""
         manager = self._scope.manager(runtime)
         self._started(manager, True)
         messages = _messages(state)
+        if _graph_persists():
+            self._count_steps(manager, messages, "in_progress")
+            return None
         tracked = self._begin(manager, messages)
         previous = tracked.run.checkpoint if tracked.run.resumed else None
         if previous is None or not previous.messages:
@@ -482,6 +519,9 @@ class CheckpointMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         """Checkpoint what the conversation gained since the last call (every tool step is followed by one)."""
         manager = self._scope.manager(runtime)
         messages = _messages(state)
+        if _graph_persists():
+            self._count_steps(manager, messages, "in_progress")
+            return None
         self._save(manager, self._tracked(manager, messages), messages)
         return None
 
@@ -489,6 +529,10 @@ class CheckpointMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         """Mark the run ``completed``."""
         manager = self._scope.manager(runtime)
         messages = _messages(state)
+        if _graph_persists():
+            self._count_steps(manager, messages, "completed")
+            self._started(manager, False)
+            return None
         tracked = self._tracked(manager, messages)
         self._save(manager, tracked, messages)
         tracked.run.finish("completed")
@@ -585,6 +629,8 @@ class LocalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     ) -> None:
         super().__init__()
         location = MemoryLocation(config, guard)
+        self._location = location
+        self._user_id = user_id
         shared: dict[str, Any] = {"config": location.config, "guard": location.guard}
         self.tool_results = (
             ToolResultMiddleware(user_id, session_id, retention=retention, **shared) if externalize else None
@@ -599,6 +645,23 @@ class LocalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         )
         self.working_memory = WorkingMemoryMiddleware(user_id, session_id, llm=llm, **shared) if compress else None
         self.tools: Sequence[BaseTool] = list(self.tool_results.tools) if self.tool_results is not None else []
+
+    def checkpointer(self, user_id: str | None = None) -> LocalMemorySaver:
+        """A LangGraph checkpointer on this middleware's memory: pass it to ``create_agent(checkpointer=...)``.
+
+        Threads are sessions of ``user_id`` (default: this middleware's user), so run with
+        ``{"configurable": {"thread_id": session_id}}`` and ``context`` naming the same user and
+        session. LangGraph then keeps L2 (every step, resume, status) and this middleware writes
+        no checkpoint of its own beside it.
+        """
+        from ._checkpointer import LocalMemorySaver
+
+        user = user_id if user_id is not None else self._user_id
+        if user is None:
+            raise InvalidInputError("give the user whose sessions the threads are: checkpointer(user_id=...)")
+        location = self._location
+        config = location.config.model_copy(update={"runtime_data_dir": location.guard.root})
+        return LocalMemorySaver(Memory(config), user_id=user)
 
     @contextlib.contextmanager
     def handle_signals(self, user_id: str | None = None, session_id: str | None = None) -> Iterator[None]:
