@@ -318,6 +318,34 @@ result = agent.invoke(task)  # the same scope: resumes
 print(result["messages"][-1].content)
 print("read_source ran", runs["read_source"], "time(s); L0:", scope.get_state())
 """),
+    md("""
+## One L2 with LangGraph: the checkpointer
+
+Give the agent a LangGraph checkpointer and LangGraph keeps every step: `LocalMemorySaver`
+stores them in the same memory (a thread is a session), and the middleware then writes no
+checkpoint of its own. Resuming is LangGraph's: `agent.invoke(None, thread)` continues the thread.
+"""),
+    code("""
+runs["read_source"] = 0
+interrupted["done"] = False  # interrupt once more, at the same point
+model = ScriptedChatModel(policy=flaky_policy)
+graph_memory = LocalMemoryMiddleware("alice", "graph-thread", config=config)
+agent = create_agent(
+    model, tools=[read_source], middleware=[graph_memory], checkpointer=graph_memory.checkpointer()
+)
+thread = {"configurable": {"thread_id": "graph-thread"}}
+try:
+    agent.invoke(task, thread, durability="sync")
+except KeyboardInterrupt:
+    print("interrupted at LangGraph step", agent.get_state(thread).metadata["step"])
+
+result = agent.invoke(None, thread, durability="sync")  # continue the thread where it stopped
+print(result["messages"][-1].content)
+print("read_source ran", runs["read_source"], "time(s)")
+print("checkpoints kept by LangGraph:", len(list(agent.get_state_history(thread))))
+session = memory.session("alice", "graph-thread")
+print("L0 step counter:", session.get_state()["current_step"], "| run status:", session.bookkeeping()["run_status"])
+"""),
 ]
 
 
