@@ -18,9 +18,9 @@ import numpy.typing as npt
 
 from ._backends.knowledge import VectorCache
 from ._fusion import cosine_top_n, reciprocal_rank_fusion
-from ._index import IndexEntry, ranking_text
+from ._index import IndexEntry, lead_text
 
-__all__ = ["Candidate", "HybridFlow", "arun_hybrid", "candidate_of", "hybrid_flow", "run_hybrid"]
+__all__ = ["Candidate", "HybridFlow", "arun_hybrid", "candidate_of", "embedding_text", "hybrid_flow", "run_hybrid"]
 
 Vector = npt.NDArray[np.float32]
 Request = tuple[Literal["vectors"], list[tuple[str, str]]] | tuple[Literal["query"], str]
@@ -44,13 +44,19 @@ def candidate_of(entry: IndexEntry, score: float) -> Candidate:
     return Candidate(entry.filename, entry.category, entry.title, entry.description, tuple(entry.keywords), score)
 
 
+def embedding_text(entry: IndexEntry) -> str:
+    """What hybrid search embeds of a note: its title and first paragraph (with the file-name
+    words), which measured better than the metadata with keywords or the text's beginning."""
+    return lead_text(entry)
+
+
 def hybrid_flow(
     query: str, lexical: Sequence[Candidate], chosen: Sequence[IndexEntry], pool: int, top_n: int, weight: float
 ) -> HybridFlow:
-    """BM25 ``lexical`` fused with the cosine ranking of ``chosen`` entries' metadata text."""
+    """BM25 ``lexical`` fused with the cosine ranking of ``chosen`` entries' :func:`embedding_text`."""
     vector: list[Candidate] = []
     if chosen:
-        matrix = yield ("vectors", [(f"{e.category}/{e.filename}", ranking_text(e, None, "metadata")) for e in chosen])
+        matrix = yield ("vectors", [(f"{e.category}/{e.filename}", embedding_text(e)) for e in chosen])
         query_vector = yield ("query", query)
         vector = [candidate_of(chosen[i], score) for i, score in cosine_top_n(matrix, query_vector, pool)]
     fused = reciprocal_rank_fusion([c.filename for c in lexical], [c.filename for c in vector], weight)
