@@ -1,4 +1,4 @@
-"""The knowledge index (``memory_index.json`` v4) and metadata extraction from Markdown.
+"""The knowledge index (``memory_index.json`` v3) and metadata extraction from Markdown.
 
 Everything here is pure: parse and serialize the index, pull a title, a description and
 heuristic keywords out of a Markdown text, build the Stage 1 terms of an entry, and the prompt
@@ -6,12 +6,13 @@ and parser for the optional LLM keyword refinement. :mod:`._store` does the disk
 
 Titles and descriptions keep the author's text (underscores, code spans, punctuation):
 ``# my_snake_case_func and __init__`` is stored and shown as written. Ranking sees them only
-through :mod:`._analysis`. Version 4 is version 3 with verbatim titles and descriptions (a
-version 3 index is rebuilt from the notes, since its titles may have lost characters).
+through :mod:`._analysis`. (Entries written before 0.2 may hold titles without underscores
+or Markdown characters; the format is unchanged, so they are kept, with any LLM keywords,
+until their note changes or ``populate_index_from_files`` runs.)
 
-Index format (``index_version: 4``)::
+Index format (``index_version: 3``)::
 
-    {"index_version": 4, "last_updated": 1764400000.5,
+    {"index_version": 3, "last_updated": 1764400000.5,
      "files": [{"filename": "alice_python.md", "title": "Python Basics",
                 "description": "Introduction to Python programming",
                 "keywords": ["python", "programming"], "category": "knowledge",
@@ -54,7 +55,7 @@ __all__ = [
     "tokenize",
 ]
 
-INDEX_VERSION = 4
+INDEX_VERSION = 3
 MAX_DESCRIPTION = 300
 HEURISTIC_KEYWORDS = 10
 RankingField = Literal["metadata", "content", "both"]
