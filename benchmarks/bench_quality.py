@@ -21,7 +21,8 @@ Rankings:
   ``local_ai_memory._analysis``) and ``MemoryStore.hybrid_search`` as shipped (with the real
   all-MiniLM-L6-v2 model);
 * with ``--variants``: ours without stemming, over metadata or content only, and MiniLM
-  alone and fused by RRF over other texts (metadata, lead, content) at other weights;
+  alone and fused with ours BM25 over other texts (metadata, title + first paragraph,
+  content), by RRF and by score fusion at other weights;
 * peers with their defaults on the same note texts: LangChain ``BM25Retriever``
   (rank_bm25), LlamaIndex ``BM25Retriever`` (bm25s, stemmed), and bm25s itself with the
   English Snowball stemmer and stop words.
@@ -44,9 +45,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from quality_corpora import CORPORA
 
 from local_ai_memory._config import MemoryConfig
-from local_ai_memory._fusion import cosine_top_n, reciprocal_rank_fusion
+from local_ai_memory._fusion import convex_fusion, cosine_scores, cosine_top_n, reciprocal_rank_fusion
 from local_ai_memory._guard import DirectoryGuard
-from local_ai_memory._index import IndexEntry, lead_text, ranking_text
+from local_ai_memory._index import IndexEntry, ranking_text
 from local_ai_memory._samples import SampleCorpus, write_corpus
 from local_ai_memory._search import embedding_text
 from local_ai_memory._store import MemoryStore
@@ -127,21 +128,31 @@ def model_rows(
     cache = EmbeddingCache(DirectoryGuard(tmp / "vectors"), embedder, MemoryConfig(fsync=False))  # type: ignore[arg-type]
     names = [note.filename(USER) for note in corpus.notes]
     entries: dict[str, IndexEntry] = {e.filename: e for e in store.read_index().files}
+    named = [n for n in names if n in entries]  # a note the store skipped (binary text) has no entry
+    row_of = {n: row for row, n in enumerate(named)}
     texts = {
-        "metadata": [ranking_text(entries[n], None, "metadata") for n in names],
-        "lead": [lead_text(entries[n]) for n in names],
-        "shipped text": [embedding_text(entries[n]) for n in names],
-        "content": [note.text for note in corpus.notes],
+        "metadata": [ranking_text(entries[n], None, "metadata") for n in named],
+        "title + first paragraph": [embedding_text(entries[n]) for n in named],
+        "content": [note.text for note in corpus.notes if note.filename(USER) in row_of],
     }
     query_vectors = [cache.embed_query(q) for q in queries]
-    bm25 = [store.bm25_search(q, POOL, user_id=USER) for q in queries]
+    bm25 = [[(c.filename, c.score) for c in store.search(q, POOL, user_id=USER)] for q in queries]
     for label, items in texts.items():
-        matrix = cache.vectors_for([(f"{label}/{n}", t) for n, t in zip(names, items, strict=True)])
-        vector = [[names[i] for i, _ in cosine_top_n(matrix, qv, POOL)] for qv in query_vectors]
+        matrix = cache.vectors_for([(f"{label}/{n}", t) for n, t in zip(named, items, strict=True)])
+        scored = [cosine_scores(matrix, qv) for qv in query_vectors]
+        vector = [[named[i] for i, _ in cosine_top_n(matrix, qv, POOL)] for qv in query_vectors]
         rows.append((f"MiniLM cosine over {label}", *score(vector, expected), ""))
-        for weight in (0.5, 0.6, 0.7):
-            fused = [[n for n, _ in reciprocal_rank_fusion(b, v, weight)] for b, v in zip(bm25, vector, strict=True)]
-            rows.append((f"RRF {weight}: ours BM25 + MiniLM over {label}", *score(fused, expected), ""))
+        rrf = [
+            [n for n, _ in reciprocal_rank_fusion([n for n, _ in b], v, 0.5)] for b, v in zip(bm25, vector, strict=True)
+        ]
+        rows.append((f"RRF 0.5: ours BM25 + MiniLM over {label}", *score(rrf, expected), ""))
+        for weight in (0.5, 0.7, 0.8):
+            fused = []
+            for lexical, near, cosines in zip(bm25, vector, scored, strict=True):
+                candidates = {n for n, _ in lexical} | set(near)
+                similar = [(n, float(cosines[row_of[n]])) for n in candidates if n in row_of]
+                fused.append([n for n, _ in convex_fusion(lexical, similar, weight)])
+            rows.append((f"score fusion {weight}: ours BM25 + MiniLM over {label}", *score(fused, expected), ""))
     return rows
 
 
