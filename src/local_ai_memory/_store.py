@@ -107,7 +107,7 @@ class MemoryStore(KnowledgeNotes):
         user_id: str,
         categories: Iterable[str] | None = None,
     ) -> list[Candidate]:
-        """Scored candidates of :meth:`hybrid_search` (score = fused RRF score; BM25 score on fallback)."""
+        """Scored candidates of :meth:`hybrid_search` (score = fused score in 0..1; BM25 score on fallback)."""
         weight, pool = self._hybrid_plan(top_n, bm25_weight)
         lexical = self.search(query, pool, user_id=user_id, categories=categories)
         inputs = self._hybrid_inputs(user_id, categories)
@@ -149,7 +149,7 @@ class MemoryStore(KnowledgeNotes):
         user_id: str,
         categories: Iterable[str] | None = None,
     ) -> list[str]:
-        """BM25 fused with embedding similarity by weighted reciprocal rank fusion; BM25 alone
+        """BM25 fused with embedding similarity (normalized scores, weighted); BM25 alone
         when no embedder is configured or it fails (logged as ``EMBEDDINGS_FALLBACK``)."""
         return [
             c.filename
