@@ -1,25 +1,31 @@
 """Retrieval quality on real text: which Stage 1 ranking finds the right note most often.
 
-Corpus: one Markdown note per Python standard-library module installed here, queries from
-docstrings that were left out of the notes (see ``local_ai_memory._samples``). Each query
-has exactly one right file. For every ranking the script prints recall@5 (the right file is
-among the 5 Stage 1 candidates the LLM gets to see) and MRR@10::
+Three corpora of real text installed here (see ``quality_corpora.py``), each with held-out
+known-item queries (exactly one right note per query, its text not in any note):
 
-    .venv/bin/python benchmarks/bench_quality.py            # everything, with the real model
-    .venv/bin/python benchmarks/bench_quality.py --no-model # BM25 variants and peers only
+* ``stdlib``: one note per Python standard-library module (``local_ai_memory._samples``);
+* ``packages``: one note per module of the third-party packages in this venv;
+* ``readmes``: one note per installed distribution's README.
+
+For every ranking the script prints recall@5 (the right note is among the 5 Stage 1
+candidates the LLM gets to see) and MRR@10, all in one run::
+
+    pip install -r benchmarks/requirements.txt
+    .venv/bin/python benchmarks/bench_quality.py              # everything, with the real model
+    .venv/bin/python benchmarks/bench_quality.py --no-model   # BM25 and peers only
+    .venv/bin/python benchmarks/bench_quality.py --corpus stdlib --variants
 
 Rankings:
 
-* ours, BM25 over the index metadata only (title, description, keywords), over the full
-  content, and over both (``MemoryStore(ranking_field=...)``, the shipped default is "both");
-* all-MiniLM-L6-v2 alone (cosine) over the metadata text and over the content (the model
-  reads the first 256 word pieces), and RRF hybrids of BM25 "both" with each, BM25 weight
-  0.5 (the default) and 0.7, with a pool of 10 from each side (``hybrid_top_n``);
-* ours, ``MemoryStore.hybrid_search`` as shipped (the store decides what it embeds);
-* LangChain ``BM25Retriever`` and LlamaIndex ``BM25Retriever`` with their defaults, on the
-  same note texts (``pip install -r benchmarks/requirements.txt``).
-
-It also prints the embedding throughput of the model on this machine.
+* ours, ``MemoryStore.search`` as shipped (BM25: stems, exact words and the lead field, see
+  ``local_ai_memory._analysis``) and ``MemoryStore.hybrid_search`` as shipped (with the real
+  all-MiniLM-L6-v2 model);
+* with ``--variants``: ours without stemming, over metadata or content only, and MiniLM
+  alone and fused with ours BM25 over other texts (metadata, title + first paragraph,
+  content), by RRF and by score fusion at other weights;
+* peers with their defaults on the same note texts: LangChain ``BM25Retriever``
+  (rank_bm25), LlamaIndex ``BM25Retriever`` (bm25s, stemmed), and bm25s itself with the
+  English Snowball stemmer and stop words.
 """
 
 from __future__ import annotations
@@ -34,16 +40,20 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from quality_corpora import CORPORA
+
 from local_ai_memory._config import MemoryConfig
-from local_ai_memory._fusion import cosine_top_n, reciprocal_rank_fusion
+from local_ai_memory._fusion import convex_fusion, cosine_scores, cosine_top_n, reciprocal_rank_fusion
 from local_ai_memory._guard import DirectoryGuard
 from local_ai_memory._index import IndexEntry, ranking_text
-from local_ai_memory._samples import SampleCorpus, build_corpus, write_corpus
+from local_ai_memory._samples import SampleCorpus, write_corpus
+from local_ai_memory._search import embedding_text
 from local_ai_memory._store import MemoryStore
 
 USER = "bench"
 POOL = 10
-WEIGHT = 0.5
 
 Row = tuple[str, float, float, str]
 
@@ -63,22 +73,30 @@ def timed(fn: Callable[[], list[list[str]]]) -> tuple[list[list[str]], float]:
     return out, (time.perf_counter() - start) * 1000 / max(1, len(out))
 
 
+def make_store(corpus: SampleCorpus, folder: Path, **settings: object) -> MemoryStore:
+    config = MemoryConfig(runtime_data_dir=folder, fsync=False, **settings)  # type: ignore[arg-type]
+    store = MemoryStore(DirectoryGuard(folder), config)
+    write_corpus(store, USER, corpus=corpus)
+    return store
+
+
 def bm25_rows(
-    corpus: SampleCorpus, tmp: Path, queries: list[str], expected: list[str]
+    corpus: SampleCorpus, tmp: Path, queries: list[str], expected: list[str], variants: bool
 ) -> tuple[list[Row], MemoryStore]:
-    rows: list[Row] = []
-    both: MemoryStore | None = None
-    for field in ("metadata", "content", "both"):
-        store = MemoryStore(
-            DirectoryGuard(tmp / field), MemoryConfig(runtime_data_dir=tmp / field, fsync=False), ranking_field=field
-        )
-        write_corpus(store, USER, corpus=corpus)
-        ranked, ms = timed(lambda s=store: [s.bm25_search(q, 10, user_id=USER) for q in queries])  # type: ignore[misc]
-        rows.append((f"ours: BM25 over {field}", *score(ranked, expected), f"{ms:.2f} ms/query"))
-        if field == "both":
-            both = store
-    assert both is not None
-    return rows, both
+    store = make_store(corpus, tmp / "shipped")
+    ranked, ms = timed(lambda: [store.bm25_search(q, 10, user_id=USER) for q in queries])
+    rows: list[Row] = [("ours: BM25 (shipped)", *score(ranked, expected), f"{ms:.2f} ms/query")]
+    if variants:
+        plain = make_store(corpus, tmp / "nostem", stemmer_language=None)
+        ranked = [plain.bm25_search(q, 10, user_id=USER) for q in queries]
+        rows.append(("ours: BM25 without stemming", *score(ranked, expected), ""))
+        for field in ("metadata", "content"):
+            config = MemoryConfig(runtime_data_dir=tmp / field, fsync=False)
+            other = MemoryStore(DirectoryGuard(tmp / field), config, ranking_field=field)  # type: ignore[arg-type]
+            write_corpus(other, USER, corpus=corpus)
+            ranked = [other.bm25_search(q, 10, user_id=USER) for q in queries]
+            rows.append((f"ours: BM25 over {field} only", *score(ranked, expected), ""))
+    return rows, store
 
 
 def model_rows(
@@ -87,50 +105,54 @@ def model_rows(
     store: MemoryStore,
     queries: list[str],
     expected: list[str],
-    weights: Sequence[float] = (WEIGHT,),
+    embedder: object,
+    variants: bool,
 ) -> list[Row]:
-    from local_ai_memory._embeddings import EmbeddingCache, SentenceTransformerEmbedder
+    from local_ai_memory._embeddings import EmbeddingCache
 
     rows: list[Row] = []
-    embedder = SentenceTransformerEmbedder()
+    hybrid = MemoryStore(
+        DirectoryGuard(tmp / "hybrid"),
+        MemoryConfig(runtime_data_dir=tmp / "hybrid", fsync=False),
+        embedder=embedder,  # type: ignore[arg-type]
+    )
+    write_corpus(hybrid, USER, corpus=corpus)
     start = time.perf_counter()
-    embedder.embed(["warm up"])
-    print(f"model load: {time.perf_counter() - start:.1f} s", file=sys.stderr)
-    cache = EmbeddingCache(DirectoryGuard(tmp / "vectors"), embedder, MemoryConfig(fsync=False))
+    hybrid.hybrid_search("warm up the vectors", 10, user_id=USER)
+    first = time.perf_counter() - start
+    ranked, ms = timed(lambda: [hybrid.hybrid_search(q, 10, user_id=USER) for q in queries])
+    note = f"{ms:.1f} ms/query, {first:.0f} s to embed {len(corpus.notes)} notes"
+    rows.append(("ours: hybrid (shipped, MiniLM)", *score(ranked, expected), note))
+    if not variants:
+        return rows
+    cache = EmbeddingCache(DirectoryGuard(tmp / "vectors"), embedder, MemoryConfig(fsync=False))  # type: ignore[arg-type]
     names = [note.filename(USER) for note in corpus.notes]
     entries: dict[str, IndexEntry] = {e.filename: e for e in store.read_index().files}
-    meta_texts = [ranking_text(entries[n], None, "metadata") for n in names]
-    content_texts = [note.text for note in corpus.notes]
-
-    start = time.perf_counter()
+    named = [n for n in names if n in entries]  # a note the store skipped (binary text) has no entry
+    row_of = {n: row for row, n in enumerate(named)}
+    texts = {
+        "metadata": [ranking_text(entries[n], None, "metadata") for n in named],
+        "title + first paragraph": [embedding_text(entries[n]) for n in named],
+        "content": [note.text for note in corpus.notes if note.filename(USER) in row_of],
+    }
     query_vectors = [cache.embed_query(q) for q in queries]
-    short_rate = len(queries) / (time.perf_counter() - start)
-    start = time.perf_counter()
-    meta = cache.vectors_for([(f"meta/{n}", t) for n, t in zip(names, meta_texts, strict=True)])
-    meta_rate = len(names) / (time.perf_counter() - start)
-    start = time.perf_counter()
-    content = cache.vectors_for([(f"content/{n}", t) for n, t in zip(names, content_texts, strict=True)])
-    content_rate = len(names) / (time.perf_counter() - start)
-    print(
-        f"throughput: {short_rate:.0f} queries/s one at a time, {meta_rate:.0f} metadata texts/s batched, "
-        f"{content_rate:.1f} note texts/s batched (256 word pieces)",
-        file=sys.stderr,
-    )
-    bm25 = [store.bm25_search(q, POOL, user_id=USER) for q in queries]
-    for label, matrix in (("metadata", meta), ("content", content)):
-        vector = [[names[i] for i, _ in cosine_top_n(matrix, qv, POOL)] for qv in query_vectors]
+    bm25 = [[(c.filename, c.score) for c in store.search(q, POOL, user_id=USER)] for q in queries]
+    for label, items in texts.items():
+        matrix = cache.vectors_for([(f"{label}/{n}", t) for n, t in zip(named, items, strict=True)])
+        scored = [cosine_scores(matrix, qv) for qv in query_vectors]
+        vector = [[named[i] for i, _ in cosine_top_n(matrix, qv, POOL)] for qv in query_vectors]
         rows.append((f"MiniLM cosine over {label}", *score(vector, expected), ""))
-        for weight in weights:
-            fused = [[n for n, _ in reciprocal_rank_fusion(b, v, weight)] for b, v in zip(bm25, vector, strict=True)]
-            rows.append((f"RRF {weight}: BM25 both + MiniLM over {label}", *score(fused, expected), ""))
-    hybrid_store = MemoryStore(
-        DirectoryGuard(tmp / "hybrid"), MemoryConfig(runtime_data_dir=tmp / "hybrid", fsync=False), embedder=embedder
-    )
-    write_corpus(hybrid_store, USER, corpus=corpus)
-    hybrid_store.hybrid_search("warm up the vectors", 10, user_id=USER)
-    ranked, ms = timed(lambda: [hybrid_store.hybrid_search(q, 10, user_id=USER) for q in queries])
-    rows.append(("ours: MemoryStore.hybrid_search (shipped)", *score(ranked, expected), f"{ms:.1f} ms/query"))
-    rows.append(("(model throughput)", float("nan"), float("nan"), f"{short_rate:.0f} q/s, {content_rate:.1f} notes/s"))
+        rrf = [
+            [n for n, _ in reciprocal_rank_fusion([n for n, _ in b], v, 0.5)] for b, v in zip(bm25, vector, strict=True)
+        ]
+        rows.append((f"RRF 0.5: ours BM25 + MiniLM over {label}", *score(rrf, expected), ""))
+        for weight in (0.5, 0.7, 0.8):
+            fused = []
+            for lexical, near, cosines in zip(bm25, vector, scored, strict=True):
+                candidates = {n for n, _ in lexical} | set(near)
+                similar = [(n, float(cosines[row_of[n]])) for n in candidates if n in row_of]
+                fused.append([n for n, _ in convex_fusion(lexical, similar, weight)])
+            rows.append((f"score fusion {weight}: ours BM25 + MiniLM over {label}", *score(fused, expected), ""))
     return rows
 
 
@@ -141,7 +163,7 @@ def peer_rows(corpus: SampleCorpus, queries: list[str], expected: list[str]) -> 
     try:
         from langchain_community.retrievers import BM25Retriever as LangChainBM25
     except ImportError:
-        rows.append(("LangChain BM25Retriever: not installed", float("nan"), float("nan"), ""))
+        rows.append(("LangChain BM25Retriever: not installed", math.nan, math.nan, ""))
     else:
         lc = LangChainBM25.from_texts(texts, metadatas=[{"name": n} for n in names], k=10)
         ranked, ms = timed(lambda: [[d.metadata["name"] for d in lc.invoke(q)] for q in queries])
@@ -150,44 +172,81 @@ def peer_rows(corpus: SampleCorpus, queries: list[str], expected: list[str]) -> 
         from llama_index.core.schema import TextNode
         from llama_index.retrievers.bm25 import BM25Retriever as LlamaIndexBM25  # type: ignore[import-untyped]
     except ImportError:
-        rows.append(("LlamaIndex BM25Retriever: not installed", float("nan"), float("nan"), ""))
+        rows.append(("LlamaIndex BM25Retriever: not installed", math.nan, math.nan, ""))
     else:
         logging.getLogger("bm25s").setLevel(logging.ERROR)
         nodes = [TextNode(text=t, id_=n) for n, t in zip(names, texts, strict=True)]
         li = LlamaIndexBM25.from_defaults(nodes=nodes, similarity_top_k=10)
         ranked, ms = timed(lambda: [[n.node.node_id for n in li.retrieve(q)] for q in queries])
         rows.append(("LlamaIndex BM25Retriever (defaults)", *score(ranked, expected), f"{ms:.2f} ms/query"))
+    try:
+        import bm25s
+        import Stemmer
+    except ImportError:
+        rows.append(("bm25s: not installed", math.nan, math.nan, ""))
+    else:
+        stemmer = Stemmer.Stemmer("english")
+        retriever = bm25s.BM25()
+        corpus_tokens = bm25s.tokenize(texts, stopwords="en", stemmer=stemmer, show_progress=False)
+        retriever.index(corpus_tokens, show_progress=False)
+
+        def bm25s_run() -> list[list[str]]:
+            tokens = bm25s.tokenize(queries, stopwords="en", stemmer=stemmer, show_progress=False)
+            found, _ = retriever.retrieve(tokens, k=10, show_progress=False)
+            return [[names[int(i)] for i in row] for row in found]
+
+        ranked, ms = timed(bm25s_run)
+        rows.append(("bm25s, English stemmer and stop words", *score(ranked, expected), f"{ms:.2f} ms/query (batch)"))
     return rows
+
+
+def print_table(title: str, rows: list[Row]) -> None:
+    print(f"\n{title}\n\n| ranking | recall@5 | MRR@10 | note |\n|---|---:|---:|---|")
+    for label, recall, mrr, note in rows:
+        if math.isnan(recall):
+            print(f"| {label} | | | {note} |")
+        else:
+            print(f"| {label} | {recall:.3f} | {mrr:.3f} | {note} |")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--no-model", action="store_true", help="skip everything that needs the embedding model")
-    parser.add_argument("--weights", default="0.5,0.7", help="BM25 weights of the RRF rows (comma-separated)")
+    parser.add_argument("--corpus", default=",".join(CORPORA), help="corpora to run (comma-separated)")
+    parser.add_argument("--variants", action="store_true", help="also the variants behind the shipped choices")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    start = time.perf_counter()
-    corpus = build_corpus()
-    print(f"corpus: {time.perf_counter() - start:.1f} s", file=sys.stderr)
-    queries = [q.text for q in corpus.queries]
-    expected = [q.expected(USER) for q in corpus.queries]
-    with tempfile.TemporaryDirectory(prefix="lam-quality-") as name:
-        tmp = Path(name)
-        rows, both = bm25_rows(corpus, tmp, queries, expected)
-        if not args.no_model:
-            weights = [float(w) for w in args.weights.split(",") if w]
-            rows += model_rows(corpus, tmp, both, queries, expected, weights)
-        rows += peer_rows(corpus, queries, expected)
-    print(
-        f"\nRetrieval quality: {len(corpus.notes)} standard-library notes, {len(queries)} held-out queries "
-        f"(Python {sys.version.split()[0]})\n"
-    )
-    print("| ranking | recall@5 | MRR@10 | note |\n|---|---:|---:|---|")
-    for label, recall, mrr, note in rows:
-        if math.isnan(recall):  # an informational row
-            print(f"| {label} | | | {note} |")
-        else:
-            print(f"| {label} | {recall:.3f} | {mrr:.3f} | {note} |")
+    embedder = None
+    if not args.no_model:
+        from local_ai_memory._embeddings import SentenceTransformerEmbedder
+
+        embedder = SentenceTransformerEmbedder()
+        embedder.embed(["warm up"])
+    summary: list[tuple[str, list[Row]]] = []
+    for name in args.corpus.split(","):
+        start = time.perf_counter()
+        corpus = CORPORA[name]()
+        print(f"corpus {name}: {time.perf_counter() - start:.1f} s", file=sys.stderr)
+        queries = [q.text for q in corpus.queries]
+        expected = [q.expected(USER) for q in corpus.queries]
+        with tempfile.TemporaryDirectory(prefix="lam-quality-") as folder:
+            tmp = Path(folder)
+            rows, store = bm25_rows(corpus, tmp, queries, expected, args.variants)
+            if embedder is not None:
+                rows += model_rows(corpus, tmp, store, queries, expected, embedder, args.variants)
+            rows += peer_rows(corpus, queries, expected)
+        print_table(f"Corpus {name}: {len(corpus.notes)} notes, {len(queries)} held-out queries", rows)
+        summary.append((f"{name} ({len(corpus.notes)} notes, {len(queries)} queries)", rows))
+    print(f"\nSummary (Python {sys.version.split()[0]}): recall@5 / MRR@10\n")
+    labels = [label for label, r, _, _ in summary[0][1] if not math.isnan(r)] if summary else []
+    print("| ranking | " + " | ".join(name for name, _ in summary) + " |")
+    print("|---|" + "---:|" * len(summary))
+    for label in labels:
+        cells = []
+        for _, rows in summary:
+            found = next(((r, m) for lab, r, m, _ in rows if lab == label), None)
+            cells.append(f"{found[0]:.3f} / {found[1]:.3f}" if found else "")
+        print(f"| {label} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Weighted reciprocal rank fusion and cosine top-n on hand-checked examples."""
+"""Score fusion, weighted reciprocal rank fusion and cosine top-n on hand-checked examples."""
 
 from __future__ import annotations
 
@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 
 from local_ai_memory._errors import InvalidInputError
-from local_ai_memory._fusion import cosine_scores, cosine_top_n, normalize_rows, reciprocal_rank_fusion
+from local_ai_memory._fusion import (
+    convex_fusion,
+    cosine_scores,
+    cosine_top_n,
+    normalize_rows,
+    reciprocal_rank_fusion,
+)
 
 
 def test_fusion_order_hand_checked() -> None:
@@ -84,3 +90,29 @@ def test_cosine_top_n_matches_a_full_sort() -> None:
     expected = sorted(range(2000), key=lambda i: (-float(unit[i] @ (query / np.linalg.norm(query))), i))[:10]
     assert [i for i, _ in cosine_top_n(matrix, query, 10)] == expected
     assert np.allclose(np.linalg.norm(normalize_rows(matrix), axis=1), 1.0, atol=1e-5)
+
+
+def test_convex_fusion_weighs_normalized_scores() -> None:
+    bm25 = [("a", 9.0), ("b", 5.0), ("c", 1.0)]
+    vector = [("a", 0.1), ("b", 0.9), ("c", 0.5), ("d", 0.3)]
+    fused = dict(convex_fusion(bm25, vector, bm25_weight=0.5))
+    # a: bm25 1.0, cosine 0.0; b: 0.5 + 1.0; c: 1/9 + 0.5; d: 0 + 0.25 (not returned by BM25)
+    assert fused["a"] == pytest.approx(0.5)
+    assert fused["b"] == pytest.approx(0.5 * 5 / 9 + 0.5)
+    assert fused["c"] == pytest.approx(0.5 * 1 / 9 + 0.25)
+    assert fused["d"] == pytest.approx(0.5 * 0.25)
+    assert [n for n, _ in convex_fusion(bm25, vector, 0.5)] == ["b", "a", "c", "d"]
+    assert all(0.0 <= s <= 1.0 for _, s in convex_fusion(bm25, vector, 0.7))
+
+
+def test_convex_fusion_extremes_follow_one_list_and_ties_are_deterministic() -> None:
+    bm25 = [("x", 3.0), ("y", 2.0), ("z", 1.0)]
+    vector = [("x", 0.1), ("y", 0.2), ("z", 0.3)]
+    assert [n for n, _ in convex_fusion(bm25, vector, 1.0)] == ["x", "y", "z"]
+    assert [n for n, _ in convex_fusion(bm25, vector, 0.0)] == ["z", "y", "x"]
+    # Equal fused scores: the better BM25 rank first, then the name.
+    assert [n for n, _ in convex_fusion([("q", 1.0), ("p", 1.0)], [("p", 0.5), ("q", 0.5)], 0.5)] == ["q", "p"]
+    assert convex_fusion([], [], 0.5) == []
+    assert [n for n, _ in convex_fusion([], [("m", 0.2), ("k", 0.9)], 0.5)] == ["k", "m"]
+    with pytest.raises(InvalidInputError):
+        convex_fusion(bm25, vector, 1.5)

@@ -1,36 +1,52 @@
-"""Stage 1 ranking: differential tests against rank_bm25.BM25Okapi (the reference scorer)."""
+"""Stage 1 ranking: differential tests against a plain BM25 written out independently
+(``local_ai_memory.testing._knowledge.reference_bm25``), plus the properties the scoring promises."""
 
 from __future__ import annotations
 
+import json
+import os
 import random
+import time
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rank_bm25 import BM25Okapi
 
-from local_ai_memory._ranking import BM25Index, Vocabulary, rank
+from local_ai_memory._analysis import EXACT, LEAD, Analyzer
+from local_ai_memory._config import MemoryConfig
+from local_ai_memory._errors import ConfigError
+from local_ai_memory._guard import DirectoryGuard, user_file_prefix
+from local_ai_memory._ranking import BM25Index, Vocabulary, rank, read_snapshot, unpack_texts
+from local_ai_memory._store import MemoryStore
+from local_ai_memory.testing._knowledge import reference_bm25
 
 WORDS = [f"w{i}" for i in range(12)]
+TERMS = [*WORDS, LEAD + "w1", LEAD + "w2", EXACT + "w1", EXACT + "w3"]
+Query = list[str | tuple[str, float]]
 
 
-def expected(docs: dict[str, list[str]], query: list[str]) -> dict[str, float]:
-    """BM25Okapi scores of the documents sharing a term with ``query``."""
-    keys = sorted(docs)
-    scores = BM25Okapi([docs[k] for k in keys]).get_scores(query)
-    return {k: float(scores[i]) for i, k in enumerate(keys) if any(t in docs[k] for t in query)}
+def expected(docs: dict[str, list[str]], query: Query) -> dict[str, float]:
+    """Reference scores of the documents sharing a term with ``query``."""
+    return reference_bm25(docs, query)
 
 
-def assert_matches(got: list[tuple[str, str, float]], docs: dict[str, list[str]], query: list[str]) -> None:
+def assert_matches(got: list[tuple[str, str, float]], docs: dict[str, list[str]], query: Query) -> None:
     want = expected(docs, query)
     assert {key for _, key, _ in got} == set(want)
     for _, key, score in got:
         assert score == pytest.approx(want[key], rel=1e-9, abs=1e-12)
+        assert score > 0
     ordered = [score for _, _, score in got]
     assert ordered == sorted(ordered, reverse=True)
 
 
-doc_st = st.lists(st.sampled_from(WORDS), min_size=0, max_size=15)
+doc_st = st.lists(st.sampled_from(TERMS), min_size=0, max_size=15)
+query_st = st.lists(
+    st.one_of(st.sampled_from([*TERMS, "absent"]), st.tuples(st.sampled_from(TERMS), st.sampled_from([0.4, 0.5, 2.0]))),
+    min_size=1,
+    max_size=5,
+)
 op_st = st.tuples(st.sampled_from(["add", "remove"]), st.integers(0, 30), doc_st)
 
 
@@ -38,10 +54,10 @@ op_st = st.tuples(st.sampled_from(["add", "remove"]), st.integers(0, 30), doc_st
 @given(
     initial=st.dictionaries(st.integers(0, 30), doc_st, min_size=1, max_size=25),
     ops=st.lists(op_st, max_size=25),
-    query=st.lists(st.sampled_from([*WORDS, "absent"]), min_size=1, max_size=4),
+    query=query_st,
 )
-def test_scores_match_bm25okapi_after_any_changes(
-    initial: dict[int, list[str]], ops: list[tuple[str, int, list[str]]], query: list[str]
+def test_scores_match_the_reference_after_any_changes(
+    initial: dict[int, list[str]], ops: list[tuple[str, int, list[str]]], query: Query
 ) -> None:
     docs = {f"d{k}": v for k, v in initial.items()}
     index = BM25Index(Vocabulary(), "c")
@@ -54,15 +70,17 @@ def test_scores_match_bm25okapi_after_any_changes(
         else:
             assert index.remove(key) == (key in docs)
             docs.pop(key, None)
-    if not docs or all(not d for d in docs.values()):
-        assert rank([index], query, 100) == []
-        return
-    assert_matches(rank([index], query, 100), docs, query)
+    got = rank([index], query, 100)
+    assert_matches(got, docs, query)
+    fresh = BM25Index(Vocabulary(), "c")
+    fresh.build(docs.items())
+    rebuilt = rank([fresh], query, 100)
+    assert [key for _, key, _ in rebuilt] == [key for _, key, _ in got]  # incremental == fresh build
+    assert [score for *_, score in rebuilt] == pytest.approx([score for *_, score in got], rel=1e-9)
 
 
-def test_epsilon_floor_for_terms_in_most_documents() -> None:
-    # "common" is in 4 of 5 documents: its raw IDF is negative and BM25Okapi floors it at
-    # epsilon * average IDF. A differential test on this corpus exercises that branch.
+def test_terms_in_most_documents_still_score_positive() -> None:
+    # "common" is in 4 of 5 documents: Okapi's IDF would be negative; Lucene's stays above 0.
     docs = {
         "a": ["common", "alpha"],
         "b": ["common", "beta"],
@@ -72,18 +90,40 @@ def test_epsilon_floor_for_terms_in_most_documents() -> None:
     }
     index = BM25Index(Vocabulary())
     index.build(docs.items())
-    ref = BM25Okapi(list(docs.values()))
-    assert ref.idf["common"] == pytest.approx(ref.epsilon * ref.average_idf)
-    assert_matches(rank([index], ["common"], 10), docs, ["common"])
+    got = rank([index], ["common"], 10)
+    assert {key for _, key, _ in got} == {"a", "b", "c", "d"}
+    assert_matches(got, docs, ["common"])
     assert_matches(rank([index], ["common", "delta", "common"], 10), docs, ["common", "delta", "common"])
 
 
+@pytest.mark.parametrize("count", [1, 2, 3])
+def test_a_user_with_one_to_three_notes_gets_positive_scores(count: int) -> None:
+    docs = {f"n{i}": ["python", "notes", f"topic{i}"] for i in range(count)}
+    index = BM25Index(Vocabulary())
+    index.build(docs.items())
+    got = rank([index], ["python", "notes"], 5)
+    assert len(got) == count
+    assert all(score > 0 for _, _, score in got)
+    assert_matches(got, docs, ["python", "notes"])
+
+
+def test_lead_terms_are_not_length_normalized_and_do_not_count_for_length() -> None:
+    # Same lead, very different body lengths: the lead match scores the same in both,
+    # while a body match is worth less in the longer document.
+    docs = {"short": [LEAD + "topic", "word"], "long": [LEAD + "topic", *(["word"] * 20), *(["other"] * 30)]}
+    index = BM25Index(Vocabulary())
+    index.build(docs.items())
+    lead = {key: score for _, key, score in rank([index], [(LEAD + "topic", 1.0)], 5)}
+    assert lead["short"] == pytest.approx(lead["long"])
+    assert_matches(rank([index], [(LEAD + "topic", 0.4), "word"], 5), docs, [(LEAD + "topic", 0.4), "word"])
+
+
 def test_single_document_corpus_still_returns_its_match() -> None:
-    # With one document every IDF is negative; the match must still come back.
     index = BM25Index(Vocabulary())
     index.add("only", ["python", "notes"])
     got = rank([index], ["python"], 5)
     assert [key for _, key, _ in got] == ["only"]
+    assert got[0][2] > 0
     assert_matches(got, {"only": ["python", "notes"]}, ["python"])
 
 
@@ -143,7 +183,7 @@ def test_replacing_a_document_changes_only_that_document() -> None:
 
 
 def test_export_and_load_round_trip_into_a_new_vocabulary() -> None:
-    from local_ai_memory._ranking import read_snapshot, snapshot_bytes
+    from local_ai_memory._ranking import snapshot_bytes
 
     rng = random.Random(5)
     docs = {f"d{i}": [rng.choice(WORDS) for _ in range(rng.randint(1, 10))] for i in range(80)}
@@ -161,3 +201,119 @@ def test_export_and_load_round_trip_into_a_new_vocabulary() -> None:
     assert_matches(rank([restored], ["w1", "w4"], 1000), docs, ["w1", "w4"])
     with pytest.raises(ValueError):
         read_snapshot(b"not a zip file")
+
+
+# -- through a store: analysis, titles, scores, settings ---------------------------------------
+def _store(root: Path, **settings: object) -> MemoryStore:
+    config = MemoryConfig(runtime_data_dir=root, fsync=False, **settings)  # type: ignore[arg-type]
+    return MemoryStore(DirectoryGuard(root), config, categories=["knowledge"])
+
+
+def _write(store: MemoryStore, name: str, text: str) -> Path:
+    path = store.category_dir("knowledge") / f"{user_file_prefix('alice')}{name}.md"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_titles_and_descriptions_are_stored_and_shown_verbatim(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.write_file(
+        "knowledge/alice_a.md",
+        "# my_snake_case_func and __init__\n\nCall `my_snake_case_func(x_1)` before **__init__** runs.\n",
+    )
+    store.write_file("knowledge/alice_gcloud_ai_index-endpoints.md", "Endpoints of the *AI* index, listed.\n")
+    (found,) = store.search("snake case func", user_id="alice")
+    assert found.title == "my_snake_case_func and __init__"
+    assert found.description == "Call `my_snake_case_func(x_1)` before **__init__** runs."
+    entry = store.find_entry("alice_gcloud_ai_index-endpoints.md")
+    assert entry is not None
+    assert entry.title == "gcloud_ai_index-endpoints"  # no heading: the file name as written
+    assert entry.description == "Endpoints of the *AI* index, listed."
+    # Ranking still splits what is shown: the words of the file name find the note.
+    assert store.bm25_search("gcloud endpoints", user_id="alice") == ["alice_gcloud_ai_index-endpoints.md"]
+    on_disk = json.loads(store.index_path.read_bytes())
+    assert "my_snake_case_func and __init__" in {e["title"] for e in on_disk["files"]}
+
+
+@pytest.mark.parametrize("count", [1, 2, 3])
+def test_scores_are_positive_for_a_user_with_few_notes(tmp_path: Path, count: int) -> None:
+    store = _store(tmp_path)
+    for i in range(count):
+        store.write_file(f"knowledge/alice_n{i}.md", f"# Python {i}\n\nPython lists and dicts, part {i}.")
+    found = store.search("python lists", user_id="alice")
+    assert len(found) == count
+    assert all(c.score > 0 for c in found)
+
+
+def test_stemming_finds_other_forms_and_prefers_the_exact_one(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.write_file("knowledge/alice_a.md", "# Notes\n\nHow the store keeps its indexing fast.")
+    store.write_file("knowledge/alice_b.md", "# More\n\nOld indexes are rebuilt, then indexing resumes.")
+    store.write_file("knowledge/alice_c.md", "# Other\n\nNothing about that here.")
+    assert store.bm25_search("indexes", user_id="alice") == ["alice_b.md", "alice_a.md"]
+    plain = _store(tmp_path / "plain", stemmer_language=None)
+    plain.write_file("knowledge/alice_a.md", "# Notes\n\nHow the store keeps its indexing fast.")
+    assert plain.bm25_search("indexes", user_id="alice") == []
+
+
+def test_stop_words_neither_match_nor_score(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.write_file("knowledge/alice_a.md", "# The book\n\nIt is about the sea and the wind.")
+    store.write_file("knowledge/alice_b.md", "# Sea\n\nThe sea.")
+    assert store.search("the and it is about", user_id="alice") == []
+    with_stop_words = store.search("what is the sea", user_id="alice")
+    assert [(c.filename, c.score) for c in with_stop_words] == [
+        (c.filename, c.score) for c in store.search("sea", user_id="alice")
+    ]
+
+
+def test_analyzer_terms_and_languages() -> None:
+    english = Analyzer("English")
+    assert english.language == "english"
+    assert english.stems(["indexes", "indexing", "index"]) == ["index"] * 3
+    assert english.document_terms(["indexes"], ["notes"]) == ["index", EXACT + "indexes", LEAD + "note"]
+    assert english.query_terms("the Indexes") == [("index", 1.0), (EXACT + "indexes", 0.5), (LEAD + "index", 0.4)]
+    off = Analyzer(None)
+    assert off.document_terms(["indexes"], ["notes"]) == ["indexes", LEAD + "notes"]
+    assert off.signature != english.signature != Analyzer("german").signature
+    assert Analyzer("german").stems(["häuser"]) == ["haus"]
+    with pytest.raises(ConfigError, match="no stemmer"):
+        Analyzer("klingon")
+
+
+def test_stemmer_language_config_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert MemoryConfig().stemmer_language == "english"
+    assert MemoryConfig(stemmer_language="German").stemmer_language == "german"
+    assert MemoryConfig(stemmer_language=None).stemmer_language is None
+    assert MemoryConfig(stemmer_language="none").stemmer_language is None
+    with pytest.raises(ConfigError, match=r"memory\.stemmer_language"):
+        MemoryConfig(stemmer_language="klingon")
+    monkeypatch.setenv("LOCAL_AI_MEMORY_STEMMER_LANGUAGE", "none")
+    assert MemoryConfig().stemmer_language is None
+    monkeypatch.setenv("LOCAL_AI_MEMORY_STEMMER_LANGUAGE", "french")
+    assert MemoryConfig().stemmer_language == "french"
+    assert MemoryConfig.from_mapping({"memory": {"stemmer_language": "dutch"}}).stemmer_language == "french"
+    monkeypatch.delenv("LOCAL_AI_MEMORY_STEMMER_LANGUAGE")
+    assert MemoryConfig.from_mapping({"memory": {"stemmer_language": "dutch"}}).stemmer_language == "dutch"
+
+
+def test_ranker_snapshot_is_not_reused_after_the_analysis_changes(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    path = _write(store, "a", "# A\n\napples")
+    _write(store, "b", "# B\n\nbananas")
+    old = time.time_ns() - 10_000_000_000  # older than the racy window: stat() alone is trusted
+    os.utime(path, ns=(old, old))
+    assert store.bm25_search("apples", user_id="alice") == ["alice_a.md"]
+    snapshot = store.data_dir / ".bm25" / "knowledge" / "alice_bm25.npz"
+    assert unpack_texts(read_snapshot(snapshot.read_bytes())["analyzer"]) == [Analyzer().signature]
+    # Change the note behind the store's back, keeping size and mtime: a store with the same
+    # analysis trusts its snapshot (and still finds "apples")...
+    st = path.stat()
+    path.write_text("# A\n\nmelons")
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert _store(tmp_path).bm25_search("apples", user_id="alice") == ["alice_a.md"]
+    assert _store(tmp_path).bm25_search("melons", user_id="alice") == []
+    # ...one with another analysis ignores it and re-reads the note's text.
+    other = _store(tmp_path, stemmer_language=None)
+    assert other.bm25_search("melons", user_id="alice") == ["alice_a.md"]
+    assert unpack_texts(read_snapshot(snapshot.read_bytes())["analyzer"]) == [Analyzer(None).signature]

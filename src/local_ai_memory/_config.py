@@ -40,6 +40,7 @@ from pydantic import Field, ValidationError, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from ._analysis import stemmer_languages
 from ._errors import ConfigError
 from ._guard import validate_id
 
@@ -73,8 +74,13 @@ class MemoryConfig(BaseSettings):
     search_mode: Literal["bm25", "hybrid"] = _memory(
         "bm25", "Stage 1 ranking: BM25 alone or BM25 fused with embeddings."
     )
-    hybrid_bm25_weight: float = _memory(0.5, "Weight of BM25 in reciprocal rank fusion (0..1).", ge=0.0, le=1.0)
+    hybrid_bm25_weight: float = _memory(
+        0.8, "Weight of BM25 against embedding similarity in hybrid score fusion (0..1).", ge=0.0, le=1.0
+    )
     hybrid_top_n: int = _memory(10, "Candidates taken from each ranking before fusion in hybrid mode.", ge=1, le=1000)
+    stemmer_language: str | None = _memory(
+        "english", "Stemming language of Stage 1 BM25 (a Snowball language, e.g. german; none: no stemming)."
+    )
     working_memory_enabled: bool = _memory(True, "Read and compress L1 working memory.")
     working_memory_target_tokens: int = _memory(768, "Token budget of the L1 summary.", ge=32, le=100_000)
     working_memory_compact_keep_last: int = _memory(6, "Messages kept in the session after compaction.", ge=0)
@@ -103,6 +109,16 @@ class MemoryConfig(BaseSettings):
         if len(set(value)) != len(value):
             raise ValueError("categories must be unique")
         return value
+
+    @field_validator("stemmer_language", mode="after")
+    @classmethod
+    def _check_language(cls, value: str | None) -> str | None:
+        if value is None or value.strip().lower() in _NONE_WORDS | {"off", ""}:
+            return None
+        language = value.strip().lower()
+        if language not in stemmer_languages():
+            raise ValueError(f"no stemmer for {value!r}: choose one of {', '.join(stemmer_languages())} or none")
+        return language
 
     @field_validator("runtime_data_dir", mode="after")
     @classmethod

@@ -1,8 +1,14 @@
 """The knowledge index (``memory_index.json`` v3) and metadata extraction from Markdown.
 
 Everything here is pure: parse and serialize the index, pull a title, a description and
-heuristic keywords out of a Markdown text, build the Stage 1 text of an entry, and the prompt
+heuristic keywords out of a Markdown text, build the Stage 1 terms of an entry, and the prompt
 and parser for the optional LLM keyword refinement. :mod:`._store` does the disk work.
+
+Titles and descriptions keep the author's text (underscores, code spans, punctuation):
+``# my_snake_case_func and __init__`` is stored and shown as written. Ranking sees them only
+through :mod:`._analysis`. (Entries written before 0.2 may hold titles without underscores
+or Markdown characters; the format is unchanged, so they are kept, with any LLM keywords,
+until their note changes or ``populate_index_from_files`` runs.)
 
 Index format (``index_version: 3``)::
 
@@ -26,6 +32,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ._analysis import Analyzer, words
 from ._errors import UnsupportedFormatError
 
 __all__ = [
@@ -38,6 +45,7 @@ __all__ = [
     "extract_metadata",
     "extract_title",
     "keyword_prompt",
+    "lead_text",
     "metadata_text",
     "parse_index",
     "parse_keywords",
@@ -52,19 +60,9 @@ MAX_DESCRIPTION = 300
 HEURISTIC_KEYWORDS = 10
 RankingField = Literal["metadata", "content", "both"]
 
-_WORD_RE = re.compile(r"[^\W_]+", re.UNICODE)
-_H1_RE = re.compile(r"^#\s+(.+?)\s*#*\s*$")
-_MD_INLINE_RE = re.compile(r"(!?\[([^\]]*)\]\([^)]*\))|[*_`~]+")
-_STOPWORD_TEXT = """
-    a about above after again against all also am an and any are as at be because been before being below
-    between both but by can could did do does doing down during each few for from further had has have having
-    he her here hers herself him himself his how i if in into is it its itself just me more most my myself no
-    nor not now of off on once only or other our ours ourselves out over own same she should so some such than
-    that the their theirs them themselves then there these they this those through to too under until up very
-    was we were what when where which while who whom why will with would you your yours yourself yourselves
-    may might must shall us use used using via etc e g ie eg one two get set see also new like
-"""
-_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+_H1_RE = re.compile(r"^#\s+(.+?)(?:\s+#+)?\s*$")
+_MARKER_RE = re.compile(r"^(?:>\s*)+|^[-*+]\s+")
+_DEFAULT_ANALYZER = Analyzer()
 
 
 class IndexEntry(BaseModel):
@@ -138,12 +136,8 @@ def serialize_index(entries: list[IndexEntry], last_updated: float) -> bytes:
 
 
 def tokenize(text: str) -> list[str]:
-    """Lower-cased word tokens without English stop words (``snake_case`` splits into words)."""
-    return [w for w in _WORD_RE.findall(text.lower()) if w not in _STOPWORDS and (len(w) > 1 or w.isdigit())]
-
-
-def _plain(line: str) -> str:
-    return _MD_INLINE_RE.sub(lambda m: m.group(2) or "", line).strip()
+    """Lower-cased words without English stop words (``snake_case`` splits), see :func:`._analysis.words`."""
+    return words(text)
 
 
 def extract_title(text: str, fallback: str = "") -> str:
@@ -155,12 +149,13 @@ def extract_title(text: str, fallback: str = "") -> str:
             continue
         match = None if fenced else _H1_RE.match(line)
         if match:
-            return _plain(match.group(1))
+            return match.group(1).strip()
     return fallback
 
 
 def extract_description(text: str, limit: int = MAX_DESCRIPTION) -> str:
-    """The first paragraph of prose (not a heading, list marker line, table or code), shortened."""
+    """The first paragraph of prose (not a heading, table or code) as written, shortened; leading
+    quote and list markers are dropped."""
     paragraph: list[str] = []
     fenced = False
     for line in text.splitlines():
@@ -176,7 +171,7 @@ def extract_description(text: str, limit: int = MAX_DESCRIPTION) -> str:
             if paragraph:
                 break
             continue
-        paragraph.append(_plain(stripped.lstrip(">-*+ ").strip()))
+        paragraph.append(_MARKER_RE.sub("", stripped).strip())
     text_out = " ".join(p for p in paragraph if p)
     if len(text_out) > limit:
         text_out = text_out[: limit - 1].rsplit(" ", 1)[0] + "…"
@@ -205,9 +200,10 @@ def extract_keywords(
 
 
 def _stem_title(filename: str) -> str:
+    """The file name without the user prefix and ``.md``, as written (the title of a note without one)."""
     stem = filename[:-3] if filename.endswith(".md") else filename
     _, _, rest = stem.partition("_")
-    return (rest or stem).replace("_", " ").replace("-", " ").strip()
+    return (rest or stem).strip()
 
 
 def extract_metadata(
@@ -248,15 +244,28 @@ def ranking_text(entry: IndexEntry, content: str | None, field: RankingField) ->
     return _added_metadata(entry, content) + "\n" + content
 
 
+def lead_text(entry: IndexEntry) -> str:
+    """File-name words, title and description: what a note says it is about (the lead field)."""
+    return " ".join([_stem_title(entry.filename), entry.title, entry.description])
+
+
 def ranking_tokens(
-    entry: IndexEntry, content: str | None, field: RankingField, content_tokens: list[str] | None = None
+    entry: IndexEntry,
+    content: str | None,
+    field: RankingField,
+    content_tokens: list[str] | None = None,
+    analyzer: Analyzer | None = None,
 ) -> list[str]:
-    """``tokenize(ranking_text(...))``, reusing already computed content tokens."""
+    """The BM25 terms of an entry: the words of ``ranking_text(...)`` as the body (reusing already
+    computed content words) and :func:`lead_text` as the lead, through ``analyzer``."""
+    analyzer = analyzer if analyzer is not None else _DEFAULT_ANALYZER
     if content_tokens is None or content is None or field == "metadata":
-        return tokenize(ranking_text(entry, content, field))
-    if field == "content":
-        return content_tokens
-    return tokenize(_added_metadata(entry, content)) + content_tokens
+        body = words(ranking_text(entry, content, field))
+    elif field == "content":
+        body = content_tokens
+    else:
+        body = words(_added_metadata(entry, content)) + content_tokens
+    return analyzer.document_terms(body, words(lead_text(entry)))
 
 
 def keyword_prompt(title: str, description: str, keywords: list[str], excerpt: str) -> str:

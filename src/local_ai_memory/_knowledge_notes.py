@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _fs
+from ._analysis import Analyzer
 from ._backends.file_knowledge import DATA_DIR, FileKnowledgeBackend
 from ._backends.knowledge import KnowledgeBackend, VectorCache, is_note_name
 from ._config import MemoryConfig
@@ -44,7 +45,7 @@ from ._errors import (
 )
 from ._events import Event, log_event
 from ._guard import DirectoryGuard, check_component, user_file_prefix, validate_id, validate_name
-from ._index import IndexEntry, IndexFile, RankingField, keyword_prompt, parse_keywords
+from ._index import INDEX_VERSION, IndexEntry, IndexFile, RankingField, keyword_prompt, parse_keywords
 from ._knowledge_index import INDEX_NAME, KnowledgeIndex
 from ._note_indexing import NoteIndexer, Scanned, StaleEntry
 from ._protocols import LLM, Embedder
@@ -116,7 +117,7 @@ class KnowledgeNotes:
         self.index_path = self.data_dir / INDEX_NAME
         self._lock = threading.RLock()
         self._index = KnowledgeIndex(self.backend, self.categories, self._lock)
-        self._rankers = RankerCache(self.backend, self._index, ranking_field)
+        self._rankers = RankerCache(self.backend, self._index, ranking_field, Analyzer(self.config.stemmer_language))
         self._indexer = NoteIndexer(self.backend, self._index, self._rankers, ranking_field, self._lock)
         self._vectors: tuple[Embedder, VectorCache] | None = None
 
@@ -294,7 +295,7 @@ class KnowledgeNotes:
         entries = self._ensure_loaded()
         with self._lock:
             files = sorted(entries.values(), key=lambda e: (e.category, e.filename))
-        return IndexFile.model_construct(index_version=3, last_updated=self._index.last_write, files=files)
+        return IndexFile.model_construct(index_version=INDEX_VERSION, last_updated=self._index.last_write, files=files)
 
     def write_index(self, index: IndexFile | Sequence[IndexEntry]) -> None:
         """Replace the whole index (in memory and, atomically, in storage)."""

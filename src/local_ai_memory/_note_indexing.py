@@ -99,7 +99,7 @@ class NoteIndexer:
         """The ranking tokens of an entry (reading its note when the content is needed and not given)."""
         if content is None and self.ranking_field != "metadata":
             content = self.read_text(entry.category, entry.filename)
-        return ranking_tokens(entry, content, self.ranking_field, content_tokens)
+        return ranking_tokens(entry, content, self.ranking_field, content_tokens, self.rankers.analyzer)
 
     def stored_tokens(self, entry: IndexEntry) -> list[str]:
         """The ranking tokens of an entry, reading its note if the ranking field needs the content."""
@@ -268,7 +268,9 @@ class NoteIndexer:
             item = self.scan(info)
             if item is not None:
                 if precount:
-                    tokens = ranking_tokens(item.entry, item.content, self.ranking_field, item.tokens)
+                    tokens = ranking_tokens(
+                        item.entry, item.content, self.ranking_field, item.tokens, self.rankers.analyzer
+                    )
                     with self.lock:
                         item.counted = count_terms(self.rankers.vocab, tokens)
                     item.tokens, item.content, item.excerpt = None, "", ""
@@ -301,7 +303,9 @@ class NoteIndexer:
                 self.index.owned.setdefault((owner, item.category), set()).add(item.filename)
                 counted = item.counted
                 if counted is None:
-                    tokens = ranking_tokens(item.entry, item.content, self.ranking_field, item.tokens)
+                    tokens = ranking_tokens(
+                        item.entry, item.content, self.ranking_field, item.tokens, self.rankers.analyzer
+                    )
                     counted = count_terms(self.rankers.vocab, tokens)
                 groups.setdefault((owner, item.category), []).append((item.filename, counted))
             for (owner, category), names in list(self.index.owned.items()):

@@ -3,8 +3,10 @@
 A ranker is built the first time a user searches a category, from its snapshot blob
 (``.bm25/{category}/{user prefix}bm25.npz``) where each document's signature (version, size
 and a checksum of its metadata) still matches the index, re-reading only the other notes.
-A changed note updates its ranker in place (see :mod:`._ranking`). Snapshots are a cache:
-failing to write one never fails a query. Callers hold the store's lock.
+A changed note updates its ranker in place (see :mod:`._ranking`). A snapshot also names the
+ranking field and the :class:`~._analysis.Analyzer` signature (tokenizer version, stemming
+language, term weights): one made with other settings is ignored and rebuilt. Snapshots are
+a cache: failing to write one never fails a query. Callers hold the store's lock.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ._analysis import Analyzer
 from ._backends.knowledge import KnowledgeBackend
 from ._errors import StorageError
 from ._events import Event, log_event
@@ -26,7 +29,7 @@ from ._ranking import BM25Index, CountedDoc, Vocabulary, pack_texts, read_snapsh
 __all__ = ["SNAPSHOT_DIR", "SNAPSHOT_VERSION", "RankerCache", "doc_signature"]
 
 SNAPSHOT_DIR = ".bm25"
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2
 TokensOf = Callable[[IndexEntry], list[str]]
 
 
@@ -44,10 +47,17 @@ def snapshot_name(user_id: str, category: str) -> str:
 class RankerCache:
     """The rankers of the users who searched, their shared vocabulary and their snapshots."""
 
-    def __init__(self, backend: KnowledgeBackend, index: KnowledgeIndex, ranking_field: RankingField) -> None:
+    def __init__(
+        self,
+        backend: KnowledgeBackend,
+        index: KnowledgeIndex,
+        ranking_field: RankingField,
+        analyzer: Analyzer | None = None,
+    ) -> None:
         self.backend = backend
         self.index = index
         self.ranking_field = ranking_field
+        self.analyzer = analyzer if analyzer is not None else Analyzer()
         self.vocab = Vocabulary()
         self._rankers: dict[tuple[str, str], BM25Index] = {}
         self._saved: dict[tuple[str, str], int] = {}
@@ -89,6 +99,7 @@ class RankerCache:
         arrays["sigs"] = np.array(sigs, dtype=np.int64).reshape(-1, 3)
         arrays["version"] = np.array([SNAPSHOT_VERSION], dtype=np.int64)
         arrays["field"] = pack_texts([self.ranking_field])
+        arrays["analyzer"] = pack_texts([self.analyzer.signature])
         self.backend.write_blob(snapshot_name(user_id, category), snapshot_bytes(arrays))
         self._saved[(user_id, category)] = ranker.version
 
@@ -109,7 +120,12 @@ class RankerCache:
         entries = self.index.current()
         try:
             arrays = read_snapshot(data)
-            if int(arrays["version"][0]) != SNAPSHOT_VERSION or unpack_texts(arrays["field"]) != [self.ranking_field]:
+            if (
+                int(arrays["version"][0]) != SNAPSHOT_VERSION
+                or unpack_texts(arrays["field"]) != [self.ranking_field]
+                or "analyzer" not in arrays
+                or unpack_texts(arrays["analyzer"]) != [self.analyzer.signature]
+            ):
                 return set()
             sigs = arrays["sigs"].tolist()
 

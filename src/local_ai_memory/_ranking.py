@@ -1,8 +1,15 @@
-"""Stage 1 BM25 ranking: an incremental inverted index with numpy, scoring exactly like
-``rank_bm25.BM25Okapi`` (k1=1.5, b=0.75, epsilon=0.25, including its IDF floor).
+"""Stage 1 BM25 ranking: an incremental inverted index with numpy.
 
-Why not ``BM25Okapi`` itself: it rebuilds from scratch on every change and scores every
-document in a Python loop (about 220 ms per query at 100k documents). Here each corpus (one
+Scoring (what ``tests/test_ranking.py`` checks against an independent computation): for each
+weighted query term ``(t, w)`` present in a document,
+``w * idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))`` with ``k1 = 1.2``,
+``b = 0.75`` and Lucene's ``idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5))``, which is always
+positive: every returned score is above zero, however few documents a user has. Lead terms
+(:data:`._analysis.LEAD`) are scored with ``b = 0``, and only length terms
+(:func:`._analysis.is_length_term`) count for ``dl``. Scores compare documents within one
+query; they are not probabilities and not comparable across queries.
+
+Why not a library ranker: they rebuild from scratch on every change. Here each corpus (one
 user's files in one category) is a :class:`BM25Index`:
 
 * a compacted **base segment** in term-major CSR arrays (term id -> document slots and term
@@ -13,12 +20,11 @@ user's files in one category) is a :class:`BM25Index`:
   index compacts itself (a vectorized rebuild, about a second at 100k full-text documents).
 
 Document frequencies, ``N`` and total length are kept incrementally, so the statistics always
-match a ``BM25Okapi`` built over exactly the live documents. Several corpora (categories)
-are ranked together by summing their statistics, again matching one ``BM25Okapi`` over the
-union. ``tests/test_ranking.py`` checks scores against ``BM25Okapi``.
+equal those of a fresh build over exactly the live documents. Several corpora (categories)
+are ranked together by summing their statistics, as one corpus over the union.
 
-Documents that share no term with the query are not returned (``BM25Okapi`` would give them
-score 0 and an arbitrary order). Ties are broken by file name, so results are deterministic.
+Documents that share no term with the query are not returned. Ties are broken by file name,
+so results are deterministic.
 """
 
 from __future__ import annotations
@@ -35,11 +41,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ._analysis import LEAD, is_length_term
+
 __all__ = [
     "BM25Index",
     "CountedDoc",
     "Vocabulary",
     "count_terms",
+    "idf",
     "pack_texts",
     "rank",
     "read_snapshot",
@@ -47,9 +56,8 @@ __all__ = [
     "unpack_texts",
 ]
 
-K1 = 1.5
+K1 = 1.2
 B = 0.75
-EPSILON = 0.25
 _MIN_COMPACT = 1024
 _COMPACT_RATIO = 0.1
 
@@ -61,12 +69,14 @@ CountedDoc = tuple[TermArray, CountArray, int]
 
 
 def count_terms(vocab: Vocabulary, tokens: Sequence[str]) -> CountedDoc:
-    """``(term ids sorted, their counts, length)`` of one document's tokens."""
+    """``(term ids sorted, their counts, length)`` of one document's terms; the length counts
+    only length terms (see :func:`._analysis.is_length_term`)."""
     counts = Counter(tokens)
     terms = np.array(vocab.ids_for(counts), dtype=np.int32)
     tfs = np.array(list(counts.values()), dtype=np.float32)
     order = np.argsort(terms)
-    return terms[order], tfs[order], len(tokens)
+    length = sum(n for term, n in counts.items() if is_length_term(term))
+    return terms[order], tfs[order], length
 
 
 class Vocabulary:
@@ -119,7 +129,9 @@ class _Stats:
     n_docs: int
     avgdl: float
     df: IntArray
-    eps: float
+
+
+QueryTerm = tuple[int, float, bool]  # term id, weight x idf, scored without length normalization
 
 
 class BM25Index:
@@ -340,7 +352,7 @@ class BM25Index:
         self._stats_cache = (self.version, size, stats)
         return stats
 
-    def _accumulate(self, query: Sequence[tuple[int, float]], avgdl: float) -> tuple[IntArray, FloatArray]:
+    def _accumulate(self, query: Sequence[QueryTerm], avgdl: float) -> tuple[IntArray, FloatArray]:
         """Slots of the live documents sharing a term with the query, and their scores."""
         cap = len(self._keys)
         if cap == 0 or not query:
@@ -354,13 +366,13 @@ class BM25Index:
             norm = K1 * (1.0 - B + B * self._doc_len[:cap] / avgdl)
             self._norm_cache = (self.version, avgdl, norm)
         n_base_terms = len(self._base_ptr) - 1
-        for term, idf in query:
+        for term, idf, flat in query:
             if term < n_base_terms:
                 start, end = self._base_ptr[term], self._base_ptr[term + 1]
                 if end > start:
                     slots = self._base_slots[start:end]
                     tf = self._base_tfs[start:end].astype(np.float64)
-                    scores[slots] += idf * (tf * (K1 + 1.0) / (tf + norm[slots]))
+                    scores[slots] += idf * (tf * (K1 + 1.0) / (tf + (K1 if flat else norm[slots])))
                     touched[slots] = True
             for slot in self._delta.get(term, ()):
                 terms = self._terms[slot]
@@ -369,7 +381,7 @@ class BM25Index:
                     continue
                 where = int(np.searchsorted(terms, term))
                 tf_one = float(tfs[where])
-                scores[slot] += idf * (tf_one * (K1 + 1.0) / (tf_one + norm[slot]))
+                scores[slot] += idf * (tf_one * (K1 + 1.0) / (tf_one + (K1 if flat else norm[slot])))
                 touched[slot] = True
         hits = np.flatnonzero(touched & self._alive[:cap])
         return hits, scores[hits]
@@ -413,45 +425,47 @@ def _combine(indexes: Sequence[BM25Index]) -> _Stats:
     df = np.zeros(size, dtype=np.int64)
     for ix in indexes:
         df += ix._df_view(size)
-    present = df[df > 0].astype(np.float64)
-    if len(present):
-        idfs = np.log(n_docs - present + 0.5) - np.log(present + 0.5)
-        eps = EPSILON * float(idfs.sum()) / len(present)
-    else:
-        eps = 0.0
-    return _Stats(n_docs=n_docs, avgdl=(total / n_docs) if n_docs else 0.0, df=df, eps=eps)
+    return _Stats(n_docs=n_docs, avgdl=(total / n_docs) if n_docs else 0.0, df=df)
+
+
+def idf(n_docs: int, df: float) -> float:
+    """Lucene's BM25 IDF, ``ln(1 + (N - df + 0.5) / (df + 0.5))``: positive for any ``0 < df <= N``."""
+    return math.log1p((n_docs - df + 0.5) / (df + 0.5))
 
 
 def _stats_for(indexes: Sequence[BM25Index]) -> _Stats:
     return indexes[0].stats() if len(indexes) == 1 else _combine(indexes)
 
 
-def rank(indexes: Sequence[BM25Index], query_tokens: Sequence[str], top_n: int) -> list[tuple[str, str, float]]:
-    """Rank the union of ``indexes`` for ``query_tokens``; ``[(label, key, score)]`` best first.
+def rank(
+    indexes: Sequence[BM25Index], query_terms: Sequence[str | tuple[str, float]], top_n: int
+) -> list[tuple[str, str, float]]:
+    """Rank the union of ``indexes`` for ``query_terms``; ``[(label, key, score)]`` best first.
 
-    Scores equal ``BM25Okapi(union_of_documents).get_scores(query_tokens)``; only documents that
-    contain at least one query term are returned, ties ordered by label and key.
+    A query term is a term (weight 1) or ``(term, weight)``, as :meth:`._analysis.Analyzer.query_terms`
+    gives them; a term given twice counts twice. Only documents that contain at least one query
+    term are returned, ties ordered by label and key. Scores are positive.
     """
     indexes = [ix for ix in indexes if ix.n_docs]
     if not indexes or top_n <= 0:
         return []
     vocab = indexes[0].vocab
     stats = _stats_for(indexes)
-    if stats.avgdl <= 0:
+    if not stats.n_docs:
         return []
-    query: list[tuple[int, float]] = []
-    for token in query_tokens:
+    avgdl = stats.avgdl if stats.avgdl > 0 else 1.0
+    query: list[QueryTerm] = []
+    for item in query_terms:
+        token, weight = (item, 1.0) if isinstance(item, str) else item
         term = vocab.get(token)
-        if term is None or term >= len(stats.df) or stats.df[term] == 0:
+        if term is None or term >= len(stats.df) or stats.df[term] == 0 or weight <= 0:
             continue
-        freq = float(stats.df[term])
-        idf = math.log(stats.n_docs - freq + 0.5) - math.log(freq + 0.5)
-        query.append((term, stats.eps if idf < 0 else idf))
+        query.append((term, weight * idf(stats.n_docs, float(stats.df[term])), token.startswith(LEAD)))
     if not query:
         return []
     found: list[tuple[float, str, str]] = []
     for ix in indexes:
-        slots, scores = ix._accumulate(query, stats.avgdl)
+        slots, scores = ix._accumulate(query, avgdl)
         if not len(slots):
             continue
         if len(slots) > 4 * top_n:

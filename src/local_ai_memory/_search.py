@@ -2,8 +2,8 @@
 
 :func:`hybrid_flow` is the one description of a hybrid search: given the BM25 candidates and
 the user's entries, it asks for the entries' vectors and the query's vector (by yielding a
-request), ranks the entries by cosine similarity and fuses both rankings by weighted
-reciprocal rank fusion. :func:`run_hybrid` drives it with an embedder's sync ``embed`` and
+request), scores the entries by cosine similarity and fuses both scores
+(:func:`._fusion.convex_fusion`). :func:`run_hybrid` drives it with an embedder's sync ``embed`` and
 :func:`arun_hybrid` with its ``aembed``; neither holds any logic of its own.
 """
 
@@ -17,10 +17,10 @@ import numpy as np
 import numpy.typing as npt
 
 from ._backends.knowledge import VectorCache
-from ._fusion import cosine_top_n, reciprocal_rank_fusion
-from ._index import IndexEntry, ranking_text
+from ._fusion import convex_fusion, cosine_scores, cosine_top_n
+from ._index import IndexEntry, lead_text
 
-__all__ = ["Candidate", "HybridFlow", "arun_hybrid", "candidate_of", "hybrid_flow", "run_hybrid"]
+__all__ = ["Candidate", "HybridFlow", "arun_hybrid", "candidate_of", "embedding_text", "hybrid_flow", "run_hybrid"]
 
 Vector = npt.NDArray[np.float32]
 Request = tuple[Literal["vectors"], list[tuple[str, str]]] | tuple[Literal["query"], str]
@@ -44,20 +44,37 @@ def candidate_of(entry: IndexEntry, score: float) -> Candidate:
     return Candidate(entry.filename, entry.category, entry.title, entry.description, tuple(entry.keywords), score)
 
 
+def embedding_text(entry: IndexEntry) -> str:
+    """What hybrid search embeds of a note: its title and first paragraph (with the file-name
+    words), which measured better than the metadata with keywords or the text's beginning."""
+    return lead_text(entry)
+
+
 def hybrid_flow(
     query: str, lexical: Sequence[Candidate], chosen: Sequence[IndexEntry], pool: int, top_n: int, weight: float
 ) -> HybridFlow:
-    """BM25 ``lexical`` fused with the cosine ranking of ``chosen`` entries' metadata text."""
-    vector: list[Candidate] = []
+    """BM25 ``lexical`` fused with the cosine similarity of ``chosen`` entries' :func:`embedding_text`.
+
+    Candidates are the BM25 ones and the ``pool`` most similar entries; both scores are put on
+    one scale and added with weights ``weight`` and ``1 - weight`` (:func:`._fusion.convex_fusion`).
+    A candidate's score is the fused score, between 0 and 1.
+    """
+    keyed = {f"{c.category}/{c.filename}": c for c in lexical}
+    similar: list[tuple[str, float]] = []
     if chosen:
-        matrix = yield ("vectors", [(f"{e.category}/{e.filename}", ranking_text(e, None, "metadata")) for e in chosen])
+        keys = [f"{e.category}/{e.filename}" for e in chosen]
+        matrix = yield ("vectors", [(key, embedding_text(e)) for key, e in zip(keys, chosen, strict=True)])
         query_vector = yield ("query", query)
-        vector = [candidate_of(chosen[i], score) for i, score in cosine_top_n(matrix, query_vector, pool)]
-    fused = reciprocal_rank_fusion([c.filename for c in lexical], [c.filename for c in vector], weight)
-    by_name = {c.filename: c for c in [*vector, *lexical]}
+        cosines = cosine_scores(matrix, query_vector)
+        row_of = {key: row for row, key in enumerate(keys)}
+        nearest = {keys[row] for row, _ in cosine_top_n(matrix, query_vector, pool)}
+        for row in sorted({row_of[k] for k in [*nearest, *keyed] if k in row_of}):
+            similar.append((keys[row], float(cosines[row])))
+            keyed.setdefault(keys[row], candidate_of(chosen[row], 0.0))
+    fused = convex_fusion([(key, c.score) for key, c in keyed.items() if c.score > 0], similar, weight)
     out = []
-    for name, score in fused[:top_n]:
-        c = by_name[name]
+    for key, score in fused[:top_n]:
+        c = keyed[key]
         out.append(Candidate(c.filename, c.category, c.title, c.description, c.keywords, round(score, 6)))
     return out
 

@@ -23,7 +23,7 @@ from ._backends.knowledge import VectorCache
 from ._errors import InvalidInputError
 from ._events import Event, log_event
 from ._guard import owner_of
-from ._index import IndexEntry, tokenize
+from ._index import IndexEntry
 from ._knowledge_index import INDEX_NAME
 from ._knowledge_notes import KnowledgeNotes
 from ._note_indexing import StaleEntry
@@ -61,11 +61,11 @@ class MemoryStore(KnowledgeNotes):
         if not isinstance(top_n, int) or top_n < 0:
             raise InvalidInputError(f"top_n must be a non-negative integer, got {top_n!r}")
         cats = self._prepare(user_id, categories)
-        tokens = tokenize(query)
+        terms = self._rankers.analyzer.query_terms(query)
         with self._lock:
             entries = self._index.current()
             rankers = [self._rankers.get(user_id, c, self._indexer.stored_tokens) for c in cats]
-            hits = rank(rankers, tokens, top_n)
+            hits = rank(rankers, terms, top_n)
             return [candidate_of(entries[(category, name)], round(score, 6)) for category, name, score in hits]
 
     def bm25_search(
@@ -107,7 +107,7 @@ class MemoryStore(KnowledgeNotes):
         user_id: str,
         categories: Iterable[str] | None = None,
     ) -> list[Candidate]:
-        """Scored candidates of :meth:`hybrid_search` (score = fused RRF score; BM25 score on fallback)."""
+        """Scored candidates of :meth:`hybrid_search` (score = fused score in 0..1; BM25 score on fallback)."""
         weight, pool = self._hybrid_plan(top_n, bm25_weight)
         lexical = self.search(query, pool, user_id=user_id, categories=categories)
         inputs = self._hybrid_inputs(user_id, categories)
@@ -149,7 +149,7 @@ class MemoryStore(KnowledgeNotes):
         user_id: str,
         categories: Iterable[str] | None = None,
     ) -> list[str]:
-        """BM25 fused with embedding similarity by weighted reciprocal rank fusion; BM25 alone
+        """BM25 fused with embedding similarity (normalized scores, weighted); BM25 alone
         when no embedder is configured or it fails (logged as ``EMBEDDINGS_FALLBACK``)."""
         return [
             c.filename

@@ -11,7 +11,7 @@ backend; pytest then runs every test below against it::
 The tests call the contract directly (byte-exact notes, listings per user, the change feed,
 blobs) and through a :class:`~local_ai_memory._store.MemoryStore` built over the backend:
 after a scripted series of writes and deletes, search results and scores must equal those of
-a store freshly built over the final notes and of a plain BM25 Okapi written out below.
+a store freshly built over the final notes and of the plain BM25 written out below.
 A backend whose change feed only runs while something feeds it (files and their watcher)
 overrides :meth:`KnowledgeBackendTests.open_feed`. Needs pytest; nothing else.
 """
@@ -22,15 +22,17 @@ import asyncio
 import math
 import threading
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
+from local_ai_memory._analysis import EXACT, LEAD, Analyzer
 from local_ai_memory._backends.knowledge import KnowledgeBackend
 from local_ai_memory._backends.memory_knowledge import InMemoryKnowledgeBackend
 from local_ai_memory._config import MemoryConfig
 from local_ai_memory._guard import DirectoryGuard, user_file_prefix
-from local_ai_memory._index import ranking_tokens, tokenize
+from local_ai_memory._index import ranking_tokens
 from local_ai_memory._store import MemoryStore
 
 __all__ = ["KnowledgeBackendTests", "reference_bm25"]
@@ -47,27 +49,34 @@ NOTE_TEXTS = {
 USERS = ("bob", "bob_admin", "bo", "b%b", "b.b", "b_", "_b")
 
 
-def reference_bm25(docs: dict[str, list[str]], query: list[str]) -> dict[str, float]:
-    """BM25 Okapi (k1=1.5, b=0.75, negative IDFs floored at 0.25 x the mean IDF) of each
-    document sharing a term with ``query``: the scoring :mod:`local_ai_memory._ranking` promises."""
-    k1, b, epsilon = 1.5, 0.75, 0.25
+def reference_bm25(docs: dict[str, list[str]], query: Sequence[str | tuple[str, float]]) -> dict[str, float]:
+    """The BM25 that :mod:`local_ai_memory._ranking` promises, written out plainly: the score of
+    each document sharing a term with ``query`` (a term, or ``(term, weight)``).
+
+    ``k1 = 1.2``, ``b = 0.75``, ``idf = ln(1 + (N - df + 0.5) / (df + 0.5))``; lead terms are
+    scored with ``b = 0``; exact and lead terms do not count for a document's length."""
+    k1, b = 1.2, 0.75
     if not docs:
         return {}
-    lengths = {key: len(tokens) for key, tokens in docs.items()}
-    avgdl = sum(lengths.values()) / len(docs)
+    lengths = {key: sum(1 for t in tokens if not t.startswith((LEAD, EXACT))) for key, tokens in docs.items()}
+    avgdl = sum(lengths.values()) / len(docs) or 1.0
     df: Counter[str] = Counter()
     for tokens in docs.values():
         df.update(set(tokens))
-    idf = {term: math.log((len(docs) - n + 0.5) / (n + 0.5)) for term, n in df.items()}
-    floor = epsilon * sum(idf.values()) / len(idf) if idf else 0.0
-    idf = {term: (value if value >= 0 else floor) for term, value in idf.items()}
+    weighted = [(item, 1.0) if isinstance(item, str) else item for item in query]
     scores: dict[str, float] = {}
     for key, tokens in docs.items():
         counts = Counter(tokens)
-        if not any(term in counts for term in query):
+        if not any(term in counts for term, _ in weighted):
             continue
-        norm = k1 * (1 - b + b * lengths[key] / avgdl) if avgdl else k1
-        scores[key] = sum(idf.get(t, 0.0) * counts[t] * (k1 + 1) / (counts[t] + norm) for t in query if t in counts)
+        total = 0.0
+        for term, weight in weighted:
+            if term not in counts:
+                continue
+            idf = math.log(1 + (len(docs) - df[term] + 0.5) / (df[term] + 0.5))
+            norm = k1 if term.startswith(LEAD) else k1 * (1 - b + b * lengths[key] / avgdl)
+            total += weight * idf * counts[term] * (k1 + 1) / (counts[term] + norm)
+        scores[key] = total
     return scores
 
 
@@ -300,7 +309,7 @@ class KnowledgeBackendTests:
                         entry = fresh.find_entry(name, category)
                         assert entry is not None
                         docs[f"{category}/{name}"] = ranking_tokens(entry, text, "both")
-                expected = reference_bm25(docs, tokenize(query))
+                expected = reference_bm25(docs, Analyzer().query_terms(query))
                 assert {f"{c.category}/{c.filename}": c.score for c in got} == pytest.approx(expected, abs=1e-5)
         assert len(store.search("apple cherry", 50, user_id="bob")) > 3  # the comparison above compared something
         reopened = self.store(backend, tmp_path)

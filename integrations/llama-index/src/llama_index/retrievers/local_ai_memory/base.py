@@ -4,8 +4,8 @@ Each query runs the core's three-stage retrieval for one bound user (Stage 1 BM2
 Stage 2 LLM selection when an LLM is given, Stage 3 loading within ``max_tokens``) and
 returns one ``NodeWithScore`` per loaded file:
 
-* the node's text is the whole file, its score the Stage 1 score (BM25, or the fused RRF
-  score in hybrid mode), in the order Stage 2 chose;
+* the node's text is the whole file, its score the Stage 1 score (BM25, positive, or
+  the fused score between 0 and 1 in hybrid mode), in the order Stage 2 chose;
 * the node id is derived from ``category/filename`` only, so the same file always gets the
   same id (``QueryFusionRetriever`` and caches can rely on it);
 * metadata: ``filename``, ``title``, ``category``, ``keywords``, ``last_modified``. Only
