@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -159,6 +161,12 @@ def test_recovery_removes_what_a_cut_purge_leaves(tmp_path: Path) -> None:
     (markers / f".{result_id}.ref.lock").write_bytes(b"")  # ... but these lock files
     (tmp_path / "memory" / "state" / ".bob_s1.json.lock").write_bytes(b"")
     (tmp_path / "memory" / "plans" / "bob_s1" / ".agent.jsonl.lock").write_bytes(b"")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # temporary files of writers that died (their pid is gone) while writing bob's records
+    (tmp_path / "memory_data" / ".erasing").mkdir(parents=True, exist_ok=True)
+    for folder, name in [(".erasing", "bob_"), ("knowledge", "bob_tea.md")]:
+        (tmp_path / "memory_data" / folder / f".{name}.{dead.pid}-0123456789ab.tmp").write_bytes(b"partial")
+    (tmp_path / "memory" / "erasing" / f".u-bob.json.{dead.pid}-0123456789ab.tmp").write_bytes(b"{")
     Memory.open(tmp_path, fsync=False).users()  # the first use finishes the erasure
     leftovers = [p for p in tmp_path.rglob("*") if "bob" in p.name or p.name.startswith(f".{result_id}")]
     assert leftovers == []

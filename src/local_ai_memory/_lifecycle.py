@@ -194,6 +194,8 @@ def erase(runtime: RuntimeBackend, store: MemoryStore | None, erasure: Erasure) 
             }
         )
         store.backend.delete_blob(erasure_marker(erasure.user_id))
+        store.backend.recover()  # a write cut short may have left a temporary file named after the user
+    runtime.recover()
     runtime.end_erasure(erasure)
     return report
 

@@ -133,6 +133,14 @@ class FileKnowledgeBackend(KnowledgeBackend):
                     found[name] = NoteInfo(category, name, st.st_size, st.st_mtime_ns, st.st_mtime)
         return found
 
+    def recover(self) -> int:
+        """Remove temporary files of writers that died, in ``memory_data/`` and every folder under it."""
+        root = self.guard.resolve(DATA_DIR)
+        if not root.is_dir():
+            return 0
+        folders = [root, *(path for path in root.rglob("*") if path.is_dir() and not path.is_symlink())]
+        return sum(_fs.cleanup_temp_files(folder) for folder in folders)
+
     def list_categories(self) -> list[str]:
         try:
             entries = list(os.scandir(self.guard.resolve(DATA_DIR)))

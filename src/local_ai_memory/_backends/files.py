@@ -210,7 +210,7 @@ class FileRuntimeBackend(RuntimeBackend):
                 adopted.delete(result_id)
 
     def recover(self) -> int:
-        folders = [self._state, self._working, self._plans, self._results, self._sessions]
+        folders = [self._state, self._working, self._plans, self._results, self._sessions, self._erasing]
         removed = sum(folder.cleanup() for folder in folders)
         for key in _subfolders(self.guard.resolve("memory", "tool_index")):
             removed += self._markers(key).cleanup()

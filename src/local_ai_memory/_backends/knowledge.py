@@ -167,6 +167,10 @@ class KnowledgeBackend(ABC):
     def vector_cache(self, embedder: Embedder) -> VectorCache:
         """The embedding cache of ``embedder`` kept by this backend."""
 
+    def recover(self) -> int:
+        """Clear what interrupted writes may have left (temporary files); return how many leftovers."""
+        return 0
+
     # -- async twins ---------------------------------------------------------------------------
     async def aread_note(self, category: str, name: str) -> bytes | None:
         """Async twin of :meth:`read_note`."""
