@@ -14,16 +14,17 @@ and database (never the password), a pool that stays exhausted past ``pool_timeo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import weakref
-from collections.abc import Generator, Sequence
+from collections.abc import AsyncIterator, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
-from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from local_ai_memory._errors import ConfigError, LockTimeoutError, StorageError
 
@@ -98,7 +99,7 @@ class Database:
         self.schema = sql.Identifier(settings.schema)
         self._lock = threading.Lock()
         self._pool: ConnectionPool | None = None
-        self._apools: dict[int, tuple[weakref.ref[asyncio.AbstractEventLoop], AsyncConnectionPool]] = {}
+        self._apools: dict[int, _LoopConnections] = {}
         self._queries: dict[str, sql.Composed] = {}
 
     def __repr__(self) -> str:
@@ -128,7 +129,10 @@ class Database:
         """Async twin of :meth:`connect`."""
         try:
             return await psycopg.AsyncConnection.connect(
-                self.settings.url, connect_timeout=max(1, round(self.settings.connect_timeout)), **self._kwargs()
+                self.settings.url,
+                autocommit=True,  # each operation opens its own transaction block
+                connect_timeout=max(1, round(self.settings.connect_timeout)),
+                **self._kwargs(),
             )
         except psycopg.Error as exc:
             raise StorageError(f"cannot connect to PostgreSQL ({self.where}): {_first_line(exc)}") from None
@@ -151,44 +155,35 @@ class Database:
                 pool = self._pool
         return pool
 
-    async def _async_pool(self) -> AsyncConnectionPool:
+    def _async_connections(self) -> _LoopConnections:
         loop = asyncio.get_running_loop()
         with self._lock:
-            for key, (ref, _) in list(self._apools.items()):  # pools of finished event loops go
-                old = ref()
-                if old is None or old.is_closed():
+            for key, old in list(self._apools.items()):  # connections of finished event loops go
+                if old.finished():
+                    old.discard()
                     del self._apools[key]
             found = self._apools.get(id(loop))
-            if found is not None and found[0]() is loop:
-                return found[1]
-            pool = AsyncConnectionPool(
-                self.settings.url,
-                min_size=0,
-                max_size=self.settings.pool_max_size,
-                timeout=self.settings.pool_timeout,
-                kwargs=self._kwargs(),
-                check=AsyncConnectionPool.check_connection if self.settings.check_connections else None,
-                name=f"local-ai-memory {self.settings.schema} (async)",
-                open=False,
-            )
-            self._apools[id(loop)] = (weakref.ref(loop), pool)
-        await pool.open()
-        return pool
+            if found is None or found.loop() is not loop:
+                found = self._apools[id(loop)] = _LoopConnections(self, loop)
+            return found
 
     def close(self) -> None:
-        """Close the sync pool (async pools close with their event loop)."""
+        """Close the sync pool and every idle async connection."""
         with self._lock:
             pool, self._pool = self._pool, None
+            loops, self._apools = list(self._apools.values()), {}
+        for connections in loops:
+            connections.discard()
         if pool is not None:
             pool.close()
 
     async def aclose(self) -> None:
-        """Close this event loop's async pool and the sync pool."""
+        """Close this event loop's async connections and the sync pool."""
         loop = asyncio.get_running_loop()
         with self._lock:
             found = self._apools.pop(id(loop), None)
         if found is not None:
-            await found[1].close()
+            await found.aclose()
         self.close()
 
     # -- running operations -------------------------------------------------------------------------
@@ -236,7 +231,7 @@ class Database:
         """Async twin of :meth:`run` on this event loop's async pool."""
         try:
             async with (
-                (await self._async_pool()).connection() if pooled else await self.aconnect() as conn,
+                self._async_connections().connection() if pooled else await self.aconnect() as conn,
                 conn.transaction(),
                 conn.cursor(binary=True) as cur,
             ):
@@ -258,6 +253,71 @@ class Database:
             raise self._error(what, exc) from exc
         finally:
             op.close()
+
+
+class _LoopConnections:
+    """The async connections of one event loop: at most ``pool_max_size``, reused, none in the background.
+
+    ``psycopg_pool.AsyncConnectionPool`` keeps worker tasks on the loop that opened it; the
+    library's async API is called from many loops (each ``asyncio.run`` is one), and a worker
+    caught mid-reconnect when its loop ends can hold up the loop's shutdown. This keeps idle
+    connections only: a finished loop's are closed synchronously by the next loop that comes.
+    """
+
+    def __init__(self, db: Database, loop: asyncio.AbstractEventLoop) -> None:
+        self.db = db
+        self.loop = weakref.ref(loop)
+        self._idle: list[psycopg.AsyncConnection[Any]] = []
+        self._slots = asyncio.Semaphore(db.settings.pool_max_size)
+
+    def finished(self) -> bool:
+        loop = self.loop()
+        return loop is None or loop.is_closed()
+
+    def discard(self) -> None:
+        """Close the idle connections of a finished loop (closing a libpq handle needs no loop)."""
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.pgconn.finish()
+
+    def __del__(self) -> None:
+        self.discard()
+
+    async def aclose(self) -> None:
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            await conn.close()
+
+    @contextlib.asynccontextmanager
+    async def connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """A connection for one operation; waits at most ``pool_timeout`` for a free slot."""
+        try:
+            await asyncio.wait_for(self._slots.acquire(), self.db.settings.pool_timeout)
+        except asyncio.TimeoutError:
+            raise PoolTimeout(f"no async connection free in {self.db.settings.pool_timeout:g} s") from None
+        conn: psycopg.AsyncConnection[Any] | None = None
+        try:
+            while self._idle and conn is None:
+                candidate = self._idle.pop()
+                if candidate.closed or candidate.broken:
+                    continue
+                if self.db.settings.check_connections:
+                    try:
+                        await candidate.execute("")
+                    except psycopg.Error:
+                        await candidate.close()
+                        continue
+                conn = candidate
+            if conn is None:
+                conn = await self.db.aconnect()
+            yield conn
+        finally:
+            if conn is not None:
+                if conn.closed or conn.broken or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                    await conn.close()
+                else:
+                    self._idle.append(conn)
+            self._slots.release()
 
 
 def _has_rows(cur: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> bool:
