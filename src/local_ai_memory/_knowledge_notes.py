@@ -74,10 +74,14 @@ class KnowledgeNotes:
         auto_refresh: bool = True,
         backend: KnowledgeBackend | None = None,
     ) -> None:
+        self.config = config if config is not None else MemoryConfig()
+        if backend is None and self.config.database_url:
+            from ._backends.postgres_shared import shared_backends
+
+            backend = shared_backends(self.config)[1]
         if guard is None and backend is None:
             raise InvalidInputError("a knowledge store needs a data folder (guard) or a backend")
         self.guard = guard
-        self.config = config if config is not None else MemoryConfig()
         cats = tuple(categories) if categories is not None else self.config.categories
         if not cats:
             raise InvalidInputError("at least one category is required")
