@@ -92,3 +92,32 @@ async def test_async_callers_beyond_the_pool_size_wait_their_turn(postgres_url: 
     results = await asyncio.gather(*(backend.aget_state(scope) for _ in range(5)))
     assert results == [{"n": 1}] * 5  # five callers share one connection in turn
     backend.close()
+
+
+@pytest.mark.slow
+def test_a_100_mb_tool_output_round_trips_and_pages_by_chunk(postgres_url: str, postgres_schema: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    from local_ai_memory._backends.postgres_runtime import CHUNK_CHARS
+    from local_ai_memory._backends.runtime import Scope
+
+    backend = PostgresRuntimeBackend(postgres_url, schema=postgres_schema)
+    scope = Scope.of("alice", "s1")
+    unit = "0123456789\x00\r\n\u00e9" * 7  # NUL and a 2-byte character (4-byte ones: the conformance suite)
+    text = unit * (100 * 1024 * 1024 // len(unit.encode()) + 1)
+    assert len(text.encode()) > 100 * 1024 * 1024
+    payload = {"id": "big", "tool": "dump", "created_at": "", "content": text}
+    assert backend.save_tool_result(scope, "big", payload) > 100 * 1024 * 1024
+    middle = len(text) // 2 + 3
+    page = backend.read_tool_result_page(scope, "big", middle, 5000)
+    assert page.content == text[middle : middle + 5000]
+    assert page.total_chars == len(text)
+    assert page.next_offset == middle + 5000
+    with psycopg.connect(postgres_url) as conn:
+        query = sql.SQL("SELECT count(*) FROM {}.tool_result_chunks WHERE result_id = 'big'")
+        chunks = conn.execute(query.format(sql.Identifier(postgres_schema))).fetchone()
+    assert chunks == (-(-len(text) // CHUNK_CHARS),)  # a page reads one or two of these
+    del page
+    assert backend.load_tool_result(scope, "big") == payload
+    backend.close()

@@ -30,8 +30,8 @@ from .runtime import Erasure, PlansChange, RuntimeBackend, Scope, ScopeInfo, Sta
 
 __all__ = ["CHUNK_CHARS", "PostgresRuntimeBackend"]
 
-CHUNK_CHARS = 256 * 1024
-"""Characters of a tool output per stored chunk (at most 1 MB of UTF-8)."""
+CHUNK_CHARS = 64 * 1024
+"""Characters of a tool output per stored chunk (at most 256 KB of UTF-8): a page reads one or two."""
 
 _VISIBLE = "NOT EXISTS (SELECT 1 FROM {s}.erasures e WHERE e.user_id = %s AND e.session_id IN ('', %s))"
 _TOUCH = (
