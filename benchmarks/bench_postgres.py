@@ -140,7 +140,7 @@ def main() -> None:
         for key, value in on_files.items():
             unit = "" if key.endswith("/s") else " ms"
             ratio = on_postgres[key] / value if value else float("nan")
-            print(f"{key:34} {value:>9.3f}{unit:3} {on_postgres[key]:>9.3f}{unit:3} {ratio:>10.2f}x")
+            print(f"{key:34} {value:>9.3f}{unit:3} {on_postgres[key]:>9.3f}{unit:3} {ratio:>10.3g}x")
         print("\n(medians; ms rows: lower is better, /s rows: higher is better)")
     finally:
         stop()

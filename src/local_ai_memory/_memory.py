@@ -312,5 +312,4 @@ def _postgres_backends(
         runtime = pg_runtime
     if knowledge is None:
         knowledge = PostgresKnowledgeBackend.from_config(config, database=pg_runtime.db)
-        knowledge.setup()
     return runtime, knowledge

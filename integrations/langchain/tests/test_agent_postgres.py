@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.tools import tool
@@ -12,12 +13,13 @@ from langchain_local_ai_memory import LocalMemoryMiddleware
 from lc_fakes import ScriptedChatModel, paging_policy, real_text
 
 from local_ai_memory import Memory, MemoryConfig
+from local_ai_memory._backends.postgres_shared import close_shared_backends
 
 BIG = 200 * 1024
 
 
 def test_agent_run_pages_a_200_kb_output_back_from_postgres(
-    postgres_url: str, postgres_schema: str, tmp_path: Path
+    postgres_url: str, postgres_schema: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     config = MemoryConfig(
         runtime_data_dir=tmp_path / "data", fsync=False, database_url=postgres_url, database_schema=postgres_schema
@@ -30,6 +32,7 @@ def test_agent_run_pages_a_200_kb_output_back_from_postgres(
         return text
 
     model = ScriptedChatModel(policy=paging_policy())
+    request.addfinalizer(close_shared_backends)  # the middleware's managers share one pool per setting
     agent = create_agent(model, tools=[big_tool], middleware=[LocalMemoryMiddleware("alice", "s1", config=config)])
     result = agent.invoke({"messages": [HumanMessage("Read the big document.")]})
     pages = [m for m in model.received[-1] if isinstance(m, ToolMessage) and m.name == "load_tool_result"]

@@ -53,32 +53,31 @@ class PgStorage:
 
     def __init__(self, database: Database) -> None:
         self.db = database
-        self._ready = False
         self._setup_lock = threading.Lock()
 
     def setup(self) -> int:
         """Create or upgrade the schema now (safe on many hosts at once); return migrations run."""
         with self._setup_lock:
             ran = migrate(self.db)
-            self._ready = True
+            self.db.ready = True
         return ran
 
     async def asetup(self) -> int:
         """Async twin of :meth:`setup`."""
         ran = await amigrate(self.db)
-        self._ready = True
+        self.db.ready = True
         return ran
 
     def run(self, what: str, op: Op[T]) -> T:
-        if not self._ready:
+        if not self.db.ready:
             with self._setup_lock:
-                if not self._ready:
+                if not self.db.ready:
                     migrate(self.db)
-                    self._ready = True
+                    self.db.ready = True
         return self.db.run(what, op)
 
     async def arun(self, what: str, op: Op[T]) -> T:
-        if not self._ready:
+        if not self.db.ready:
             await self.asetup()
         return await self.db.arun(what, op)
 

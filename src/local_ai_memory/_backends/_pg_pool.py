@@ -96,6 +96,7 @@ class Database:
         _check_url(settings.url)
         self.settings = settings
         self.where = describe_url(settings.url)
+        self.ready = False  # set once the schema is known to be current (shared by both backends)
         self.schema = sql.Identifier(settings.schema)
         self._lock = threading.Lock()
         self._pool: ConnectionPool | None = None

@@ -536,14 +536,15 @@ class PostgresRuntimeBackend(PgStorage, RuntimeBackend):
             finally:
                 held[scope.key] -= 1
             return
-        if not self._ready:
+        if not self.db.ready:
             self.setup()
         conn = self.db.connect()
         try:
             conn.autocommit = True
             try:
-                conn.execute("SELECT set_config('lock_timeout', %s, false)", (f"{round(self.lock_timeout * 1000)}ms",))
-                conn.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", (_LOCK_CLASS, scope.key))
+                timeout = f"{round(self.lock_timeout * 1000)}ms"
+                conn.execute(self.db.q("SELECT set_config('lock_timeout', %s, false)"), (timeout,))
+                conn.execute(self.db.q("SELECT pg_advisory_lock(%s, hashtext(%s))"), (_LOCK_CLASS, scope.key))
             except Exception as exc:
                 import psycopg
 

@@ -17,7 +17,7 @@ from ._pg_pool import Database, DatabaseSettings
 from .postgres_knowledge import PostgresKnowledgeBackend
 from .postgres_runtime import PostgresRuntimeBackend
 
-__all__ = ["shared_backends"]
+__all__ = ["close_shared_backends", "shared_backends"]
 
 _lock = threading.Lock()
 _shared: dict[DatabaseSettings, tuple[PostgresRuntimeBackend, PostgresKnowledgeBackend]] = {}
@@ -32,3 +32,12 @@ def shared_backends(config: MemoryConfig) -> tuple[PostgresRuntimeBackend, Postg
             runtime = PostgresRuntimeBackend(database=Database(settings), lock_timeout=config.lock_timeout)
             found = _shared[settings] = (runtime, PostgresKnowledgeBackend(database=runtime.db))
     return found
+
+
+def close_shared_backends() -> None:
+    """Close and forget every shared pair (tests; a long-lived process never needs to)."""
+    with _lock:
+        pairs = list(_shared.values())
+        _shared.clear()
+    for runtime, _ in pairs:
+        runtime.close()
