@@ -98,6 +98,19 @@ class MemoryConfig(BaseSettings):
     tool_result_max_count: int | None = _app(500, "Stored tool results kept per scope (None: no bound).", ge=0)
     tool_result_max_bytes: int | None = _app(512 * 1024 * 1024, "Bytes of stored tool results per scope.", ge=0)
     tool_result_max_age_seconds: float | None = _app(None, "Stored tool results older than this are pruned.", gt=0)
+    database_url: str | None = _app(
+        None, "PostgreSQL URL (postgresql://user@host/db): keep everything there instead of in files.", repr=False
+    )
+    database_schema: str = _app(
+        "local_ai_memory", "PostgreSQL schema holding the tables.", pattern=r"^[a-z_][a-z0-9_]{0,62}$"
+    )
+    database_pool_min_size: int = _app(1, "Connections each process keeps open.", ge=0, le=1000)
+    database_pool_max_size: int = _app(10, "Most connections each process opens.", ge=1, le=1000)
+    database_pool_timeout: float = _app(30.0, "Seconds to wait for a free pooled connection.", gt=0)
+    database_connect_timeout: float = _app(10.0, "Seconds to wait for the server when connecting.", gt=0)
+    database_prepare_threshold: int | None = _app(
+        5, "Executions before a statement is prepared server-side (None: never, for PgBouncer).", ge=0
+    )
 
     @field_validator("categories", mode="after")
     @classmethod

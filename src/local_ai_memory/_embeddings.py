@@ -243,10 +243,10 @@ class EmbeddingCache:
             self._dead_rows += dropped
             return dropped
 
-    def discard(self, keys: Iterable[str]) -> int:
-        """Delete the vectors of ``keys`` from memory and disk now (a forgotten user's notes)."""
+    def discard(self, items: Sequence[tuple[str, str]]) -> int:
+        """Delete the vectors of ``(key, text)`` items from memory and disk now (a forgotten user's notes)."""
         with self._lock:
-            dropped = self.forget(keys)
+            dropped = self.forget(key for key, _ in items)
             if dropped:
                 self._merge()
             return dropped

@@ -50,6 +50,7 @@ from ._knowledge_index import INDEX_NAME, KnowledgeIndex
 from ._note_indexing import NoteIndexer, Scanned, StaleEntry
 from ._protocols import LLM, Embedder
 from ._ranker_cache import RankerCache
+from ._search import embedding_text
 from ._twins import thread_twin
 
 __all__ = ["KnowledgeNotes"]
@@ -91,10 +92,14 @@ class KnowledgeNotes:
         auto_refresh: bool = True,
         backend: KnowledgeBackend | None = None,
     ) -> None:
+        self.config = config if config is not None else MemoryConfig()
+        if backend is None and self.config.database_url:
+            from ._backends.postgres_shared import shared_backends
+
+            backend = shared_backends(self.config)[1]
         if guard is None and backend is None:
             raise InvalidInputError("a knowledge store needs a data folder (guard) or a backend")
         self.guard = guard
-        self.config = config if config is not None else MemoryConfig()
         cats = tuple(categories) if categories is not None else self.config.categories
         if not cats:
             raise InvalidInputError("at least one category is required")
@@ -245,8 +250,13 @@ class KnowledgeNotes:
         snapshots = 0
         with self._lock:
             self._ensure_loaded()
+            entries = self._index.current()
+            embedded: list[tuple[str, str]] = []  # what hybrid search embedded for these notes
             for category in sorted({*self.backend.list_categories(), *self.categories}):
                 for name, info in sorted(self.backend.list_notes(category, prefix).items()):
+                    entry = entries.get((category, name))
+                    if entry is not None:
+                        embedded.append((f"{category}/{name}", embedding_text(entry)))
                     if self.backend.delete_note(category, name):
                         notes.append(f"{category}/{name}")
                         size += info.size
@@ -256,7 +266,7 @@ class KnowledgeNotes:
             if self.embedder is not None:
                 if self._vectors is None or self._vectors[0] is not self.embedder:
                     self._vectors = (self.embedder, self.backend.vector_cache(self.embedder))
-                vectors = self._vectors[1].discard(notes)
+                vectors = self._vectors[1].discard(embedded)
             self._index.flush()
         return ForgottenNotes(notes, size, snapshots, vectors)
 

@@ -95,7 +95,7 @@ class MemoryManager:
     {'steps': ['read', 'write']}
 
     ``backend`` defaults to the file backend under ``guard`` (itself defaulting to
-    ``config.runtime_data_dir``).
+    ``config.runtime_data_dir``), or to PostgreSQL when ``config.database_url`` is set.
     """
 
     def __init__(
@@ -111,6 +111,10 @@ class MemoryManager:
         self.scope_info = Scope.of(user_id, session_id)
         self.user_id = user_id
         self.session_id = session_id
+        if backend is None and self.config.database_url:
+            from ._backends.postgres_shared import shared_backends
+
+            backend = shared_backends(self.config)[0]
         if backend is None:
             backend = FileRuntimeBackend.from_config(self.config, guard)
             guard = backend.guard

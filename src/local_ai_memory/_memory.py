@@ -229,6 +229,8 @@ class Memory:
         self.llm = llm
         self.embedder = embedder
         self._token_counter = token_counter
+        if self.config.database_url and (runtime is None or knowledge is None):
+            runtime, knowledge = _postgres_backends(self.config, runtime, knowledge)
         files = runtime is None or knowledge is None
         self.guard: DirectoryGuard | None = DirectoryGuard(self.config.runtime_data_dir) if files else None
         self.runtime = runtime if runtime is not None else FileRuntimeBackend.from_config(self.config, self.guard)
@@ -329,6 +331,9 @@ class Memory:
     def close(self) -> None:
         """Release the backends' connections and handles."""
         self.runtime.close()
+        closer = getattr(self.knowledge_backend, "close", None)
+        if callable(closer):
+            closer()
 
     def __enter__(self) -> Memory:
         return self
@@ -337,3 +342,29 @@ class Memory:
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
         self.close()
+
+
+def _postgres_backends(
+    config: MemoryConfig, runtime: RuntimeBackend | None, knowledge: KnowledgeBackend | None
+) -> tuple[RuntimeBackend, KnowledgeBackend]:
+    """Both PostgreSQL backends of ``config.database_url`` on one database handle, schema set up now.
+
+    Setting up at once (one short transaction; nothing to do when the schema is current) makes
+    a wrong URL or password fail here, with host and database named, not at the first write.
+    """
+    try:
+        from ._backends.postgres_knowledge import PostgresKnowledgeBackend
+        from ._backends.postgres_runtime import PostgresRuntimeBackend
+    except ImportError as exc:  # pragma: no cover - the extra is part of the test environment
+        from ._errors import ConfigError
+
+        raise ConfigError(
+            f"database_url needs the PostgreSQL driver: pip install 'local-ai-memory[postgres]' ({exc})"
+        ) from None
+    pg_runtime = PostgresRuntimeBackend.from_config(config)
+    pg_runtime.setup()
+    if runtime is None:
+        runtime = pg_runtime
+    if knowledge is None:
+        knowledge = PostgresKnowledgeBackend.from_config(config, database=pg_runtime.db)
+    return runtime, knowledge

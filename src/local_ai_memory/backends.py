@@ -6,7 +6,12 @@ levels (L0-L3 and the session log), :class:`KnowledgeBackend` the one of the kno
 (``runtime=``, ``knowledge=``) or use :meth:`Memory.in_memory`. :mod:`local_ai_memory.testing`
 holds the conformance suites every backend must pass; ``docs/architecture.md`` explains how to
 write one.
+
+The PostgreSQL backends (:class:`PostgresRuntimeBackend`, :class:`PostgresKnowledgeBackend`)
+need the ``postgres`` extra; they are imported on first use, so this module imports without it.
 """
+
+from typing import TYPE_CHECKING, Any
 
 from ._backends.file_knowledge import FileKnowledgeBackend
 from ._backends.files import FileRuntimeBackend
@@ -14,6 +19,10 @@ from ._backends.knowledge import KnowledgeBackend, NoteChanges, NoteInfo, Vector
 from ._backends.memory import InMemoryRuntimeBackend
 from ._backends.memory_knowledge import InMemoryKnowledgeBackend
 from ._backends.runtime import Erasure, RuntimeBackend, Scope, ScopeInfo
+
+if TYPE_CHECKING:
+    from ._backends.postgres_knowledge import PostgresKnowledgeBackend
+    from ._backends.postgres_runtime import PostgresRuntimeBackend
 
 __all__ = [
     "Erasure",
@@ -24,8 +33,24 @@ __all__ = [
     "KnowledgeBackend",
     "NoteChanges",
     "NoteInfo",
+    "PostgresKnowledgeBackend",
+    "PostgresRuntimeBackend",
     "RuntimeBackend",
     "Scope",
     "ScopeInfo",
     "VectorCache",
 ]
+
+_POSTGRES = {
+    "PostgresRuntimeBackend": "local_ai_memory._backends.postgres_runtime",
+    "PostgresKnowledgeBackend": "local_ai_memory._backends.postgres_knowledge",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The PostgreSQL backends, imported when first asked for (psycopg is an optional extra)."""
+    if name in _POSTGRES:
+        import importlib
+
+        return getattr(importlib.import_module(_POSTGRES[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
@@ -92,8 +92,12 @@ class VectorCache(Protocol):
     async def aembed_query(self, text: str) -> npt.NDArray[np.float32]:
         """Async twin of :meth:`embed_query`."""
 
-    def discard(self, keys: Iterable[str]) -> int:
-        """Delete the stored vectors of ``keys`` for good (a forgotten user's notes); return how many."""
+    def discard(self, items: Sequence[tuple[str, str]]) -> int:
+        """Delete the stored vectors of ``(key, text)`` items for good (a forgotten user's notes).
+
+        Returns how many items had one. A vector that an identical text elsewhere shares may go
+        too; it is embedded again when next needed.
+        """
 
 
 class KnowledgeBackend(ABC):

@@ -11,7 +11,7 @@ import bisect
 import hashlib
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -73,9 +73,9 @@ class _MemoryVectors:
         vectors = self._unit(texts, await self.embedder.aembed(texts)) if texts else np.zeros((0, 0), np.float32)
         return self._stack(digests, list(new), vectors)
 
-    def discard(self, keys: Iterable[str]) -> int:
+    def discard(self, items: Sequence[tuple[str, str]]) -> int:
         with self._lock:
-            gone = {key: self._keys.pop(key) for key in keys if key in self._keys}
+            gone = {key: self._keys.pop(key) for key, _ in items if key in self._keys}
             still_used = set(self._keys.values())
             for digest in set(gone.values()) - still_used:
                 self._vectors.pop(digest, None)

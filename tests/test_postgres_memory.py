@@ -1,0 +1,123 @@
+"""Choosing PostgreSQL with one setting, and the errors a user sees when it goes wrong."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from local_ai_memory import Memory, MemoryConfig
+from local_ai_memory._errors import ConfigError, LockTimeoutError, StorageError
+from local_ai_memory.backends import PostgresKnowledgeBackend, PostgresRuntimeBackend
+
+
+def test_one_setting_puts_the_whole_memory_in_postgres(
+    postgres_url: str, postgres_schema: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LOCAL_AI_MEMORY_DATABASE_URL", postgres_url)
+    monkeypatch.setenv("LOCAL_AI_MEMORY_DATABASE_SCHEMA", postgres_schema)
+    config = MemoryConfig(runtime_data_dir=tmp_path / "root")
+    assert config.database_url == postgres_url
+    assert postgres_url not in repr(config)  # the URL may hold a password
+    with Memory(config) as memory:
+        assert isinstance(memory.runtime, PostgresRuntimeBackend)
+        assert isinstance(memory.knowledge_backend, PostgresKnowledgeBackend)
+        session = memory.session("alice", "s1")
+        session.update_state({"task": "ship"})
+        memory.knowledge.write_note("alice", "deploy", "# Deploy\n\nRun the blue-green deploy script.")
+        assert memory.knowledge.search("deploy script", "alice")[0].filename == "alice_deploy.md"
+        assert [info.scope.user_id for info in memory.sessions()] == ["alice"]
+    assert not (tmp_path / "root").exists()  # nothing went to files
+    with Memory(MemoryConfig(runtime_data_dir=tmp_path / "root")) as again:  # from the environment again
+        assert again.session("alice", "s1").get_state() == {"task": "ship"}
+
+
+def test_files_stay_the_default(tmp_path: Path) -> None:
+    with Memory(MemoryConfig(runtime_data_dir=tmp_path)) as memory:
+        assert type(memory.runtime).__name__ == "FileRuntimeBackend"
+        assert memory.knowledge_backend is None
+
+
+def test_a_wrong_database_is_one_line_naming_host_and_database_never_the_password(postgres_url: str) -> None:
+    parts = conninfo_to_dict(postgres_url)
+    wrong = make_conninfo(postgres_url, dbname="no_such_db", password="s3cret-pw")
+    with pytest.raises(StorageError) as failed:
+        Memory(MemoryConfig(database_url=wrong))
+    message = str(failed.value)
+    assert "\n" not in message
+    assert f"host {parts['host']}" in message
+    assert "database no_such_db" in message
+    assert "s3cret-pw" not in message
+    with pytest.raises(ConfigError, match="connection string"):
+        Memory(MemoryConfig(database_url="this is not = a url ="))
+
+
+def test_an_exhausted_pool_waits_a_bounded_time_then_raises(postgres_url: str, postgres_schema: str) -> None:
+    backend = PostgresRuntimeBackend(postgres_url, schema=postgres_schema, pool_max_size=1, pool_timeout=0.5)
+    backend.setup()
+    from local_ai_memory._backends.runtime import Scope
+
+    scope = Scope.of("alice", "s1")
+    holding, release = threading.Event(), threading.Event()
+
+    def slow(state: dict[str, object]) -> dict[str, object]:
+        holding.set()
+        release.wait(10)
+        return {"slow": True}
+
+    worker = threading.Thread(target=backend.update_state, args=(scope, slow))
+    worker.start()
+    try:
+        assert holding.wait(10)
+        with pytest.raises(LockTimeoutError, match=r"no database connection free within 0\.5 s"):
+            backend.get_state(scope)
+    finally:
+        release.set()
+        worker.join()
+    assert backend.get_state(scope) == {"slow": True}
+    backend.close()
+
+
+async def test_async_callers_beyond_the_pool_size_wait_their_turn(postgres_url: str, postgres_schema: str) -> None:
+    import asyncio
+
+    from local_ai_memory._backends.runtime import Scope
+
+    backend = PostgresRuntimeBackend(postgres_url, schema=postgres_schema, pool_max_size=1, pool_timeout=0.5)
+    await backend.asetup()
+    scope = Scope.of("alice", "s1")
+    assert await backend.aupdate_state(scope, lambda state: {"n": 1}) == {"n": 1}
+    results = await asyncio.gather(*(backend.aget_state(scope) for _ in range(5)))
+    assert results == [{"n": 1}] * 5  # five callers share one connection in turn
+    backend.close()
+
+
+@pytest.mark.slow
+def test_a_100_mb_tool_output_round_trips_and_pages_by_chunk(postgres_url: str, postgres_schema: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    from local_ai_memory._backends.postgres_runtime import CHUNK_CHARS
+    from local_ai_memory._backends.runtime import Scope
+
+    backend = PostgresRuntimeBackend(postgres_url, schema=postgres_schema)
+    scope = Scope.of("alice", "s1")
+    unit = "0123456789\x00\r\n\u00e9" * 7  # NUL and a 2-byte character (4-byte ones: the conformance suite)
+    text = unit * (100 * 1024 * 1024 // len(unit.encode()) + 1)
+    assert len(text.encode()) > 100 * 1024 * 1024
+    payload = {"id": "big", "tool": "dump", "created_at": "", "content": text}
+    assert backend.save_tool_result(scope, "big", payload) > 100 * 1024 * 1024
+    middle = len(text) // 2 + 3
+    page = backend.read_tool_result_page(scope, "big", middle, 5000)
+    assert page.content == text[middle : middle + 5000]
+    assert page.total_chars == len(text)
+    assert page.next_offset == middle + 5000
+    with psycopg.connect(postgres_url) as conn:
+        query = sql.SQL("SELECT count(*) FROM {}.tool_result_chunks WHERE result_id = 'big'")
+        chunks = conn.execute(query.format(sql.Identifier(postgres_schema))).fetchone()
+    assert chunks == (-(-len(text) // CHUNK_CHARS),)  # a page reads one or two of these
+    del page
+    assert backend.load_tool_result(scope, "big") == payload
+    backend.close()
