@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -45,9 +45,26 @@ def fill(memory: Memory, user: str) -> None:
         memory.knowledge.write_note(user, name, text)
 
 
-@pytest.fixture(params=sorted(FACTORIES))
-def make(request: pytest.FixtureRequest) -> MemoryFactory:
-    return FACTORIES[request.param]
+@pytest.fixture(params=[*sorted(FACTORIES), "postgres"])
+def make(request: pytest.FixtureRequest) -> Iterator[MemoryFactory]:
+    """Each test runs on files, in memory and on PostgreSQL (a fresh schema of the embedded server)."""
+    opened: list[Memory] = []
+    if request.param == "postgres":
+        url = request.getfixturevalue("postgres_url")
+        schema = request.getfixturevalue("postgres_schema")
+
+        def factory(root: Path) -> Memory:
+            return Memory.open(root, fsync=False, database_url=url, database_schema=schema)
+    else:
+        factory = FACTORIES[request.param]
+
+    def tracked(root: Path) -> Memory:
+        opened.append(factory(root))
+        return opened[-1]
+
+    yield tracked
+    for memory in opened:
+        memory.close()
 
 
 def test_users_lists_sessions_sizes_and_notes(make: MemoryFactory, tmp_path: Path) -> None:

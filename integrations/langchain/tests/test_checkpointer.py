@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import operator
+import os
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Annotated, TypedDict
@@ -29,13 +31,21 @@ MEMORIES: dict[str, Callable[[Path], Memory]] = {
 }
 
 
-@pytest.mark.parametrize("kind", sorted(MEMORIES))
-async def test_langgraph_checkpoint_conformance(kind: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", [*sorted(MEMORIES), "postgres"])
+async def test_langgraph_checkpoint_conformance(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     count = iter(range(1_000))
+    url = request.getfixturevalue("postgres_url") if kind == "postgres" else None
+
+    def fresh(root: Path) -> Memory:
+        if url is None:
+            return MEMORIES[kind](root)
+        return Memory.open(root, database_url=url, database_schema=f"t_{uuid.uuid4().hex[:12]}")
 
     @checkpointer_test(name=f"LocalMemorySaver[{kind}]")
     async def saver() -> AsyncIterator[LocalMemorySaver]:
-        yield LocalMemorySaver(MEMORIES[kind](tmp_path / f"run{next(count)}"), user_id="conformance")
+        memory = fresh(tmp_path / f"run{next(count)}")
+        yield LocalMemorySaver(memory, user_id="conformance")
+        memory.close()
 
     report = await validate(saver)
     report.print_report()
@@ -118,12 +128,28 @@ def test_hostile_ids_are_refused(tmp_path: Path) -> None:
     assert memory.users() == []
 
 
-def test_killed_agent_resumes_in_another_process(tmp_path: Path) -> None:
-    """create_agent with LocalMemorySaver, killed while paging a 200 KB output, resumed by a new process."""
+@pytest.mark.parametrize("backend", ["files", "postgres"])
+def test_killed_agent_resumes_in_another_process(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """create_agent with LocalMemorySaver, killed while paging a 200 KB output, resumed by a new process.
+
+    On PostgreSQL the second process is another "host": its own working folder, only the database shared.
+    """
+    env = dict(os.environ)
+    host_a, host_b = tmp_path, tmp_path
+    if backend == "postgres":
+        env["LOCAL_AI_MEMORY_DATABASE_URL"] = request.getfixturevalue("postgres_url")
+        env["LOCAL_AI_MEMORY_DATABASE_SCHEMA"] = request.getfixturevalue("postgres_schema")
+        host_a, host_b = tmp_path / "host-a", tmp_path / "host-b"
+        host_a.mkdir()
+        host_b.mkdir()
     child = subprocess.Popen(
-        [sys.executable, str(CHILD), str(tmp_path), "4"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, str(CHILD), str(host_a), "4"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
-    marker = tmp_path / "stalled"
+    marker = host_a / "stalled"
     deadline = time.monotonic() + 120
     while not marker.exists():
         assert child.poll() is None, child.communicate()
@@ -133,19 +159,23 @@ def test_killed_agent_resumes_in_another_process(tmp_path: Path) -> None:
     child.communicate(timeout=30)
 
     again = subprocess.run(
-        [sys.executable, str(CHILD), str(tmp_path)], capture_output=True, text=True, timeout=300, check=False
+        [sys.executable, str(CHILD), str(host_b)], capture_output=True, text=True, timeout=300, check=False, env=env
     )
     assert again.returncode == 0, again.stderr
     report = json.loads(again.stdout.strip().splitlines()[-1])
     assert report["resumed"] is True
     assert report["answer"] == f"read {len(real_text(BIG))} characters"
-    assert (tmp_path / "big_tool_calls").read_text().count("call") == 1  # no tool step lost or repeated
+    calls = sum(path.read_text().count("call") for path in tmp_path.rglob("big_tool_calls"))
+    assert calls == 1  # no tool step lost or repeated
     assert report["model_calls"] == 8  # pages 4..10 and the answer: only the cut step is repeated
-    memory = Memory.open(tmp_path / "data")
-    assert memory.show("alice", "s1").checkpoints == []  # one L2: LangGraph's, no second record beside it
-    session = memory.session("alice", "s1")
-    assert session.bookkeeping()["run_status"] == "completed"
-    assert session.get_state()["current_step"] == 13  # big_tool call, pages 0..10, the answer
+    settings = {"database_url": env["LOCAL_AI_MEMORY_DATABASE_URL"]} if backend == "postgres" else {}
+    if backend == "postgres":
+        settings["database_schema"] = env["LOCAL_AI_MEMORY_DATABASE_SCHEMA"]
+    with Memory.open(host_b / "data", **settings) as memory:
+        assert memory.show("alice", "s1").checkpoints == []  # one L2: LangGraph's, no second record beside it
+        session = memory.session("alice", "s1")
+        assert session.bookkeeping()["run_status"] == "completed"
+        assert session.get_state()["current_step"] == 13  # big_tool call, pages 0..10, the answer
 
 
 def test_middleware_under_a_checkpointer_counts_steps_and_marks_interruptions(tmp_path: Path) -> None:
