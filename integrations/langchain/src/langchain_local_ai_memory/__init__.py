@@ -5,6 +5,7 @@
 * :class:`LocalMemoryMiddleware` (and its parts): agent middleware for ``create_agent``.
 * :class:`LocalMemoryCallbackHandler`: persistence and L1 compression for chains without middleware.
 * :class:`LocalMemoryChatMessageHistory`: a ``BaseChatMessageHistory`` over the session files.
+* :class:`LocalMemoryStore`: a LangGraph ``BaseStore`` whose items are knowledge notes.
 * :class:`ChatModelLLM`, :class:`EmbeddingsEmbedder`: LangChain models as the core's model protocols.
 """
 
@@ -30,6 +31,7 @@ if TYPE_CHECKING:  # the middleware needs the optional ``langchain`` package: im
         ToolResultMiddleware,
         WorkingMemoryMiddleware,
     )
+    from ._store import LocalMemoryStore
 
 __all__ = [
     "ChatModelLLM",
@@ -41,6 +43,7 @@ __all__ = [
     "LocalMemoryChatMessageHistory",
     "LocalMemoryMiddleware",
     "LocalMemoryRetriever",
+    "LocalMemoryStore",
     "MemoryPromptMiddleware",
     "ToolResultMiddleware",
     "WorkingMemoryMiddleware",
@@ -56,6 +59,10 @@ def __getattr__(name: str) -> object:
         from . import _middleware
 
         return getattr(_middleware, name)
+    if name == "LocalMemoryStore":  # needs the optional ``langgraph`` package (extra ``agents``)
+        from ._store import LocalMemoryStore
+
+        return LocalMemoryStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
