@@ -193,7 +193,11 @@ class LocalMemoryStore(BaseStore):
         if op.limit < 0 or op.offset < 0:
             raise InvalidInputError(f"limit and offset must not be negative, got {op.limit} and {op.offset}")
         places = places_under(op.namespace_prefix, self._users() if not op.namespace_prefix else (), self.categories)
-        found = self._ranked(op.query, places) if op.query else self._newest_first(places)
+        if op.query:
+            # Without a filter each user's best offset + limit suffice; a filter may reject any of them.
+            found = self._ranked(op.query, places, None if op.filter else op.offset + op.limit)
+        else:
+            found = iter(self._newest_first(places))
         page: list[SearchItem] = []
         skipped = 0
         for item in found:
@@ -220,17 +224,18 @@ class LocalMemoryStore(BaseStore):
         items.sort(key=lambda item: item.updated_at, reverse=True)
         return items
 
-    def _stage1(self, query: str, user_id: str, categories: tuple[str, ...]) -> list[Candidate]:
-        """Every note of the user in ``categories`` that Stage 1 returns for ``query``, best first."""
-        count = sum(len(self.knowledge.notes(user_id, category=c)) for c in categories)
-        if count == 0:
+    def _stage1(self, query: str, user_id: str, categories: tuple[str, ...], wanted: int | None) -> list[Candidate]:
+        """The user's ``wanted`` best Stage 1 candidates in ``categories`` (``None``: every one)."""
+        if wanted is None:
+            wanted = sum(len(self.knowledge.notes(user_id, category=c)) for c in categories)
+        if wanted == 0:
             return []
         if self.memory.config.search_mode == "hybrid":
-            return self.knowledge.store.hybrid_candidates(query, count, user_id=user_id, categories=categories)
-        return self.knowledge.search(query, user_id, k=count, categories=categories)
+            return self.knowledge.store.hybrid_candidates(query, wanted, user_id=user_id, categories=categories)
+        return self.knowledge.search(query, user_id, k=wanted, categories=categories)
 
-    def _ranked(self, query: str, places: list[Place]) -> Iterator[SearchItem]:
-        hits = [(p.user_id, hit) for p in places for hit in self._stage1(query, p.user_id, p.categories)]
+    def _ranked(self, query: str, places: list[Place], wanted: int | None) -> Iterator[SearchItem]:
+        hits = [(p.user_id, hit) for p in places for hit in self._stage1(query, p.user_id, p.categories, wanted)]
         hits.sort(key=lambda pair: -pair[1].score)  # stable: one user's order is kept on ties
         for user_id, hit in hits:
             stored = self._read(hit.category, hit.filename)
