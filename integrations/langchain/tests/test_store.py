@@ -10,17 +10,22 @@ users use it: a LangGraph node, ``create_agent`` tools and langmem's memory tool
 from __future__ import annotations
 
 import asyncio
+import doctest
 import json
 import time
 from collections.abc import Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langchain.agents import create_agent
 from langchain.tools import ToolRuntime, tool
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_local_ai_memory import LocalMemoryStore
+from langchain_local_ai_memory._store_items import key_to_name, name_to_key, parse_note, render_note
 from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore, GetOp, InvalidNamespaceError, PutOp, SearchOp
 from langgraph.store.memory import InMemoryStore
@@ -515,3 +520,32 @@ def test_langmem_memory_tools_write_and_find_memories_through_the_store(
     item = store.get(("carol",), memory_id)
     assert item is not None
     assert item.value == {"content": "The dog is Biscuit, a beagle"}
+
+
+# -- the pure parts ----------------------------------------------------------------------------------
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=st.dictionaries(st.text(max_size=8), _JSON, max_size=6), key=st.text(min_size=1, max_size=40))
+def test_any_json_value_and_key_survive_the_note_exactly(value: dict[str, Any], key: str) -> None:
+    when = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=timezone.utc)
+    text = render_note(key, value, when, when)
+    stored = parse_note(text, key)
+    assert stored is not None
+    assert json.dumps(stored.value) == json.dumps(value)  # equal, key order and -0.0 included
+    assert stored.created_at == when
+    name = key_to_name(key)
+    assert name_to_key(name) == key
+    assert "/" not in name
+    assert not name.endswith((".", " "))
+
+
+def test_the_module_examples_run() -> None:
+    import langchain_local_ai_memory._store as module
+
+    assert doctest.testmod(module).failed == 0
