@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import doctest
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from datetime import datetime, timezone
@@ -184,6 +186,31 @@ def test_notes_written_otherwise_are_items_and_hand_edits_are_honoured(store: Lo
     kept = store.get(("bob",), "tea")
     assert kept is not None
     assert kept.value == {"text": broken}
+
+
+_WRITER = """
+import sys
+from local_ai_memory import Memory, MemoryConfig
+from langchain_local_ai_memory import LocalMemoryStore
+
+root, writer = sys.argv[1], sys.argv[2]
+store = LocalMemoryStore(Memory(MemoryConfig(runtime_data_dir=root, fsync=False)))
+for n in range(15):
+    store.put(("bob",), f"{writer}-{n}", {"content": f"note {n} of writer {writer}", "n": n})
+    store.search(("bob",), query="writer", limit=3)
+"""
+
+
+def test_two_processes_write_one_users_items_at_once(config: MemoryConfig) -> None:
+    writers = [
+        subprocess.Popen([sys.executable, "-c", _WRITER, str(config.runtime_data_dir), name]) for name in ("a", "b")
+    ]
+    assert [w.wait(timeout=120) for w in writers] == [0, 0]
+    store = LocalMemoryStore(Memory(config))
+    items = store.search(("bob",), limit=100)
+    assert sorted(i.key for i in items) == sorted(f"{w}-{n}" for w in "ab" for n in range(15))
+    assert all(i.value == {"content": f"note {i.value['n']} of writer {i.key[0]}", "n": i.value["n"]} for i in items)
+    assert len(store.search(("bob",), query="writer b", limit=100)) == 30
 
 
 # -- namespaces ------------------------------------------------------------------------------------

@@ -152,13 +152,12 @@ class LocalMemoryStore(BaseStore):
         stored = self._read(category, self._filename(place.user_id, key))
         if stored is None:
             return None
-        found = self._item(place.user_id, category, stored)
         return Item(
-            value=found.value,
-            key=found.key,
-            namespace=found.namespace,
-            created_at=found.created_at,
-            updated_at=found.updated_at,
+            value=stored.value,
+            key=stored.key,
+            namespace=namespace_of(place.user_id, category, self.categories),
+            created_at=stored.created_at,
+            updated_at=stored.updated_at,
         )
 
     def _put(self, namespace: tuple[str, ...], key: str, value: Any) -> None:
@@ -166,7 +165,7 @@ class LocalMemoryStore(BaseStore):
         checked = check_value(value)
         category = place.categories[0]
         name = key_to_name(key) + ".md"
-        previous = self._read(category, note_filename(place.user_id, name))
+        previous = self._read(category, note_filename(place.user_id, name))  # its created_at is kept
         now = datetime.now(timezone.utc)
         text = render_note(key, checked, previous.created_at if previous is not None else now, now)
         self.knowledge.write_note(place.user_id, name, text, category=category)
