@@ -443,6 +443,10 @@ def test_batch_runs_operations_in_order(store: LocalMemoryStore) -> None:
     assert results[1].value == {"v": 1}
     assert results[3] is None
     assert results[4] == []
+    with pytest.raises(InvalidNamespaceError):  # ops given to batch directly are checked too
+        store.batch([GetOp(("bob.admin",), "k")])
+    with pytest.raises(InvalidInputError):
+        store.batch(["not an op"])  # type: ignore[list-item]
 
 
 # -- where users use it --------------------------------------------------------------------------------

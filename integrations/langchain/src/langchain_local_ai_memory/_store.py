@@ -27,7 +27,6 @@ from langgraph.store.base import (
     Result,
     SearchItem,
     SearchOp,
-    validate_op_namespace,
 )
 
 from local_ai_memory import InvalidInputError, Memory, RecordNotFoundError, UnsupportedFormatError
@@ -36,7 +35,7 @@ from local_ai_memory.types import Candidate
 
 from ._store_filter import check_filter, matches
 from ._store_items import StoredItem, check_value, key_to_name, name_to_key, parse_note, plain_item, render_note
-from ._store_namespaces import Place, namespace_of, place_of, places_under, select_namespaces
+from ._store_namespaces import Place, check_labels, namespace_of, place_of, places_under, select_namespaces
 
 __all__ = ["LocalMemoryStore"]
 
@@ -96,7 +95,7 @@ class LocalMemoryStore(BaseStore):
         """Carry out ``ops`` in order; one result per operation (``None`` for a put or delete)."""
         results: list[Result] = []
         for op in ops:
-            validate_op_namespace(op)
+            check_labels(op)
             results.append(self._run(op))
         return results
 

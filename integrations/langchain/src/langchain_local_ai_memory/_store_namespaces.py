@@ -12,12 +12,20 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from langgraph.store.base import MatchCondition
+from langgraph.store.base import GetOp, InvalidNamespaceError, MatchCondition, Op, PutOp, SearchOp
 
 from local_ai_memory import InvalidInputError
 from local_ai_memory.integration import validate_name
 
-__all__ = ["Place", "matches_conditions", "namespace_of", "place_of", "places_under", "select_namespaces"]
+__all__ = [
+    "Place",
+    "check_labels",
+    "matches_conditions",
+    "namespace_of",
+    "place_of",
+    "places_under",
+    "select_namespaces",
+]
 
 
 @dataclass(frozen=True)
@@ -26,6 +34,21 @@ class Place:
 
     user_id: str
     categories: tuple[str, ...]
+
+
+def check_labels(op: Op) -> None:
+    """LangGraph's label rules for an operation given to ``batch`` directly (its ``put``, ``get``
+    and ``search`` check them already): non-empty strings without ``.`` or NUL."""
+    if isinstance(op, (GetOp, PutOp)):
+        paths = [op.namespace]
+    elif isinstance(op, SearchOp):
+        paths = [op.namespace_prefix]
+    else:  # a ListNamespacesOp (anything else is refused by the store afterwards)
+        paths = [condition.path for condition in getattr(op, "match_conditions", None) or ()]
+    for path in paths:
+        for label in path:
+            if not isinstance(label, str) or not label or "." in label or "\x00" in label:
+                raise InvalidNamespaceError(f"invalid namespace label {label!r} in {path!r}")
 
 
 def namespace_of(user_id: str, category: str, categories: Sequence[str]) -> tuple[str, ...]:
