@@ -13,13 +13,15 @@ calls it instead of re-implementing it:
 * :func:`raise_on_signals` turns SIGINT/SIGTERM into :class:`RunInterrupted` for a run;
 * :func:`finish_run` merges a finished run into L1 and compacts the session log;
 * :func:`load_checkpoint`, :func:`save_checkpoint` and :func:`mark_status` work on L2 checkpoints;
-* :func:`log_event` emits the library's named log events.
+* :func:`log_event` emits the library's named log events;
+* :func:`note_filename` is the file name of a user's note (the naming rule that keeps
+  ``bob`` out of ``bob_admin``'s notes), for integrations that address notes by name.
 """
 
 from ._checkpoints import load_checkpoint, mark_status, raise_on_signals, save_checkpoint
 from ._context import assemble_context
 from ._events import log_event
-from ._guard import scope_name, validate_id, validate_name
+from ._guard import note_filename, scope_name, validate_id, validate_name
 from ._messages import to_message, to_messages
 from ._run import afinish_run, finish_run
 from ._selection import SelectionCandidate, build_selection_prompt, parse_selection, resolve_selection
@@ -36,6 +38,7 @@ __all__ = [
     "log_event",
     "make_reference",
     "mark_status",
+    "note_filename",
     "parse_reference",
     "parse_selection",
     "raise_on_signals",

@@ -6,6 +6,7 @@
 * :class:`LocalMemorySaver`: a LangGraph checkpointer (``checkpointer=``) over the memory's backend.
 * :class:`LocalMemoryCallbackHandler`: persistence and L1 compression for chains without middleware.
 * :class:`LocalMemoryChatMessageHistory`: a ``BaseChatMessageHistory`` over the session files.
+* :class:`LocalMemoryStore`: a LangGraph ``BaseStore`` whose items are knowledge notes.
 * :class:`ChatModelLLM`, :class:`EmbeddingsEmbedder`: LangChain models as the core's model protocols.
 """
 
@@ -32,6 +33,7 @@ if TYPE_CHECKING:  # the middleware and the saver need the optional ``agents`` e
         ToolResultMiddleware,
         WorkingMemoryMiddleware,
     )
+    from ._store import LocalMemoryStore
 
 __all__ = [
     "ChatModelLLM",
@@ -44,6 +46,7 @@ __all__ = [
     "LocalMemoryMiddleware",
     "LocalMemoryRetriever",
     "LocalMemorySaver",
+    "LocalMemoryStore",
     "MemoryPromptMiddleware",
     "ToolResultMiddleware",
     "WorkingMemoryMiddleware",
@@ -63,6 +66,10 @@ def __getattr__(name: str) -> object:
         from ._checkpointer import LocalMemorySaver
 
         return LocalMemorySaver
+    if name == "LocalMemoryStore":  # needs the optional ``langgraph`` package (extra ``agents``)
+        from ._store import LocalMemoryStore
+
+        return LocalMemoryStore
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
