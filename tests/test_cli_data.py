@@ -13,14 +13,14 @@ import pytest
 from local_ai_memory import Memory
 
 
-def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def run(*args: str, stdin: str | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "local_ai_memory.cli", *args],
         capture_output=True,
         text=True,
         timeout=60,
         input=stdin,
-        env={**os.environ, "COLUMNS": "200"},
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
         check=False,
     )
 
@@ -120,3 +120,27 @@ def test_export_then_import_elsewhere_round_trips(data: Path, tmp_path: Path) ->
     twice = run("import", str(archive), "-d", str(other))
     assert twice.returncode == 1
     assert "already holds data" in twice.stderr
+
+
+def test_notes_move_from_files_to_postgres_and_back(
+    data: Path, tmp_path: Path, postgres_url: str, postgres_schema: str
+) -> None:
+    """A team moves its notes into PostgreSQL and back; the CLI works on PostgreSQL with no folder at all."""
+    pg = {"LOCAL_AI_MEMORY_DATABASE_URL": postgres_url, "LOCAL_AI_MEMORY_DATABASE_SCHEMA": postgres_schema}
+    nowhere = tmp_path / "no-folder"
+    imported = run("notes", "import", str(data / "memory_data"), "-d", str(nowhere), env=pg)
+    assert imported.returncode == 0, imported.stderr
+    assert "Imported 2 note(s)" in imported.stdout
+    found = json.loads(run("search", "kestrel", "-u", "ops", "-d", str(nowhere), "--json", env=pg).stdout)
+    assert [f["filename"] for f in found] == ["ops_runbook.md"]
+    users = json.loads(run("sessions", "-d", str(nowhere), "--json", env=pg).stdout)
+    assert [(u["user_id"], u["notes"]) for u in users] == [("ops", 1), ("ops_admin", 1)]
+    again = run("notes", "import", str(data / "memory_data"), "-d", str(nowhere), env=pg)
+    assert again.returncode == 1
+    assert "already exist" in again.stderr
+    back = tmp_path / "back"
+    exported = run("notes", "export", str(back), "-d", str(nowhere), env=pg)
+    assert exported.returncode == 0, exported.stderr
+    for name in ("ops_runbook.md", "ops%5Fadmin_secret.md"):
+        assert (back / "knowledge" / name).read_bytes() == (data / "memory_data" / "knowledge" / name).read_bytes()
+    assert not nowhere.exists()

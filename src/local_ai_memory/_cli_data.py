@@ -39,7 +39,8 @@ def _memory(data_dir: Path | None, config_file: Path | None, *, read_only: bool 
     """The memory of the data folder; ``read_only`` refuses a folder that does not exist."""
     config = config_of(data_dir, config_file)
     root = config.runtime_data_dir.expanduser()
-    if read_only and not ((root / "memory").is_dir() or (root / "memory_data").is_dir()):
+    on_disk = (root / "memory").is_dir() or (root / "memory_data").is_dir()
+    if read_only and not config.database_url and not on_disk:
         fail(f"no memory at {root} (check --data-dir)")
     return Memory(config)
 
@@ -233,6 +234,29 @@ def notes_rm(
         out.print(f"Deleted {name!r} of {user!r}", highlight=False)
 
 
+def notes_export(
+    folder: Annotated[Path, typer.Argument(help="Where to write {category}/{user}_{name}.md files.")],
+    data_dir: DataDir = None,
+    config: ConfigFile = None,
+) -> None:
+    """Copy every note, byte for byte, to a folder in the file layout (from PostgreSQL, say)."""
+    with errors():
+        count = _memory(data_dir, config, read_only=True).export_notes(folder)
+        out.print(f"Wrote {count} note(s) to {folder}", highlight=False)
+
+
+def notes_import(
+    folder: Annotated[Path, typer.Argument(help="A folder of {category}/{user}_{name}.md files.")],
+    replace: Annotated[bool, typer.Option("--replace", is_flag=True, help="Overwrite notes that exist.")] = False,
+    data_dir: DataDir = None,
+    config: ConfigFile = None,
+) -> None:
+    """Copy a folder of notes (the file layout) into this memory (to PostgreSQL, say)."""
+    with errors():
+        count = _memory(data_dir, config).import_notes(folder, replace=replace)
+        out.print(f"Imported {count} note(s) from {folder}", highlight=False)
+
+
 def register() -> None:
     """Add these commands to the ``local-ai-memory`` app."""
     app.command()(sessions)
@@ -243,4 +267,6 @@ def register() -> None:
     notes_app.command(name="list")(notes_list)
     notes_app.command(name="add")(notes_add)
     notes_app.command(name="rm")(notes_rm)
+    notes_app.command(name="export")(notes_export)
+    notes_app.command(name="import")(notes_import)
     app.add_typer(notes_app, name="notes")

@@ -41,6 +41,7 @@ from ._guard import DirectoryGuard, note_filename
 from ._lifecycle import ErasureReport, ScopeReport, UserInfo, erase, finish_pending, list_users, show_scope
 from ._manager import MemoryManager
 from ._messages import MessageLike, SessionMessageStore
+from ._note_folders import export_notes, import_notes
 from ._protocols import LLM, Embedder
 from ._retriever import MemoryRetriever, RetrievalResult
 from ._run import RunOutcome, afinish_run, finish_run
@@ -317,6 +318,14 @@ class Memory:
         """Write a user's memory (or one session of it) to the archive ``path`` (see :mod:`._archive`)."""
         self._recover()
         return export_archive(path, self.runtime, self.knowledge.store.backend, user_id, session_id)
+
+    def export_notes(self, folder: str | os.PathLike[str]) -> int:
+        """Copy every knowledge note, byte for byte, to ``folder/{category}/`` (the file layout)."""
+        return export_notes(self.knowledge.store.backend, folder)
+
+    def import_notes(self, folder: str | os.PathLike[str], *, replace: bool = False) -> int:
+        """Copy the notes of a folder in the file layout into this memory (files to PostgreSQL, say)."""
+        return import_notes(self.knowledge.store.backend, folder, replace=replace)
 
     def import_archive(self, path: str | os.PathLike[str], *, replace: bool = False) -> ImportReport:
         """Load an archive made by :meth:`export`; existing sessions and notes are kept unless ``replace``."""

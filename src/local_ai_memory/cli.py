@@ -86,17 +86,19 @@ def _existing_guard(root: Path) -> DirectoryGuard:
 def _store(data_dir: Path | None, config_file: Path | None, *, read_only: bool = False) -> MemoryStore:
     """The store of the data folder; ``read_only`` refuses a missing folder instead of creating one."""
     config = config_of(data_dir, config_file)
+    embedder = None
+    if config.search_mode == "hybrid":
+        from ._embeddings import SentenceTransformerEmbedder
+
+        embedder = SentenceTransformerEmbedder()
+    if config.database_url:  # the notes are in PostgreSQL: the store picks its backend from the config
+        return MemoryStore(None, config, embedder=embedder)
     if read_only:
         guard = _existing_guard(config.runtime_data_dir)
         backend: FileKnowledgeBackend = _ReadOnlyFiles(guard, config)
     else:
         guard = DirectoryGuard(config.runtime_data_dir)
         backend = FileKnowledgeBackend(guard, config)
-    embedder = None
-    if config.search_mode == "hybrid":
-        from ._embeddings import SentenceTransformerEmbedder
-
-        embedder = SentenceTransformerEmbedder()
     return MemoryStore(guard, config, embedder=embedder, backend=backend)
 
 
