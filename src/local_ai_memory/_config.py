@@ -75,6 +75,10 @@ class MemoryConfig(BaseSettings):
     )
     hybrid_bm25_weight: float = _memory(0.5, "Weight of BM25 in reciprocal rank fusion (0..1).", ge=0.0, le=1.0)
     hybrid_top_n: int = _memory(10, "Candidates taken from each ranking before fusion in hybrid mode.", ge=1, le=1000)
+    auto_watch: bool = _memory(
+        True,
+        "A searched file store watches its notes in a background thread, so queries do no per-file work.",
+    )
     working_memory_enabled: bool = _memory(True, "Read and compress L1 working memory.")
     working_memory_target_tokens: int = _memory(768, "Token budget of the L1 summary.", ge=32, le=100_000)
     working_memory_compact_keep_last: int = _memory(6, "Messages kept in the session after compaction.", ge=0)

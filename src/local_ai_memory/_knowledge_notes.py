@@ -42,10 +42,10 @@ from ._errors import (
     UnsupportedFormatError,
 )
 from ._events import Event, log_event
-from ._guard import DirectoryGuard, check_component, validate_id, validate_name
-from ._index import IndexEntry, IndexFile, RankingField, keyword_prompt, parse_keywords
+from ._guard import DirectoryGuard, check_component, user_file_prefix, validate_id, validate_name
+from ._index import IndexEntry, IndexFile, RankingField, SkippedNote, keyword_prompt, parse_keywords
 from ._knowledge_index import INDEX_NAME, KnowledgeIndex
-from ._note_indexing import NoteIndexer, Scanned, StaleEntry
+from ._note_indexing import NoteIndexer, Scanned, StaleEntry, decode_head
 from ._protocols import LLM, Embedder
 from ._ranker_cache import RankerCache
 from ._twins import thread_twin
@@ -181,6 +181,18 @@ class KnowledgeNotes:
         except UnicodeDecodeError:
             raise UnsupportedFormatError(f"{os.fspath(path)} is not UTF-8 text") from None
 
+    def read_head(self, path: str | os.PathLike[str], max_bytes: int) -> tuple[str, bool]:
+        """The text of a note's first ``max_bytes`` bytes (a character cut in two is left out)
+        and whether that is the whole note: what retrieval reads of a note it may cut anyway."""
+        category, name = self._note_key(path)
+        head = self.backend.read_note_head(category, name, max(0, max_bytes)) if category is not None else None
+        if head is None:
+            raise RecordNotFoundError(f"no memory file {os.fspath(path)}")
+        try:
+            return decode_head(*head), head[1]
+        except UnicodeDecodeError:
+            raise UnsupportedFormatError(f"{os.fspath(path)} is not UTF-8 text") from None
+
     def write_file(self, path: str | os.PathLike[str], content: str) -> Path:
         """Write ``content`` atomically; a knowledge file is indexed right away. Returns the path."""
         if not isinstance(content, str):
@@ -226,14 +238,14 @@ class KnowledgeNotes:
                 return self._index.entries
             loaded = self._index.load_stored()
             if loaded is not None:
-                self._replace(loaded)
-                return loaded
+                self._replace(*loaded)
+                return loaded[0]
             self._replace({})
         self.populate_index_from_files(None, None, llm=llm, progress=progress)
         return self._index.current()
 
-    def _replace(self, entries: dict[Any, IndexEntry]) -> None:
-        self._index.replace(entries)
+    def _replace(self, entries: dict[Any, IndexEntry], skipped: dict[Any, SkippedNote] | None = None) -> None:
+        self._index.replace(entries, skipped)
         self._rankers.clear()
         self._indexer.cursor = None  # entries from elsewhere: the next look compares every listing once
 
@@ -270,6 +282,18 @@ class KnowledgeNotes:
                 if found is not None:
                     return found
         return None
+
+    def skipped_notes(self, user_id: str | None = None, categories: Iterable[str] | None = None) -> list[SkippedNote]:
+        """Notes that could not be indexed (not UTF-8, binary) and why, sorted; each is read
+        again only when its size or version changes (the list is kept in the index)."""
+        if user_id is not None:
+            validate_name(user_id, "user_id")
+        cats = self._categories(categories)
+        self._ensure_loaded()
+        prefix = user_file_prefix(user_id) if user_id is not None else ""
+        with self._lock:
+            found = [n for n in self._index.skipped.values() if n.category in cats and n.filename.startswith(prefix)]
+        return sorted(found, key=lambda n: (n.category, n.filename))
 
     def flush(self) -> bool:
         """Write the index now if it changed since the last write; return whether it wrote."""
@@ -497,6 +521,7 @@ class KnowledgeNotes:
 
     # -- async twins -----------------------------------------------------------------------------
     aread_file = thread_twin(read_file)
+    aread_head = thread_twin(read_head)
     awrite_file = thread_twin(write_file)
     adelete_file = thread_twin(delete_file)
     alist_user_files = thread_twin(list_user_files)
@@ -504,6 +529,7 @@ class KnowledgeNotes:
     aread_index = thread_twin(read_index)
     awrite_index = thread_twin(write_index)
     afind_entry = thread_twin(find_entry)
+    askipped_notes = thread_twin(skipped_notes)
     aflush = thread_twin(flush)
     aupdate_index_entry = thread_twin(update_index_entry)
     aremove_index_entry = thread_twin(remove_index_entry)

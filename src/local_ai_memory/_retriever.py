@@ -3,10 +3,11 @@
 1. **Stage 1, no LLM.** The store makes sure its index is loaded and fresh (a ``stat()``
    check, or nothing while its watcher runs), then ranks *only the asking user's* entries by
    BM25 (``search_mode: bm25``) or BM25 fused with embeddings (``hybrid``) and returns the top
-   :data:`TOP_N` (5) candidates with their metadata and scores.
+   ``k`` candidates (default :data:`TOP_N`, 5; up to :data:`MAX_K`) with their metadata and scores.
 2. **Stage 2, optional LLM.** The LLM sees the candidates' metadata as fenced data and names
-   the files to load (at most 5). Names that are not candidates are dropped. With no LLM, a
-   failing call or an unusable answer, the Stage 1 order is kept (see :mod:`._selection`).
+   the files to load (at most 5, whatever ``k``). Names that are not candidates are dropped.
+   With no LLM, a failing call or an unusable answer, the Stage 1 order of all ``k`` is kept
+   (see :mod:`._selection`).
 3. **Stage 3, budgeted load.** The chosen files are read in order, each through the category
    the index gives it, and returned as ``## filename\\n{content}`` blocks joined by a blank
    line. The whole returned text never has more than ``max_tokens`` tokens. A file whose
@@ -14,7 +15,8 @@
    64 tokens of it fit, so the best file is never replaced by lower-ranked ones only for being
    long; otherwise it is **skipped and the next one is tried**. The seed stopped at the first
    file that did not fit, which returned nothing when the best file was long. Skipped files
-   are listed in the result.
+   are listed in the result. A note is read only as far as the budget can use it (a few KB
+   for a few hundred tokens, however large the file), so huge notes cost no more than small.
 
 ``retrieve`` returns the text; ``retrieve_result`` returns a :class:`RetrievalResult` with one
 :class:`RetrievedFile` per loaded file (file name, title, category, score, stage, tokens,
@@ -27,6 +29,7 @@ step; only the LLM call (``acomplete``) and the disk work (in a thread) differ::
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -42,9 +45,10 @@ from ._selection import MAX_SELECTED, Selection, SelectionCandidate, build_selec
 from ._store import Candidate, MemoryStore
 from ._tokens import TokenCounter
 
-__all__ = ["TOP_N", "MemoryRetriever", "RetrievalResult", "RetrievedFile"]
+__all__ = ["MAX_K", "TOP_N", "MemoryRetriever", "RetrievalResult", "RetrievedFile", "check_k"]
 
 TOP_N = 5
+MAX_K = 100
 BLOCK_SEPARATOR = "\n\n"
 MIN_PARTIAL_TOKENS = 64
 NO_MATCHES = "No matching notes in memory."
@@ -98,6 +102,13 @@ class RetrievalResult:
         )
 
 
+def check_k(k: object) -> int:
+    """``k`` if it is a whole number from 1 to :data:`MAX_K`, else :class:`InvalidInputError`."""
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+        raise InvalidInputError(f"k must be a whole number from 1 to {MAX_K}, got {k!r}")
+    return k
+
+
 def format_block(filename: str, content: str) -> str:
     """``## filename`` followed by the file's text."""
     return f"## {filename}\n{content}"
@@ -123,8 +134,19 @@ def selection_prompt(query: str, candidates: Sequence[Candidate]) -> str:
     return build_selection_prompt(query, shown, MAX_SELECTED)
 
 
+def head_bytes(tokens: int) -> int:
+    """Bytes of a note read first to fill ``tokens`` tokens: 8 bytes a token (English text
+    takes about 4) and a small reserve; more is read only when that turns out short."""
+    return (max(0, tokens) + MIN_PARTIAL_TOKENS) * 8 + 1024
+
+
 class _Packer:
-    """Adds file blocks to the answer while the total stays within the token budget."""
+    """Adds file blocks to the answer while the total stays within the token budget.
+
+    The joined text never exceeds the budget, and a file is only ever tokenized as far as it
+    was read (see :meth:`MemoryRetriever._load`), so packing costs grow with the budget, not
+    with the size of the notes.
+    """
 
     def __init__(self, counter: TokenCounter, max_tokens: int) -> None:
         self.counter = counter
@@ -133,26 +155,45 @@ class _Packer:
         self.used = 0
         self.files: list[RetrievedFile] = []
         self.skipped: list[str] = []
+        self._marker = counter.count(TRUNCATION_MARKER)
 
     def _joined(self, block: str) -> tuple[str, int]:
         joined = self.text + BLOCK_SEPARATOR + block if self.text else block
         return joined, self.counter.count(joined)
 
-    def offer(self, candidate: Candidate, stage: int, content: str) -> bool:
-        block = format_block(candidate.filename, content)
-        joined, total = self._joined(block)
-        truncated = False
-        if total > self.max_tokens:
-            # The best remaining file gets what is left rather than losing its place to
-            # lower-ranked files, as long as a useful part of it fits.
-            room = self.max_tokens - self.used - self.counter.count(format_block(candidate.filename, BLOCK_SEPARATOR))
-            while room >= MIN_PARTIAL_TOKENS and total > self.max_tokens:
-                content_cut = self.counter.truncate(content, room, marker=TRUNCATION_MARKER)
-                joined, total = self._joined(format_block(candidate.filename, content_cut))
-                room -= max(1, total - self.max_tokens)
-            if total > self.max_tokens:
-                return self._skip(candidate, self.counter.count(block))
-            content, truncated = content_cut, True
+    def room(self, filename: str) -> int:
+        """Tokens left for the content of a file named ``filename``."""
+        return self.max_tokens - self.used - self.counter.count(format_block(filename, BLOCK_SEPARATOR))
+
+    def _cut(self, content: str, ids: list[int], room: int, complete: bool) -> str:
+        """``content`` (whose tokens are ``ids``) cut to ``room`` tokens, marker included."""
+        if complete and len(ids) <= room:
+            return content
+        cut = self.counter.decode(ids[: max(0, room - self._marker)]).rstrip("\ufffd")
+        while cut and self.counter.count(cut + TRUNCATION_MARKER) > room:
+            cut = cut[:-1]
+        return cut + TRUNCATION_MARKER
+
+    def offer(self, candidate: Candidate, stage: int, content: str, complete: bool = True) -> bool:
+        """Add a file; ``content`` is its text, or only its first part when not ``complete``
+        (then it has more tokens than there is room for, and is cut)."""
+        if complete:
+            joined, total = self._joined(format_block(candidate.filename, content))
+            if total <= self.max_tokens:
+                return self._accept(candidate, stage, content, joined, total, False)
+        # The best remaining file gets what is left rather than losing its place to
+        # lower-ranked files, as long as a useful part of it fits.
+        ids = self.counter.encode(content)
+        room = self.room(candidate.filename)
+        while room >= MIN_PARTIAL_TOKENS:
+            cut = self._cut(content, ids, room, complete)
+            joined, total = self._joined(format_block(candidate.filename, cut))
+            if total <= self.max_tokens:
+                return self._accept(candidate, stage, cut, joined, total, True)
+            room -= max(1, total - self.max_tokens)
+        return self._skip(candidate, len(ids), complete)
+
+    def _accept(self, candidate: Candidate, stage: int, content: str, joined: str, total: int, truncated: bool) -> bool:
         tokens = self.counter.count(format_block(candidate.filename, content))
         self.files.append(
             RetrievedFile(
@@ -169,13 +210,13 @@ class _Packer:
         self.text, self.used = joined, total
         return True
 
-    def _skip(self, candidate: Candidate, tokens: int) -> bool:
+    def _skip(self, candidate: Candidate, tokens: int, complete: bool) -> bool:
         self.skipped.append(candidate.filename)
         log_event(
             Event.FILE_SKIPPED,
             filename=candidate.filename,
             reason="over token budget",
-            tokens=tokens,
+            tokens=tokens if complete else f">{tokens}",
             left=self.max_tokens - self.used,
         )
         return False
@@ -186,7 +227,8 @@ class MemoryRetriever:
 
     ``llm`` is optional (without it Stage 2 keeps Stage 1's order); ``token_counter`` defaults
     to the configured encoding; ``config`` defaults to the store's and decides
-    ``search_mode`` and ``hybrid_bm25_weight``.
+    ``search_mode`` and ``hybrid_bm25_weight``; ``k`` is the default number of Stage 1
+    candidates (1 to :data:`MAX_K`, per call too).
     """
 
     def __init__(
@@ -195,7 +237,10 @@ class MemoryRetriever:
         llm: LLM | None = None,
         token_counter: TokenCounter | None = None,
         config: MemoryConfig | None = None,
+        *,
+        k: int = TOP_N,
     ) -> None:
+        self.k = check_k(k)
         self.store = store
         self.llm = llm
         self.config = config if config is not None else store.config
@@ -206,70 +251,96 @@ class MemoryRetriever:
 
     # -- public API ------------------------------------------------------------------------
     def retrieve(
-        self, query: str, user_id: str, categories: Iterable[str] | None = None, max_tokens: int = 2000
+        self,
+        query: str,
+        user_id: str,
+        categories: Iterable[str] | None = None,
+        max_tokens: int = 2000,
+        *,
+        k: int | None = None,
     ) -> str:
         """The chosen files of ``user_id`` as ``## filename`` blocks, at most ``max_tokens`` tokens."""
-        return self.retrieve_result(query, user_id, categories, max_tokens).text
+        return self.retrieve_result(query, user_id, categories, max_tokens, k=k).text
 
     async def aretrieve(
-        self, query: str, user_id: str, categories: Iterable[str] | None = None, max_tokens: int = 2000
+        self,
+        query: str,
+        user_id: str,
+        categories: Iterable[str] | None = None,
+        max_tokens: int = 2000,
+        *,
+        k: int | None = None,
     ) -> str:
         """Async twin of :meth:`retrieve`."""
-        return (await self.aretrieve_result(query, user_id, categories, max_tokens)).text
+        return (await self.aretrieve_result(query, user_id, categories, max_tokens, k=k)).text
 
     def retrieve_result(
-        self, query: str, user_id: str, categories: Iterable[str] | None = None, max_tokens: int = 2000
+        self,
+        query: str,
+        user_id: str,
+        categories: Iterable[str] | None = None,
+        max_tokens: int = 2000,
+        *,
+        k: int | None = None,
     ) -> RetrievalResult:
-        """Like :meth:`retrieve`, with the loaded files, candidates and decisions as records."""
-        cats = self._check(query, user_id, categories, max_tokens)
-        candidates = self._stage1(query, user_id, cats)
+        """Like :meth:`retrieve`, with the loaded files, candidates and decisions as records.
+
+        ``k`` (default: the retriever's, :data:`TOP_N`) is how many Stage 1 candidates there
+        are; without an LLM (or when its answer is unusable) all of them are loaded in order,
+        with one the LLM still picks at most :data:`~._selection.MAX_SELECTED` of them.
+        """
+        cats, count = self._check(query, user_id, categories, max_tokens, k)
+        candidates = self._stage1(query, user_id, cats, count)
         answer = None
         if self.llm is not None and candidates:
             answer = self._call_llm(query, candidates)
-        chosen, selection = self._stage2(query, candidates, answer)
-        packer = _Packer(self.token_counter, max_tokens)
-        for candidate in chosen:
-            content = self._read(candidate, user_id)
-            if content is not None:
-                packer.offer(candidate, 1 if selection.fallback else 2, content)
+        chosen, selection = self._stage2(query, candidates, answer, count)
+        packer = self._pack(chosen, user_id, 1 if selection.fallback else 2, max_tokens)
         return self._result(query, user_id, max_tokens, candidates, selection, packer)
 
     async def aretrieve_result(
-        self, query: str, user_id: str, categories: Iterable[str] | None = None, max_tokens: int = 2000
+        self,
+        query: str,
+        user_id: str,
+        categories: Iterable[str] | None = None,
+        max_tokens: int = 2000,
+        *,
+        k: int | None = None,
     ) -> RetrievalResult:
         """Async twin of :meth:`retrieve_result`."""
-        cats = self._check(query, user_id, categories, max_tokens)
-        candidates = await self._astage1(query, user_id, cats)
+        cats, count = self._check(query, user_id, categories, max_tokens, k)
+        candidates = await self._astage1(query, user_id, cats, count)
         answer = None
         if self.llm is not None and candidates:
             answer = await self._acall_llm(query, candidates)
-        chosen, selection = self._stage2(query, candidates, answer)
-        packer = _Packer(self.token_counter, max_tokens)
-        for candidate in chosen:
-            content = await self._aread(candidate, user_id)
-            if content is not None:
-                packer.offer(candidate, 1 if selection.fallback else 2, content)
+        chosen, selection = self._stage2(query, candidates, answer, count)
+        stage = 1 if selection.fallback else 2
+        packer = await asyncio.to_thread(self._pack, chosen, user_id, stage, max_tokens)
         return self._result(query, user_id, max_tokens, candidates, selection, packer)
 
     # -- pure steps --------------------------------------------------------------------------
-    def _check(self, query: str, user_id: str, categories: Iterable[str] | None, max_tokens: int) -> list[str] | None:
+    def _check(
+        self, query: str, user_id: str, categories: Iterable[str] | None, max_tokens: int, k: int | None
+    ) -> tuple[list[str] | None, int]:
         if not isinstance(query, str):
             raise InvalidInputError(f"query must be str, got {type(query).__name__}")
         validate_name(user_id, "user_id")
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
             raise InvalidInputError(f"max_tokens must be a non-negative integer, got {max_tokens!r}")
+        count = check_k(self.k if k is None else k)
         if categories is None:
-            return None
-        return [categories] if isinstance(categories, str) else list(categories)
+            return None, count
+        return ([categories] if isinstance(categories, str) else list(categories)), count
 
     def _stage2(
-        self, query: str, candidates: Sequence[Candidate], answer: str | None
+        self, query: str, candidates: Sequence[Candidate], answer: str | None, count: int
     ) -> tuple[list[Candidate], Selection]:
         ids = candidate_ids(candidates)
         selection = resolve_selection(answer, list(ids), MAX_SELECTED, query=query)
         if answer is None and self.llm is None:
             log_event(Event.SELECTION_FALLBACK, level=logging.DEBUG, reason="no LLM configured")
-        return [ids[name] for name in selection.names], selection
+        names = list(ids)[:count] if selection.fallback else selection.names
+        return [ids[name] for name in names], selection
 
     @staticmethod
     def _result(
@@ -306,21 +377,21 @@ class MemoryRetriever:
         log_event(Event.FILE_SKIPPED, filename=candidate.filename, reason=f"unreadable: {exc}")
 
     # -- stage 1 -------------------------------------------------------------------------------
-    def _stage1(self, query: str, user_id: str, cats: list[str] | None) -> list[Candidate]:
+    def _stage1(self, query: str, user_id: str, cats: list[str] | None, count: int) -> list[Candidate]:
         self.store.ensure_index()
         if self.config.search_mode == "hybrid":
             return self.store.hybrid_candidates(
-                query, TOP_N, self.config.hybrid_bm25_weight, user_id=user_id, categories=cats
+                query, count, self.config.hybrid_bm25_weight, user_id=user_id, categories=cats
             )
-        return self.store.search(query, TOP_N, user_id=user_id, categories=cats)
+        return self.store.search(query, count, user_id=user_id, categories=cats)
 
-    async def _astage1(self, query: str, user_id: str, cats: list[str] | None) -> list[Candidate]:
+    async def _astage1(self, query: str, user_id: str, cats: list[str] | None, count: int) -> list[Candidate]:
         await self.store.aensure_index()
         if self.config.search_mode == "hybrid":
             return await self.store.ahybrid_candidates(
-                query, TOP_N, self.config.hybrid_bm25_weight, user_id=user_id, categories=cats
+                query, count, self.config.hybrid_bm25_weight, user_id=user_id, categories=cats
             )
-        return await self.store.asearch(query, TOP_N, user_id=user_id, categories=cats)
+        return await self.store.asearch(query, count, user_id=user_id, categories=cats)
 
     # -- stage 2: the LLM call ------------------------------------------------------------------
     def _call_llm(self, query: str, candidates: Sequence[Candidate]) -> str | None:
@@ -347,20 +418,32 @@ class MemoryRetriever:
             category = entry.category if entry is not None else self.store.categories[0]
         return f"{category}/{candidate.filename}"
 
-    def _read(self, candidate: Candidate, user_id: str) -> str | None:
+    def _load(self, candidate: Candidate, user_id: str, room: int) -> tuple[str, bool] | None:
+        """A file's text as far as ``room`` tokens need it, and whether that is all of it.
+
+        The first read takes :func:`head_bytes` of the note; only when that is shorter than
+        the room in tokens while the note goes on is a four times larger head read. So a
+        60 MB note costs a few kilobytes for a small budget, never the whole file.
+        """
         if not self._owned(candidate, user_id):
             return None
+        path = self._path(candidate)
+        size = head_bytes(room)
         try:
-            return self.store.read_file(self._path(candidate))
+            while True:
+                text, complete = self.store.read_head(path, size)
+                if complete or self.token_counter.count(text) > room + MIN_PARTIAL_TOKENS:
+                    return text, complete
+                size *= 4
         except (RecordNotFoundError, UnsupportedFormatError) as exc:  # deleted or binary since indexing
             self._unreadable(candidate, exc)
             return None
 
-    async def _aread(self, candidate: Candidate, user_id: str) -> str | None:
-        if not self._owned(candidate, user_id):
-            return None
-        try:
-            return await self.store.aread_file(self._path(candidate))
-        except (RecordNotFoundError, UnsupportedFormatError) as exc:
-            self._unreadable(candidate, exc)
-            return None
+    def _pack(self, chosen: Sequence[Candidate], user_id: str, stage: int, max_tokens: int) -> _Packer:
+        """Stage 3: the chosen files loaded in order within ``max_tokens``."""
+        packer = _Packer(self.token_counter, max_tokens)
+        for candidate in chosen:
+            loaded = self._load(candidate, user_id, packer.room(candidate.filename))
+            if loaded is not None:
+                packer.offer(candidate, stage, *loaded)
+        return packer

@@ -186,10 +186,24 @@ def index(
                     user, category, llm=llm, progress=lambda done, total: bar.update(task, completed=done, total=total)
                 )
         seconds = time.perf_counter() - start
+        skipped = [
+            {"category": n.category, "filename": n.filename, "size": n.size, "reason": n.reason}
+            for n in store.skipped_notes(user, category)
+        ]
         if as_json:
-            _print_json({"files": count, "seconds": round(seconds, 3), "index": str(store.index_path)})
+            _print_json(
+                {"files": count, "seconds": round(seconds, 3), "index": str(store.index_path), "skipped": skipped}
+            )
         else:
             out.print(f"Indexed {count} file(s) in {seconds:.2f}s -> {store.index_path}", highlight=False)
+            if skipped:
+                err.print(
+                    f"Skipped {len(skipped)} file(s) that are not text (read again once changed):", highlight=False
+                )
+                for note in skipped:
+                    err.print(
+                        f"  {note['category']}/{note['filename']}: {note['reason']}", highlight=False, markup=False
+                    )
 
 
 @app.command()
