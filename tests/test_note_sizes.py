@@ -241,3 +241,30 @@ def test_with_an_llm_stage_2_still_picks_at_most_five_of_k(tmp_path: Path) -> No
     assert all(f"alice_n{i:02d}.md" in llm.prompts[0] for i in range(20))  # the LLM saw all 20
     assert len(result.files) == 5
     assert {f.stage for f in result.files} == {2}
+
+
+def test_cli_retrieve_top_20(tmp_path: Path) -> None:
+    twenty_notes(make_store(tmp_path))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "local_ai_memory.cli",
+            "retrieve",
+            "shared topic",
+            "-u",
+            "alice",
+            "-d",
+            str(tmp_path),
+            "--top",
+            "20",
+            "--max-tokens",
+            "4000",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert len(json.loads(done.stdout)["files"]) == 20

@@ -265,6 +265,9 @@ def retrieve(
     config: ConfigFile = None,
     category: Categories = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", "-t", min=1, help="Token budget of the result.")] = 2000,
+    top: Annotated[
+        int, typer.Option("--top", "-n", min=1, max=100, help="Stage 1 candidates (an LLM still picks at most 5).")
+    ] = 5,
     llm_base_url: LlmUrl = None,
     llm_model: LlmModel = None,
     as_json: JsonFlag = False,
@@ -276,7 +279,7 @@ def retrieve(
         store = _store(data_dir, config, read_only=True)
         llm = _llm(llm_base_url, llm_model)
         with _SelectionFallbacks() as fallbacks:
-            result = MemoryRetriever(store, llm).retrieve_result(query, user, category, max_tokens)
+            result = MemoryRetriever(store, llm).retrieve_result(query, user, category, max_tokens, k=top)
         reason = fallbacks.reason or (result.notes[0] if result.notes else None)
         if llm is not None and result.selection_fallback and result.candidates:
             err.print(
