@@ -45,3 +45,13 @@ def _no_config_from_the_shell(monkeypatch: pytest.MonkeyPatch) -> None:
 
     for name in ENV_NAMES.values():
         monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _no_watchers_left() -> Iterator[None]:
+    """Stores watch their folders by themselves: stop those watchers after each test, so no
+    thread outlives its test and the next test starts with no shared per-folder state."""
+    yield
+    from local_ai_memory import close_shared_stores
+
+    close_shared_stores()

@@ -48,6 +48,7 @@ from ._knowledge_index import INDEX_NAME, KnowledgeIndex
 from ._note_indexing import NoteIndexer, Scanned, StaleEntry, decode_head
 from ._protocols import LLM, Embedder
 from ._ranker_cache import RankerCache
+from ._shared_roots import RootKey, RootParts, shared_parts
 from ._twins import thread_twin
 
 __all__ = ["KnowledgeNotes"]
@@ -87,22 +88,53 @@ class KnowledgeNotes:
         self.embedder = embedder
         self.ranking_field: RankingField = ranking_field
         self.auto_refresh = auto_refresh
-        self.watched = False
-        """True while a watcher keeps the index current: queries then compare no listings."""
-        self.defer_writes = False
-        """True while index writes are coalesced (a watcher flushes them); see :meth:`follow_watcher`."""
+        self.shared = backend is None and guard is not None
+        """True when this store shares its index and rankers with the other stores of its
+        folder in this process (it built its own file backend; see :mod:`._shared_roots`)."""
         if backend is None:
             assert guard is not None
-            backend = FileKnowledgeBackend(guard, self.config)
-        self.backend: KnowledgeBackend = backend
+            self._parts = shared_parts(
+                self._root_key(guard), lambda: self._build_parts(FileKnowledgeBackend(guard, self.config))
+            )
+        else:
+            self._parts = self._build_parts(backend)
+        self.backend: KnowledgeBackend = self._parts.backend
         # Where the notes would be on disk; without a guard only a name (paths are then relative).
         self.data_dir = guard.resolve(DATA_DIR) if guard is not None else Path(DATA_DIR)
         self.index_path = self.data_dir / INDEX_NAME
-        self._lock = threading.RLock()
-        self._index = KnowledgeIndex(self.backend, self.categories, self._lock)
-        self._rankers = RankerCache(self.backend, self._index, ranking_field)
-        self._indexer = NoteIndexer(self.backend, self._index, self._rankers, ranking_field, self._lock)
+        self._lock = self._parts.lock
+        self._index = self._parts.index
+        self._rankers = self._parts.rankers
+        self._indexer = self._parts.indexer
         self._vectors: tuple[Embedder, VectorCache] | None = None
+
+    def _root_key(self, guard: DirectoryGuard) -> RootKey:
+        return (str(guard.resolve(DATA_DIR)), self.categories, self.ranking_field, self.config.fsync)
+
+    def _build_parts(self, backend: KnowledgeBackend) -> RootParts:
+        lock = threading.RLock()
+        index = KnowledgeIndex(backend, self.categories, lock)
+        rankers = RankerCache(backend, index, self.ranking_field)
+        indexer = NoteIndexer(backend, index, rankers, self.ranking_field, lock)
+        return RootParts(backend, lock, index, rankers, indexer)
+
+    @property
+    def watched(self) -> bool:
+        """True while a watcher keeps the index current: queries then compare no listings."""
+        return self._parts.watched
+
+    @watched.setter
+    def watched(self, value: bool) -> None:
+        self._parts.watched = value
+
+    @property
+    def defer_writes(self) -> bool:
+        """True while index writes are coalesced (a watcher flushes them); see :meth:`follow_watcher`."""
+        return self._parts.defer_writes
+
+    @defer_writes.setter
+    def defer_writes(self, value: bool) -> None:
+        self._parts.defer_writes = value
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.backend!r}, categories={list(self.categories)!r})"
@@ -492,14 +524,27 @@ class KnowledgeNotes:
             log_event(Event.INDEX_REFRESHED, files=changed, source="watcher")
         return changed
 
-    def follow_watcher(self, active: bool) -> None:
+    def follow_watcher(self, active: bool, *, coalesce: bool = True) -> None:
         """A watcher starts (``True``) or stops keeping the index current.
 
-        While it runs, queries compare no listings and index writes are coalesced (the watcher
-        calls :meth:`flush`); stopping writes nothing by itself.
+        While it runs, queries compare no listings and, with ``coalesce``, index writes are
+        coalesced (the watcher calls :meth:`flush`); stopping writes nothing by itself.
         """
-        self.watched = active
-        self.defer_writes = active
+        self._parts.watched = active
+        self._parts.defer_writes = active and coalesce
+
+    def _start_watching(self) -> None:
+        """Start the folder's automatic watcher (see :func:`~._index_service.watch_automatically`)."""
+        from ._index_service import watch_automatically  # the service module builds on this one
+
+        watch_automatically(self._parts, self.guard, self.config, self.categories, self.ranking_field)
+
+    def stop_watching(self) -> None:
+        """Stop the automatic watcher of this store's folder, if one runs (queries then compare
+        listings again until the next query starts it anew, unless ``auto_watch`` is off)."""
+        watcher, self._parts.auto = self._parts.auto, None
+        if watcher is not None:
+            watcher.stop()
 
     def save_rankers(self) -> int:
         """Write the tokenized form of every changed ranker to storage (``.bm25/``) so the next
@@ -511,6 +556,10 @@ class KnowledgeNotes:
         validate_name(user_id, "user_id")
         cats = self._categories(categories)
         self._ensure_loaded()
+        parts = self._parts
+        idle = not parts.watched and parts.auto is None and not parts.auto_failed
+        if idle and self.auto_refresh and self.shared and self.config.auto_watch:
+            self._start_watching()
         if self.auto_refresh:
             changed = self._indexer.follow_feed(self.categories)
             if changed:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from local_ai_memory import DirectoryGuard, MemoryConfig
+from local_ai_memory import DirectoryGuard, MemoryConfig, close_shared_stores
 
 sys.path.insert(0, str(Path(__file__).parent))  # lets tests and the child process import lc_fakes
 
@@ -21,3 +22,10 @@ def config(tmp_path: Path) -> MemoryConfig:
 @pytest.fixture
 def guard(config: MemoryConfig) -> DirectoryGuard:
     return DirectoryGuard(config.runtime_data_dir)
+
+
+@pytest.fixture(autouse=True)
+def _no_watchers_left() -> Iterator[None]:
+    """Stores watch their folders by themselves: stop those watchers after each test."""
+    yield
+    close_shared_stores()

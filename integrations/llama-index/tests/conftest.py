@@ -8,7 +8,7 @@ what the model would have seen (tool outputs included) and decide the next tool 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,7 @@ from llama_index.core.llms.mock import MockFunctionCallingLLM
 from llama_index.core.memory import Memory
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from local_ai_memory import DirectoryGuard, MemoryConfig
+from local_ai_memory import DirectoryGuard, MemoryConfig, close_shared_stores
 from local_ai_memory._manager import MemoryManager
 from local_ai_memory._store import MemoryStore
 
@@ -199,3 +199,10 @@ class AnswerLLM(CustomLLM):
 @pytest.fixture
 def answer_llm() -> Callable[..., AnswerLLM]:
     return AnswerLLM
+
+
+@pytest.fixture(autouse=True)
+def _no_watchers_left() -> Iterator[None]:
+    """Stores watch their folders by themselves: stop those watchers after each test."""
+    yield
+    close_shared_stores()
