@@ -45,7 +45,7 @@ from ._events import Event, log_event
 from ._guard import DirectoryGuard
 from ._index import RankingField
 from ._protocols import LLM
-from ._shared_roots import RootParts, note_watcher_started, registered
+from ._shared_roots import RootParts, note_watcher_started, registered, set_watch_starter
 from ._store import MemoryStore
 
 __all__ = ["AutoWatch", "MemoryIndexService", "watch_automatically"]
@@ -316,3 +316,6 @@ def watch_automatically(
         note_watcher_started()
         watcher.start()
         return watcher
+
+
+set_watch_starter(watch_automatically)

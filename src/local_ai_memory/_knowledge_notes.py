@@ -48,7 +48,7 @@ from ._knowledge_index import INDEX_NAME, KnowledgeIndex
 from ._note_indexing import NoteIndexer, Scanned, StaleEntry, decode_head
 from ._protocols import LLM, Embedder
 from ._ranker_cache import RankerCache
-from ._shared_roots import RootKey, RootParts, shared_parts
+from ._shared_roots import RootKey, RootParts, shared_parts, start_watching
 from ._twins import thread_twin
 
 __all__ = ["KnowledgeNotes"]
@@ -535,9 +535,7 @@ class KnowledgeNotes:
 
     def _start_watching(self) -> None:
         """Start the folder's automatic watcher (see :func:`~._index_service.watch_automatically`)."""
-        from ._index_service import watch_automatically  # the service module builds on this one
-
-        watch_automatically(self._parts, self.guard, self.config, self.categories, self.ranking_field)
+        start_watching(self._parts, self.guard, self.config, self.categories, self.ranking_field)
 
     def stop_watching(self) -> None:
         """Stop the automatic watcher of this store's folder, if one runs (queries then compare
