@@ -82,6 +82,7 @@ class MemoryIndexService:
         self._ready = threading.Event()
         self._thread: threading.Thread | None = None
         self._last_flush = 0.0
+        self._tick_ms = 500  # how often the native watcher answers when nothing happens
 
     def __repr__(self) -> str:
         return f"MemoryIndexService({self.store!r}, mode={self.mode!r}, running={self.running})"
@@ -189,7 +190,7 @@ class MemoryIndexService:
             debounce=max(self.debounce_ms, 50),
             step=50,
             stop_event=self._stop,
-            rust_timeout=500,
+            rust_timeout=self._tick_ms,
             yield_on_timeout=True,
             raise_interrupt=False,
         ):
@@ -235,6 +236,7 @@ class AutoWatch(MemoryIndexService):
         super().__init__(store, mode="watch", flush_interval=0.0)
         self.parts = parts
         self._feeding = False
+        self._tick_ms = 100  # its first answer says it is registered: queries stop listing soon
 
     def start(self) -> None:
         """Start the watching thread and return at once."""

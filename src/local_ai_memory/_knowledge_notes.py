@@ -225,6 +225,19 @@ class KnowledgeNotes:
         except UnicodeDecodeError:
             raise UnsupportedFormatError(f"{os.fspath(path)} is not UTF-8 text") from None
 
+    def read_note_head(self, category: str, filename: str, max_bytes: int) -> tuple[str, bool]:
+        """:meth:`read_head` of the note ``filename`` in ``category`` (what Stage 3 reads: the
+        names come from the index, so only the cheap name checks are made, no path resolution)."""
+        category = self._category(category)
+        check_component(filename)
+        head = self.backend.read_note_head(category, filename, max(0, max_bytes))
+        if head is None:
+            raise RecordNotFoundError(f"no memory file {category}/{filename}")
+        try:
+            return decode_head(*head), head[1]
+        except UnicodeDecodeError:
+            raise UnsupportedFormatError(f"{category}/{filename} is not UTF-8 text") from None
+
     def write_file(self, path: str | os.PathLike[str], content: str) -> Path:
         """Write ``content`` atomically; a knowledge file is indexed right away. Returns the path."""
         if not isinstance(content, str):

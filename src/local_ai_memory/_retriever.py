@@ -30,7 +30,9 @@ step; only the LLM call (``acomplete``) and the disk work (in a thread) differ::
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import string
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -140,12 +142,65 @@ def head_bytes(tokens: int) -> int:
     return (max(0, tokens) + MIN_PARTIAL_TOKENS) * 8 + 1024
 
 
+_ASCII_ALNUM = frozenset(string.ascii_letters + string.digits)
+_SAFE_AFTER = frozenset(chr(c) for c in range(128)) - _ASCII_ALNUM - {"'"}
+_SPLIT_WINDOW = 256
+_CACHED_CHARS = 32_768
+
+
+def split_point(text: str) -> int:
+    """Where ``text`` splits into a part whose tokens never change by what follows, and a tail.
+
+    tiktoken splits text into pieces by a regular expression and encodes each piece alone, so
+    ``count(a + b) == count(a) + count(b)`` when ``a|b`` is a piece boundary in ``a + b`` and
+    in both parts alone. That holds where ``a`` ends with an ASCII letter or digit and ``b``
+    starts with an ASCII character that is neither a letter, a digit nor an apostrophe (or
+    nothing): in both shipped encodings no piece runs from a letter or digit into such a
+    character, and pieces after the split depend only on the text after it. Returns the last
+    such position, assuming that what follows ``text`` starts with such a character (a
+    newline); 0 when none is near the end.
+    """
+    end = len(text)
+    for i in range(end - 1, max(-1, end - 1 - _SPLIT_WINDOW), -1):
+        if text[i] in _ASCII_ALNUM and (i + 1 == end or text[i + 1] in _SAFE_AFTER):
+            return i + 1
+    return 0
+
+
+@functools.lru_cache(maxsize=4096)
+def _cached_count(encoding: str, text: str) -> int:
+    return TokenCounter(encoding).count(text)
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_encode(encoding: str, text: str) -> tuple[int, ...]:
+    return tuple(TokenCounter(encoding).encode(text))
+
+
+def _count(counter: TokenCounter, text: str) -> int:
+    """Token count of a text, remembered (process-wide, by encoding and content) for the
+    notes, names and seams that come back query after query; long texts, and counters of
+    other kinds, count each time."""
+    if len(text) > _CACHED_CHARS or type(counter) is not TokenCounter:
+        return counter.count(text)
+    return _cached_count(counter.encoding_name, text)
+
+
+def _encode(counter: TokenCounter, text: str) -> Sequence[int]:
+    """Token ids of a text, remembered like :func:`_count`."""
+    if len(text) > _CACHED_CHARS or type(counter) is not TokenCounter:
+        return counter.encode(text)
+    return _cached_encode(counter.encoding_name, text)
+
+
 class _Packer:
     """Adds file blocks to the answer while the total stays within the token budget.
 
     The joined text never exceeds the budget, and a file is only ever tokenized as far as it
     was read (see :meth:`MemoryRetriever._load`), so packing costs grow with the budget, not
-    with the size of the notes.
+    with the size of the notes. The total is exact without counting the joined text again:
+    the answer is kept as a part whose count is settled and a short tail after the last
+    :func:`split_point`, and a new block adds its settled count (a note's count is cached).
     """
 
     def __init__(self, counter: TokenCounter, max_tokens: int) -> None:
@@ -156,20 +211,36 @@ class _Packer:
         self.files: list[RetrievedFile] = []
         self.skipped: list[str] = []
         self._marker = counter.count(TRUNCATION_MARKER)
+        self._settled = 0  # tokens of the answer up to its last split point
+        self._tail = ""  # the answer after that point
+        self._count = functools.partial(_count, counter)
 
-    def _joined(self, block: str) -> tuple[str, int]:
-        joined = self.text + BLOCK_SEPARATOR + block if self.text else block
-        return joined, self.counter.count(joined)
+    def _measure(self, filename: str, content: str, cache: bool) -> tuple[int, int, int, str]:
+        """Adding ``content`` as a block: (total, block tokens, settled tokens, tail)."""
+        header = f"## {filename}"  # a note name ends in ".md": a split point follows it
+        lead = self._tail + BLOCK_SEPARATOR + header if self.text else header
+        cut_at = split_point(content)
+        body, tail = "\n" + content[:cut_at], content[cut_at:]
+        count = self._count
+        body_tokens = count(body) if cache else self.counter.count(body)
+        if cut_at:
+            settled = self._settled + count(lead) + body_tokens
+        else:  # no split point near the end of the note: it all stays in the tail
+            settled, tail = self._settled, lead + body + tail
+        tail_tokens = count(tail)
+        rest = count(content[cut_at:]) if cut_at else count("\n" + content) - body_tokens
+        block = count(header) + body_tokens + rest
+        return settled + tail_tokens, block, settled, tail
 
     def room(self, filename: str) -> int:
         """Tokens left for the content of a file named ``filename``."""
-        return self.max_tokens - self.used - self.counter.count(format_block(filename, BLOCK_SEPARATOR))
+        return self.max_tokens - self.used - self._count(format_block(filename, BLOCK_SEPARATOR))
 
-    def _cut(self, content: str, ids: list[int], room: int, complete: bool) -> str:
+    def _cut(self, content: str, ids: Sequence[int], room: int, complete: bool) -> str:
         """``content`` (whose tokens are ``ids``) cut to ``room`` tokens, marker included."""
         if complete and len(ids) <= room:
             return content
-        cut = self.counter.decode(ids[: max(0, room - self._marker)]).rstrip("\ufffd")
+        cut = self.counter.decode(list(ids[: max(0, room - self._marker)])).rstrip("\ufffd")
         while cut and self.counter.count(cut + TRUNCATION_MARKER) > room:
             cut = cut[:-1]
         return cut + TRUNCATION_MARKER
@@ -178,23 +249,25 @@ class _Packer:
         """Add a file; ``content`` is its text, or only its first part when not ``complete``
         (then it has more tokens than there is room for, and is cut)."""
         if complete:
-            joined, total = self._joined(format_block(candidate.filename, content))
-            if total <= self.max_tokens:
-                return self._accept(candidate, stage, content, joined, total, False)
+            measured = self._measure(candidate.filename, content, True)
+            if measured[0] <= self.max_tokens:
+                return self._accept(candidate, stage, content, measured, False)
         # The best remaining file gets what is left rather than losing its place to
         # lower-ranked files, as long as a useful part of it fits.
-        ids = self.counter.encode(content)
+        ids = _encode(self.counter, content)
         room = self.room(candidate.filename)
         while room >= MIN_PARTIAL_TOKENS:
             cut = self._cut(content, ids, room, complete)
-            joined, total = self._joined(format_block(candidate.filename, cut))
-            if total <= self.max_tokens:
-                return self._accept(candidate, stage, cut, joined, total, True)
-            room -= max(1, total - self.max_tokens)
+            measured = self._measure(candidate.filename, cut, False)
+            if measured[0] <= self.max_tokens:
+                return self._accept(candidate, stage, cut, measured, True)
+            room -= max(1, measured[0] - self.max_tokens)
         return self._skip(candidate, len(ids), complete)
 
-    def _accept(self, candidate: Candidate, stage: int, content: str, joined: str, total: int, truncated: bool) -> bool:
-        tokens = self.counter.count(format_block(candidate.filename, content))
+    def _accept(
+        self, candidate: Candidate, stage: int, content: str, measured: tuple[int, int, int, str], truncated: bool
+    ) -> bool:
+        total, tokens, self._settled, self._tail = measured
         self.files.append(
             RetrievedFile(
                 candidate.filename,
@@ -207,7 +280,9 @@ class _Packer:
                 truncated,
             )
         )
-        self.text, self.used = joined, total
+        block = format_block(candidate.filename, content)
+        self.text = self.text + BLOCK_SEPARATOR + block if self.text else block
+        self.used = total
         return True
 
     def _skip(self, candidate: Candidate, tokens: int, complete: bool) -> bool:
@@ -411,12 +486,11 @@ class MemoryRetriever:
             return None
 
     # -- stage 3: reading -------------------------------------------------------------------------
-    def _path(self, candidate: Candidate) -> str:
-        category = candidate.category
-        if not category:
-            entry = self.store.find_entry(candidate.filename)
-            category = entry.category if entry is not None else self.store.categories[0]
-        return f"{category}/{candidate.filename}"
+    def _category_of(self, candidate: Candidate) -> str:
+        if candidate.category:
+            return candidate.category
+        entry = self.store.find_entry(candidate.filename)
+        return entry.category if entry is not None else self.store.categories[0]
 
     def _load(self, candidate: Candidate, user_id: str, room: int) -> tuple[str, bool] | None:
         """A file's text as far as ``room`` tokens need it, and whether that is all of it.
@@ -427,11 +501,11 @@ class MemoryRetriever:
         """
         if not self._owned(candidate, user_id):
             return None
-        path = self._path(candidate)
+        category = self._category_of(candidate)
         size = head_bytes(room)
         try:
             while True:
-                text, complete = self.store.read_head(path, size)
+                text, complete = self.store.read_note_head(category, candidate.filename, size)
                 if complete or self.token_counter.count(text) > room + MIN_PARTIAL_TOKENS:
                     return text, complete
                 size *= 4
