@@ -249,13 +249,13 @@ class AutoWatch(MemoryIndexService):
         self._thread.start()
 
     def _on_ready(self) -> None:
-        backend = self._backend()
-        with self.store._lock:
-            if self._stop.is_set():
-                return
-            backend.start_feed()
-            self._feeding = True
-            self.store.follow_watcher(True, coalesce=False)
+        if self._stop.is_set():
+            return
+        # Feed first, then the flag: a query in between compares listings once (the feed is
+        # new), and no query ever takes the index as watched while the feed is closed.
+        self._backend().start_feed()
+        self._feeding = True
+        self.store.follow_watcher(True, coalesce=False)
         super()._on_ready()
         # The feed just opened: this first look compares every listing once, catching what
         # changed before the watcher was registered.
@@ -273,11 +273,10 @@ class AutoWatch(MemoryIndexService):
             self._close_feed()
 
     def _close_feed(self) -> None:
-        with self.store._lock:
-            if self._feeding:
-                self._backend().stop_feed()
-                self.store.follow_watcher(False)
-                self._feeding = False
+        if self._feeding:  # the flag first, then the feed (see _on_ready)
+            self.store.follow_watcher(False)
+            self._backend().stop_feed()
+            self._feeding = False
 
     def stop(self) -> None:
         """Stop watching, then write pending index changes and ranker snapshots (best effort)."""
