@@ -15,7 +15,10 @@ own module and each seeing storage only through the
 
 Before each query :meth:`KnowledgeNotes._prepare` brings the index up to date: it applies the
 backend's change feed when there is one, else (unless a watcher runs) compares the asking
-user's listing with the index.
+user's listing with the index. A store that built its own file backend shares these parts with
+every other such store of its folder in the process (:mod:`._shared_roots`), and its first query
+starts the folder's automatic watcher (config ``auto_watch``), after which queries compare no
+listings at all.
 """
 
 from __future__ import annotations

@@ -145,7 +145,7 @@ def head_bytes(tokens: int) -> int:
 _ASCII_ALNUM = frozenset(string.ascii_letters + string.digits)
 _SAFE_AFTER = frozenset(chr(c) for c in range(128)) - _ASCII_ALNUM - {"'"}
 _SPLIT_WINDOW = 256
-_CACHED_CHARS = 32_768
+_CACHED_CHARS = 16_384
 
 
 def split_point(text: str) -> int:
@@ -167,7 +167,7 @@ def split_point(text: str) -> int:
     return 0
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=2048)
 def _cached_count(encoding: str, text: str) -> int:
     return TokenCounter(encoding).count(text)
 
