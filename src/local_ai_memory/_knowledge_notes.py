@@ -220,26 +220,23 @@ class KnowledgeNotes:
         """The text of a note's first ``max_bytes`` bytes (a character cut in two is left out)
         and whether that is the whole note: what retrieval reads of a note it may cut anyway."""
         category, name = self._note_key(path)
-        head = self.backend.read_note_head(category, name, max(0, max_bytes)) if category is not None else None
-        if head is None:
+        if category is None:
             raise RecordNotFoundError(f"no memory file {os.fspath(path)}")
-        try:
-            return decode_head(*head), head[1]
-        except UnicodeDecodeError:
-            raise UnsupportedFormatError(f"{os.fspath(path)} is not UTF-8 text") from None
+        return self._head(category, name, max_bytes, os.fspath(path))
 
     def read_note_head(self, category: str, filename: str, max_bytes: int) -> tuple[str, bool]:
         """:meth:`read_head` of the note ``filename`` in ``category`` (what Stage 3 reads: the
         names come from the index, so only the cheap name checks are made, no path resolution)."""
-        category = self._category(category)
-        check_component(filename)
-        head = self.backend.read_note_head(category, filename, max(0, max_bytes))
+        return self._head(self._category(category), check_component(filename), max_bytes, f"{category}/{filename}")
+
+    def _head(self, category: str, name: str, max_bytes: int, shown: str) -> tuple[str, bool]:
+        head = self.backend.read_note_head(category, name, max(0, max_bytes))
         if head is None:
-            raise RecordNotFoundError(f"no memory file {category}/{filename}")
+            raise RecordNotFoundError(f"no memory file {shown}")
         try:
             return decode_head(*head), head[1]
         except UnicodeDecodeError:
-            raise UnsupportedFormatError(f"{category}/{filename} is not UTF-8 text") from None
+            raise UnsupportedFormatError(f"{shown} is not UTF-8 text") from None
 
     def write_file(self, path: str | os.PathLike[str], content: str) -> Path:
         """Write ``content`` atomically; a knowledge file is indexed right away. Returns the path."""
