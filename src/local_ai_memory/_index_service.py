@@ -233,7 +233,7 @@ class AutoWatch(MemoryIndexService):
     """
 
     def __init__(self, store: MemoryStore, parts: RootParts) -> None:
-        super().__init__(store, mode="watch", flush_interval=0.0)
+        super().__init__(store, mode="watch", flush_interval=0.0, debounce_ms=100)
         self.parts = parts
         self._feeding = False
         self._tick_ms = 100  # its first answer says it is registered: queries stop listing soon
