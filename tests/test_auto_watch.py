@@ -27,6 +27,8 @@ def watchers() -> list[threading.Thread]:
 
 
 def make_store(root: Path, **settings: object) -> MemoryStore:
+    """A store with the default ``auto_watch`` (the test suite turns it off elsewhere)."""
+    settings.setdefault("auto_watch", True)
     return MemoryStore(DirectoryGuard(root), MemoryConfig(fsync=False, **settings))  # type: ignore[arg-type]
 
 
@@ -77,12 +79,18 @@ def test_auto_watch_off_starts_nothing_and_queries_still_see_changes(tmp_path: P
     assert not store.watched
 
 
-def test_auto_watch_can_be_turned_off_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_auto_watch_follows_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOCAL_AI_MEMORY_AUTO_WATCH", "false")
-    memory = Memory.open(tmp_path, fsync=False)
+    memory = Memory.open(tmp_path / "off", fsync=False)
     memory.knowledge.write_note("alice", "tea", "# Tea\n\ngreen tea")
     assert [c.filename for c in memory.knowledge.search("tea", "alice")] == ["alice_tea.md"]
     assert watchers() == []
+    monkeypatch.delenv("LOCAL_AI_MEMORY_AUTO_WATCH")  # the default: on
+    memory = Memory.open(tmp_path / "on", fsync=False)
+    memory.knowledge.write_note("alice", "tea", "# Tea\n\ngreen tea")
+    assert [c.filename for c in memory.knowledge.search("tea", "alice")] == ["alice_tea.md"]
+    wait_for(lambda: memory.knowledge.store.watched)
+    assert len(watchers()) == 1
 
 
 def test_stores_of_one_folder_share_index_and_rankers(tmp_path: Path) -> None:
@@ -94,9 +102,10 @@ def test_stores_of_one_folder_share_index_and_rankers(tmp_path: Path) -> None:
     assert second.index_loaded()
     assert second.bm25_search("apples", user_id="alice") == ["alice_a.md"]
     assert second.index_reads == first.index_reads <= 1
-    other_categories = MemoryStore(DirectoryGuard(tmp_path), MemoryConfig(fsync=False), categories=["work"])
+    config = MemoryConfig(fsync=False, auto_watch=True)
+    other_categories = MemoryStore(DirectoryGuard(tmp_path), config, categories=["work"])
     assert other_categories._parts is not first._parts
-    own_backend = MemoryStore(DirectoryGuard(tmp_path), MemoryConfig(fsync=False), backend=first.backend)
+    own_backend = MemoryStore(DirectoryGuard(tmp_path), config, backend=first.backend)
     assert own_backend._parts is not first._parts
     assert not own_backend.shared
     # Retrievers over fresh stores of the folder reuse it as well.
@@ -151,7 +160,7 @@ def test_a_process_with_a_watcher_exits_cleanly_with_its_index_written(tmp_path:
         """
         import sys, time
         from local_ai_memory import DirectoryGuard, MemoryConfig, MemoryStore
-        store = MemoryStore(DirectoryGuard(sys.argv[1]), MemoryConfig(fsync=False))
+        store = MemoryStore(DirectoryGuard(sys.argv[1]), MemoryConfig(fsync=False, auto_watch=True))
         store.write_file("knowledge/alice_a.md", "# A\\n\\napples")
         store.bm25_search("apples", user_id="alice")
         deadline = time.monotonic() + 10

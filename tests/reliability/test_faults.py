@@ -40,7 +40,7 @@ from local_ai_memory._messages import SessionMessageStore
 from local_ai_memory._store import MemoryStore
 from local_ai_memory._tool_results import RetentionPolicy, ToolResultStore
 
-CONFIG = MemoryConfig(fsync=True, lock_timeout=3.0)
+CONFIG = MemoryConfig(fsync=True, lock_timeout=3.0, auto_watch=False)  # no watcher thread under injected faults
 BIG = "x" * 150_000  # several write() calls per file
 
 

@@ -25,7 +25,7 @@ from local_ai_memory._retriever import MemoryRetriever
 from local_ai_memory._store import MemoryStore
 from local_ai_memory._tool_results import ToolResultStore
 
-CONFIG = MemoryConfig(fsync=False)
+CONFIG = MemoryConfig(fsync=False, auto_watch=False)  # files change behind the store's back, then a search
 
 HOSTILE_NAMES = [
     "..",

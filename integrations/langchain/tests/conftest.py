@@ -25,7 +25,9 @@ def guard(config: MemoryConfig) -> DirectoryGuard:
 
 
 @pytest.fixture(autouse=True)
-def _no_watchers_left() -> Iterator[None]:
-    """Stores watch their folders by themselves: stop those watchers after each test."""
+def _no_watchers_left(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No automatic watcher here (edits behind a store's back must show at the very next
+    search, not within a second), and none outlives its test."""
+    monkeypatch.setenv("LOCAL_AI_MEMORY_AUTO_WATCH", "false")
     yield
     close_shared_stores()
