@@ -15,6 +15,20 @@ measures, per size, each in a fresh subprocess (so peak memory is per engine):
   ``BM25Retriever`` (``llama_index.retrievers.bm25``) on the same texts and queries: build,
   query p50/p95, peak RSS, and the ratio to ours. A missing peer is reported by name.
 
+Default configuration against LlamaIndex (what a LangChain or LlamaIndex user gets, no watcher
+started by hand, no LLM), every engine in a fresh subprocess, one run::
+
+    .venv/bin/python benchmarks/bench_knowledge.py --retrievers --sizes 2000,10000,100000
+
+* Stage 1: ``MemoryStore.search`` p50/p95 with default settings (the store watches its folder
+  by itself from its first query; the time until it does is shown) vs LlamaIndex
+  ``BM25Retriever.retrieve`` (bm25s) p50/p95, as a ratio;
+* the whole retriever (Stages 1-3 with the default 2000-token budget, no LLM): LangChain
+  ``LocalMemoryRetriever.invoke`` and LlamaIndex ``LocalMemoryRetriever.retrieve``, p50/p95,
+  and their p50 against LlamaIndex ``BM25Retriever``'s;
+* a retriever built per request (as a web server does) vs a warm one, p50;
+* a note written by another process: how long until a query finds it.
+
 Quality (real text: one note per standard-library module, queries from held-out docstrings,
 see ``local_ai_memory._samples``)::
 
@@ -111,6 +125,21 @@ def _time_queries(run: Callable[[str], Any], queries: list[tuple[str, str]], rep
         run(query)
         samples.append((time.perf_counter() - start) * 1000)
     return _percentiles(samples)
+
+
+def _time_warm(run: Callable[[str], Any], queries: list[tuple[str, str]], repeat: int) -> tuple[float, ...]:
+    """After one pass over the queries: wall p50, wall p95, and the calling thread's CPU time
+    p50 and p95 (the CPU figures leave out waits for a busy machine's cores)."""
+    for query, _ in queries:
+        run(query)
+    wall, cpu = [], []
+    for i in range(repeat):
+        query = queries[i % len(queries)][0]
+        start, start_cpu = time.perf_counter(), time.thread_time()
+        run(query)
+        cpu.append((time.thread_time() - start_cpu) * 1000)
+        wall.append((time.perf_counter() - start) * 1000)
+    return (*_percentiles(wall), *_percentiles(cpu))
 
 
 def _peak_mb() -> float:
@@ -233,7 +262,7 @@ def child_llamaindex(size: int) -> dict[str, Any]:
     nodes = [TextNode(text=t, id_=n) for n, t in zip(names, texts, strict=False)]
     retriever = BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=5)
     build = time.perf_counter() - start
-    p50, p95 = _time_queries(retriever.retrieve, queries, REPEAT_QUERIES // 2)
+    p50, p95, cpu_p50, cpu_p95 = _time_warm(retriever.retrieve, queries, REPEAT_QUERIES)
     hits = sum(name in [n.node.node_id for n in retriever.retrieve(q)] for q, name in queries)
     return {
         "engine": "llamaindex",
@@ -241,9 +270,77 @@ def child_llamaindex(size: int) -> dict[str, Any]:
         "build_s": build,
         "bm25_p50_ms": p50,
         "bm25_p95_ms": p95,
+        "bm25_cpu_p50_ms": cpu_p50,
+        "bm25_cpu_p95_ms": cpu_p95,
         "sanity_recall5": hits / len(queries),
         "peak_rss_mb": _peak_mb(),
     }
+
+
+def _existing_index(root: Path) -> float:
+    """Build the index once if missing (as ``local-ai-memory index`` would); seconds spent."""
+    from local_ai_memory import DirectoryGuard, MemoryConfig, MemoryStore, close_shared_stores
+
+    if (root / "memory_data" / "memory_index.json").exists():
+        return 0.0
+    start = time.perf_counter()
+    MemoryStore(DirectoryGuard(root), MemoryConfig(fsync=False, auto_watch=False)).ensure_index()
+    close_shared_stores()
+    return time.perf_counter() - start
+
+
+def child_default(size: int) -> dict[str, Any]:
+    """Ours with default settings in a fresh process over an existing index: Stage 1 and both
+    integrations' retrievers end to end (no LLM), warm and built per request."""
+    from langchain_local_ai_memory import LocalMemoryRetriever as LangChainRetriever
+    from llama_index.retrievers.local_ai_memory import LocalMemoryRetriever as LlamaIndexRetriever
+
+    from local_ai_memory import DirectoryGuard, MemoryConfig, MemoryStore
+
+    root = corpus_dir(size)
+    queries = queries_for(root)
+    result: dict[str, Any] = {"engine": "default", "size": size, "index_build_s": _existing_index(root)}
+    config = MemoryConfig(runtime_data_dir=root, fsync=False)
+    start = time.perf_counter()
+    store = MemoryStore(DirectoryGuard(root), config)
+    store.search(queries[0][0], 5, user_id=USER)
+    result["open_first_query_s"] = time.perf_counter() - start
+    while not store.watched and time.perf_counter() - start < 30:
+        store.search(queries[0][0], 5, user_id=USER)
+        time.sleep(0.001)
+    result["until_watched_ms"] = (time.perf_counter() - start) * 1000
+    timed = _time_warm(lambda q: store.search(q, 5, user_id=USER), queries, REPEAT_QUERIES)
+    result["stage1_p50_ms"], result["stage1_p95_ms"], result["stage1_cpu_p50_ms"], result["stage1_cpu_p95_ms"] = timed
+    hits = sum(name in [c.filename for c in store.search(q, 5, user_id=USER)] for q, name in queries)
+    result["sanity_recall5"] = hits / len(queries)
+
+    lc = LangChainRetriever(config=config, user_id=USER)
+    timed = _time_warm(lc.invoke, queries, REPEAT_QUERIES)
+    result["lc_p50_ms"], result["lc_p95_ms"], result["lc_cpu_p50_ms"], result["lc_cpu_p95_ms"] = timed
+    li = LlamaIndexRetriever.from_config(config, user_id=USER)
+    timed = _time_warm(li.retrieve, queries, REPEAT_QUERIES)
+    result["li_p50_ms"], result["li_p95_ms"], result["li_cpu_p50_ms"], result["li_cpu_p95_ms"] = timed
+    result["lc_fresh_p50_ms"] = _time_warm(
+        lambda q: LangChainRetriever(config=config, user_id=USER).invoke(q), queries, REPEAT_QUERIES
+    )[0]
+    result["li_fresh_p50_ms"] = _time_warm(
+        lambda q: LlamaIndexRetriever.from_config(config, user_id=USER).retrieve(q), queries, REPEAT_QUERIES
+    )[0]
+
+    # A note written by another process (an editor): time until a query finds it.
+    target = root / "memory_data" / "knowledge" / f"{USER}_zz_visible.md"
+    writer = f"import pathlib; pathlib.Path({str(target)!r}).write_text('# New\\n\\nokapizebra here')"
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", writer], check=True)
+    written = time.perf_counter()
+    while [c.filename for c in store.search("okapizebra", 5, user_id=USER)] != [target.name]:
+        time.sleep(0.002)
+        if time.perf_counter() - written > 10:
+            break
+    result["other_process_visible_ms"] = (time.perf_counter() - written) * 1000
+    target.unlink()
+    result["peak_rss_mb"] = _peak_mb()
+    return result
 
 
 FIELD_LABELS = {
@@ -251,7 +348,12 @@ FIELD_LABELS = {
     "content": "full content",
     "both": "both (content + file-name words + keywords; the default)",
 }
-CHILDREN = {"ours": child_ours, "langchain": child_langchain, "llamaindex": child_llamaindex}
+CHILDREN = {
+    "ours": child_ours,
+    "default": child_default,
+    "langchain": child_langchain,
+    "llamaindex": child_llamaindex,
+}
 
 
 def run_child(engine: str, size: int) -> dict[str, Any]:
@@ -311,6 +413,54 @@ def speed(sizes: list[int], peers: bool) -> None:
                 f"| {r['size']:,} | {r['engine']} | {r['build_s']:.1f} | {r['bm25_p50_ms']:.2f}"
                 f" | {r['bm25_p95_ms']:.2f} | {ratio} | {r['peak_rss_mb']:.0f} | {r['sanity_recall5']:.2f} |"
             )
+
+
+def retrievers(sizes: list[int]) -> None:
+    rows: dict[tuple[str, int], dict[str, Any]] = {}
+    for size in sizes:
+        corpus_dir(size)
+        for engine in ("default", "llamaindex"):
+            row = run_child(engine, size)
+            rows[(engine, size)] = row
+            print(json.dumps(row), file=sys.stderr)
+    print("\n## Default configuration vs LlamaIndex BM25Retriever (same corpus and queries, one run)\n")
+    print(
+        "Ratios are ours / LlamaIndex BM25Retriever p50 (below 1 means ours is faster). Ours: no watcher"
+        " started by hand, default settings, no LLM; the whole retrievers include Stage 3 (2000-token budget)."
+    )
+    print(
+        "\n| notes | until watched ms | Stage 1 p50 / p95 ms | LlamaIndex BM25 p50 / p95 ms | Stage 1 ratio"
+        " | LangChain invoke p50 / p95 ms | ratio | LlamaIndex retrieve p50 / p95 ms | ratio"
+        " | per request p50 ms (LC / LI) | other process visible ms | recall@5 ours / LI |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    cpu_rows = []
+    for size in sizes:
+        ours, peer = rows[("default", size)], rows[("llamaindex", size)]
+        if "error" in ours or "error" in peer or "missing" in peer:
+            print(f"| {size:,} | ERROR / MISSING: {ours.get('error')} {peer.get('error') or peer.get('missing')} |")
+            continue
+        base = peer["bm25_p50_ms"]
+        print(
+            f"| {size:,} | {ours['until_watched_ms']:.0f}"
+            f" | {ours['stage1_p50_ms']:.3f} / {ours['stage1_p95_ms']:.3f}"
+            f" | {base:.3f} / {peer['bm25_p95_ms']:.3f} | {ours['stage1_p50_ms'] / base:.2f}"
+            f" | {ours['lc_p50_ms']:.2f} / {ours['lc_p95_ms']:.2f} | {ours['lc_p50_ms'] / base:.2f}"
+            f" | {ours['li_p50_ms']:.2f} / {ours['li_p95_ms']:.2f} | {ours['li_p50_ms'] / base:.2f}"
+            f" | {ours['lc_fresh_p50_ms']:.2f} / {ours['li_fresh_p50_ms']:.2f}"
+            f" | {ours['other_process_visible_ms']:.0f}"
+            f" | {ours['sanity_recall5']:.2f} / {peer['sanity_recall5']:.2f} |"
+        )
+        cpu_rows.append(
+            f"| {size:,} | {ours['stage1_cpu_p50_ms']:.3f} / {ours['stage1_cpu_p95_ms']:.3f}"
+            f" | {peer['bm25_cpu_p50_ms']:.3f} / {peer['bm25_cpu_p95_ms']:.3f}"
+            f" | {ours['lc_cpu_p50_ms']:.2f} / {ours['lc_cpu_p95_ms']:.2f}"
+            f" | {ours['li_cpu_p50_ms']:.2f} / {ours['li_cpu_p95_ms']:.2f} |"
+        )
+    print("\nThe same loops in CPU time of the calling thread (p50 / p95 ms; waits for a busy machine left out):\n")
+    print("| notes | Stage 1 | LlamaIndex BM25 | LangChain invoke | LlamaIndex retrieve |\n|---|---|---|---|---|")
+    print("\n".join(cpu_rows))
+    print(f"\nload average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
 
 
 # -- quality --------------------------------------------------------------------------------------
@@ -383,6 +533,9 @@ def main() -> None:
     parser.add_argument("--no-peers", action="store_true", help="skip LangChain and LlamaIndex")
     parser.add_argument("--quality", action="store_true", help="run the real-text quality evaluation instead")
     parser.add_argument("--hybrid", action="store_true", help="with --quality: include hybrid with the real model")
+    parser.add_argument(
+        "--retrievers", action="store_true", help="default configuration and whole retrievers vs LlamaIndex"
+    )
     parser.add_argument("--child", choices=sorted(CHILDREN), help=argparse.SUPPRESS)
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s]
@@ -391,6 +544,9 @@ def main() -> None:
         return
     if args.quality:
         quality(args.hybrid)
+        return
+    if args.retrievers:
+        retrievers(sizes)
         return
     speed(sizes, not args.no_peers)
 

@@ -300,3 +300,26 @@ def test_for_model_fences_the_files_as_data(tmp_path: Path) -> None:
     assert text.endswith("\n````")  # longer than any backtick run inside, so the file cannot close it
     empty = MemoryRetriever(store).retrieve_result("zebra", "alice", max_tokens=500)
     assert empty.for_model() == "No matching notes in memory."
+
+
+@pytest.mark.parametrize("encoding", ["cl100k_base", "o200k_base"])
+def test_packed_token_counts_are_exact_without_recounting(encoding: str) -> None:
+    """The packer adds counts at split points instead of counting the joined text: random
+    texts full of seams that merge tokens (spaces, newlines, apostrophes, marks, emoji) must
+    still give exactly tiktoken's count of the whole answer and of each block."""
+    import random
+
+    from local_ai_memory._retriever import _Packer
+    from local_ai_memory._search import Candidate
+
+    parts = ["a", "Zb", "1", "99", " ", "  ", "\n", "\n\n", "\r\n", "'", "'s", "'ll", ".", "!?", "#", "-", "_"]
+    parts += ["é", "e\u0301", "中文", "😀", "\t", "...", "```", "<|endoftext|>", "Ω", "١٢", "ß", "\u200b", "’"]
+    rng = random.Random(16)
+    counter = TokenCounter(encoding)
+    for _ in range(300):
+        packer = _Packer(counter, 10**9)
+        for j in range(rng.randint(1, 5)):
+            text = "".join(rng.choice(parts) for _ in range(rng.randint(0, 40)))
+            packer.offer(Candidate(f"alice_n{j}.md", "knowledge", "", "", (), 1.0), 1, text)
+            assert packer.used == counter.count(packer.text), repr(packer.text)
+            assert packer.files[-1].tokens == counter.count(format_block(f"alice_n{j}.md", text))

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from local_ai_memory import close_shared_stores
 from local_ai_memory._config import MemoryConfig
 from local_ai_memory._errors import (
     InvalidInputError,
@@ -488,17 +489,20 @@ def test_ranker_snapshot_spares_rereading_unchanged_files(tmp_path: Path) -> Non
     assert snapshot.exists()
     # Same size and mtime: the index and the snapshot both consider the file unchanged, so a
     # new store answers from the snapshot without reading the file (it still finds "apples").
+    close_shared_stores()  # each store below starts as a new process would
     st = path.stat()
     path.write_text("# A\n\nmelons")
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert make_store(tmp_path).bm25_search("apples", user_id="alice") == ["alice_a.md"]
     # A real change (new mtime) is re-read even though the snapshot is older.
     bump(path, "# A\n\ncherries")
+    close_shared_stores()
     fresh = make_store(tmp_path)
     assert fresh.bm25_search("cherries", user_id="alice") == ["alice_a.md"]
     assert fresh.bm25_search("apples", user_id="alice") == []
     # Metadata changed without a file change (e.g. LLM keywords): that document is re-tokenized.
     fresh.update_index_entry("alice_b.md", "B", "d", ["kiwi"], "knowledge")
+    close_shared_stores()
     assert make_store(tmp_path).bm25_search("kiwi", user_id="alice") == ["alice_b.md"]
 
 
@@ -507,6 +511,7 @@ def test_damaged_ranker_snapshot_is_ignored(tmp_path: Path, events: Any) -> None
     put(store, "alice", "a", "# A\n\napples")
     store.bm25_search("apples", user_id="alice")
     snapshot = store.data_dir / ".bm25" / "knowledge" / "alice_bm25.npz"
+    close_shared_stores()  # the next store reads the snapshot, as a new process would
     snapshot.write_bytes(b"garbage")
     assert make_store(tmp_path).bm25_search("apples", user_id="alice") == ["alice_a.md"]
     assert "MEMORY_CORRUPT" in events.names()

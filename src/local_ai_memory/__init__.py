@@ -43,6 +43,7 @@ from ._messages import SessionMessageStore
 from ._openai_client import OpenAICompatibleEmbedder, OpenAICompatibleLLM, embedder_from_env, llm_from_env
 from ._protocols import LLM, Embedder
 from ._retriever import MemoryRetriever
+from ._shared_roots import close_shared_stores
 from ._store import MemoryStore
 from ._tokens import TokenCounter
 from ._tool_results import RetentionPolicy, ToolResultStore, render_page
@@ -83,6 +84,7 @@ __all__ = [
     "UnsupportedFormatError",
     "WorkingMemoryCompressor",
     "__version__",
+    "close_shared_stores",
     "embedder_from_env",
     "llm_from_env",
     "render_page",

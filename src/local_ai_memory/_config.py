@@ -81,6 +81,10 @@ class MemoryConfig(BaseSettings):
     stemmer_language: str | None = _memory(
         "english", "Stemming language of Stage 1 BM25 (a Snowball language, e.g. german; none: no stemming)."
     )
+    auto_watch: bool = _memory(
+        True,
+        "A searched file store watches its notes in a background thread, so queries do no per-file work.",
+    )
     working_memory_enabled: bool = _memory(True, "Read and compress L1 working memory.")
     working_memory_target_tokens: int = _memory(768, "Token budget of the L1 summary.", ge=32, le=100_000)
     working_memory_compact_keep_last: int = _memory(6, "Messages kept in the session after compaction.", ge=0)

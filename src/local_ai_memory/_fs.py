@@ -236,6 +236,21 @@ def read_optional(path: Path) -> bytes | None:
         raise _storage_error("read", path, exc) from exc
 
 
+def read_head(path: Path, size: int) -> tuple[bytes, bool] | None:
+    """The first ``size`` bytes of ``path`` and whether that is all of it, or ``None`` when missing.
+
+    Reads one byte more than asked to tell "exactly ``size`` bytes long" from "longer".
+    """
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(size + 1)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise _storage_error("read", path, exc) from exc
+    return (data, True) if len(data) <= size else (data[:size], False)
+
+
 def read_tail(path: Path, size: int) -> bytes | None:
     """The last ``size`` bytes of ``path`` (all of it when shorter), or ``None`` when missing."""
     try:

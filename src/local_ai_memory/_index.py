@@ -19,7 +19,11 @@ Index format (``index_version: 3``)::
                 "last_modified": 1764400000.1, "size": 812, "mtime_ns": 1764400000100000000}]}
 
 ``size`` and ``mtime_ns`` are optional additions: the staleness check compares them (exact,
-stat-only) when present and ``last_modified`` otherwise. An index with an older version is
+stat-only) when present and ``last_modified`` otherwise. Two more optional additions, which
+readers that do not know them ignore: an entry's ``indexed_bytes`` (only that prefix of a
+huge note was indexed) and a top-level ``skipped`` list of notes that could not be indexed
+(``category``, ``filename``, ``size``, ``mtime_ns``, ``reason``), so no process re-reads them
+until they change. An index with an older version is
 rebuilt from the files; a newer one is refused with :class:`UnsupportedFormatError`.
 """
 
@@ -40,6 +44,7 @@ __all__ = [
     "IndexEntry",
     "IndexFile",
     "ParsedIndex",
+    "SkippedNote",
     "extract_description",
     "extract_keywords",
     "extract_metadata",
@@ -82,6 +87,22 @@ class IndexEntry(BaseModel):
         default=None,
         description="SHA-256 of the text, kept only while the file's mtime is too recent to trust (see _store).",
     )
+    indexed_bytes: int | None = Field(
+        default=None,
+        description="Set when only the note's first bytes were indexed (a huge note; see _note_indexing).",
+    )
+
+
+class SkippedNote(BaseModel):
+    """A note that could not be indexed (not UTF-8, binary), remembered by its signature."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    category: str
+    filename: str
+    size: int
+    mtime_ns: int
+    reason: str = ""
 
 
 class IndexFile(BaseModel):
@@ -92,6 +113,7 @@ class IndexFile(BaseModel):
     index_version: int = INDEX_VERSION
     last_updated: float = 0.0
     files: list[IndexEntry] = Field(default_factory=list)
+    skipped: list[SkippedNote] = Field(default_factory=list)
 
 
 class _VersionOnly(BaseModel):
@@ -127,11 +149,13 @@ def parse_index(data: bytes) -> ParsedIndex:
         return "corrupt", None, f"invalid entries: {exc.error_count()} error(s)"
 
 
-def serialize_index(entries: list[IndexEntry], last_updated: float) -> bytes:
-    """The bytes of an index holding ``entries`` (sorted by category, then file name)."""
+def serialize_index(entries: list[IndexEntry], last_updated: float, skipped: list[SkippedNote] | None = None) -> bytes:
+    """The bytes of an index holding ``entries`` (sorted by category, then file name) and ``skipped``."""
     ordered = sorted(entries, key=lambda e: (e.category, e.filename))
     files = [e.model_dump(exclude_none=True) for e in ordered]
-    body = {"index_version": INDEX_VERSION, "last_updated": last_updated, "files": files}
+    body: dict[str, object] = {"index_version": INDEX_VERSION, "last_updated": last_updated, "files": files}
+    if skipped:
+        body["skipped"] = [n.model_dump() for n in sorted(skipped, key=lambda n: (n.category, n.filename))]
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 

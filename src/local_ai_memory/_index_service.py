@@ -21,6 +21,10 @@ it as a context manager, sync or async::
 
     async with MemoryIndexService(store):
         await store.abm25_search("python", user_id="alice")
+
+Nobody has to start it for the index to stay current: a store that built its own file backend
+starts an automatic watcher of its folder at its first query (config ``auto_watch``, on by
+default; see :func:`watch_automatically`). Starting a service explicitly stops that one first.
 """
 
 from __future__ import annotations
@@ -35,12 +39,16 @@ from typing import Literal
 import watchfiles
 
 from ._backends.file_knowledge import FileKnowledgeBackend
+from ._config import MemoryConfig
 from ._errors import InvalidInputError
 from ._events import Event, log_event
+from ._guard import DirectoryGuard
+from ._index import RankingField
 from ._protocols import LLM
+from ._shared_roots import RootParts, note_watcher_started, registered, set_watch_starter
 from ._store import MemoryStore
 
-__all__ = ["MemoryIndexService"]
+__all__ = ["AutoWatch", "MemoryIndexService", "watch_automatically"]
 
 FULL_RESCAN_ABOVE = 20_000
 
@@ -74,6 +82,7 @@ class MemoryIndexService:
         self._ready = threading.Event()
         self._thread: threading.Thread | None = None
         self._last_flush = 0.0
+        self._tick_ms = 500  # how often the native watcher answers when nothing happens
 
     def __repr__(self) -> str:
         return f"MemoryIndexService({self.store!r}, mode={self.mode!r}, running={self.running})"
@@ -89,6 +98,7 @@ class MemoryIndexService:
         if self.running:
             return
         backend = self._backend()
+        self.store.stop_watching()  # an automatic watcher of the same folder gives way
         self.store.ensure_index(self.llm)
         self._stop.clear()
         self._ready.clear()
@@ -180,14 +190,19 @@ class MemoryIndexService:
             debounce=max(self.debounce_ms, 50),
             step=50,
             stop_event=self._stop,
-            rust_timeout=500,
+            rust_timeout=self._tick_ms,
             yield_on_timeout=True,
             raise_interrupt=False,
         ):
-            self._ready.set()
+            if not self._ready.is_set():
+                self._on_ready()
             self._safe({path for _, path in changes})
             if self._stop.is_set():
                 break
+
+    def _on_ready(self) -> None:
+        """The native watcher is registered (its first answer arrived)."""
+        self._ready.set()
 
     def _poll(self) -> None:
         self.active_mode = "poll"
@@ -205,3 +220,103 @@ class MemoryIndexService:
                 if self._stop.is_set():
                     return
         self._poll()
+
+
+class AutoWatch(MemoryIndexService):
+    """The watcher a store starts by itself (see :func:`watch_automatically`).
+
+    Unlike an explicit service it does not block the query that starts it: the thread opens
+    the change feed only once native watching is registered, and until then queries compare
+    listings as before. Index writes are not coalesced (each change is written as without a
+    watcher). Where native watching is unavailable it ends, and queries keep comparing
+    listings (the polling fallback without a thread).
+    """
+
+    def __init__(self, store: MemoryStore, parts: RootParts) -> None:
+        super().__init__(store, mode="watch", flush_interval=0.0, debounce_ms=100)
+        self.parts = parts
+        self._feeding = False
+        self._tick_ms = 100  # its first answer says it is registered: queries stop listing soon
+
+    def start(self) -> None:
+        """Start the watching thread and return at once."""
+        if self.running:
+            return
+        self._backend()
+        self._stop.clear()
+        self._ready.clear()
+        self._thread = threading.Thread(target=self._run, name="local-ai-memory-auto-watch", daemon=True)
+        self._thread.start()
+
+    def _on_ready(self) -> None:
+        if self._stop.is_set():
+            return
+        # Feed first, then the flag: a query in between compares listings once (the feed is
+        # new), and no query ever takes the index as watched while the feed is closed.
+        self._backend().start_feed()
+        self._feeding = True
+        self.store.follow_watcher(True, coalesce=False)
+        super()._on_ready()
+        # The feed just opened: this first look compares every listing once, catching what
+        # changed before the watcher was registered.
+        try:
+            self.store.apply_changes()
+        except Exception as exc:  # the next batch retries; queries stay correct meanwhile
+            log_event(Event.INDEX_WATCH_ERROR, level=logging.WARNING, error=repr(exc))
+
+    def _run(self) -> None:
+        try:
+            self._watch()
+        except Exception as exc:
+            self.parts.auto_failed = True
+            log_event(Event.INDEX_WATCH_ERROR, level=logging.WARNING, error=repr(exc), fallback="listing comparison")
+            self._close_feed()
+
+    def _close_feed(self) -> None:
+        if self._feeding:  # the flag first, then the feed (see _on_ready)
+            self.store.follow_watcher(False)
+            self._backend().stop_feed()
+            self._feeding = False
+
+    def stop(self) -> None:
+        """Stop watching, then write pending index changes and ranker snapshots (best effort)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10.0)
+            self._thread = None
+        self._close_feed()
+        try:
+            self.store.flush()
+            self.store.save_rankers()
+        except Exception as exc:  # a cache and a write the next process redoes: never fail a stop
+            log_event(Event.INDEX_WRITE_DEFERRED, level=logging.WARNING, path="at watcher stop", reason=repr(exc))
+
+
+def watch_automatically(
+    parts: RootParts,
+    guard: DirectoryGuard | None,
+    config: MemoryConfig,
+    categories: tuple[str, ...],
+    ranking_field: RankingField,
+) -> AutoWatch | None:
+    """Start the automatic watcher of a shared folder (once; thread-safe); ``None`` if not started.
+
+    The watcher works through a store of its own over the shared ``parts``, so it keeps no
+    user's store (or embedder) alive.
+    """
+    if guard is None or not isinstance(parts.backend, FileKnowledgeBackend):
+        return None
+    with parts.start_lock:
+        if parts.auto is not None or parts.auto_failed or parts.watched or not registered(parts):
+            return None
+        view = MemoryStore(guard, config.replace(auto_watch=False), categories=categories, ranking_field=ranking_field)
+        if view._parts is not parts:  # the registry moved on meanwhile
+            return None
+        watcher = AutoWatch(view, parts)
+        parts.auto = watcher
+        note_watcher_started()
+        watcher.start()
+        return watcher
+
+
+set_watch_starter(watch_automatically)

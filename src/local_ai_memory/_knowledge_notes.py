@@ -15,7 +15,10 @@ own module and each seeing storage only through the
 
 Before each query :meth:`KnowledgeNotes._prepare` brings the index up to date: it applies the
 backend's change feed when there is one, else (unless a watcher runs) compares the asking
-user's listing with the index.
+user's listing with the index. A store that built its own file backend shares these parts with
+every other such store of its folder in the process (:mod:`._shared_roots`), and its first query
+starts the folder's automatic watcher (config ``auto_watch``), after which queries compare no
+listings at all.
 """
 
 from __future__ import annotations
@@ -45,12 +48,13 @@ from ._errors import (
 )
 from ._events import Event, log_event
 from ._guard import DirectoryGuard, check_component, user_file_prefix, validate_id, validate_name
-from ._index import INDEX_VERSION, IndexEntry, IndexFile, RankingField, keyword_prompt, parse_keywords
+from ._index import INDEX_VERSION, IndexEntry, IndexFile, RankingField, SkippedNote, keyword_prompt, parse_keywords
 from ._knowledge_index import INDEX_NAME, KnowledgeIndex
-from ._note_indexing import NoteIndexer, Scanned, StaleEntry
+from ._note_indexing import NoteIndexer, Scanned, StaleEntry, decode_head
 from ._protocols import LLM, Embedder
 from ._ranker_cache import RankerCache
 from ._search import embedding_text
+from ._shared_roots import RootKey, RootParts, shared_parts, start_watching
 from ._twins import thread_twin
 
 __all__ = ["KnowledgeNotes"]
@@ -109,22 +113,60 @@ class KnowledgeNotes:
         self.embedder = embedder
         self.ranking_field: RankingField = ranking_field
         self.auto_refresh = auto_refresh
-        self.watched = False
-        """True while a watcher keeps the index current: queries then compare no listings."""
-        self.defer_writes = False
-        """True while index writes are coalesced (a watcher flushes them); see :meth:`follow_watcher`."""
+        self.shared = backend is None and guard is not None
+        """True when this store shares its index and rankers with the other stores of its
+        folder in this process (it built its own file backend; see :mod:`._shared_roots`)."""
         if backend is None:
             assert guard is not None
-            backend = FileKnowledgeBackend(guard, self.config)
-        self.backend: KnowledgeBackend = backend
+            self._parts = shared_parts(
+                self._root_key(guard), lambda: self._build_parts(FileKnowledgeBackend(guard, self.config))
+            )
+        else:
+            self._parts = self._build_parts(backend)
+        self.backend: KnowledgeBackend = self._parts.backend
         # Where the notes would be on disk; without a guard only a name (paths are then relative).
         self.data_dir = guard.resolve(DATA_DIR) if guard is not None else Path(DATA_DIR)
         self.index_path = self.data_dir / INDEX_NAME
-        self._lock = threading.RLock()
-        self._index = KnowledgeIndex(self.backend, self.categories, self._lock)
-        self._rankers = RankerCache(self.backend, self._index, ranking_field, Analyzer(self.config.stemmer_language))
-        self._indexer = NoteIndexer(self.backend, self._index, self._rankers, ranking_field, self._lock)
+        self._lock = self._parts.lock
+        self._index = self._parts.index
+        self._rankers = self._parts.rankers
+        self._indexer = self._parts.indexer
         self._vectors: tuple[Embedder, VectorCache] | None = None
+
+    def _root_key(self, guard: DirectoryGuard) -> RootKey:
+        config = self.config
+        return (
+            str(guard.resolve(DATA_DIR)),
+            self.categories,
+            self.ranking_field,
+            config.fsync,
+            config.stemmer_language,
+        )
+
+    def _build_parts(self, backend: KnowledgeBackend) -> RootParts:
+        lock = threading.RLock()
+        index = KnowledgeIndex(backend, self.categories, lock)
+        rankers = RankerCache(backend, index, self.ranking_field, Analyzer(self.config.stemmer_language))
+        indexer = NoteIndexer(backend, index, rankers, self.ranking_field, lock)
+        return RootParts(backend, lock, index, rankers, indexer)
+
+    @property
+    def watched(self) -> bool:
+        """True while a watcher keeps the index current: queries then compare no listings."""
+        return self._parts.watched
+
+    @watched.setter
+    def watched(self, value: bool) -> None:
+        self._parts.watched = value
+
+    @property
+    def defer_writes(self) -> bool:
+        """True while index writes are coalesced (a watcher flushes them); see :meth:`follow_watcher`."""
+        return self._parts.defer_writes
+
+    @defer_writes.setter
+    def defer_writes(self, value: bool) -> None:
+        self._parts.defer_writes = value
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.backend!r}, categories={list(self.categories)!r})"
@@ -202,6 +244,28 @@ class KnowledgeNotes:
             return data.decode("utf-8")
         except UnicodeDecodeError:
             raise UnsupportedFormatError(f"{os.fspath(path)} is not UTF-8 text") from None
+
+    def read_head(self, path: str | os.PathLike[str], max_bytes: int) -> tuple[str, bool]:
+        """The text of a note's first ``max_bytes`` bytes (a character cut in two is left out)
+        and whether that is the whole note: what retrieval reads of a note it may cut anyway."""
+        category, name = self._note_key(path)
+        if category is None:
+            raise RecordNotFoundError(f"no memory file {os.fspath(path)}")
+        return self._head(category, name, max_bytes, os.fspath(path))
+
+    def read_note_head(self, category: str, filename: str, max_bytes: int) -> tuple[str, bool]:
+        """:meth:`read_head` of the note ``filename`` in ``category`` (what Stage 3 reads: the
+        names come from the index, so only the cheap name checks are made, no path resolution)."""
+        return self._head(self._category(category), check_component(filename), max_bytes, f"{category}/{filename}")
+
+    def _head(self, category: str, name: str, max_bytes: int, shown: str) -> tuple[str, bool]:
+        head = self.backend.read_note_head(category, name, max(0, max_bytes))
+        if head is None:
+            raise RecordNotFoundError(f"no memory file {shown}")
+        try:
+            return decode_head(*head), head[1]
+        except UnicodeDecodeError:
+            raise UnsupportedFormatError(f"{shown} is not UTF-8 text") from None
 
     def write_file(self, path: str | os.PathLike[str], content: str) -> Path:
         """Write ``content`` atomically; a knowledge file is indexed right away. Returns the path."""
@@ -281,14 +345,14 @@ class KnowledgeNotes:
                 return self._index.entries
             loaded = self._index.load_stored()
             if loaded is not None:
-                self._replace(loaded)
-                return loaded
+                self._replace(*loaded)
+                return loaded[0]
             self._replace({})
         self.populate_index_from_files(None, None, llm=llm, progress=progress)
         return self._index.current()
 
-    def _replace(self, entries: dict[Any, IndexEntry]) -> None:
-        self._index.replace(entries)
+    def _replace(self, entries: dict[Any, IndexEntry], skipped: dict[Any, SkippedNote] | None = None) -> None:
+        self._index.replace(entries, skipped)
         self._rankers.clear()
         self._indexer.cursor = None  # entries from elsewhere: the next look compares every listing once
 
@@ -325,6 +389,18 @@ class KnowledgeNotes:
                 if found is not None:
                     return found
         return None
+
+    def skipped_notes(self, user_id: str | None = None, categories: Iterable[str] | None = None) -> list[SkippedNote]:
+        """Notes that could not be indexed (not UTF-8, binary) and why, sorted; each is read
+        again only when its size or version changes (the list is kept in the index)."""
+        if user_id is not None:
+            validate_name(user_id, "user_id")
+        cats = self._categories(categories)
+        self._ensure_loaded()
+        prefix = user_file_prefix(user_id) if user_id is not None else ""
+        with self._lock:
+            found = [n for n in self._index.skipped.values() if n.category in cats and n.filename.startswith(prefix)]
+        return sorted(found, key=lambda n: (n.category, n.filename))
 
     def flush(self) -> bool:
         """Write the index now if it changed since the last write; return whether it wrote."""
@@ -523,14 +599,25 @@ class KnowledgeNotes:
             log_event(Event.INDEX_REFRESHED, files=changed, source="watcher")
         return changed
 
-    def follow_watcher(self, active: bool) -> None:
+    def follow_watcher(self, active: bool, *, coalesce: bool = True) -> None:
         """A watcher starts (``True``) or stops keeping the index current.
 
-        While it runs, queries compare no listings and index writes are coalesced (the watcher
-        calls :meth:`flush`); stopping writes nothing by itself.
+        While it runs, queries compare no listings and, with ``coalesce``, index writes are
+        coalesced (the watcher calls :meth:`flush`); stopping writes nothing by itself.
         """
-        self.watched = active
-        self.defer_writes = active
+        self._parts.watched = active
+        self._parts.defer_writes = active and coalesce
+
+    def _start_watching(self) -> None:
+        """Start the folder's automatic watcher (see :func:`~._index_service.watch_automatically`)."""
+        start_watching(self._parts, self.guard, self.config, self.categories, self.ranking_field)
+
+    def stop_watching(self) -> None:
+        """Stop the automatic watcher of this store's folder, if one runs (queries then compare
+        listings again until the next query starts it anew, unless ``auto_watch`` is off)."""
+        watcher, self._parts.auto = self._parts.auto, None
+        if watcher is not None:
+            watcher.stop()
 
     def save_rankers(self) -> int:
         """Write the tokenized form of every changed ranker to storage (``.bm25/``) so the next
@@ -544,6 +631,10 @@ class KnowledgeNotes:
         self._ensure_loaded()
         if self.backend.blob_size(f"{ERASING_DIR}/{user_file_prefix(user_id)}") is not None:
             self.forget_user(user_id)  # being forgotten elsewhere: finish our part, never answer half way
+        parts = self._parts
+        idle = not parts.watched and parts.auto is None and not parts.auto_failed
+        if idle and self.auto_refresh and self.shared and self.config.auto_watch:
+            self._start_watching()
         if self.auto_refresh:
             changed = self._indexer.follow_feed(self.categories)
             if changed:
@@ -554,6 +645,7 @@ class KnowledgeNotes:
 
     # -- async twins -----------------------------------------------------------------------------
     aread_file = thread_twin(read_file)
+    aread_head = thread_twin(read_head)
     awrite_file = thread_twin(write_file)
     adelete_file = thread_twin(delete_file)
     alist_user_files = thread_twin(list_user_files)
@@ -561,6 +653,7 @@ class KnowledgeNotes:
     aread_index = thread_twin(read_index)
     awrite_index = thread_twin(write_index)
     afind_entry = thread_twin(find_entry)
+    askipped_notes = thread_twin(skipped_notes)
     aflush = thread_twin(flush)
     aupdate_index_entry = thread_twin(update_index_entry)
     aremove_index_entry = thread_twin(remove_index_entry)

@@ -193,16 +193,29 @@ class Knowledge:
         return await self.store.asearch(query, k, user_id=user_id, categories=categories)
 
     def retrieve(
-        self, query: str, user_id: str, *, categories: Iterable[str] | None = None, max_tokens: int = 2000
+        self,
+        query: str,
+        user_id: str,
+        *,
+        categories: Iterable[str] | None = None,
+        max_tokens: int = 2000,
+        k: int | None = None,
     ) -> RetrievalResult:
-        """All three stages: candidates, the LLM's pick (when there is an LLM), loading within ``max_tokens``."""
-        return self.retriever.retrieve_result(query, user_id, categories, max_tokens)
+        """All three stages: ``k`` candidates (default 5, up to 100), the LLM's pick of at most 5
+        (when there is an LLM; else all ``k`` in order), loading within ``max_tokens``."""
+        return self.retriever.retrieve_result(query, user_id, categories, max_tokens, k=k)
 
     async def aretrieve(
-        self, query: str, user_id: str, *, categories: Iterable[str] | None = None, max_tokens: int = 2000
+        self,
+        query: str,
+        user_id: str,
+        *,
+        categories: Iterable[str] | None = None,
+        max_tokens: int = 2000,
+        k: int | None = None,
     ) -> RetrievalResult:
         """Async twin of :meth:`retrieve`."""
-        return await self.retriever.aretrieve_result(query, user_id, categories, max_tokens)
+        return await self.retriever.aretrieve_result(query, user_id, categories, max_tokens, k=k)
 
 
 class Memory:

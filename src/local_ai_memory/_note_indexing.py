@@ -10,12 +10,16 @@ It finds what changed in one of two ways, both through the storage contract only
   timestamp tick of its last write keeps a content hash and is re-hashed on each check until
   the tick has safely passed (backends with exact versions skip this).
 
+A note larger than :data:`MAX_INDEXED_BYTES` is indexed by its first that many bytes only
+(its entry's ``indexed_bytes`` says so), which bounds the time and memory of indexing it.
+
 A changed note updates its entry and, if loaded, its ranker. Callers hold the store's lock
 for the mutating methods; reads of notes happen through the backend.
 """
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import threading
 import time
@@ -31,9 +35,26 @@ from ._knowledge_index import EntryKey, KnowledgeIndex
 from ._ranker_cache import RankerCache
 from ._ranking import CountedDoc, count_terms
 
-__all__ = ["RACY_WINDOW_NS", "NoteIndexer", "Scanned", "StaleEntry"]
+__all__ = ["MAX_INDEXED_BYTES", "RACY_WINDOW_NS", "NoteIndexer", "Scanned", "StaleEntry", "decode_head"]
 
 RACY_WINDOW_NS = 3_000_000_000  # versions this close to indexing are not trusted alone (2 s FAT ticks and clock skew)
+MAX_INDEXED_BYTES = 1 << 20
+"""Of a larger note only the first MiB is read for its entry and ranking (about 150,000 words)."""
+
+
+def decode_head(data: bytes, complete: bool) -> str:
+    """UTF-8 text of a note's first bytes; a character cut in two at the end of an incomplete
+    head is left out. Raises :class:`UnicodeDecodeError` for text that is not UTF-8."""
+    return codecs.getincrementaldecoder("utf-8")().decode(data, final=complete)
+
+
+def _head_of(content: str, limit: int) -> tuple[str, bytes, bool]:
+    """``content`` cut to its first ``limit`` UTF-8 bytes: text, those bytes, whether all of it."""
+    data = content.encode("utf-8")
+    if len(data) <= limit:
+        return content, data, True
+    head = data[:limit]
+    return decode_head(head, False), head, False
 
 
 @dataclass(frozen=True)
@@ -88,10 +109,10 @@ class NoteIndexer:
 
     # -- one note ------------------------------------------------------------------------------
     def read_text(self, category: str, filename: str) -> str | None:
-        """A note's text, or ``None`` when it is missing or not UTF-8."""
-        data = self.backend.read_note(category, filename)
+        """A note's indexed text (at most :data:`MAX_INDEXED_BYTES`), or ``None`` when it is missing or not UTF-8."""
+        head = self.backend.read_note_head(category, filename, MAX_INDEXED_BYTES)
         try:
-            return data.decode("utf-8") if data is not None else None
+            return decode_head(*head) if head is not None else None
         except UnicodeDecodeError:
             return None
 
@@ -122,31 +143,39 @@ class NoteIndexer:
 
     def _racy_changed(self, entry: IndexEntry) -> bool:
         """Whether a note indexed within one timestamp tick of its last write may differ now."""
-        data = self.backend.read_note(entry.category, entry.filename)
-        if data is None or hashlib.sha256(data).hexdigest() != entry.content_hash:
+        head = self.backend.read_note_head(entry.category, entry.filename, MAX_INDEXED_BYTES)
+        if head is None or hashlib.sha256(head[0]).hexdigest() != entry.content_hash:
             return True
         if time.time_ns() - (entry.mtime_ns or 0) > RACY_WINDOW_NS and self.index.entries is not None:
             self.index.entries[(entry.category, entry.filename)] = entry.model_copy(update={"content_hash": None})
             self.index.dirty = True
         return False
 
+    def _skip(self, info: NoteInfo, reason: str) -> None:
+        self.index.skip(info.category, info.name, _signature(info), reason)
+        log_event(Event.FILE_SKIPPED, path=f"{info.category}/{info.name}", reason=reason)
+
     def scan(self, info: NoteInfo, content: str | None = None) -> Scanned | None:
-        """Read one note (unless ``content`` is given) into an entry; ``None`` if gone or not text."""
+        """Read one note (unless ``content`` is given) into an entry; ``None`` if gone or not text.
+
+        Only the first :data:`MAX_INDEXED_BYTES` of a note are read and indexed.
+        """
         category, filename = info.category, info.name
         if content is None:
-            data = self.backend.read_note(category, filename)
-            if data is None:
+            head = self.backend.read_note_head(category, filename, MAX_INDEXED_BYTES)
+            if head is None:
                 return None
+            data, complete = head
             try:
-                content = data.decode("utf-8")
+                content = decode_head(data, complete)
             except UnicodeDecodeError:
-                self.index.skipped[(category, filename)] = _signature(info)
-                log_event(Event.FILE_SKIPPED, path=f"{category}/{filename}", reason="not UTF-8 text")
+                self._skip(info, "not UTF-8 text")
                 return None
             if b"\x00" in data:
-                self.index.skipped[(category, filename)] = _signature(info)
-                log_event(Event.FILE_SKIPPED, path=f"{category}/{filename}", reason="binary content")
+                self._skip(info, "binary content")
                 return None
+        else:
+            content, data, complete = _head_of(content, MAX_INDEXED_BYTES)
         tokens = tokenize(content)
         title, description, keywords = extract_metadata(filename, category, content, content_tokens=tokens)
         racy = not self.backend.exact_versions and time.time_ns() - info.version <= RACY_WINDOW_NS
@@ -159,7 +188,8 @@ class NoteIndexer:
             last_modified=info.modified,
             size=info.size,
             mtime_ns=info.version,
-            content_hash=hashlib.sha256(content.encode("utf-8")).hexdigest() if racy else None,
+            content_hash=hashlib.sha256(data).hexdigest() if racy else None,
+            indexed_bytes=None if complete else len(data),
         )
         return Scanned(category, filename, entry, content, excerpt=content[:1500], tokens=tokens)
 
@@ -168,6 +198,8 @@ class NoteIndexer:
         info = self.backend.note_info(category, filename)
         scanned = self.scan(info, content) if info is not None else None
         if scanned is None:
+            if info is None:
+                self.index.unskip(category, filename)
             return self.drop(category, filename)
         self.put(scanned.entry, scanned.content, scanned.tokens)
         return True
@@ -176,11 +208,12 @@ class NoteIndexer:
         """Re-index one note only if its signature differs from its entry's; return whether it changed."""
         info = self.backend.note_info(category, filename)
         if info is None:
+            self.index.unskip(category, filename)
             return self.drop(category, filename)
         entry = self.index.current().get((category, filename))
         if entry is not None and _entry_signature(entry) == _signature(info):
             return False
-        if entry is None and self.index.skipped.get((category, filename)) == _signature(info):
+        if entry is None and self.index.is_skipped(category, filename, _signature(info)):
             return False
         return self.refresh_one(category, filename)
 
@@ -203,7 +236,7 @@ class NoteIndexer:
                 for name, info in current.items():
                     entry = entries.get((category, name))
                     if entry is None:
-                        if self.index.skipped.get((category, name)) != _signature(info):
+                        if not self.index.is_skipped(category, name, _signature(info)):
                             stale.append(StaleEntry(category, name, "new"))
                         continue
                     known = _entry_signature(entry)
@@ -213,6 +246,9 @@ class NoteIndexer:
                 for name in indexed:
                     if name not in current:
                         stale.append(StaleEntry(category, name, "deleted"))
+                if self.index.skipped:
+                    prefix = user_file_prefix(user_id) if user_id is not None else None
+                    self.index.forget_skipped(category, current, prefix)
         return stale
 
     def refresh_stale(self, user_id: str | None, categories: tuple[str, ...]) -> int:
@@ -287,7 +323,10 @@ class NoteIndexer:
             if self.index.entries is None:
                 # Keep other users' and categories' entries from the blob; a missing or broken
                 # index starts empty (their notes show up as stale "new" on their next refresh).
-                self.index.replace(self.index.load_stored() or {})
+                found = dict(self.index.skipped)  # what this population skipped
+                stored = self.index.load_stored()
+                self.index.replace(*(stored or ({}, None)))
+                self.index.skipped.update(found)
                 self.rankers.clear()
             entries = self.index.current()
             keep: set[EntryKey] = {(s.category, s.filename) for s in scanned}

@@ -3,10 +3,11 @@
 1. **Stage 1, no LLM.** The store makes sure its index is loaded and fresh (a ``stat()``
    check, or nothing while its watcher runs), then ranks *only the asking user's* entries by
    BM25 (``search_mode: bm25``) or BM25 fused with embeddings (``hybrid``) and returns the top
-   :data:`TOP_N` (5) candidates with their metadata and scores.
+   ``k`` candidates (default :data:`TOP_N`, 5; up to :data:`MAX_K`) with their metadata and scores.
 2. **Stage 2, optional LLM.** The LLM sees the candidates' metadata as fenced data and names
-   the files to load (at most 5). Names that are not candidates are dropped. With no LLM, a
-   failing call or an unusable answer, the Stage 1 order is kept (see :mod:`._selection`).
+   the files to load (at most 5, whatever ``k``). Names that are not candidates are dropped.
+   With no LLM, a failing call or an unusable answer, the Stage 1 order of all ``k`` is kept
+   (see :mod:`._selection`).
 3. **Stage 3, budgeted load.** The chosen files are read in order, each through the category
    the index gives it, and returned as ``## filename\\n{content}`` blocks joined by a blank
    line. The whole returned text never has more than ``max_tokens`` tokens. A file whose
@@ -14,7 +15,8 @@
    64 tokens of it fit, so the best file is never replaced by lower-ranked ones only for being
    long; otherwise it is **skipped and the next one is tried**. The seed stopped at the first
    file that did not fit, which returned nothing when the best file was long. Skipped files
-   are listed in the result.
+   are listed in the result. A note is read only as far as the budget can use it (a few KB
+   for a few hundred tokens, however large the file), so huge notes cost no more than small.
 
 ``retrieve`` returns the text; ``retrieve_result`` returns a :class:`RetrievalResult` with one
 :class:`RetrievedFile` per loaded file (file name, title, category, score, stage, tokens,
@@ -27,7 +29,10 @@ step; only the LLM call (``acomplete``) and the disk work (in a thread) differ::
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
+import string
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -42,9 +47,10 @@ from ._selection import MAX_SELECTED, Selection, SelectionCandidate, build_selec
 from ._store import Candidate, MemoryStore
 from ._tokens import TokenCounter
 
-__all__ = ["TOP_N", "MemoryRetriever", "RetrievalResult", "RetrievedFile"]
+__all__ = ["MAX_K", "TOP_N", "MemoryRetriever", "RetrievalResult", "RetrievedFile", "check_k"]
 
 TOP_N = 5
+MAX_K = 100
 BLOCK_SEPARATOR = "\n\n"
 MIN_PARTIAL_TOKENS = 64
 NO_MATCHES = "No matching notes in memory."
@@ -98,6 +104,13 @@ class RetrievalResult:
         )
 
 
+def check_k(k: object) -> int:
+    """``k`` if it is a whole number from 1 to :data:`MAX_K`, else :class:`InvalidInputError`."""
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+        raise InvalidInputError(f"k must be a whole number from 1 to {MAX_K}, got {k!r}")
+    return k
+
+
 def format_block(filename: str, content: str) -> str:
     """``## filename`` followed by the file's text."""
     return f"## {filename}\n{content}"
@@ -123,8 +136,72 @@ def selection_prompt(query: str, candidates: Sequence[Candidate]) -> str:
     return build_selection_prompt(query, shown, MAX_SELECTED)
 
 
+def head_bytes(tokens: int) -> int:
+    """Bytes of a note read first to fill ``tokens`` tokens: 8 bytes a token (English text
+    takes about 4) and a small reserve; more is read only when that turns out short."""
+    return (max(0, tokens) + MIN_PARTIAL_TOKENS) * 8 + 1024
+
+
+_ASCII_ALNUM = frozenset(string.ascii_letters + string.digits)
+_SAFE_AFTER = frozenset(chr(c) for c in range(128)) - _ASCII_ALNUM - {"'"}
+_SPLIT_WINDOW = 256
+_CACHED_CHARS = 16_384
+
+
+def split_point(text: str) -> int:
+    """Where ``text`` splits into a part whose tokens never change by what follows, and a tail.
+
+    tiktoken splits text into pieces by a regular expression and encodes each piece alone, so
+    ``count(a + b) == count(a) + count(b)`` when ``a|b`` is a piece boundary in ``a + b`` and
+    in both parts alone. That holds where ``a`` ends with an ASCII letter or digit and ``b``
+    starts with an ASCII character that is neither a letter, a digit nor an apostrophe (or
+    nothing): in both shipped encodings no piece runs from a letter or digit into such a
+    character, and pieces after the split depend only on the text after it. Returns the last
+    such position, assuming that what follows ``text`` starts with such a character (a
+    newline); 0 when none is near the end.
+    """
+    end = len(text)
+    for i in range(end - 1, max(-1, end - 1 - _SPLIT_WINDOW), -1):
+        if text[i] in _ASCII_ALNUM and (i + 1 == end or text[i + 1] in _SAFE_AFTER):
+            return i + 1
+    return 0
+
+
+@functools.lru_cache(maxsize=2048)
+def _cached_count(encoding: str, text: str) -> int:
+    return TokenCounter(encoding).count(text)
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_encode(encoding: str, text: str) -> tuple[int, ...]:
+    return tuple(TokenCounter(encoding).encode(text))
+
+
+def _count(counter: TokenCounter, text: str) -> int:
+    """Token count of a text, remembered (process-wide, by encoding and content) for the
+    notes, names and seams that come back query after query; long texts, and counters of
+    other kinds, count each time."""
+    if len(text) > _CACHED_CHARS or type(counter) is not TokenCounter:
+        return counter.count(text)
+    return _cached_count(counter.encoding_name, text)
+
+
+def _encode(counter: TokenCounter, text: str) -> Sequence[int]:
+    """Token ids of a text, remembered like :func:`_count`."""
+    if len(text) > _CACHED_CHARS or type(counter) is not TokenCounter:
+        return counter.encode(text)
+    return _cached_encode(counter.encoding_name, text)
+
+
 class _Packer:
-    """Adds file blocks to the answer while the total stays within the token budget."""
+    """Adds file blocks to the answer while the total stays within the token budget.
+
+    The joined text never exceeds the budget, and a file is only ever tokenized as far as it
+    was read (see :meth:`MemoryRetriever._load`), so packing costs grow with the budget, not
+    with the size of the notes. The total is exact without counting the joined text again:
+    the answer is kept as a part whose count is settled and a short tail after the last
+    :func:`split_point`, and a new block adds its settled count (a note's count is cached).
+    """
 
     def __init__(self, counter: TokenCounter, max_tokens: int) -> None:
         self.counter = counter
@@ -133,27 +210,64 @@ class _Packer:
         self.used = 0
         self.files: list[RetrievedFile] = []
         self.skipped: list[str] = []
+        self._marker = counter.count(TRUNCATION_MARKER)
+        self._settled = 0  # tokens of the answer up to its last split point
+        self._tail = ""  # the answer after that point
+        self._count = functools.partial(_count, counter)
 
-    def _joined(self, block: str) -> tuple[str, int]:
-        joined = self.text + BLOCK_SEPARATOR + block if self.text else block
-        return joined, self.counter.count(joined)
+    def _measure(self, filename: str, content: str, cache: bool) -> tuple[int, int, int, str]:
+        """Adding ``content`` as a block: (total, block tokens, settled tokens, tail)."""
+        header = f"## {filename}"  # a note name ends in ".md": a split point follows it
+        lead = self._tail + BLOCK_SEPARATOR + header if self.text else header
+        cut_at = split_point(content)
+        body, tail = "\n" + content[:cut_at], content[cut_at:]
+        count = self._count
+        body_tokens = count(body) if cache else self.counter.count(body)
+        if cut_at:
+            settled = self._settled + count(lead) + body_tokens
+        else:  # no split point near the end of the note: it all stays in the tail
+            settled, tail = self._settled, lead + body + tail
+        tail_tokens = count(tail)
+        rest = count(content[cut_at:]) if cut_at else count("\n" + content) - body_tokens
+        block = count(header) + body_tokens + rest
+        return settled + tail_tokens, block, settled, tail
 
-    def offer(self, candidate: Candidate, stage: int, content: str) -> bool:
-        block = format_block(candidate.filename, content)
-        joined, total = self._joined(block)
-        truncated = False
-        if total > self.max_tokens:
-            # The best remaining file gets what is left rather than losing its place to
-            # lower-ranked files, as long as a useful part of it fits.
-            room = self.max_tokens - self.used - self.counter.count(format_block(candidate.filename, BLOCK_SEPARATOR))
-            while room >= MIN_PARTIAL_TOKENS and total > self.max_tokens:
-                content_cut = self.counter.truncate(content, room, marker=TRUNCATION_MARKER)
-                joined, total = self._joined(format_block(candidate.filename, content_cut))
-                room -= max(1, total - self.max_tokens)
-            if total > self.max_tokens:
-                return self._skip(candidate, self.counter.count(block))
-            content, truncated = content_cut, True
-        tokens = self.counter.count(format_block(candidate.filename, content))
+    def room(self, filename: str) -> int:
+        """Tokens left for the content of a file named ``filename``."""
+        return self.max_tokens - self.used - self._count(format_block(filename, BLOCK_SEPARATOR))
+
+    def _cut(self, content: str, ids: Sequence[int], room: int, complete: bool) -> str:
+        """``content`` (whose tokens are ``ids``) cut to ``room`` tokens, marker included."""
+        if complete and len(ids) <= room:
+            return content
+        cut = self.counter.decode(list(ids[: max(0, room - self._marker)])).rstrip("\ufffd")
+        while cut and self.counter.count(cut + TRUNCATION_MARKER) > room:
+            cut = cut[:-1]
+        return cut + TRUNCATION_MARKER
+
+    def offer(self, candidate: Candidate, stage: int, content: str, complete: bool = True) -> bool:
+        """Add a file; ``content`` is its text, or only its first part when not ``complete``
+        (then it has more tokens than there is room for, and is cut)."""
+        if complete:
+            measured = self._measure(candidate.filename, content, True)
+            if measured[0] <= self.max_tokens:
+                return self._accept(candidate, stage, content, measured, False)
+        # The best remaining file gets what is left rather than losing its place to
+        # lower-ranked files, as long as a useful part of it fits.
+        ids = _encode(self.counter, content)
+        room = self.room(candidate.filename)
+        while room >= MIN_PARTIAL_TOKENS:
+            cut = self._cut(content, ids, room, complete)
+            measured = self._measure(candidate.filename, cut, False)
+            if measured[0] <= self.max_tokens:
+                return self._accept(candidate, stage, cut, measured, True)
+            room -= max(1, measured[0] - self.max_tokens)
+        return self._skip(candidate, len(ids), complete)
+
+    def _accept(
+        self, candidate: Candidate, stage: int, content: str, measured: tuple[int, int, int, str], truncated: bool
+    ) -> bool:
+        total, tokens, self._settled, self._tail = measured
         self.files.append(
             RetrievedFile(
                 candidate.filename,
@@ -166,16 +280,18 @@ class _Packer:
                 truncated,
             )
         )
-        self.text, self.used = joined, total
+        block = format_block(candidate.filename, content)
+        self.text = self.text + BLOCK_SEPARATOR + block if self.text else block
+        self.used = total
         return True
 
-    def _skip(self, candidate: Candidate, tokens: int) -> bool:
+    def _skip(self, candidate: Candidate, tokens: int, complete: bool) -> bool:
         self.skipped.append(candidate.filename)
         log_event(
             Event.FILE_SKIPPED,
             filename=candidate.filename,
             reason="over token budget",
-            tokens=tokens,
+            tokens=tokens if complete else f">{tokens}",
             left=self.max_tokens - self.used,
         )
         return False
@@ -186,7 +302,8 @@ class MemoryRetriever:
 
     ``llm`` is optional (without it Stage 2 keeps Stage 1's order); ``token_counter`` defaults
     to the configured encoding; ``config`` defaults to the store's and decides
-    ``search_mode`` and ``hybrid_bm25_weight``.
+    ``search_mode`` and ``hybrid_bm25_weight``; ``k`` is the default number of Stage 1
+    candidates (1 to :data:`MAX_K`, per call too).
     """
 
     def __init__(
@@ -195,7 +312,10 @@ class MemoryRetriever:
         llm: LLM | None = None,
         token_counter: TokenCounter | None = None,
         config: MemoryConfig | None = None,
+        *,
+        k: int = TOP_N,
     ) -> None:
+        self.k = check_k(k)
         self.store = store
         self.llm = llm
         self.config = config if config is not None else store.config
@@ -206,70 +326,96 @@ class MemoryRetriever:
 
     # -- public API ------------------------------------------------------------------------
     def retrieve(
-        self, query: str, user_id: str, categories: Iterable[str] | None = None, max_tokens: int = 2000
+        self,
+        query: str,
+        user_id: str,
+        categories: Iterable[str] | None = None,
+        max_tokens: int = 2000,
+        *,
+        k: int | None = None,
     ) -> str:
         """The chosen files of ``user_id`` as ``## filename`` blocks, at most ``max_tokens`` tokens."""
-        return self.retrieve_result(query, user_id, categories, max_tokens).text
+        return self.retrieve_result(query, user_id, categories, max_tokens, k=k).text
 
     async def aretrieve(
-        self, query: str, user_id: str, categories: Iterable[str] | None = None, max_tokens: int = 2000
+        self,
+        query: str,
+        user_id: str,
+        categories: Iterable[str] | None = None,
+        max_tokens: int = 2000,
+        *,
+        k: int | None = None,
     ) -> str:
         """Async twin of :meth:`retrieve`."""
-        return (await self.aretrieve_result(query, user_id, categories, max_tokens)).text
+        return (await self.aretrieve_result(query, user_id, categories, max_tokens, k=k)).text
 
     def retrieve_result(
-        self, query: str, user_id: str, categories: Iterable[str] | None = None, max_tokens: int = 2000
+        self,
+        query: str,
+        user_id: str,
+        categories: Iterable[str] | None = None,
+        max_tokens: int = 2000,
+        *,
+        k: int | None = None,
     ) -> RetrievalResult:
-        """Like :meth:`retrieve`, with the loaded files, candidates and decisions as records."""
-        cats = self._check(query, user_id, categories, max_tokens)
-        candidates = self._stage1(query, user_id, cats)
+        """Like :meth:`retrieve`, with the loaded files, candidates and decisions as records.
+
+        ``k`` (default: the retriever's, :data:`TOP_N`) is how many Stage 1 candidates there
+        are; without an LLM (or when its answer is unusable) all of them are loaded in order,
+        with one the LLM still picks at most :data:`~._selection.MAX_SELECTED` of them.
+        """
+        cats, count = self._check(query, user_id, categories, max_tokens, k)
+        candidates = self._stage1(query, user_id, cats, count)
         answer = None
         if self.llm is not None and candidates:
             answer = self._call_llm(query, candidates)
-        chosen, selection = self._stage2(query, candidates, answer)
-        packer = _Packer(self.token_counter, max_tokens)
-        for candidate in chosen:
-            content = self._read(candidate, user_id)
-            if content is not None:
-                packer.offer(candidate, 1 if selection.fallback else 2, content)
+        chosen, selection = self._stage2(query, candidates, answer, count)
+        packer = self._pack(chosen, user_id, 1 if selection.fallback else 2, max_tokens)
         return self._result(query, user_id, max_tokens, candidates, selection, packer)
 
     async def aretrieve_result(
-        self, query: str, user_id: str, categories: Iterable[str] | None = None, max_tokens: int = 2000
+        self,
+        query: str,
+        user_id: str,
+        categories: Iterable[str] | None = None,
+        max_tokens: int = 2000,
+        *,
+        k: int | None = None,
     ) -> RetrievalResult:
         """Async twin of :meth:`retrieve_result`."""
-        cats = self._check(query, user_id, categories, max_tokens)
-        candidates = await self._astage1(query, user_id, cats)
+        cats, count = self._check(query, user_id, categories, max_tokens, k)
+        candidates = await self._astage1(query, user_id, cats, count)
         answer = None
         if self.llm is not None and candidates:
             answer = await self._acall_llm(query, candidates)
-        chosen, selection = self._stage2(query, candidates, answer)
-        packer = _Packer(self.token_counter, max_tokens)
-        for candidate in chosen:
-            content = await self._aread(candidate, user_id)
-            if content is not None:
-                packer.offer(candidate, 1 if selection.fallback else 2, content)
+        chosen, selection = self._stage2(query, candidates, answer, count)
+        stage = 1 if selection.fallback else 2
+        packer = await asyncio.to_thread(self._pack, chosen, user_id, stage, max_tokens)
         return self._result(query, user_id, max_tokens, candidates, selection, packer)
 
     # -- pure steps --------------------------------------------------------------------------
-    def _check(self, query: str, user_id: str, categories: Iterable[str] | None, max_tokens: int) -> list[str] | None:
+    def _check(
+        self, query: str, user_id: str, categories: Iterable[str] | None, max_tokens: int, k: int | None
+    ) -> tuple[list[str] | None, int]:
         if not isinstance(query, str):
             raise InvalidInputError(f"query must be str, got {type(query).__name__}")
         validate_name(user_id, "user_id")
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 0:
             raise InvalidInputError(f"max_tokens must be a non-negative integer, got {max_tokens!r}")
+        count = check_k(self.k if k is None else k)
         if categories is None:
-            return None
-        return [categories] if isinstance(categories, str) else list(categories)
+            return None, count
+        return ([categories] if isinstance(categories, str) else list(categories)), count
 
     def _stage2(
-        self, query: str, candidates: Sequence[Candidate], answer: str | None
+        self, query: str, candidates: Sequence[Candidate], answer: str | None, count: int
     ) -> tuple[list[Candidate], Selection]:
         ids = candidate_ids(candidates)
         selection = resolve_selection(answer, list(ids), MAX_SELECTED, query=query)
         if answer is None and self.llm is None:
             log_event(Event.SELECTION_FALLBACK, level=logging.DEBUG, reason="no LLM configured")
-        return [ids[name] for name in selection.names], selection
+        names = list(ids)[:count] if selection.fallback else selection.names
+        return [ids[name] for name in names], selection
 
     @staticmethod
     def _result(
@@ -306,21 +452,21 @@ class MemoryRetriever:
         log_event(Event.FILE_SKIPPED, filename=candidate.filename, reason=f"unreadable: {exc}")
 
     # -- stage 1 -------------------------------------------------------------------------------
-    def _stage1(self, query: str, user_id: str, cats: list[str] | None) -> list[Candidate]:
+    def _stage1(self, query: str, user_id: str, cats: list[str] | None, count: int) -> list[Candidate]:
         self.store.ensure_index()
         if self.config.search_mode == "hybrid":
             return self.store.hybrid_candidates(
-                query, TOP_N, self.config.hybrid_bm25_weight, user_id=user_id, categories=cats
+                query, count, self.config.hybrid_bm25_weight, user_id=user_id, categories=cats
             )
-        return self.store.search(query, TOP_N, user_id=user_id, categories=cats)
+        return self.store.search(query, count, user_id=user_id, categories=cats)
 
-    async def _astage1(self, query: str, user_id: str, cats: list[str] | None) -> list[Candidate]:
+    async def _astage1(self, query: str, user_id: str, cats: list[str] | None, count: int) -> list[Candidate]:
         await self.store.aensure_index()
         if self.config.search_mode == "hybrid":
             return await self.store.ahybrid_candidates(
-                query, TOP_N, self.config.hybrid_bm25_weight, user_id=user_id, categories=cats
+                query, count, self.config.hybrid_bm25_weight, user_id=user_id, categories=cats
             )
-        return await self.store.asearch(query, TOP_N, user_id=user_id, categories=cats)
+        return await self.store.asearch(query, count, user_id=user_id, categories=cats)
 
     # -- stage 2: the LLM call ------------------------------------------------------------------
     def _call_llm(self, query: str, candidates: Sequence[Candidate]) -> str | None:
@@ -340,27 +486,38 @@ class MemoryRetriever:
             return None
 
     # -- stage 3: reading -------------------------------------------------------------------------
-    def _path(self, candidate: Candidate) -> str:
-        category = candidate.category
-        if not category:
-            entry = self.store.find_entry(candidate.filename)
-            category = entry.category if entry is not None else self.store.categories[0]
-        return f"{category}/{candidate.filename}"
+    def _category_of(self, candidate: Candidate) -> str:
+        if candidate.category:
+            return candidate.category
+        entry = self.store.find_entry(candidate.filename)
+        return entry.category if entry is not None else self.store.categories[0]
 
-    def _read(self, candidate: Candidate, user_id: str) -> str | None:
+    def _load(self, candidate: Candidate, user_id: str, room: int) -> tuple[str, bool] | None:
+        """A file's text as far as ``room`` tokens need it, and whether that is all of it.
+
+        The first read takes :func:`head_bytes` of the note; only when that is shorter than
+        the room in tokens while the note goes on is a four times larger head read. So a
+        60 MB note costs a few kilobytes for a small budget, never the whole file.
+        """
         if not self._owned(candidate, user_id):
             return None
+        category = self._category_of(candidate)
+        size = head_bytes(room)
         try:
-            return self.store.read_file(self._path(candidate))
+            while True:
+                text, complete = self.store.read_note_head(category, candidate.filename, size)
+                if complete or self.token_counter.count(text) > room + MIN_PARTIAL_TOKENS:
+                    return text, complete
+                size *= 4
         except (RecordNotFoundError, UnsupportedFormatError) as exc:  # deleted or binary since indexing
             self._unreadable(candidate, exc)
             return None
 
-    async def _aread(self, candidate: Candidate, user_id: str) -> str | None:
-        if not self._owned(candidate, user_id):
-            return None
-        try:
-            return await self.store.aread_file(self._path(candidate))
-        except (RecordNotFoundError, UnsupportedFormatError) as exc:
-            self._unreadable(candidate, exc)
-            return None
+    def _pack(self, chosen: Sequence[Candidate], user_id: str, stage: int, max_tokens: int) -> _Packer:
+        """Stage 3: the chosen files loaded in order within ``max_tokens``."""
+        packer = _Packer(self.token_counter, max_tokens)
+        for candidate in chosen:
+            loaded = self._load(candidate, user_id, packer.room(candidate.filename))
+            if loaded is not None:
+                packer.offer(candidate, stage, *loaded)
+        return packer

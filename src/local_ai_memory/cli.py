@@ -138,10 +138,24 @@ def index(
                     user, category, llm=llm, progress=lambda done, total: bar.update(task, completed=done, total=total)
                 )
         seconds = time.perf_counter() - start
+        skipped = [
+            {"category": n.category, "filename": n.filename, "size": n.size, "reason": n.reason}
+            for n in store.skipped_notes(user, category)
+        ]
         if as_json:
-            print_json({"files": count, "seconds": round(seconds, 3), "index": str(store.index_path)})
+            print_json(
+                {"files": count, "seconds": round(seconds, 3), "index": str(store.index_path), "skipped": skipped}
+            )
         else:
             out.print(f"Indexed {count} file(s) in {seconds:.2f}s -> {store.index_path}", highlight=False)
+            if skipped:
+                err.print(
+                    f"Skipped {len(skipped)} file(s) that are not text (read again once changed):", highlight=False
+                )
+                for note in skipped:
+                    err.print(
+                        f"  {note['category']}/{note['filename']}: {note['reason']}", highlight=False, markup=False
+                    )
 
 
 @app.command()
@@ -203,6 +217,9 @@ def retrieve(
     config: ConfigFile = None,
     category: Categories = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", "-t", min=1, help="Token budget of the result.")] = 2000,
+    top: Annotated[
+        int, typer.Option("--top", "-n", min=1, max=100, help="Stage 1 candidates (an LLM still picks at most 5).")
+    ] = 5,
     llm_base_url: LlmUrl = None,
     llm_model: LlmModel = None,
     as_json: JsonFlag = False,
@@ -214,7 +231,7 @@ def retrieve(
         store = _store(data_dir, config, read_only=True)
         llm = _llm(llm_base_url, llm_model)
         with _SelectionFallbacks() as fallbacks:
-            result = MemoryRetriever(store, llm).retrieve_result(query, user, category, max_tokens)
+            result = MemoryRetriever(store, llm).retrieve_result(query, user, category, max_tokens, k=top)
         reason = fallbacks.reason or (result.notes[0] if result.notes else None)
         if llm is not None and result.selection_fallback and result.candidates:
             err.print(

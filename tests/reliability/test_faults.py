@@ -28,7 +28,7 @@ import pytest
 import reliability_support as rs
 from crash_workloads import FakeEmbedder
 
-from local_ai_memory import StorageError, _fs
+from local_ai_memory import StorageError, _fs, close_shared_stores
 from local_ai_memory._checkpoints import CheckpointRun, load_checkpoint, mark_status
 from local_ai_memory._compressor import WorkingMemoryCompressor
 from local_ai_memory._config import MemoryConfig
@@ -40,7 +40,7 @@ from local_ai_memory._messages import SessionMessageStore
 from local_ai_memory._store import MemoryStore
 from local_ai_memory._tool_results import RetentionPolicy, ToolResultStore
 
-CONFIG = MemoryConfig(fsync=True, lock_timeout=3.0)
+CONFIG = MemoryConfig(fsync=True, lock_timeout=3.0, auto_watch=False)  # no watcher thread under injected faults
 BIG = "x" * 150_000  # several write() calls per file
 
 
@@ -433,6 +433,7 @@ def test_faults_while_saving_bm25_snapshots_never_corrupt_search(tmp_path: Path)
     """Snapshots are caches: a fault at any step leaves a store (fresh or the same) that finds the same files."""
     base = tmp_path / "base"
     _setup_knowledge(base)
+    close_shared_stores()  # the stores below start as new processes would
     for snapshot in (base / "memory_data").rglob("*.npz"):
         snapshot.unlink()
     probe = rs.FailAt(0)
@@ -442,6 +443,7 @@ def test_faults_while_saving_bm25_snapshots_never_corrupt_search(tmp_path: Path)
     for k in range(1, len(probe.calls) + 1):
         root = tmp_path / f"k{k}"
         _setup_knowledge(root)
+        close_shared_stores()
         for snapshot in (root / "memory_data").rglob("*.npz"):
             snapshot.unlink()
         store = _store(root)
@@ -452,7 +454,9 @@ def test_faults_while_saving_bm25_snapshots_never_corrupt_search(tmp_path: Path)
         rs.cleanup_everywhere(root)
         assert rs.temp_files(root) == []
         assert store.bm25_search("alphaold", user_id="alice") == ["alice_notes.md"]
+        close_shared_stores()  # a fresh store, as in a new process
         assert _store(root).bm25_search("alphaold", user_id="alice") == ["alice_notes.md"]
+        close_shared_stores()
         assert _store(root).bm25_search("gamma", user_id="alice") == ["alice_other.md"]
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import reliability_support as rs
 
-from local_ai_memory import LocalMemoryError, UnsupportedFormatError
+from local_ai_memory import LocalMemoryError, UnsupportedFormatError, close_shared_stores
 from local_ai_memory._config import MemoryConfig
 from local_ai_memory._guard import DirectoryGuard
 from local_ai_memory._manager import MemoryManager
@@ -25,7 +25,7 @@ from local_ai_memory._retriever import MemoryRetriever
 from local_ai_memory._store import MemoryStore
 from local_ai_memory._tool_results import ToolResultStore
 
-CONFIG = MemoryConfig(fsync=False)
+CONFIG = MemoryConfig(fsync=False, auto_watch=False)  # files change behind the store's back, then a search
 
 HOSTILE_NAMES = [
     "..",
@@ -289,6 +289,7 @@ def test_hostile_index_files(
     original = index.read_bytes()
     index.write_bytes(original[: len(original) // 2] if data is None else data)
     rs.COUNTS["hostile_inputs"] += 1
+    close_shared_stores()  # the next store starts as a new process would, from the damaged file
     store = MemoryStore(guard, CONFIG, categories=["knowledge"])
     if expect == "refused":
         with pytest.raises(UnsupportedFormatError):

@@ -24,7 +24,9 @@ from local_ai_memory._guard import DirectoryGuard
 from local_ai_memory._manager import MemoryManager, merge_patch
 from local_ai_memory._store import MemoryStore
 
-CONFIG = MemoryConfig(fsync=False)
+# Edits behind the store's back must be seen by the very next search here: that is the listing
+# comparison (a watcher, on by default, sees them within a second; see tests/test_auto_watch.py).
+CONFIG = MemoryConfig(fsync=False, auto_watch=False)
 # Pairs that a naive "{user}_{session}" naming would confuse, and names that need encoding.
 SCOPES = [("a_b", "c"), ("a", "b_c"), ("bob", "admin"), ("bob_admin", "x"), ("ünï cødé", "s 1"), (".hidden", "..x")]
 KEYS = st.text(min_size=1, max_size=8)

@@ -14,7 +14,7 @@ from langchain_tests.integration_tests import RetrieversIntegrationTests
 from lc_fakes import NOTES, ScriptedChatModel, TextLLM, write_notes
 from pydantic import ValidationError
 
-from local_ai_memory import InvalidInputError, MemoryConfig
+from local_ai_memory import DirectoryGuard, InvalidInputError, MemoryConfig, MemoryStore
 
 
 class TestLocalMemoryRetrieverStandard(RetrieversIntegrationTests):
@@ -147,3 +147,18 @@ def test_unknown_arguments_are_refused_by_name(notes_config: MemoryConfig, unkno
     assert error["type"] == "extra_forbidden"
     retriever = LocalMemoryRetriever(config=notes_config, user_id="alice", tags=["t"], metadata={"m": 1})
     assert retriever.tags == ["t"]  # BaseRetriever's own fields are still welcome
+
+
+def test_k_20_returns_20_documents_where_20_notes_match(tmp_path: Path) -> None:
+    config = MemoryConfig(runtime_data_dir=tmp_path / "many", fsync=False)
+    notes = MemoryStore(DirectoryGuard(config.runtime_data_dir), config)
+    for i in range(24):
+        topic = "harbour cranes" if i < 20 else "mountain goats"
+        notes.write_file(f"knowledge/alice_port{i:02d}.md", f"# Port {i}\n\n{topic} unload ship number {i}.")
+    retriever = LocalMemoryRetriever(config=config, user_id="alice", k=20, max_tokens=8000)
+    assert len(retriever.invoke("harbour cranes")) == 20
+    assert len(retriever.invoke("harbour cranes", k=7)) == 7
+    with pytest.raises(ValidationError):
+        LocalMemoryRetriever(config=config, user_id="alice", k=101)
+    with pytest.raises(InvalidInputError):
+        retriever.invoke("harbour cranes", k=101)

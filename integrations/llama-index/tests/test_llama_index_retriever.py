@@ -191,9 +191,9 @@ async def test_search_tool_is_bound_to_the_user(store: MemoryStore, manager: Mem
 
 
 def test_unknown_arguments_are_refused(store: MemoryStore, config: MemoryConfig, manager: MemoryManager) -> None:
-    """A misspelt or foreign argument (``similarity_top_k``, ``usr_id``) is an error, never ignored."""
-    with pytest.raises(TypeError, match="'similarity_top_k'"):
-        LocalMemoryRetriever.from_store(store, user_id="alice", similarity_top_k=2)
+    """A misspelt or foreign argument (``similarity_topk``, ``usr_id``) is an error, never ignored."""
+    with pytest.raises(TypeError, match="'similarity_topk'"):
+        LocalMemoryRetriever.from_store(store, user_id="alice", similarity_topk=2)
     with pytest.raises(TypeError, match="'usr_id'"):
         LocalMemoryRetriever.from_config(config, user_id="alice", usr_id="ops")
     with pytest.raises(TypeError, match="'score_threshold'"):
@@ -205,3 +205,15 @@ def test_unknown_arguments_are_refused(store: MemoryStore, config: MemoryConfig,
         LocalWorkingMemoryBlock(manager=manager, compressor=WorkingMemoryCompressor(manager, None), max_token=10)
     with pytest.raises(TypeError, match="'usr_id'"):
         LocalMemoryToolSpec.from_config(config, user_id="alice", session_id="s1", usr_id="x")
+
+
+def test_similarity_top_k_20_returns_20_nodes_where_20_notes_match(store: MemoryStore) -> None:
+    for i in range(24):
+        topic = "harbour cranes" if i < 20 else "mountain goats"
+        store.write_file(f"knowledge/alice_port{i:02d}.md", f"# Port {i}\n\n{topic} unload ship number {i}.")
+    retriever = LocalMemoryRetriever.from_store(store, user_id="alice", similarity_top_k=20, max_tokens=8000)
+    assert len(retriever.retrieve("harbour cranes")) == 20
+    assert len(asyncio.run(retriever.aretrieve("harbour cranes"))) == 20
+    assert len(LocalMemoryRetriever.from_store(store, user_id="alice").retrieve("harbour cranes")) == 5
+    with pytest.raises(InvalidInputError):
+        LocalMemoryRetriever.from_store(store, user_id="alice", similarity_top_k=0)

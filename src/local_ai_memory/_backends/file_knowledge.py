@@ -94,6 +94,9 @@ class FileKnowledgeBackend(KnowledgeBackend):
     def read_note(self, category: str, name: str) -> bytes | None:
         return _fs.read_optional(self.path_of(category, name))
 
+    def read_note_head(self, category: str, name: str, size: int) -> tuple[bytes, bool] | None:
+        return _fs.read_head(self.path_of(category, name), size)
+
     def write_note(self, category: str, name: str, data: bytes) -> NoteInfo:
         path = self.path_of(category, name)
         _fs.atomic_write(path, data, durable=self.config.fsync)

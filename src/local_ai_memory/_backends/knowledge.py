@@ -118,6 +118,17 @@ class KnowledgeBackend(ABC):
     def read_note(self, category: str, name: str) -> bytes | None:
         """The exact bytes of a note, or ``None`` if there is none."""
 
+    def read_note_head(self, category: str, name: str, size: int) -> tuple[bytes, bool] | None:
+        """The first ``size`` bytes of a note and whether that is the whole note, or ``None``.
+
+        Retrieval and indexing read huge notes only as far as they need through this; the
+        default slices :meth:`read_note`, a backend that can read less (files) overrides it.
+        """
+        data = self.read_note(category, name)
+        if data is None:
+            return None
+        return (data, True) if len(data) <= size else (data[:size], False)
+
     @abstractmethod
     def write_note(self, category: str, name: str, data: bytes) -> NoteInfo:
         """Create or replace a note atomically (readers see the old or the new bytes, never a mix)."""

@@ -7,8 +7,9 @@ Stage 3 loads them within ``max_tokens``. The result is one ``Document`` per loa
 ``filename``, ``title``, ``category``, ``score``, ``stage`` (2 when the LLM chose the file,
 1 when Stage 1's order was used) and ``tokens`` in its metadata.
 
-``k`` (at most 5, the number of Stage 1 candidates) can be set on the retriever or per call:
-``retriever.invoke("query", k=2)``. The user is bound with ``user_id``, or given per call as
+``k`` (1 to 100) can be set on the retriever or per call: ``retriever.invoke("query", k=20)``.
+Stage 1 finds ``max(k, 5)`` candidates; without an LLM the first ``k`` that fit the budget are
+returned, with one the LLM still picks at most 5 of them. The user is bound with ``user_id``, or given per call as
 ``invoke(..., user_id="alice")`` or ``config={"configurable": {"user_id": "alice"}}``.
 
 The Stage 2 model call is made with the retriever run's child callbacks, so it appears under
@@ -47,7 +48,8 @@ from ._scope import lookup, resolve_user
 
 __all__ = ["LocalMemoryRetriever", "documents_of"]
 
-MAX_K = 5
+MAX_K = 100
+MIN_CANDIDATES = 5  # what the LLM chooses from even when fewer documents are asked for
 
 
 def documents_of(result: RetrievalResult, k: int) -> list[Document]:
@@ -118,7 +120,9 @@ class LocalMemoryRetriever(BaseRetriever):
         value = self.k if k is None else k
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise InvalidInputError(f"k must be a whole number >= 1, got {value!r}")
-        return min(value, MAX_K)
+        if value > MAX_K:
+            raise InvalidInputError(f"k must be at most {MAX_K}, got {value!r}")
+        return value
 
     @staticmethod
     def _with_user(config: RunnableConfig | None, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -147,7 +151,7 @@ class LocalMemoryRetriever(BaseRetriever):
         user_id: str | None = None,
     ) -> list[Document]:
         count = self._k(k)
-        result = self.retrieve_result(query, user_id=user_id, callbacks=run_manager.get_child())
+        result = self.retrieve_result(query, user_id=user_id, callbacks=run_manager.get_child(), k=count)
         return documents_of(result, count)
 
     async def _aget_relevant_documents(
@@ -159,24 +163,27 @@ class LocalMemoryRetriever(BaseRetriever):
         user_id: str | None = None,
     ) -> list[Document]:
         count = self._k(k)
-        result = await self.aretrieve_result(query, user_id=user_id, callbacks=run_manager.get_child())
+        result = await self.aretrieve_result(query, user_id=user_id, callbacks=run_manager.get_child(), k=count)
         return documents_of(result, count)
 
     # -- the core result, and text for tools ---------------------------------------------------
 
     def retrieve_result(
-        self, query: str, *, user_id: str | None = None, callbacks: Callbacks = None
+        self, query: str, *, user_id: str | None = None, callbacks: Callbacks = None, k: int | None = None
     ) -> RetrievalResult:
-        """The core's structured result (files, candidates, decisions) for ``query``."""
+        """The core's structured result (files, candidates, decisions) for ``query``, from
+        ``max(k, 5)`` Stage 1 candidates (``k`` defaults to the retriever's)."""
         user = resolve_user(user_id if user_id is not None else self.user_id)
-        return self._engine(callbacks).retrieve_result(query, user, self.categories, self.max_tokens)
+        count = max(self._k(k), MIN_CANDIDATES)
+        return self._engine(callbacks).retrieve_result(query, user, self.categories, self.max_tokens, k=count)
 
     async def aretrieve_result(
-        self, query: str, *, user_id: str | None = None, callbacks: Callbacks = None
+        self, query: str, *, user_id: str | None = None, callbacks: Callbacks = None, k: int | None = None
     ) -> RetrievalResult:
         """Async twin of :meth:`retrieve_result`."""
         user = resolve_user(user_id if user_id is not None else self.user_id)
-        return await self._engine(callbacks).aretrieve_result(query, user, self.categories, self.max_tokens)
+        count = max(self._k(k), MIN_CANDIDATES)
+        return await self._engine(callbacks).aretrieve_result(query, user, self.categories, self.max_tokens, k=count)
 
     def _search_user(self, user_id: str | None, config: RunnableConfig | None) -> str | None:
         if user_id is not None:

@@ -11,6 +11,9 @@ returns one ``NodeWithScore`` per loaded file:
 * metadata: ``filename``, ``title``, ``category``, ``keywords``, ``last_modified``. Only
   ``filename``, ``title`` and ``category`` are shown to the LLM and the embed model.
 
+``similarity_top_k`` (LlamaIndex's name; 1 to 100, default 5) is how many Stage 1 candidates
+there are and how many nodes come back at most; with an LLM, Stage 2 still picks at most 5.
+
 ``_aretrieve`` is truly asynchronous (the LLM's ``acomplete``, the disk work in worker
 threads); LlamaIndex's default would run the sync code on the event loop.
 """
@@ -34,6 +37,8 @@ from ._adapters import as_core_embedder, as_core_llm
 
 __all__ = ["LocalMemoryRetriever", "file_node", "node_id_for"]
 
+DEFAULT_TOP_K = 5
+MAX_TOP_K = 100
 _NODE_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "local-ai-memory:knowledge-file")
 _HIDDEN_KEYS = ["keywords", "last_modified"]
 
@@ -80,6 +85,7 @@ class LocalMemoryRetriever(BaseRetriever):
         user_id: str,
         categories: Sequence[str] | None = None,
         max_tokens: int = 2000,
+        similarity_top_k: int = DEFAULT_TOP_K,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> None:
@@ -87,8 +93,17 @@ class LocalMemoryRetriever(BaseRetriever):
             raise InvalidInputError(f"expected a local_ai_memory MemoryRetriever, got {type(retriever).__name__}")
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise InvalidInputError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+        if (
+            isinstance(similarity_top_k, bool)
+            or not isinstance(similarity_top_k, int)
+            or not 1 <= similarity_top_k <= MAX_TOP_K
+        ):
+            raise InvalidInputError(
+                f"similarity_top_k must be a whole number from 1 to {MAX_TOP_K}, got {similarity_top_k!r}"
+            )
         if isinstance(categories, str):
             categories = [categories]
+        self.similarity_top_k = similarity_top_k
         self.memory_retriever = retriever
         self.user_id = validate_name(user_id, "user_id")
         self.categories = [validate_id(c, "category") for c in categories] if categories is not None else None
@@ -154,12 +169,12 @@ class LocalMemoryRetriever(BaseRetriever):
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         result = self.memory_retriever.retrieve_result(
-            query_bundle.query_str, self.user_id, self.categories, self.max_tokens
+            query_bundle.query_str, self.user_id, self.categories, self.max_tokens, k=self.similarity_top_k
         )
-        return [file_node(*item) for item in self._details(result)]
+        return [file_node(*item) for item in self._details(result)][: self.similarity_top_k]
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         result = await self.memory_retriever.aretrieve_result(
-            query_bundle.query_str, self.user_id, self.categories, self.max_tokens
+            query_bundle.query_str, self.user_id, self.categories, self.max_tokens, k=self.similarity_top_k
         )
-        return [file_node(*item) for item in await asyncio.to_thread(self._details, result)]
+        return [file_node(*item) for item in await asyncio.to_thread(self._details, result)][: self.similarity_top_k]

@@ -1,0 +1,179 @@
+"""Fast by default: a searched store watches its folder by itself, stores of one folder share
+their index, and the watchers stop cleanly (at exit too)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from local_ai_memory import Memory, MemoryIndexService, close_shared_stores
+from local_ai_memory._config import MemoryConfig
+from local_ai_memory._guard import DirectoryGuard
+from local_ai_memory._retriever import MemoryRetriever
+from local_ai_memory._store import MemoryStore
+
+WATCHER = "local-ai-memory-auto-watch"
+
+
+def watchers() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == WATCHER]
+
+
+def make_store(root: Path, **settings: object) -> MemoryStore:
+    """A store with the default ``auto_watch`` (the test suite turns it off elsewhere)."""
+    settings.setdefault("auto_watch", True)
+    return MemoryStore(DirectoryGuard(root), MemoryConfig(fsync=False, **settings))  # type: ignore[arg-type]
+
+
+def wait_for(condition: Callable[[], bool], seconds: float = 10.0) -> float:
+    start = time.monotonic()
+    while not condition():
+        if time.monotonic() - start > seconds:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.01)
+    return time.monotonic() - start
+
+
+def test_a_searched_store_watches_its_folder_and_sees_other_writers(tmp_path: Path) -> None:
+    store = make_store(tmp_path)
+    store.write_file("knowledge/alice_a.md", "# A\n\napples")
+    assert not store.watched
+    assert store.bm25_search("apples", user_id="alice") == ["alice_a.md"]  # starts the watcher
+    wait_for(lambda: store.watched)
+    assert len(watchers()) == 1
+    assert store.backend.changes(None) is not None  # the change feed is open: queries list nothing
+
+    # Another process writes a note: the next queries see it, with no listing compared.
+    writer = "import pathlib, sys; pathlib.Path(sys.argv[1]).write_text('# B\\n\\nbananas from elsewhere')"
+    target = store.data_dir / "knowledge" / "alice_b.md"
+    subprocess.run([sys.executable, "-c", writer, str(target)], check=True, timeout=30)
+    wait_for(lambda: store.bm25_search("bananas", user_id="alice") == ["alice_b.md"])
+    target.unlink()
+    wait_for(lambda: store.bm25_search("bananas", user_id="alice") == [])
+
+    # A change through the store's own API is seen by the very next query.
+    store.write_file("knowledge/alice_c.md", "# C\n\ncherries")
+    assert store.bm25_search("cherries", user_id="alice") == ["alice_c.md"]
+    store.delete_file("knowledge/alice_c.md")
+    assert store.bm25_search("cherries", user_id="alice") == []
+
+    close_shared_stores()
+    assert watchers() == []
+    assert not store.watched
+
+
+def test_auto_watch_off_starts_nothing_and_queries_still_see_changes(tmp_path: Path) -> None:
+    store = make_store(tmp_path, auto_watch=False)
+    store.write_file("knowledge/alice_a.md", "# A\n\napples")
+    assert store.bm25_search("apples", user_id="alice") == ["alice_a.md"]
+    (store.data_dir / "knowledge" / "alice_b.md").write_text("# B\n\nbananas", encoding="utf-8")
+    assert store.bm25_search("bananas", user_id="alice") == ["alice_b.md"]  # a listing comparison
+    assert watchers() == []
+    assert not store.watched
+
+
+def test_auto_watch_follows_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOCAL_AI_MEMORY_AUTO_WATCH", "false")
+    memory = Memory.open(tmp_path / "off", fsync=False)
+    memory.knowledge.write_note("alice", "tea", "# Tea\n\ngreen tea")
+    assert [c.filename for c in memory.knowledge.search("tea", "alice")] == ["alice_tea.md"]
+    assert watchers() == []
+    monkeypatch.delenv("LOCAL_AI_MEMORY_AUTO_WATCH")  # the default: on
+    memory = Memory.open(tmp_path / "on", fsync=False)
+    memory.knowledge.write_note("alice", "tea", "# Tea\n\ngreen tea")
+    assert [c.filename for c in memory.knowledge.search("tea", "alice")] == ["alice_tea.md"]
+    wait_for(lambda: memory.knowledge.store.watched)
+    assert len(watchers()) == 1
+
+
+def test_stores_of_one_folder_share_index_and_rankers(tmp_path: Path) -> None:
+    first = make_store(tmp_path)
+    first.write_file("knowledge/alice_a.md", "# A\n\napples")
+    assert first.bm25_search("apples", user_id="alice") == ["alice_a.md"]
+    second = make_store(tmp_path)  # as a retriever built per request would
+    assert second._parts is first._parts
+    assert second.index_loaded()
+    assert second.bm25_search("apples", user_id="alice") == ["alice_a.md"]
+    assert second.index_reads == first.index_reads <= 1
+    config = MemoryConfig(fsync=False, auto_watch=True)
+    other_categories = MemoryStore(DirectoryGuard(tmp_path), config, categories=["work"])
+    assert other_categories._parts is not first._parts
+    own_backend = MemoryStore(DirectoryGuard(tmp_path), config, backend=first.backend)
+    assert own_backend._parts is not first._parts
+    assert not own_backend.shared
+    # Retrievers over fresh stores of the folder reuse it as well.
+    retriever = MemoryRetriever(make_store(tmp_path))
+    assert retriever.store._parts is first._parts
+    assert [f.filename for f in retriever.retrieve_result("apples", "alice").files] == ["alice_a.md"]
+
+
+def test_stores_shared_across_threads_stay_consistent(tmp_path: Path) -> None:
+    root_store = make_store(tmp_path)
+    for i in range(20):
+        root_store.write_file(f"knowledge/alice_n{i:02d}.md", f"# N{i}\n\nshared words number{i}")
+    errors: list[BaseException] = []
+
+    def work(n: int) -> None:
+        try:
+            for i in range(10):
+                store = make_store(tmp_path)
+                store.write_file(f"knowledge/alice_t{n}_{i}.md", f"# T\n\nthreadword{n} item{i}")
+                found = store.bm25_search(f"threadword{n}", 50, user_id="alice")
+                assert len(found) == i + 1, found
+        except BaseException as exc:  # collected and re-raised by the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert len(make_store(tmp_path).bm25_search("shared", 100, user_id="alice")) == 20
+
+
+def test_an_explicit_service_takes_over_from_the_automatic_watcher(tmp_path: Path) -> None:
+    store = make_store(tmp_path)
+    store.write_file("knowledge/alice_a.md", "# A\n\napples")
+    store.bm25_search("apples", user_id="alice")
+    wait_for(lambda: store.watched)
+    with MemoryIndexService(store):
+        assert watchers() == []
+        assert store.watched
+        (store.data_dir / "knowledge" / "alice_b.md").write_text("# B\n\nbananas", encoding="utf-8")
+        wait_for(lambda: store.bm25_search("bananas", user_id="alice") == ["alice_b.md"])
+    assert not store.watched
+    store.bm25_search("apples", user_id="alice")  # the automatic watcher starts again
+    wait_for(lambda: store.watched)
+    assert len(watchers()) == 1
+
+
+def test_a_process_with_a_watcher_exits_cleanly_with_its_index_written(tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        """
+        import sys, time
+        from local_ai_memory import DirectoryGuard, MemoryConfig, MemoryStore
+        store = MemoryStore(DirectoryGuard(sys.argv[1]), MemoryConfig(fsync=False, auto_watch=True))
+        store.write_file("knowledge/alice_a.md", "# A\\n\\napples")
+        store.bm25_search("apples", user_id="alice")
+        deadline = time.monotonic() + 10
+        while not store.watched and time.monotonic() < deadline:
+            time.sleep(0.01)
+        print("watched" if store.watched else "not watched")
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-X", "dev", "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "watched"
+    assert "Traceback" not in done.stderr
+    assert "Warning" not in done.stderr
+    assert "alice_a.md" in (tmp_path / "memory_data" / "memory_index.json").read_text(encoding="utf-8")
