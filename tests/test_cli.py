@@ -280,3 +280,14 @@ def test_retrieve_json_marks_a_file_cut_to_fit(data: Path) -> None:
     assert result["used_tokens"] <= 120
     assert result["files"][0]["filename"] == "alice_long.md"
     assert result["files"][0]["truncated"] is True
+
+
+def test_index_in_hybrid_mode_embeds_the_notes(data: Path) -> None:
+    """With search_mode hybrid, `index` embeds every note (the real MiniLM model, offline) up front."""
+    done = run("index", "-d", str(data), "--json", env={"LOCAL_AI_MEMORY_SEARCH_MODE": "hybrid"}, timeout=300)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["files"] == 3
+    assert report["embedded"] == 3
+    shards = list((data / "memory_data" / ".embeddings").glob("shard-*.npz"))
+    assert shards  # the vectors are on disk for the first query of any process

@@ -325,3 +325,27 @@ def test_real_model_loads_offline_and_leaves_the_environment_alone(tmp_path: Pat
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report == {"dimension": 384, "changed": [], "bars": [True, True], "hf_variables": []}
     assert "Loading weights" not in done.stderr
+
+
+def test_notes_are_embedded_ahead_of_the_first_hybrid_query(tmp_path: Path) -> None:
+    """``embed_notes`` (the CLI's ``index`` in hybrid mode) embeds once; the first query embeds only itself."""
+    from local_ai_memory import ConfigError, MemoryStore
+
+    config = MemoryConfig(runtime_data_dir=tmp_path, search_mode="hybrid", fsync=False)
+    embedder = HashEmbedder()
+    store = MemoryStore(DirectoryGuard(tmp_path), config, embedder=embedder)
+    for number in range(300):
+        owner = "alice" if number % 3 else "bob"
+        store.write_file(f"knowledge/{owner}_note{number}.md", f"# Note {number}\n\ntopic{number % 7} words here\n")
+    steps: list[tuple[int, int]] = []
+    assert store.embed_notes("alice", progress=lambda done, total: steps.append((done, total))) == 200
+    assert steps == [(200, 200)]  # one batch of 256 at most
+    assert len(embedder.embedded) == 200
+    assert store.embed_notes() == 300  # everyone: only bob's 100 are new
+    assert len(embedder.embedded) == 300
+    embedder.calls.clear()
+    found = store.hybrid_candidates("topic3 words", 5, user_id="alice")
+    assert found
+    assert embedder.embedded == ["topic3 words"]  # the query alone
+    with pytest.raises(ConfigError):
+        MemoryStore(DirectoryGuard(tmp_path / "other"), MemoryConfig(runtime_data_dir=tmp_path / "other")).embed_notes()

@@ -16,11 +16,11 @@ measurement behind that default.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ._backends.knowledge import VectorCache
-from ._errors import InvalidInputError
+from ._errors import ConfigError, InvalidInputError
 from ._events import Event, log_event
 from ._guard import owner_of
 from ._index import IndexEntry
@@ -28,8 +28,11 @@ from ._knowledge_index import INDEX_NAME
 from ._knowledge_notes import KnowledgeNotes
 from ._note_indexing import StaleEntry
 from ._ranking import rank
-from ._search import Candidate, arun_hybrid, candidate_of, hybrid_flow, run_hybrid
+from ._search import Candidate, arun_hybrid, candidate_of, embedding_text, hybrid_flow, run_hybrid
 from ._twins import thread_twin
+
+EMBED_BATCH = 256
+"""Notes embedded per call of :meth:`MemoryStore.embed_notes` (one progress step each)."""
 
 __all__ = ["Candidate", "MemoryStore", "StaleEntry"]
 
@@ -97,6 +100,37 @@ class MemoryStore(KnowledgeNotes):
             if self._vectors is None or self._vectors[0] is not embedder:
                 self._vectors = (embedder, self.backend.vector_cache(embedder))
             return chosen, self._vectors[1]
+
+    def embed_notes(
+        self,
+        user_id: str | None = None,
+        categories: Iterable[str] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
+        """Embed now what hybrid search compares (every user's notes, or ``user_id``'s), so the
+        first hybrid query does not wait for it; return how many notes. Vectors already cached
+        cost nothing. ``progress(done, total)`` is called after each batch.
+        """
+        embedder = self.embedder
+        if embedder is None:
+            raise ConfigError("embedding notes needs an embedder (memory.search_mode: hybrid, or embedder=...)")
+        cats = set(self._categories(categories))
+        with self._lock:
+            entries = self._ensure_loaded()
+            chosen = [
+                entry
+                for (category, name), entry in sorted(entries.items())
+                if category in cats and (user_id is None or owner_of(name) == user_id)
+            ]
+            if self._vectors is None or self._vectors[0] is not embedder:
+                self._vectors = (embedder, self.backend.vector_cache(embedder))
+            cache = self._vectors[1]
+        items = [(f"{e.category}/{e.filename}", embedding_text(e)) for e in chosen]
+        for start in range(0, len(items), EMBED_BATCH):
+            cache.vectors_for(items[start : start + EMBED_BATCH])
+            if progress is not None:
+                progress(min(start + EMBED_BATCH, len(items)), len(items))
+        return len(items)
 
     def hybrid_candidates(
         self,

@@ -137,17 +137,21 @@ def index(
                 count = store.populate_index_from_files(
                     user, category, llm=llm, progress=lambda done, total: bar.update(task, completed=done, total=total)
                 )
+        embedded = _embed(store, user, category, quiet=as_json or not err.is_terminal)
         seconds = time.perf_counter() - start
         skipped = [
             {"category": n.category, "filename": n.filename, "size": n.size, "reason": n.reason}
             for n in store.skipped_notes(user, category)
         ]
         if as_json:
+            index = str(store.index_path)
             print_json(
-                {"files": count, "seconds": round(seconds, 3), "index": str(store.index_path), "skipped": skipped}
+                {"files": count, "embedded": embedded, "seconds": round(seconds, 3), "index": index, "skipped": skipped}
             )
         else:
             out.print(f"Indexed {count} file(s) in {seconds:.2f}s -> {store.index_path}", highlight=False)
+            if embedded:
+                out.print(f"Embedded {embedded} note(s) for hybrid search", highlight=False)
             if skipped:
                 err.print(
                     f"Skipped {len(skipped)} file(s) that are not text (read again once changed):", highlight=False
@@ -156,6 +160,19 @@ def index(
                     err.print(
                         f"  {note['category']}/{note['filename']}: {note['reason']}", highlight=False, markup=False
                     )
+
+
+def _embed(store: MemoryStore, user: str | None, categories: list[str] | None, *, quiet: bool) -> int:
+    """In hybrid mode, embed the notes now (with a progress bar on a terminal), not at the first query."""
+    if store.embedder is None:
+        return 0
+    if quiet:
+        return store.embed_notes(user, categories)
+    with Progress(TextColumn("embedding"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err) as bar:
+        task = bar.add_task("embed", total=None)
+        return store.embed_notes(
+            user, categories, progress=lambda done, total: bar.update(task, completed=done, total=total)
+        )
 
 
 @app.command()
