@@ -349,3 +349,26 @@ def test_notes_are_embedded_ahead_of_the_first_hybrid_query(tmp_path: Path) -> N
     assert embedder.embedded == ["topic3 words"]  # the query alone
     with pytest.raises(ConfigError):
         MemoryStore(DirectoryGuard(tmp_path / "other"), MemoryConfig(runtime_data_dir=tmp_path / "other")).embed_notes()
+
+
+def test_an_unchanged_corpus_is_not_looked_at_again_and_a_change_is_seen(tmp_path: Path) -> None:
+    from local_ai_memory import MemoryStore
+
+    config = MemoryConfig(runtime_data_dir=tmp_path, search_mode="hybrid", fsync=False)
+    embedder = HashEmbedder()
+    store = MemoryStore(DirectoryGuard(tmp_path), config, embedder=embedder)
+    for number in range(50):
+        store.write_file(f"knowledge/alice_n{number}.md", f"# Note {number}\n\nsubject{number % 5} text\n")
+    store.embed_notes()
+    cache = store._vectors[1] if store._vectors is not None else None
+    assert isinstance(cache, EmbeddingCache)
+    first = store.hybrid_candidates("subject3", 5, user_id="alice")
+    kept = cache._last_items
+    again = store.hybrid_candidates("subject3", 5, user_id="alice")
+    assert again == first
+    assert cache._last_items is kept  # the same inputs object: the cache answered without looking at texts
+    store.write_file("knowledge/alice_n7.md", "# Changed\n\nkestrel migration plan\n")
+    embedder.calls.clear()
+    found = store.hybrid_candidates("kestrel migration", 5, user_id="alice")
+    assert found[0].filename == "alice_n7.md"
+    assert any("kestrel" in text for text in embedder.embedded if text != "kestrel migration")  # the new text

@@ -160,6 +160,8 @@ class EmbeddingCache:
         self._memo: dict[str, tuple[int, int, str]] = {}
         self._generation = 0
         self._last: tuple[int, list[str], Matrix] | None = None
+        # the last items list asked for (kept, so identity means unchanged) and its matrix
+        self._last_items: tuple[Sequence[tuple[str, str]], int, Matrix] | None = None
 
     def __repr__(self) -> str:
         return f"EmbeddingCache({self.model!r}, {len(self._rows)} vectors)"
@@ -181,8 +183,14 @@ class EmbeddingCache:
         Texts already cached are not embedded again. Raises :class:`ModelError` if the embedder
         fails or answers badly; what was cached before stays intact. The array is read-only:
         calling again with unchanged texts returns the same array without copying or hashing
-        them again, so a search may call this on every query.
+        them again, so a search may call this on every query. Passing the very same list object
+        again (not mutated in between) skips even looking at the texts.
         """
+        with self._lock:
+            self._sync_from_disk()
+            last = self._last_items
+            if last is not None and last[0] is items and last[1] == self._generation:
+                return last[2]  # the very same list as last time, nothing changed since: no text is looked at
         for _ in range(3):
             plan = self._plan(items)
             pending = list(plan.missing.items())
@@ -193,6 +201,8 @@ class EmbeddingCache:
                     progress(done, len(pending))
             matrix = self._assemble(plan)
             if matrix is not None:
+                with self._lock:
+                    self._last_items = (items, self._generation, matrix)
                 return matrix
         raise ModelError("the embedding cache kept changing under this call (another process switching models?)")
 

@@ -20,10 +20,19 @@ from ._backends.knowledge import VectorCache
 from ._fusion import convex_fusion, cosine_scores, cosine_top_n
 from ._index import IndexEntry, lead_text
 
-__all__ = ["Candidate", "HybridFlow", "arun_hybrid", "candidate_of", "embedding_text", "hybrid_flow", "run_hybrid"]
+__all__ = [
+    "Candidate",
+    "HybridFlow",
+    "arun_hybrid",
+    "candidate_of",
+    "embedding_items",
+    "embedding_text",
+    "hybrid_flow",
+    "run_hybrid",
+]
 
 Vector = npt.NDArray[np.float32]
-Request = tuple[Literal["vectors"], list[tuple[str, str]]] | tuple[Literal["query"], str]
+Request = tuple[Literal["vectors"], Sequence[tuple[str, str]]] | tuple[Literal["query"], str]
 HybridFlow = Generator[Request, Vector, list["Candidate"]]
 
 
@@ -50,20 +59,33 @@ def embedding_text(entry: IndexEntry) -> str:
     return lead_text(entry)
 
 
+def embedding_items(chosen: Sequence[IndexEntry]) -> list[tuple[str, str]]:
+    """The ``(key, text)`` pairs hybrid search embeds for ``chosen`` entries."""
+    return [(f"{e.category}/{e.filename}", embedding_text(e)) for e in chosen]
+
+
 def hybrid_flow(
-    query: str, lexical: Sequence[Candidate], chosen: Sequence[IndexEntry], pool: int, top_n: int, weight: float
+    query: str,
+    lexical: Sequence[Candidate],
+    chosen: Sequence[IndexEntry],
+    pool: int,
+    top_n: int,
+    weight: float,
+    items: Sequence[tuple[str, str]] | None = None,
 ) -> HybridFlow:
     """BM25 ``lexical`` fused with the cosine similarity of ``chosen`` entries' :func:`embedding_text`.
 
     Candidates are the BM25 ones and the ``pool`` most similar entries; both scores are put on
     one scale and added with weights ``weight`` and ``1 - weight`` (:func:`._fusion.convex_fusion`).
-    A candidate's score is the fused score, between 0 and 1.
+    A candidate's score is the fused score, between 0 and 1. ``items`` are
+    :func:`embedding_items` of ``chosen`` when the caller already has them.
     """
     keyed = {f"{c.category}/{c.filename}": c for c in lexical}
     similar: list[tuple[str, float]] = []
     if chosen:
-        keys = [f"{e.category}/{e.filename}" for e in chosen]
-        matrix = yield ("vectors", [(key, embedding_text(e)) for key, e in zip(keys, chosen, strict=True)])
+        pairs = items if items is not None else embedding_items(chosen)  # the caller may keep them between queries
+        keys = [key for key, _ in pairs]
+        matrix = yield ("vectors", pairs)
         query_vector = yield ("query", query)
         cosines = cosine_scores(matrix, query_vector)
         row_of = {key: row for row, key in enumerate(keys)}

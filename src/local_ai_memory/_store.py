@@ -16,6 +16,7 @@ measurement behind that default.
 from __future__ import annotations
 
 import asyncio
+import operator
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -28,8 +29,11 @@ from ._knowledge_index import INDEX_NAME
 from ._knowledge_notes import KnowledgeNotes
 from ._note_indexing import StaleEntry
 from ._ranking import rank
-from ._search import Candidate, arun_hybrid, candidate_of, embedding_text, hybrid_flow, run_hybrid
+from ._search import Candidate, arun_hybrid, candidate_of, embedding_items, hybrid_flow, run_hybrid
 from ._twins import thread_twin
+
+ITEMS_KEPT = 64
+"""Users whose hybrid-search inputs a store keeps between queries."""
 
 EMBED_BATCH = 256
 """Notes embedded per call of :meth:`MemoryStore.embed_notes` (one progress step each)."""
@@ -87,8 +91,13 @@ class MemoryStore(KnowledgeNotes):
 
     def _hybrid_inputs(
         self, user_id: str, categories: Iterable[str] | None
-    ) -> tuple[list[IndexEntry], VectorCache] | None:
-        """The user's entries to embed and the vector cache; ``None`` when no embedder is configured."""
+    ) -> tuple[list[IndexEntry], list[tuple[str, str]], VectorCache] | None:
+        """The user's entries, what to embed of them, and the vector cache; ``None`` without an embedder.
+
+        The ``(key, text)`` list is kept while the user's entries are the very same objects (an
+        entry is replaced whenever its note changes), so a query on an unchanged corpus neither
+        rebuilds it nor makes the cache look at every text again.
+        """
         embedder = self.embedder
         if embedder is None:
             log_event(Event.EMBEDDINGS_FALLBACK, reason="no embedder configured")
@@ -99,7 +108,13 @@ class MemoryStore(KnowledgeNotes):
             chosen = [entries[(c, n)] for c in cats for n in sorted(self._index.names_of(user_id, c))]
             if self._vectors is None or self._vectors[0] is not embedder:
                 self._vectors = (embedder, self.backend.vector_cache(embedder))
-            return chosen, self._vectors[1]
+            kept = self._embedding_items.pop((user_id, cats), None)
+            same = kept is not None and len(kept[0]) == len(chosen) and all(map(operator.is_, kept[0], chosen))
+            items = kept[1] if kept is not None and same else embedding_items(chosen)
+            self._embedding_items[(user_id, cats)] = (chosen, items)
+            while len(self._embedding_items) > ITEMS_KEPT:
+                self._embedding_items.pop(next(iter(self._embedding_items)))
+            return chosen, items, self._vectors[1]
 
     def embed_notes(
         self,
@@ -125,7 +140,7 @@ class MemoryStore(KnowledgeNotes):
             if self._vectors is None or self._vectors[0] is not embedder:
                 self._vectors = (embedder, self.backend.vector_cache(embedder))
             cache = self._vectors[1]
-        items = [(f"{e.category}/{e.filename}", embedding_text(e)) for e in chosen]
+        items = embedding_items(chosen)
         for start in range(0, len(items), EMBED_BATCH):
             cache.vectors_for(items[start : start + EMBED_BATCH])
             if progress is not None:
@@ -148,7 +163,7 @@ class MemoryStore(KnowledgeNotes):
         if inputs is None:
             return lexical[:top_n]
         try:
-            return run_hybrid(hybrid_flow(query, lexical, inputs[0], pool, top_n, weight), inputs[1])
+            return run_hybrid(hybrid_flow(query, lexical, inputs[0], pool, top_n, weight, inputs[1]), inputs[2])
         except Exception as exc:  # any embedder failure degrades to BM25 rather than failing the query
             log_event(Event.EMBEDDINGS_FALLBACK, reason=repr(exc))
             return lexical[:top_n]
@@ -169,7 +184,8 @@ class MemoryStore(KnowledgeNotes):
         if inputs is None:
             return lexical[:top_n]
         try:
-            return await arun_hybrid(hybrid_flow(query, lexical, inputs[0], pool, top_n, weight), inputs[1])
+            flow = hybrid_flow(query, lexical, inputs[0], pool, top_n, weight, inputs[1])
+            return await arun_hybrid(flow, inputs[2])
         except Exception as exc:
             log_event(Event.EMBEDDINGS_FALLBACK, reason=repr(exc))
             return lexical[:top_n]
