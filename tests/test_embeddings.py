@@ -372,3 +372,5 @@ def test_an_unchanged_corpus_is_not_looked_at_again_and_a_change_is_seen(tmp_pat
     found = store.hybrid_candidates("kestrel migration", 5, user_id="alice")
     assert found[0].filename == "alice_n7.md"
     assert any("kestrel" in text for text in embedder.embedded if text != "kestrel migration")  # the new text
+    store.delete_file("knowledge/alice_n7.md")
+    assert all(c.filename != "alice_n7.md" for c in store.hybrid_candidates("kestrel migration", 50, user_id="alice"))

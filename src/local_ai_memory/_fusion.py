@@ -36,6 +36,8 @@ __all__ = [
     "cosine_top_n",
     "normalize_rows",
     "reciprocal_rank_fusion",
+    "top_rows",
+    "unit_scores",
 ]
 
 DEFAULT_RRF_K = 60
@@ -156,24 +158,41 @@ def cosine_scores(matrix: npt.ArrayLike, query: npt.ArrayLike) -> npt.NDArray[np
     return scores
 
 
-def cosine_top_n(matrix: npt.ArrayLike, query: npt.ArrayLike, n: int) -> list[tuple[int, float]]:
-    """The ``n`` rows most similar to ``query``: ``[(row_index, cosine)]`` best first, ties by index.
-
-    Uses a partial sort, so it stays fast for 100k rows (one matrix-vector product).
+def unit_scores(matrix: npt.NDArray[np.float32], query: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """Cosine similarity of unit ``query`` with every unit row of ``matrix``: one matrix-vector
+    product, for vectors already normalized (as the embedding cache gives them; zero rows score 0).
     """
-    if n <= 0:
-        return []
-    scores = cosine_scores(matrix, query)
+    if matrix.ndim != 2 or query.ndim != 1:
+        raise InvalidInputError(f"expected a matrix and a vector, got {matrix.ndim} and {query.ndim} dimensions")
+    if matrix.shape[0] == 0:
+        return np.zeros(0, dtype=np.float32)
+    if matrix.shape[1] != query.shape[0]:
+        raise InvalidInputError(f"query has dimension {query.shape[0]}, the matrix {matrix.shape[1]}")
+    scores: npt.NDArray[np.float32] = matrix @ query
+    return scores
+
+
+def top_rows(scores: npt.NDArray[np.float32], n: int) -> list[int]:
+    """Indexes of the ``n`` highest ``scores``, best first, ties by index.
+
+    A partial sort, so it stays fast for 100k rows.
+    """
     total = scores.shape[0]
-    if total == 0:
+    if n <= 0 or total == 0:
         return []
     if n < total:
         # Everything at least as good as the n-th best, so ties at the cut are ordered by index.
         cut = np.argpartition(-scores, n - 1)[:n]
-        threshold = scores[cut].min()
-        chosen = np.flatnonzero(scores >= threshold)
+        chosen = np.flatnonzero(scores >= scores[cut].min())
     else:
         chosen = np.arange(total)
     order = np.lexsort((chosen, -scores[chosen].astype(np.float64)))
-    picked = chosen[order][:n]
-    return [(int(i), float(scores[i])) for i in picked]
+    return [int(i) for i in chosen[order][:n]]
+
+
+def cosine_top_n(matrix: npt.ArrayLike, query: npt.ArrayLike, n: int) -> list[tuple[int, float]]:
+    """The ``n`` rows most similar to ``query``: ``[(row_index, cosine)]`` best first, ties by index."""
+    if n <= 0:
+        return []
+    scores = cosine_scores(matrix, query)
+    return [(row, float(scores[row])) for row in top_rows(scores, n)]

@@ -38,10 +38,24 @@ class KnowledgeIndex:
         self.entries: dict[EntryKey, IndexEntry] | None = None
         self.owned: dict[tuple[str, str], set[str]] = {}
         self.skipped: dict[EntryKey, SkippedNote] = {}
-        self.dirty = False
+        self.generation = 0
+        self._dirty = False
         self.last_write = 0.0
         self.reads = 0
         self.writes = 0
+
+    @property
+    def dirty(self) -> bool:
+        """Whether the entries changed since the blob was last written. Every change sets it,
+        and setting it counts one more :attr:`generation`, so a reader can tell in O(1) whether
+        anything changed since it last looked (hybrid search keeps its per-user lists by it)."""
+        return self._dirty
+
+    @dirty.setter
+    def dirty(self, value: bool) -> None:
+        if value:
+            self.generation += 1
+        self._dirty = value
 
     @property
     def loaded(self) -> bool:
@@ -85,6 +99,7 @@ class KnowledgeIndex:
     def replace(self, entries: dict[EntryKey, IndexEntry], skipped: dict[EntryKey, SkippedNote] | None = None) -> None:
         """Use ``entries`` (and ``skipped``) as the whole index (rebuilding who owns what)."""
         self.entries = entries
+        self.generation += 1
         self.skipped = dict(skipped) if skipped is not None else {}
         self.owned = {}
         for category, filename in entries:

@@ -132,8 +132,6 @@ class KnowledgeNotes:
         self._rankers = self._parts.rankers
         self._indexer = self._parts.indexer
         self._vectors: tuple[Embedder, VectorCache] | None = None
-        # hybrid search inputs per (user, categories): the entries and their (key, text) pairs
-        self._embedding_items: dict[tuple[str, tuple[str, ...]], tuple[list[IndexEntry], list[tuple[str, str]]]] = {}
 
     def _root_key(self, guard: DirectoryGuard) -> RootKey:
         config = self.config

@@ -1,7 +1,7 @@
 """Stage 1 search results and the fusion of BM25 with embedding similarity.
 
 :func:`hybrid_flow` is the one description of a hybrid search: given the BM25 candidates and
-the user's entries, it asks for the entries' vectors and the query's vector (by yielding a
+the user's entries (a :class:`HybridCorpus`), it asks for the entries' vectors and the query's vector (by yielding a
 request), scores the entries by cosine similarity and fuses both scores
 (:func:`._fusion.convex_fusion`). :func:`run_hybrid` drives it with an embedder's sync ``embed`` and
 :func:`arun_hybrid` with its ``aembed``; neither holds any logic of its own.
@@ -9,7 +9,7 @@ request), scores the entries by cosine similarity and fuses both scores
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -17,11 +17,12 @@ import numpy as np
 import numpy.typing as npt
 
 from ._backends.knowledge import VectorCache
-from ._fusion import convex_fusion, cosine_scores, cosine_top_n
+from ._fusion import convex_fusion, top_rows, unit_scores
 from ._index import IndexEntry, lead_text
 
 __all__ = [
     "Candidate",
+    "HybridCorpus",
     "HybridFlow",
     "arun_hybrid",
     "candidate_of",
@@ -64,35 +65,48 @@ def embedding_items(chosen: Sequence[IndexEntry]) -> list[tuple[str, str]]:
     return [(f"{e.category}/{e.filename}", embedding_text(e)) for e in chosen]
 
 
+@dataclass(frozen=True)
+class HybridCorpus:
+    """A user's entries as hybrid search compares them: the entries, their ``(key, text)``
+    :func:`embedding_items` and each key's row. Built once per index change, not per query."""
+
+    entries: Sequence[IndexEntry]
+    items: Sequence[tuple[str, str]]
+    rows: Mapping[str, int]
+
+    @classmethod
+    def of(cls, entries: Sequence[IndexEntry]) -> HybridCorpus:
+        """The corpus of ``entries``, in their order."""
+        items = embedding_items(entries)
+        return cls(entries, items, {key: row for row, (key, _) in enumerate(items)})
+
+
 def hybrid_flow(
     query: str,
     lexical: Sequence[Candidate],
-    chosen: Sequence[IndexEntry],
+    corpus: HybridCorpus,
     pool: int,
     top_n: int,
     weight: float,
-    items: Sequence[tuple[str, str]] | None = None,
 ) -> HybridFlow:
-    """BM25 ``lexical`` fused with the cosine similarity of ``chosen`` entries' :func:`embedding_text`.
+    """BM25 ``lexical`` fused with the cosine similarity of the ``corpus`` entries' :func:`embedding_text`.
 
     Candidates are the BM25 ones and the ``pool`` most similar entries; both scores are put on
     one scale and added with weights ``weight`` and ``1 - weight`` (:func:`._fusion.convex_fusion`).
-    A candidate's score is the fused score, between 0 and 1. ``items`` are
-    :func:`embedding_items` of ``chosen`` when the caller already has them.
+    A candidate's score is the fused score, between 0 and 1. The vectors asked for are unit
+    vectors (the embedding cache's), so a cosine is one dot product.
     """
     keyed = {f"{c.category}/{c.filename}": c for c in lexical}
     similar: list[tuple[str, float]] = []
-    if chosen:
-        pairs = items if items is not None else embedding_items(chosen)  # the caller may keep them between queries
-        keys = [key for key, _ in pairs]
-        matrix = yield ("vectors", pairs)
+    if corpus.entries:
+        matrix = yield ("vectors", corpus.items)
         query_vector = yield ("query", query)
-        cosines = cosine_scores(matrix, query_vector)
-        row_of = {key: row for row, key in enumerate(keys)}
-        nearest = {keys[row] for row, _ in cosine_top_n(matrix, query_vector, pool)}
-        for row in sorted({row_of[k] for k in [*nearest, *keyed] if k in row_of}):
-            similar.append((keys[row], float(cosines[row])))
-            keyed.setdefault(keys[row], candidate_of(chosen[row], 0.0))
+        cosines = unit_scores(matrix, query_vector)
+        lexical_rows = [row for row in map(corpus.rows.get, keyed) if row is not None]
+        for row in sorted({*top_rows(cosines, pool), *lexical_rows}):
+            key = corpus.items[row][0]
+            similar.append((key, float(cosines[row])))
+            keyed.setdefault(key, candidate_of(corpus.entries[row], 0.0))
     fused = convex_fusion([(key, c.score) for key, c in keyed.items() if c.score > 0], similar, weight)
     out = []
     for key, score in fused[:top_n]:

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from ._knowledge_index import KnowledgeIndex
     from ._note_indexing import NoteIndexer
     from ._ranker_cache import RankerCache
+    from ._search import HybridCorpus
 
 __all__ = ["MAX_SHARED_ROOTS", "RootKey", "RootParts", "close_shared_stores", "registered", "shared_parts"]
 
@@ -67,6 +68,8 @@ class RootParts:
     auto_failed: bool = False
     """Native watching is unavailable here: queries keep comparing listings."""
     start_lock: threading.Lock = field(default_factory=threading.Lock)
+    hybrid_corpora: dict[tuple[str, tuple[str, ...]], tuple[int, HybridCorpus]] = field(default_factory=dict)
+    """Hybrid search's corpus per ``(user, categories)``, with the index generation it was built at."""
 
 
 WatchStarter = Callable[..., object]

@@ -16,7 +16,6 @@ measurement behind that default.
 from __future__ import annotations
 
 import asyncio
-import operator
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -24,15 +23,14 @@ from ._backends.knowledge import VectorCache
 from ._errors import ConfigError, InvalidInputError
 from ._events import Event, log_event
 from ._guard import owner_of
-from ._index import IndexEntry
 from ._knowledge_index import INDEX_NAME
 from ._knowledge_notes import KnowledgeNotes
 from ._note_indexing import StaleEntry
 from ._ranking import rank
-from ._search import Candidate, arun_hybrid, candidate_of, embedding_items, hybrid_flow, run_hybrid
+from ._search import Candidate, HybridCorpus, arun_hybrid, candidate_of, embedding_items, hybrid_flow, run_hybrid
 from ._twins import thread_twin
 
-ITEMS_KEPT = 64
+CORPORA_KEPT = 64
 """Users whose hybrid-search inputs a store keeps between queries."""
 
 EMBED_BATCH = 256
@@ -89,14 +87,11 @@ class MemoryStore(KnowledgeNotes):
             raise InvalidInputError(f"bm25_weight must be between 0 and 1, got {bm25_weight!r}")
         return weight, max(top_n, self.config.hybrid_top_n)
 
-    def _hybrid_inputs(
-        self, user_id: str, categories: Iterable[str] | None
-    ) -> tuple[list[IndexEntry], list[tuple[str, str]], VectorCache] | None:
-        """The user's entries, what to embed of them, and the vector cache; ``None`` without an embedder.
+    def _hybrid_inputs(self, user_id: str, categories: Iterable[str] | None) -> tuple[HybridCorpus, VectorCache] | None:
+        """The user's :class:`HybridCorpus` and the vector cache; ``None`` without an embedder.
 
-        The ``(key, text)`` list is kept while the user's entries are the very same objects (an
-        entry is replaced whenever its note changes), so a query on an unchanged corpus neither
-        rebuilds it nor makes the cache look at every text again.
+        The corpus is kept until the index changes (its ``generation``), so a query on an
+        unchanged corpus neither rebuilds it nor makes the cache look at every text again.
         """
         embedder = self.embedder
         if embedder is None:
@@ -104,17 +99,18 @@ class MemoryStore(KnowledgeNotes):
             return None
         cats = self._categories(categories)
         with self._lock:
-            entries = self._index.current()
-            chosen = [entries[(c, n)] for c in cats for n in sorted(self._index.names_of(user_id, c))]
             if self._vectors is None or self._vectors[0] is not embedder:
                 self._vectors = (embedder, self.backend.vector_cache(embedder))
-            kept = self._embedding_items.pop((user_id, cats), None)
-            same = kept is not None and len(kept[0]) == len(chosen) and all(map(operator.is_, kept[0], chosen))
-            items = kept[1] if kept is not None and same else embedding_items(chosen)
-            self._embedding_items[(user_id, cats)] = (chosen, items)
-            while len(self._embedding_items) > ITEMS_KEPT:
-                self._embedding_items.pop(next(iter(self._embedding_items)))
-            return chosen, items, self._vectors[1]
+            generation = self._index.generation
+            kept = self._parts.hybrid_corpora.pop((user_id, cats), None)
+            if kept is None or kept[0] != generation:
+                entries = self._index.current()
+                chosen = [entries[(c, n)] for c in cats for n in sorted(self._index.names_of(user_id, c))]
+                kept = (generation, HybridCorpus.of(chosen))
+            self._parts.hybrid_corpora[(user_id, cats)] = kept
+            while len(self._parts.hybrid_corpora) > CORPORA_KEPT:
+                self._parts.hybrid_corpora.pop(next(iter(self._parts.hybrid_corpora)))
+            return kept[1], self._vectors[1]
 
     def embed_notes(
         self,
@@ -163,7 +159,7 @@ class MemoryStore(KnowledgeNotes):
         if inputs is None:
             return lexical[:top_n]
         try:
-            return run_hybrid(hybrid_flow(query, lexical, inputs[0], pool, top_n, weight, inputs[1]), inputs[2])
+            return run_hybrid(hybrid_flow(query, lexical, inputs[0], pool, top_n, weight), inputs[1])
         except Exception as exc:  # any embedder failure degrades to BM25 rather than failing the query
             log_event(Event.EMBEDDINGS_FALLBACK, reason=repr(exc))
             return lexical[:top_n]
@@ -184,8 +180,8 @@ class MemoryStore(KnowledgeNotes):
         if inputs is None:
             return lexical[:top_n]
         try:
-            flow = hybrid_flow(query, lexical, inputs[0], pool, top_n, weight, inputs[1])
-            return await arun_hybrid(flow, inputs[2])
+            flow = hybrid_flow(query, lexical, inputs[0], pool, top_n, weight)
+            return await arun_hybrid(flow, inputs[1])
         except Exception as exc:
             log_event(Event.EMBEDDINGS_FALLBACK, reason=repr(exc))
             return lexical[:top_n]
