@@ -595,8 +595,10 @@ class SentenceTransformerEmbedder:
     the same vectors in about 40% of torch's time (:mod:`._onnx_encoder`). The model is exported
     in memory, once per process, in a background thread started by the ``ONNX_AFTER``-th (3rd)
     short call, so a one-shot process never pays the export (a second or two) and a long-lived
-    one switches over without a query waiting; :meth:`prepare_onnx` does it now, e.g. at server
-    start. Batches, such as indexing notes, stay on torch.
+    one switches over without a query waiting (a process ending right after its third query
+    waits for the export at exit: torch must not be torn down mid-export).
+    :meth:`prepare_onnx` does it now, e.g. at server start. Batches, such as indexing notes,
+    stay on torch.
 
     ``threads`` sets torch's intra-op threads when the model loads (a process-wide setting;
     ``None`` keeps torch's default) and ONNX Runtime's. The default of 1 is measured: on a 2-core machine that
@@ -650,7 +652,7 @@ class SentenceTransformerEmbedder:
             calls = self._short_calls[cache_key] = self._short_calls.get(cache_key, 0) + 1
         if calls == ONNX_AFTER:
             threading.Thread(
-                target=self._export, args=(cache_key, model), name="local-ai-memory-onnx-export", daemon=True
+                target=self._export, args=(cache_key, model), name="local-ai-memory-onnx-export"
             ).start()
         return None
 
