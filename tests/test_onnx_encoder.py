@@ -81,7 +81,8 @@ def test_a_long_lived_process_switches_to_onnx_in_the_background() -> None:
     done = subprocess.run([sys.executable, "-c", SWITCH_OVER], capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
-    assert report["after_one"] == 0 and not report["built_after_one"]
+    assert report["after_one"] == 0
+    assert not report["built_after_one"]
     assert report["after_three"] == 1
     assert report["onnx"] is True
     assert report["agreement"] > 0.9999

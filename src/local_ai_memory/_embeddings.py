@@ -651,9 +651,7 @@ class SentenceTransformerEmbedder:
                 return self._encoders[cache_key]
             calls = self._short_calls[cache_key] = self._short_calls.get(cache_key, 0) + 1
         if calls == ONNX_AFTER:
-            threading.Thread(
-                target=self._export, args=(cache_key, model), name="local-ai-memory-onnx-export"
-            ).start()
+            threading.Thread(target=self._export, args=(cache_key, model), name="local-ai-memory-onnx-export").start()
         return None
 
     def prepare_onnx(self) -> bool:
