@@ -15,7 +15,7 @@ itself before answering, so no reader ever sees a user half remembered.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ._backends.knowledge import KnowledgeBackend
@@ -184,14 +184,12 @@ def erase(runtime: RuntimeBackend, store: MemoryStore | None, erasure: Erasure) 
     report = ErasureReport(erasure.user_id, erasure.session_id, sorted(sessions), runtime_bytes)
     if whole_user and store is not None:
         forgotten = store.forget_user(erasure.user_id)
-        report = ErasureReport(
-            **{
-                **asdict(report),
-                "notes": forgotten.notes,
-                "note_bytes": forgotten.size,
-                "ranker_snapshots": forgotten.snapshots,
-                "vectors": forgotten.vectors,
-            }
+        report = replace(
+            report,
+            notes=forgotten.notes,
+            note_bytes=forgotten.size,
+            ranker_snapshots=forgotten.snapshots,
+            vectors=forgotten.vectors,
         )
         store.backend.delete_blob(erasure_marker(erasure.user_id))
         store.backend.recover()  # a write cut short may have left a temporary file named after the user
