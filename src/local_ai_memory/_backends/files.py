@@ -29,6 +29,7 @@ exactly one scope adopts them, once.
 under its lock. Callers that must never be seen half done (deleting a session, forgetting a
 user) first write an erasure record; while it exists every read of a covered scope answers as
 if the scope were empty, so readers see the data whole or gone, even after a crash half-way.
+Checking costs a read one ``stat`` of ``erasing/`` while that folder is unchanged and empty.
 
 **Safety.** Every write goes through :mod:`local_ai_memory._fs` (temporary file, fsync,
 rename, fsync of the folder when ``durable``); every read-modify-write holds the file's
@@ -75,6 +76,7 @@ from .runtime import GLOBAL_STEM, Erasure, PlansChange, RuntimeBackend, Scope, S
 __all__ = ["FileRuntimeBackend"]
 
 _DANGLING_AFTER = 60.0  # seconds before a marker without its result counts as left by a crash
+_RACY_NS = 3_000_000_000  # 3 s: above the coarsest timestamps of common file systems (FAT: 2 s)
 _cleaned_roots: set[str] = set()
 _cleaned_guard = threading.Lock()
 
@@ -157,6 +159,7 @@ class FileRuntimeBackend(RuntimeBackend):
         self._migration_guard = threading.Lock()
         self._page_cache: tuple[str, tuple[int, float], ToolResultPayload] | None = None
         self._page_guard = threading.Lock()
+        self._quiet_version: int | None = None  # mtime_ns of erasing/ when last listed empty (see _erasures)
 
     @classmethod
     def from_config(cls, config: MemoryConfig, guard: DirectoryGuard | None = None) -> FileRuntimeBackend:
@@ -221,8 +224,31 @@ class FileRuntimeBackend(RuntimeBackend):
     # -- L0 state -----------------------------------------------------------------------
 
     def _hidden(self, scope: Scope) -> bool:
-        """Whether a pending erasure covers ``scope`` (one directory listing, usually empty)."""
-        return scope.scoped and erased(self.pending_erasures(), scope)
+        """Whether a pending erasure covers ``scope`` (usually one ``stat``, see :meth:`_erasures`)."""
+        return scope.scoped and erased(self._erasures(), scope)
+
+    def _erasures(self) -> list[Erasure]:
+        """:meth:`pending_erasures`, with one ``stat`` of ``erasing/`` while it is known empty.
+
+        Any process that begins an erasure renames a record into the folder, which moves the
+        folder's mtime, so an unchanged mtime proves it still empty. File-system timestamps
+        are coarse (a clock tick), though: a record written in the same tick as the listing
+        could leave the mtime unchanged. So, as git does with its index, emptiness is trusted
+        only for an mtime older than :data:`_RACY_NS` at the time of the listing; a folder
+        changed more recently is listed on every read until it has been quiet that long.
+        """
+        version = self._erasing.version()
+        if version is None:
+            return []  # no erasure ever began here
+        if version == self._quiet_version:
+            return []
+        listed_at = time.time_ns()
+        names = self._erasing.names()
+        if names:
+            return self._read_erasures(names)
+        if version < listed_at - _RACY_NS:
+            self._quiet_version = version
+        return []
 
     def get_state(self, scope: Scope) -> dict[str, Any]:
         if self._hidden(scope):
@@ -490,8 +516,11 @@ class FileRuntimeBackend(RuntimeBackend):
         self._erasing.delete(erasure.key)
 
     def pending_erasures(self) -> list[Erasure]:
+        return self._read_erasures(self._erasing.names())
+
+    def _read_erasures(self, names: list[str]) -> list[Erasure]:
         found: list[tuple[float, Erasure]] = []
-        for name in self._erasing.names():
+        for name in names:
             raw = self._erasing.read(name)
             try:
                 record = decode_model(raw, ErasureRecord) if raw is not None else None
