@@ -18,12 +18,11 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from ._backends.knowledge import KnowledgeBackend
+from ._backends.knowledge import ERASING_DIR, KnowledgeBackend
 from ._backends.runtime import Erasure, RuntimeBackend, Scope, ScopeInfo
 from ._checkpoints import list_checkpoints
 from ._envelopes import AgentCheckpoint, ToolIndexEntry, visible_state
 from ._guard import owner_of, user_file_prefix
-from ._knowledge_notes import ERASING_DIR
 from ._manager import MemoryManager
 from ._store import MemoryStore
 
