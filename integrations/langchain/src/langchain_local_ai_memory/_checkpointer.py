@@ -16,7 +16,12 @@ the saver's ``serde`` (LangGraph's ``JsonPlusSerializer`` by default) and kept b
 checkpoint ids, parents, versions and metadata keys stay readable JSON.
 
 Reads fold the log (:func:`fold_log`, pure), so sync and async share every rule; the async
-methods call the backend's async twins (native on PostgreSQL). Example::
+methods call the backend's async twins (native on PostgreSQL). ``get_tuple`` keeps the fold of
+each namespace it read and reads the log on from where it stopped
+(:meth:`~local_ai_memory.backends.RuntimeBackend.read_plan_steps`), so resuming a long thread
+parses the new steps only. A ``put`` registers its namespace with the session's plans once per
+saver; after that it only appends, and the backend's answer that the log was new (the thread
+was deleted meanwhile, perhaps by another process) makes it register again. Example::
 
     from langgraph.graph import StateGraph
     from local_ai_memory import Memory
@@ -32,9 +37,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -51,7 +58,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from local_ai_memory import InvalidInputError, Memory
-from local_ai_memory.backends import Scope, ScopeInfo
+from local_ai_memory.backends import PlanSteps, Scope, ScopeInfo
 
 __all__ = ["LocalMemorySaver", "fold_log"]
 
@@ -87,22 +94,26 @@ class _Namespace:
     checkpoints: dict[str, tuple[dict[str, Any], Packed, str | None]] = field(default_factory=dict)
     blobs: dict[tuple[str, str], Packed] = field(default_factory=dict)  # (channel, version) -> value
     writes: dict[str, dict[tuple[str, int], tuple[str, str, Packed, str]]] = field(default_factory=dict)
+    latest: str | None = None  # the newest checkpoint id (ids sort by time)
 
 
-def fold_log(entries: Sequence[dict[str, Any]]) -> _Namespace:
+def fold_log(entries: Sequence[dict[str, Any]], into: _Namespace | None = None) -> _Namespace:
     """Replay a namespace's log: checkpoints, channel values by version and pending writes.
 
+    With ``into``, ``entries`` continue a log already folded there (it is updated and returned).
     A write of a task at a non-negative index is kept from its first save (a retried task
     does not replace it); special writes (errors, interrupts: negative indexes) replace, as
     in LangGraph's own savers.
     """
-    folded = _Namespace()
+    folded = _Namespace() if into is None else into
     for entry in entries:
         kind = entry.get("t")
         if kind == "checkpoint":
             for channel, (version, *packed) in entry["blobs"].items():
                 folded.blobs[(channel, json.dumps(version))] = packed
             folded.checkpoints[entry["id"]] = (entry["checkpoint"], entry["metadata"], entry["parent"])
+            if folded.latest is None or entry["id"] > folded.latest:
+                folded.latest = entry["id"]
         elif kind == "writes":
             stored = folded.writes.setdefault(entry["checkpoint_id"], {})
             for idx, channel, *packed in entry["writes"]:
@@ -151,6 +162,27 @@ def _writes_entry(
     }
 
 
+Logs = dict[str, Sequence[dict[str, Any]]]
+"""A thread's step logs by checkpoint namespace."""
+Lines = list[dict[str, Any]]
+Registration = Callable[[dict[str, Any]], "dict[str, Any] | None"]
+"""The change of a session's plans that registers a namespace's log (``None``: already there)."""
+FoldKey = tuple[str, str]
+"""A namespace's log: (scope key, plan id)."""
+_KEPT_FOLDS = 64  # namespaces whose fold get_tuple keeps (most recently read)
+
+
+@dataclass(frozen=True)
+class _Read:
+    """What :meth:`LocalMemorySaver._listing` asks its driver for: the sessions of the saver's
+    user (``thread_id`` ``None``) or the logs of one thread."""
+
+    thread_id: str | None = None
+
+
+Listing = Generator["_Read | CheckpointTuple", "Sequence[ScopeInfo] | Logs | None", None]
+
+
 class LocalMemorySaver(BaseCheckpointSaver[str]):
     """LangGraph checkpoints kept in a :class:`~local_ai_memory.Memory` (see the module docstring).
 
@@ -163,6 +195,9 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
         self.memory = memory
         self.user_id = user_id
         Scope.of(user_id, "check")  # refuse a hostile user id now, not at the first step
+        self._registered: set[FoldKey] = set()  # logs this saver registered with their session's plans
+        self._folds: OrderedDict[FoldKey, tuple[str, _Namespace]] = OrderedDict()  # key -> (cursor, fold)
+        self._folds_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"LocalMemorySaver({self.memory!r}, user_id={self.user_id!r})"
@@ -184,7 +219,7 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
         }
 
     @staticmethod
-    def _register(checkpoint_ns: str) -> Callable[[dict[str, Any]], dict[str, Any] | None]:
+    def _register(checkpoint_ns: str) -> Registration:
         plan_id = _plan_id(checkpoint_ns)
 
         def change(plans: dict[str, Any]) -> dict[str, Any] | None:
@@ -223,7 +258,7 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
     def _select(
         self,
         thread_id: str,
-        logs: dict[str, Sequence[dict[str, Any]]],
+        logs: Logs,
         *,
         checkpoint_id: str | None,
         filter: dict[str, Any] | None,
@@ -245,6 +280,35 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
                     continue
                 yield found
 
+    def _listing(
+        self,
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+    ) -> Listing:
+        """The rule of ``list`` and ``alist``, written once: it yields a :class:`_Read` when it
+        needs storage (the driver sends back the answer) and each checkpoint found, at most
+        ``limit`` of them, reading no thread after the last one it needs."""
+        configurable = config["configurable"] if config else {}
+        if limit is not None and limit <= 0:
+            return
+        if "thread_id" in configurable:
+            threads = [configurable["thread_id"]]
+        else:
+            scopes = yield _Read()
+            threads = self._threads(cast("Sequence[ScopeInfo]", scopes))
+        checkpoint_id = get_checkpoint_id(config) if config else None
+        remaining = limit
+        for thread_id in threads:
+            logs = cast(Logs, (yield _Read(thread_id)))
+            for found in self._select(thread_id, logs, checkpoint_id=checkpoint_id, filter=filter, before=before):
+                yield found
+                if remaining is not None:
+                    remaining -= 1
+                    if remaining <= 0:
+                        return
+
     def _threads(self, scopes: Sequence[ScopeInfo]) -> list[str]:
         """The thread ids among listed sessions: this user's."""
         return sorted(
@@ -253,29 +317,58 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
             if info.scope.user_id == self.user_id and info.scope.session_id is not None
         )
 
-    def _latest(self, config: RunnableConfig, logs: dict[str, Sequence[dict[str, Any]]]) -> CheckpointTuple | None:
-        """The checkpoint ``config`` names, or the newest of its namespace."""
-        configurable = config["configurable"]
-        checkpoint_ns = configurable.get("checkpoint_ns", "")
-        if checkpoint_ns not in logs:
-            return None
-        folded = fold_log(logs[checkpoint_ns])
-        checkpoint_id = get_checkpoint_id(config) or max(folded.checkpoints, default=None)
-        if checkpoint_id is None:
-            return None
-        return self._tuple(configurable["thread_id"], checkpoint_ns, checkpoint_id, folded)
-
-    def _entry(
-        self, config: RunnableConfig, entry: dict[str, Any]
-    ) -> tuple[Scope, str, Callable[[dict[str, Any]], dict[str, Any] | None], list[dict[str, Any]]]:
+    def _entry(self, config: RunnableConfig, entry: dict[str, Any]) -> tuple[Scope, str, Registration, Lines]:
         """Where an entry goes: the session, the namespace's log id, its registration and the line."""
         configurable = config["configurable"]
         checkpoint_ns = configurable.get("checkpoint_ns", "")
         return self._scope(configurable["thread_id"]), _plan_id(checkpoint_ns), self._register(checkpoint_ns), [entry]
 
+    def _located(self, config: RunnableConfig, plans: dict[str, Any]) -> tuple[str, str] | None:
+        """``(checkpoint_ns, plan id)`` of the namespace ``config`` names, if its log is registered."""
+        checkpoint_ns = config["configurable"].get("checkpoint_ns", "")
+        plan_id = self._namespaces(plans).get(checkpoint_ns)
+        return None if plan_id is None else (checkpoint_ns, plan_id)
+
+    def _cursor(self, key: FoldKey) -> str | None:
+        with self._folds_lock:
+            cached = self._folds.get(key)
+        return None if cached is None else cached[0]
+
+    def _answer(
+        self, config: RunnableConfig, checkpoint_ns: str, key: FoldKey, cursor: str | None, read: PlanSteps
+    ) -> tuple[bool, CheckpointTuple | None]:
+        """Fold ``read`` (taken from ``cursor``) into the kept fold and answer ``config`` from it.
+
+        ``(False, None)`` when another reader moved the fold on since ``cursor``: read again from
+        the start. The answer is built under the lock, since folding changes the fold in place.
+        """
+        with self._folds_lock:
+            cached = self._folds.get(key)
+            if read.restarted:
+                folded = fold_log(read.steps)
+            elif cached is not None and cached[0] == cursor:
+                folded = fold_log(read.steps, into=cached[1])
+            else:
+                return False, None
+            self._folds[key] = (read.cursor, folded)
+            self._folds.move_to_end(key)
+            while len(self._folds) > _KEPT_FOLDS:
+                self._folds.popitem(last=False)
+            checkpoint_id = get_checkpoint_id(config) or folded.latest
+            if checkpoint_id is None:
+                return True, None
+            return True, self._tuple(config["configurable"]["thread_id"], checkpoint_ns, checkpoint_id, folded)
+
+    def _forget(self, scope: Scope) -> None:
+        """Drop what this saver keeps of a thread it deleted."""
+        with self._folds_lock:
+            for key in [key for key in self._folds if key[0] == scope.key]:
+                del self._folds[key]
+            self._registered = {key for key in self._registered if key[0] != scope.key}
+
     # -- sync ---------------------------------------------------------------------------------
 
-    def _logs(self, scope: Scope, checkpoint_ns: str | None) -> dict[str, Sequence[dict[str, Any]]]:
+    def _logs(self, scope: Scope, checkpoint_ns: str | None) -> Logs:
         runtime = self.memory.runtime
         namespaces = self._namespaces(runtime.get_plans(scope))
         if checkpoint_ns is not None:
@@ -283,9 +376,18 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
         return {ns: runtime.get_plan_steps(scope, plan_id) for ns, plan_id in namespaces.items()}
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        configurable = config["configurable"]
-        logs = self._logs(self._scope(configurable["thread_id"]), configurable.get("checkpoint_ns", ""))
-        return self._latest(config, logs)
+        runtime = self.memory.runtime
+        scope = self._scope(config["configurable"]["thread_id"])
+        located = self._located(config, runtime.get_plans(scope))
+        if located is None:
+            return None
+        checkpoint_ns, plan_id = located
+        key = (scope.key, plan_id)
+        cursor = self._cursor(key)
+        done, found = self._answer(config, checkpoint_ns, key, cursor, runtime.read_plan_steps(scope, plan_id, cursor))
+        if not done:
+            _, found = self._answer(config, checkpoint_ns, key, None, runtime.read_plan_steps(scope, plan_id))
+        return found
 
     def list(
         self,
@@ -295,22 +397,38 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
-        configurable = config["configurable"] if config else {}
-        if "thread_id" in configurable:
-            threads = [configurable["thread_id"]]
-        else:
-            threads = self._threads(self.memory.runtime.list_scopes())
-        checkpoint_ns = configurable.get("checkpoint_ns")
-        checkpoint_id = get_checkpoint_id(config) if config else None
-        remaining = limit
-        for thread_id in threads:
-            logs = self._logs(self._scope(thread_id), checkpoint_ns)
-            for found in self._select(thread_id, logs, checkpoint_id=checkpoint_id, filter=filter, before=before):
-                if remaining is not None:
-                    if remaining <= 0:
-                        return
-                    remaining -= 1
-                yield found
+        checkpoint_ns = (config or {}).get("configurable", {}).get("checkpoint_ns")
+        steps = self._listing(config, filter, before, limit)
+        reply: Sequence[ScopeInfo] | Logs | None = None
+        while True:
+            try:
+                item = steps.send(reply)
+            except StopIteration:
+                return
+            if isinstance(item, _Read):
+                if item.thread_id is None:
+                    reply = self.memory.runtime.list_scopes()
+                else:
+                    reply = self._logs(self._scope(item.thread_id), checkpoint_ns)
+            else:
+                reply = None
+                yield item
+
+    def _append(
+        self,
+        scope: Scope,
+        plan_id: str,
+        register: Registration,
+        lines: Lines,
+    ) -> None:
+        runtime = self.memory.runtime
+        key = (scope.key, plan_id)
+        if key not in self._registered:
+            runtime.update_plans(scope, register)
+            self._registered.add(key)
+            runtime.append_plan_steps(scope, plan_id, lines)
+        elif runtime.append_plan_steps(scope, plan_id, lines):
+            runtime.update_plans(scope, register)  # the log was new: its thread was deleted meanwhile
 
     def put(
         self,
@@ -320,21 +438,19 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         entry = _checkpoint_entry(config, checkpoint, metadata, new_versions, self.serde)
-        scope, plan_id, register, lines = self._entry(config, entry)
-        self.memory.runtime.update_plans(scope, register)
-        self.memory.runtime.append_plan_steps(scope, plan_id, lines)
+        self._append(*self._entry(config, entry))
         return _saved_config(config, checkpoint)
 
     def put_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
         entry = _writes_entry(config, writes, task_id, task_path, self.serde)
-        scope, plan_id, register, lines = self._entry(config, entry)
-        self.memory.runtime.update_plans(scope, register)
-        self.memory.runtime.append_plan_steps(scope, plan_id, lines)
+        self._append(*self._entry(config, entry))
 
     def delete_thread(self, thread_id: str) -> None:
-        self.memory.runtime.update_plans(self._scope(thread_id), _drop_langgraph_plans)
+        scope = self._scope(thread_id)
+        self.memory.runtime.update_plans(scope, _drop_langgraph_plans)
+        self._forget(scope)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         source, target = self._scope(source_thread_id), self._scope(target_thread_id)
@@ -345,7 +461,7 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
 
     # -- async: the same steps over the backend's async twins -----------------------------------
 
-    async def _alogs(self, scope: Scope, checkpoint_ns: str | None) -> dict[str, Sequence[dict[str, Any]]]:
+    async def _alogs(self, scope: Scope, checkpoint_ns: str | None) -> Logs:
         runtime = self.memory.runtime
         namespaces = self._namespaces(await runtime.aget_plans(scope))
         if checkpoint_ns is not None:
@@ -353,9 +469,19 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
         return {ns: await runtime.aget_plan_steps(scope, plan_id) for ns, plan_id in namespaces.items()}
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        configurable = config["configurable"]
-        logs = await self._alogs(self._scope(configurable["thread_id"]), configurable.get("checkpoint_ns", ""))
-        return self._latest(config, logs)
+        runtime = self.memory.runtime
+        scope = self._scope(config["configurable"]["thread_id"])
+        located = self._located(config, await runtime.aget_plans(scope))
+        if located is None:
+            return None
+        checkpoint_ns, plan_id = located
+        key = (scope.key, plan_id)
+        cursor = self._cursor(key)
+        read = await runtime.aread_plan_steps(scope, plan_id, cursor)
+        done, found = self._answer(config, checkpoint_ns, key, cursor, read)
+        if not done:
+            _, found = self._answer(config, checkpoint_ns, key, None, await runtime.aread_plan_steps(scope, plan_id))
+        return found
 
     async def alist(
         self,
@@ -365,22 +491,38 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        configurable = config["configurable"] if config else {}
-        if "thread_id" in configurable:
-            threads = [configurable["thread_id"]]
-        else:
-            threads = self._threads(await self.memory.runtime.alist_scopes())
-        checkpoint_ns = configurable.get("checkpoint_ns")
-        checkpoint_id = get_checkpoint_id(config) if config else None
-        remaining = limit
-        for thread_id in threads:
-            logs = await self._alogs(self._scope(thread_id), checkpoint_ns)
-            for found in self._select(thread_id, logs, checkpoint_id=checkpoint_id, filter=filter, before=before):
-                if remaining is not None:
-                    if remaining <= 0:
-                        return
-                    remaining -= 1
-                yield found
+        checkpoint_ns = (config or {}).get("configurable", {}).get("checkpoint_ns")
+        steps = self._listing(config, filter, before, limit)
+        reply: Sequence[ScopeInfo] | Logs | None = None
+        while True:
+            try:
+                item = steps.send(reply)
+            except StopIteration:
+                return
+            if isinstance(item, _Read):
+                if item.thread_id is None:
+                    reply = await self.memory.runtime.alist_scopes()
+                else:
+                    reply = await self._alogs(self._scope(item.thread_id), checkpoint_ns)
+            else:
+                reply = None
+                yield item
+
+    async def _aappend(
+        self,
+        scope: Scope,
+        plan_id: str,
+        register: Registration,
+        lines: Lines,
+    ) -> None:
+        runtime = self.memory.runtime
+        key = (scope.key, plan_id)
+        if key not in self._registered:
+            await runtime.aupdate_plans(scope, register)
+            self._registered.add(key)
+            await runtime.aappend_plan_steps(scope, plan_id, lines)
+        elif await runtime.aappend_plan_steps(scope, plan_id, lines):
+            await runtime.aupdate_plans(scope, register)  # the log was new: its thread was deleted meanwhile
 
     async def aput(
         self,
@@ -390,21 +532,19 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         entry = _checkpoint_entry(config, checkpoint, metadata, new_versions, self.serde)
-        scope, plan_id, register, lines = self._entry(config, entry)
-        await self.memory.runtime.aupdate_plans(scope, register)
-        await self.memory.runtime.aappend_plan_steps(scope, plan_id, lines)
+        await self._aappend(*self._entry(config, entry))
         return _saved_config(config, checkpoint)
 
     async def aput_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
         entry = _writes_entry(config, writes, task_id, task_path, self.serde)
-        scope, plan_id, register, lines = self._entry(config, entry)
-        await self.memory.runtime.aupdate_plans(scope, register)
-        await self.memory.runtime.aappend_plan_steps(scope, plan_id, lines)
+        await self._aappend(*self._entry(config, entry))
 
     async def adelete_thread(self, thread_id: str) -> None:
-        await self.memory.runtime.aupdate_plans(self._scope(thread_id), _drop_langgraph_plans)
+        scope = self._scope(thread_id)
+        await self.memory.runtime.aupdate_plans(scope, _drop_langgraph_plans)
+        self._forget(scope)
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         source, target = self._scope(source_thread_id), self._scope(target_thread_id)
