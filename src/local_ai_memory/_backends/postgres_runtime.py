@@ -21,11 +21,18 @@ from typing import Any
 from pydantic import ValidationError
 
 from local_ai_memory._config import MemoryConfig
-from local_ai_memory._envelopes import StoredMessage, ToolIndexEntry, ToolResultPage, ToolResultPayload, page_of
+from local_ai_memory._envelopes import (
+    StoredMessage,
+    ToolIndexEntry,
+    ToolResultPage,
+    ToolResultPayload,
+    page_between,
+    page_of,
+)
 from local_ai_memory._errors import InvalidInputError, LockTimeoutError, RecordNotFoundError, StorageError
 
-from ._pg_base import PgStorage, pack, settings_of, unpack
-from ._pg_pool import Database, DatabaseSettings, Op, Stmt
+from ._pg_base import PgStorage, database_of, pack, settings_of, unpack
+from ._pg_pool import Database, Op, Stmt
 from .runtime import Erasure, PlansChange, PlanSteps, RuntimeBackend, Scope, ScopeInfo, StateChange
 
 __all__ = ["CHUNK_CHARS", "PostgresRuntimeBackend"]
@@ -90,15 +97,8 @@ class PostgresRuntimeBackend(PgStorage, RuntimeBackend):
         lock_timeout: float = 30.0,
         database: Database | None = None,
     ) -> None:
-        if database is None:
-            if url is None:
-                raise InvalidInputError("give PostgresRuntimeBackend a database URL")
-            database = Database(
-                DatabaseSettings(
-                    url, schema, pool_min_size, pool_max_size, pool_timeout, connect_timeout, prepare_threshold
-                )
-            )
-        super().__init__(database)
+        settings = (schema, pool_min_size, pool_max_size, pool_timeout, connect_timeout, prepare_threshold)
+        super().__init__(database_of("PostgresRuntimeBackend", database, url, settings))
         self.lock_timeout = lock_timeout
         self._held = threading.local()
 
@@ -379,14 +379,7 @@ class PostgresRuntimeBackend(PgStorage, RuntimeBackend):
             rows = yield self._chunk_rows(scope, result_id, first, last)
             piece = _text(rows)[start - first * chunk : end - first * chunk]
         tool = ToolResultPayload.model_validate({**meta, "content": ""}).tool
-        return ToolResultPage(
-            result_id=result_id,
-            tool=tool,
-            offset=start,
-            content=piece,
-            total_chars=total,
-            next_offset=end if end < total else None,
-        )
+        return page_between(result_id, tool, piece, start, end, total)
 
     def _list_results(self, scope: Scope) -> Op[dict[str, ToolIndexEntry]]:
         u, s = _ids(scope)
