@@ -15,11 +15,12 @@ As LangGraph's own savers do, a ``put`` stores only the channel values whose ver
 the saver's ``serde`` (LangGraph's ``JsonPlusSerializer`` by default) and kept base64-encoded;
 checkpoint ids, parents, versions and metadata keys stay readable JSON.
 
-Reads fold the log (:func:`fold_log`, pure), so sync and async share every rule; the async
-methods call the backend's async twins (native on PostgreSQL). ``get_tuple`` keeps the fold of
-each namespace it read and reads the log on from where it stopped
-(:meth:`~local_ai_memory.backends.RuntimeBackend.read_plan_steps`), so resuming a long thread
-parses the new steps only. A ``put`` registers its namespace with the session's plans once per
+Reads fold the log (:func:`fold_log`, pure). Each method is written once, as an operation
+that yields the backend calls it needs; a sync driver makes them with the backend's methods and
+an async one awaits their async twins (native on PostgreSQL), so sync and async share every rule.
+``get_tuple`` keeps the fold of each namespace it read and reads the log on from where it
+stopped (:meth:`~local_ai_memory.backends.RuntimeBackend.read_plan_steps`), so reading a long
+thread again parses the new steps only. A ``put`` registers its namespace with the session's plans once per
 saver; after that it only appends, and the backend's answer that the log was new (the thread
 was deleted meanwhile, perhaps by another process) makes it register again. Example::
 
@@ -41,7 +42,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Generic, TypeVar, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -58,7 +59,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from local_ai_memory import InvalidInputError, Memory
-from local_ai_memory.backends import PlanSteps, Scope, ScopeInfo
+from local_ai_memory.backends import PlanSteps, RuntimeBackend, Scope, ScopeInfo
 
 __all__ = ["LocalMemorySaver", "fold_log"]
 
@@ -170,17 +171,42 @@ Registration = Callable[[dict[str, Any]], "dict[str, Any] | None"]
 FoldKey = tuple[str, str]
 """A namespace's log: (scope key, plan id)."""
 _KEPT_FOLDS = 64  # namespaces whose fold get_tuple keeps (most recently read)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class _Read:
-    """What :meth:`LocalMemorySaver._listing` asks its driver for: the sessions of the saver's
-    user (``thread_id`` ``None``) or the logs of one thread."""
+class _Call:
+    """A call of the runtime backend that an operation needs; the sync driver makes it with
+    ``method``, the async driver awaits the ``a`` twin of it with the same arguments."""
 
-    thread_id: str | None = None
+    method: str
+    args: tuple[Any, ...] = ()
+
+    def on(self, runtime: RuntimeBackend) -> Any:
+        return getattr(runtime, self.method)(*self.args)
+
+    async def aon(self, runtime: RuntimeBackend) -> Any:
+        return await getattr(runtime, "a" + self.method)(*self.args)
 
 
-Listing = Generator["_Read | CheckpointTuple", "Sequence[ScopeInfo] | Logs | None", None]
+@dataclass(frozen=True)
+class _Done(Generic[T]):
+    """An operation finished with ``value``."""
+
+    value: T
+
+
+Op = Generator["_Call | CheckpointTuple", Any, T]
+"""A saver operation, written once for sync and async: it yields a :class:`_Call` when it needs
+the backend (and is sent the answer) and, when listing, each checkpoint it found."""
+
+
+def _send(op: Op[T], reply: Any) -> _Call | CheckpointTuple | _Done[T]:
+    """The operation's next request or find, or :class:`_Done` when it returned."""
+    try:
+        return op.send(reply)
+    except StopIteration as done:
+        return _Done(cast(T, done.value))
 
 
 class LocalMemorySaver(BaseCheckpointSaver[str]):
@@ -280,35 +306,6 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
                     continue
                 yield found
 
-    def _listing(
-        self,
-        config: RunnableConfig | None,
-        filter: dict[str, Any] | None,
-        before: RunnableConfig | None,
-        limit: int | None,
-    ) -> Listing:
-        """The rule of ``list`` and ``alist``, written once: it yields a :class:`_Read` when it
-        needs storage (the driver sends back the answer) and each checkpoint found, at most
-        ``limit`` of them, reading no thread after the last one it needs."""
-        configurable = config["configurable"] if config else {}
-        if limit is not None and limit <= 0:
-            return
-        if "thread_id" in configurable:
-            threads = [configurable["thread_id"]]
-        else:
-            scopes = yield _Read()
-            threads = self._threads(cast("Sequence[ScopeInfo]", scopes))
-        checkpoint_id = get_checkpoint_id(config) if config else None
-        remaining = limit
-        for thread_id in threads:
-            logs = cast(Logs, (yield _Read(thread_id)))
-            for found in self._select(thread_id, logs, checkpoint_id=checkpoint_id, filter=filter, before=before):
-                yield found
-                if remaining is not None:
-                    remaining -= 1
-                    if remaining <= 0:
-                        return
-
     def _threads(self, scopes: Sequence[ScopeInfo]) -> list[str]:
         """The thread ids among listed sessions: this user's."""
         return sorted(
@@ -366,28 +363,119 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
                 del self._folds[key]
             self._registered = {key for key in self._registered if key[0] != scope.key}
 
-    # -- sync ---------------------------------------------------------------------------------
+    # -- the operations (each one rule for sync and async) --------------------------------------
 
-    def _logs(self, scope: Scope, checkpoint_ns: str | None) -> Logs:
-        runtime = self.memory.runtime
-        namespaces = self._namespaces(runtime.get_plans(scope))
+    def _logs_op(self, scope: Scope, checkpoint_ns: str | None) -> Op[Logs]:
+        namespaces = self._namespaces((yield _Call("get_plans", (scope,))))
         if checkpoint_ns is not None:
             namespaces = {checkpoint_ns: namespaces[checkpoint_ns]} if checkpoint_ns in namespaces else {}
-        return {ns: runtime.get_plan_steps(scope, plan_id) for ns, plan_id in namespaces.items()}
+        logs: Logs = {}
+        for ns, plan_id in namespaces.items():
+            logs[ns] = yield _Call("get_plan_steps", (scope, plan_id))
+        return logs
 
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        runtime = self.memory.runtime
+    def _get_tuple_op(self, config: RunnableConfig) -> Op[CheckpointTuple | None]:
         scope = self._scope(config["configurable"]["thread_id"])
-        located = self._located(config, runtime.get_plans(scope))
+        located = self._located(config, (yield _Call("get_plans", (scope,))))
         if located is None:
             return None
         checkpoint_ns, plan_id = located
         key = (scope.key, plan_id)
         cursor = self._cursor(key)
-        done, found = self._answer(config, checkpoint_ns, key, cursor, runtime.read_plan_steps(scope, plan_id, cursor))
-        if not done:
-            _, found = self._answer(config, checkpoint_ns, key, None, runtime.read_plan_steps(scope, plan_id))
+        read = yield _Call("read_plan_steps", (scope, plan_id, cursor))
+        done, found = self._answer(config, checkpoint_ns, key, cursor, read)
+        if not done:  # another reader moved the fold on meanwhile: read the log whole
+            _, found = self._answer(
+                config, checkpoint_ns, key, None, (yield _Call("read_plan_steps", (scope, plan_id)))
+            )
         return found
+
+    def _list_op(
+        self,
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+    ) -> Op[None]:
+        """Yields each checkpoint found, at most ``limit``, reading no thread after the last one needed."""
+        configurable = config["configurable"] if config else {}
+        if limit is not None and limit <= 0:
+            return
+        if "thread_id" in configurable:
+            threads = [configurable["thread_id"]]
+        else:
+            threads = self._threads((yield _Call("list_scopes")))
+        checkpoint_id = get_checkpoint_id(config) if config else None
+        remaining = limit
+        for thread_id in threads:
+            logs = yield from self._logs_op(self._scope(thread_id), configurable.get("checkpoint_ns"))
+            for found in self._select(thread_id, logs, checkpoint_id=checkpoint_id, filter=filter, before=before):
+                yield found
+                if remaining is not None:
+                    remaining -= 1
+                    if remaining <= 0:
+                        return
+
+    def _append_op(self, scope: Scope, plan_id: str, register: Registration, lines: Lines) -> Op[None]:
+        """Register the log once per saver, then only append; a log the append finds new had its
+        thread deleted meanwhile (perhaps by another process), so it is registered again."""
+        known = (scope.key, plan_id) in self._registered
+        if not known:
+            yield _Call("update_plans", (scope, register))
+        if (yield _Call("append_plan_steps", (scope, plan_id, lines))) and known:
+            yield _Call("update_plans", (scope, register))
+        self._registered.add((scope.key, plan_id))
+
+    def _put_op(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, versions: ChannelVersions
+    ) -> Op[RunnableConfig]:
+        entry = _checkpoint_entry(config, checkpoint, metadata, versions, self.serde)
+        yield from self._append_op(*self._entry(config, entry))
+        return _saved_config(config, checkpoint)
+
+    def _put_writes_op(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str
+    ) -> Op[None]:
+        entry = _writes_entry(config, writes, task_id, task_path, self.serde)
+        yield from self._append_op(*self._entry(config, entry))
+
+    def _delete_op(self, thread_id: str) -> Op[None]:
+        scope = self._scope(thread_id)
+        yield _Call("update_plans", (scope, _drop_langgraph_plans))
+        self._forget(scope)
+
+    def _copy_op(self, source_thread_id: str, target_thread_id: str) -> Op[None]:
+        source, target = self._scope(source_thread_id), self._scope(target_thread_id)
+        for checkpoint_ns, entries in (yield from self._logs_op(source, None)).items():
+            yield _Call("update_plans", (target, self._register(checkpoint_ns)))
+            yield _Call("append_plan_steps", (target, _plan_id(checkpoint_ns), list(entries)))
+
+    # -- drivers: the backend's sync methods, or its async twins --------------------------------
+
+    def _stream(self, op: Op[T]) -> Generator[CheckpointTuple, None, T]:
+        reply: Any = None
+        while not isinstance(item := _send(op, reply), _Done):
+            reply = item.on(self.memory.runtime) if isinstance(item, _Call) else (yield item)
+        return item.value
+
+    def _run(self, op: Op[T]) -> T:
+        return _returned(self._stream(op))
+
+    async def _astream(self, op: Op[None]) -> AsyncIterator[CheckpointTuple]:
+        reply: Any = None
+        while not isinstance(item := _send(op, reply), _Done):
+            reply = (await item.aon(self.memory.runtime)) if isinstance(item, _Call) else (yield item)
+
+    async def _arun(self, op: Op[T]) -> T:
+        reply: Any = None
+        while not isinstance(item := _send(op, reply), _Done):
+            reply = await cast(_Call, item).aon(self.memory.runtime)  # only listing yields checkpoints
+        return item.value
+
+    # -- BaseCheckpointSaver --------------------------------------------------------------------
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self._run(self._get_tuple_op(config))
 
     def list(
         self,
@@ -397,38 +485,7 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
-        checkpoint_ns = (config or {}).get("configurable", {}).get("checkpoint_ns")
-        steps = self._listing(config, filter, before, limit)
-        reply: Sequence[ScopeInfo] | Logs | None = None
-        while True:
-            try:
-                item = steps.send(reply)
-            except StopIteration:
-                return
-            if isinstance(item, _Read):
-                if item.thread_id is None:
-                    reply = self.memory.runtime.list_scopes()
-                else:
-                    reply = self._logs(self._scope(item.thread_id), checkpoint_ns)
-            else:
-                reply = None
-                yield item
-
-    def _append(
-        self,
-        scope: Scope,
-        plan_id: str,
-        register: Registration,
-        lines: Lines,
-    ) -> None:
-        runtime = self.memory.runtime
-        key = (scope.key, plan_id)
-        if key not in self._registered:
-            runtime.update_plans(scope, register)
-            self._registered.add(key)
-            runtime.append_plan_steps(scope, plan_id, lines)
-        elif runtime.append_plan_steps(scope, plan_id, lines):
-            runtime.update_plans(scope, register)  # the log was new: its thread was deleted meanwhile
+        return self._stream(self._list_op(config, filter, before, limit))
 
     def put(
         self,
@@ -437,53 +494,23 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        entry = _checkpoint_entry(config, checkpoint, metadata, new_versions, self.serde)
-        self._append(*self._entry(config, entry))
-        return _saved_config(config, checkpoint)
+        return self._run(self._put_op(config, checkpoint, metadata, new_versions))
 
     def put_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
-        entry = _writes_entry(config, writes, task_id, task_path, self.serde)
-        self._append(*self._entry(config, entry))
+        self._run(self._put_writes_op(config, writes, task_id, task_path))
 
     def delete_thread(self, thread_id: str) -> None:
-        scope = self._scope(thread_id)
-        self.memory.runtime.update_plans(scope, _drop_langgraph_plans)
-        self._forget(scope)
+        self._run(self._delete_op(thread_id))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        source, target = self._scope(source_thread_id), self._scope(target_thread_id)
-        runtime = self.memory.runtime
-        for checkpoint_ns, entries in self._logs(source, None).items():
-            runtime.update_plans(target, self._register(checkpoint_ns))
-            runtime.append_plan_steps(target, _plan_id(checkpoint_ns), list(entries))
-
-    # -- async: the same steps over the backend's async twins -----------------------------------
-
-    async def _alogs(self, scope: Scope, checkpoint_ns: str | None) -> Logs:
-        runtime = self.memory.runtime
-        namespaces = self._namespaces(await runtime.aget_plans(scope))
-        if checkpoint_ns is not None:
-            namespaces = {checkpoint_ns: namespaces[checkpoint_ns]} if checkpoint_ns in namespaces else {}
-        return {ns: await runtime.aget_plan_steps(scope, plan_id) for ns, plan_id in namespaces.items()}
+        self._run(self._copy_op(source_thread_id, target_thread_id))
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        runtime = self.memory.runtime
-        scope = self._scope(config["configurable"]["thread_id"])
-        located = self._located(config, await runtime.aget_plans(scope))
-        if located is None:
-            return None
-        checkpoint_ns, plan_id = located
-        key = (scope.key, plan_id)
-        cursor = self._cursor(key)
-        read = await runtime.aread_plan_steps(scope, plan_id, cursor)
-        done, found = self._answer(config, checkpoint_ns, key, cursor, read)
-        if not done:
-            _, found = self._answer(config, checkpoint_ns, key, None, await runtime.aread_plan_steps(scope, plan_id))
-        return found
+        return await self._arun(self._get_tuple_op(config))
 
-    async def alist(
+    def alist(
         self,
         config: RunnableConfig | None,
         *,
@@ -491,38 +518,7 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        checkpoint_ns = (config or {}).get("configurable", {}).get("checkpoint_ns")
-        steps = self._listing(config, filter, before, limit)
-        reply: Sequence[ScopeInfo] | Logs | None = None
-        while True:
-            try:
-                item = steps.send(reply)
-            except StopIteration:
-                return
-            if isinstance(item, _Read):
-                if item.thread_id is None:
-                    reply = await self.memory.runtime.alist_scopes()
-                else:
-                    reply = await self._alogs(self._scope(item.thread_id), checkpoint_ns)
-            else:
-                reply = None
-                yield item
-
-    async def _aappend(
-        self,
-        scope: Scope,
-        plan_id: str,
-        register: Registration,
-        lines: Lines,
-    ) -> None:
-        runtime = self.memory.runtime
-        key = (scope.key, plan_id)
-        if key not in self._registered:
-            await runtime.aupdate_plans(scope, register)
-            self._registered.add(key)
-            await runtime.aappend_plan_steps(scope, plan_id, lines)
-        elif await runtime.aappend_plan_steps(scope, plan_id, lines):
-            await runtime.aupdate_plans(scope, register)  # the log was new: its thread was deleted meanwhile
+        return self._astream(self._list_op(config, filter, before, limit))
 
     async def aput(
         self,
@@ -531,27 +527,27 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        entry = _checkpoint_entry(config, checkpoint, metadata, new_versions, self.serde)
-        await self._aappend(*self._entry(config, entry))
-        return _saved_config(config, checkpoint)
+        return await self._arun(self._put_op(config, checkpoint, metadata, new_versions))
 
     async def aput_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
-        entry = _writes_entry(config, writes, task_id, task_path, self.serde)
-        await self._aappend(*self._entry(config, entry))
+        await self._arun(self._put_writes_op(config, writes, task_id, task_path))
 
     async def adelete_thread(self, thread_id: str) -> None:
-        scope = self._scope(thread_id)
-        await self.memory.runtime.aupdate_plans(scope, _drop_langgraph_plans)
-        self._forget(scope)
+        await self._arun(self._delete_op(thread_id))
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        source, target = self._scope(source_thread_id), self._scope(target_thread_id)
-        runtime = self.memory.runtime
-        for checkpoint_ns, entries in (await self._alogs(source, None)).items():
-            await runtime.aupdate_plans(target, self._register(checkpoint_ns))
-            await runtime.aappend_plan_steps(target, _plan_id(checkpoint_ns), list(entries))
+        await self._arun(self._copy_op(source_thread_id, target_thread_id))
+
+
+def _returned(steps: Generator[CheckpointTuple, None, T]) -> T:
+    """The return value of a driven operation that finds no checkpoints."""
+    try:
+        while True:
+            next(steps)
+    except StopIteration as done:
+        return cast(T, done.value)
 
 
 def _saved_config(config: RunnableConfig, checkpoint: Checkpoint) -> RunnableConfig:
