@@ -20,9 +20,9 @@ that yields the backend calls it needs; a sync driver makes them with the backen
 an async one awaits their async twins (native on PostgreSQL), so sync and async share every rule.
 ``get_tuple`` keeps the fold of each namespace it read and reads the log on from where it
 stopped (:meth:`~local_ai_memory.backends.RuntimeBackend.read_plan_steps`), so reading a long
-thread again parses the new steps only. A ``put`` registers its namespace with the session's plans once per
-saver; after that it only appends, and the backend's answer that the log was new (the thread
-was deleted meanwhile, perhaps by another process) makes it register again. Example::
+thread again parses the new steps only. A ``put`` registers its namespace with the session's
+plans once per saver; after that it only appends, and the backend's answer that the log was new
+(the thread was deleted meanwhile, perhaps by another process) makes it register again. Example::
 
     from langgraph.graph import StateGraph
     from local_ai_memory import Memory
