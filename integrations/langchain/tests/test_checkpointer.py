@@ -155,6 +155,23 @@ def test_savers_sharing_a_thread_see_each_others_steps_and_deletions(
     assert len(list(second.list(thread))) == len(list(first.list(thread))) > 20
 
 
+def test_kept_folds_are_bounded_and_reads_stay_right(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from langchain_local_ai_memory import _checkpointer
+
+    monkeypatch.setattr(_checkpointer, "_KEPT_SIZE", 1)  # every fold is over budget: only the last is kept
+    saver = LocalMemorySaver(Memory.open(tmp_path, fsync=False), user_id="alice")
+    threads: list[RunnableConfig] = [{"configurable": {"thread_id": f"t{n}"}} for n in range(3)]
+    for thread in threads:
+        _graph(saver).invoke({"steps": []}, thread)
+    for _ in range(2):
+        for number, thread in enumerate(threads):
+            _graph(saver).update_state(thread, {"steps": [100 + number]})
+            found = saver.get_tuple(thread)
+            assert found is not None
+            assert found.checkpoint["channel_values"]["steps"][-1] == 100 + number
+            assert len(saver._folds) == 1
+
+
 def test_list_stops_at_its_limit_sync_and_async(tmp_path: Path) -> None:
     import asyncio
 

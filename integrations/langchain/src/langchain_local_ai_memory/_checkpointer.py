@@ -96,6 +96,7 @@ class _Namespace:
     blobs: dict[tuple[str, str], Packed] = field(default_factory=dict)  # (channel, version) -> value
     writes: dict[str, dict[tuple[str, int], tuple[str, str, Packed, str]]] = field(default_factory=dict)
     latest: str | None = None  # the newest checkpoint id (ids sort by time)
+    size: int = 0  # characters of packed values held (what keeping this fold costs)
 
 
 def fold_log(entries: Sequence[dict[str, Any]], into: _Namespace | None = None) -> _Namespace:
@@ -112,6 +113,7 @@ def fold_log(entries: Sequence[dict[str, Any]], into: _Namespace | None = None) 
         if kind == "checkpoint":
             for channel, (version, *packed) in entry["blobs"].items():
                 folded.blobs[(channel, json.dumps(version))] = packed
+                folded.size += len(packed[-1])
             folded.checkpoints[entry["id"]] = (entry["checkpoint"], entry["metadata"], entry["parent"])
             if folded.latest is None or entry["id"] > folded.latest:
                 folded.latest = entry["id"]
@@ -122,6 +124,7 @@ def fold_log(entries: Sequence[dict[str, Any]], into: _Namespace | None = None) 
                 if idx >= 0 and key in stored:
                     continue
                 stored[key] = (entry["task_id"], channel, packed, entry["task_path"])
+                folded.size += len(packed[-1])
     return folded
 
 
@@ -170,7 +173,8 @@ Registration = Callable[[dict[str, Any]], "dict[str, Any] | None"]
 """The change of a session's plans that registers a namespace's log (``None``: already there)."""
 FoldKey = tuple[str, str]
 """A namespace's log: (scope key, plan id)."""
-_KEPT_FOLDS = 64  # namespaces whose fold get_tuple keeps (most recently read)
+_KEPT_FOLDS = 64  # namespaces whose fold get_tuple keeps (most recently read) ...
+_KEPT_SIZE = 128 * 1024 * 1024  # ... while their packed values hold at most this many characters
 T = TypeVar("T")
 
 
@@ -349,8 +353,10 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
                 return False, None
             self._folds[key] = (read.cursor, folded)
             self._folds.move_to_end(key)
-            while len(self._folds) > _KEPT_FOLDS:
-                self._folds.popitem(last=False)
+            while len(self._folds) > 1 and (
+                len(self._folds) > _KEPT_FOLDS or sum(kept.size for _, kept in self._folds.values()) > _KEPT_SIZE
+            ):
+                self._folds.popitem(last=False)  # the least recently read
             checkpoint_id = get_checkpoint_id(config) or folded.latest
             if checkpoint_id is None:
                 return True, None
