@@ -1,4 +1,4 @@
-"""Runtime memory speed: update_state, externalize / load of a 100 KB tool result, paging.
+"""Runtime memory speed: update_state, get_state, externalize / load of a 100 KB tool result, paging.
 
 Each library operation is timed beside what a user would otherwise write, in the same run:
 
@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from local_ai_memory._backends.runtime import Erasure
 from local_ai_memory._config import MemoryConfig
 from local_ai_memory._guard import DirectoryGuard
 from local_ai_memory._manager import MemoryManager
@@ -92,6 +93,9 @@ def measure(base: Path, durable: bool, content: str, seconds: float) -> list[Row
     mode = "fsync" if durable else "no fsync"
     root = base / mode.replace(" ", "_")
     manager = MemoryManager(DirectoryGuard(root), MemoryConfig(fsync=durable)).scoped("alice", "s1")
+    gone = Erasure("mallory")  # an erasure done earlier leaves memory/erasing/ in place (empty): the usual case
+    manager.backend.begin_erasure(gone)
+    manager.backend.end_erasure(gone)
     store = ToolResultStore(manager)
     db = sqlite_db(root / "bench.sqlite", durable)
     rows: list[Row] = []
@@ -107,6 +111,20 @@ def measure(base: Path, durable: bool, content: str, seconds: float) -> list[Row
             rate(plain_json_rewrite(root / "plain.json", durable), seconds),
             rate(sqlite_update(db), seconds),
         )
+    )
+
+    def read_state(i: int) -> None:
+        manager.get_state()
+
+    def plain_json_read(i: int) -> None:
+        with (root / "plain.json").open(encoding="utf-8") as handle:
+            json.load(handle)
+
+    def sqlite_state_read(i: int) -> None:
+        db.execute("SELECT body FROM state WHERE scope = 'alice_s1'").fetchone()
+
+    rows.append(
+        ("get_state", mode, rate(read_state, seconds), rate(plain_json_read, seconds), rate(sqlite_state_read, seconds))
     )
 
     ids: list[str] = []

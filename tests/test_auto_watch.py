@@ -177,3 +177,52 @@ def test_a_process_with_a_watcher_exits_cleanly_with_its_index_written(tmp_path:
     assert "Traceback" not in done.stderr
     assert "Warning" not in done.stderr
     assert "alice_a.md" in (tmp_path / "memory_data" / "memory_index.json").read_text(encoding="utf-8")
+
+
+def _half_forget(root: Path, user_id: str, *deleted: str) -> None:
+    """Another process begins forgetting ``user_id`` (its marker) and dies after deleting ``deleted``."""
+    code = textwrap.dedent(
+        """
+        import sys
+        from pathlib import Path
+        from local_ai_memory._backends.file_knowledge import FileKnowledgeBackend
+        from local_ai_memory._guard import DirectoryGuard
+        from local_ai_memory._guard import user_file_prefix
+
+        backend = FileKnowledgeBackend(DirectoryGuard(sys.argv[1]))
+        backend.write_blob(".erasing/" + user_file_prefix(sys.argv[2]), b"")
+        for name in sys.argv[3:]:
+            backend.delete_note("knowledge", name)
+        """
+    )
+    subprocess.run([sys.executable, "-c", code, str(root), user_id, *deleted], check=True, timeout=60)
+
+
+def test_a_watched_store_learns_of_a_forgetting_elsewhere_from_its_watcher(tmp_path: Path) -> None:
+    """With a watcher, searches ask storage for no erasure marker; one written by another process
+    still makes every search answer the user whole or gone, never half remembered."""
+    memory = Memory.open(tmp_path, fsync=False, auto_watch=True)
+    for name in ("deploy", "cluster"):
+        memory.knowledge.write_note("bob", name, f"# {name}\n\nkestrel {name}")
+    memory.knowledge.write_note("alice", "deploy", "# deploy\n\nkestrel deploy")
+    store = memory.knowledge.store
+    assert len(memory.knowledge.search("kestrel", "bob")) == 2  # starts the watcher
+    wait_for(lambda: store.watched and store.backend.blob_known_absent(".erasing/bob_"))
+
+    _half_forget(tmp_path, "bob", "bob_deploy.md")
+    answers: list[int] = []
+    wait_for(lambda: answers.append(len(memory.knowledge.search("kestrel", "bob"))) or answers[-1] == 0)
+    assert set(answers) <= {0, 2}  # whole (the watcher has not reported yet) or gone
+    assert not (store.data_dir / "knowledge" / "bob_cluster.md").exists()  # the search finished the job
+    assert len(memory.knowledge.search("kestrel", "alice")) == 1
+
+
+def test_a_watcher_starting_while_a_marker_exists_follows_it(tmp_path: Path) -> None:
+    memory = Memory.open(tmp_path, fsync=False, auto_watch=True)
+    memory.knowledge.write_note("bob", "deploy", "# deploy\n\nkestrel deploy")
+    memory.knowledge.write_note("alice", "deploy", "# deploy\n\nkestrel deploy")
+    _half_forget(tmp_path, "bob")  # the marker only, before any watcher runs
+    assert len(memory.knowledge.search("kestrel", "alice")) == 1  # starts the watcher
+    wait_for(lambda: memory.knowledge.store.backend.blob_known_absent(".erasing/alice_"))
+    assert not memory.knowledge.store.backend.blob_known_absent(".erasing/bob_")
+    assert memory.knowledge.search("kestrel", "bob") == []

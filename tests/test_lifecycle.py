@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import zipfile
@@ -163,6 +164,45 @@ def test_a_half_done_erasure_is_hidden_and_then_finished(tmp_path: Path) -> None
     assert [info.user_id for info in reader.users()] == []  # the first use finishes the rest
     assert reader.runtime.pending_erasures() == []
     assert [path for path in tmp_path.rglob("*") if "bob" in path.name] == []
+
+
+def _begin_erasure_in_another_process(root: Path, user_id: str) -> None:
+    code = (
+        "import sys; from local_ai_memory import Memory; from local_ai_memory.backends import Erasure; "
+        "Memory.open(sys.argv[1], fsync=False).runtime.begin_erasure(Erasure(sys.argv[2]))"
+    )
+    subprocess.run([sys.executable, "-c", code, str(root), user_id], check=True, timeout=120)
+
+
+def test_an_erasure_begun_elsewhere_hides_at_once_though_reads_cache_an_empty_folder(tmp_path: Path) -> None:
+    """Reads skip listing ``erasing/`` while its mtime is unchanged; another process's record changes it."""
+    memory = Memory.open(tmp_path, fsync=False)
+    memory.session("bob", "s1").update_state({"owner": "bob"})
+    memory.delete_session("carol", "s1")  # an earlier erasure leaves an empty erasing/ folder behind
+    erasing = tmp_path / "memory" / "erasing"
+    long_ago = erasing.stat().st_mtime - 3600
+    os.utime(erasing, (long_ago, long_ago))
+    assert memory.runtime.get_state(Scope.of("bob", "s1")) == {"owner": "bob"}  # now known empty
+    assert memory.runtime.get_state(Scope.of("bob", "s1")) == {"owner": "bob"}  # from the cached mtime
+
+    _begin_erasure_in_another_process(tmp_path, "bob")
+    assert memory.runtime.get_state(Scope.of("bob", "s1")) == {}
+    assert memory.runtime.pending_erasures() == [Erasure("bob")]
+
+
+def test_a_recently_changed_erasing_folder_is_listed_again_even_if_its_mtime_stands_still(tmp_path: Path) -> None:
+    """A record written in the same timestamp tick as a listing leaves the mtime as it was: a
+    folder changed within the last seconds is never trusted to be empty."""
+    memory = Memory.open(tmp_path, fsync=False)
+    memory.session("bob", "s1").update_state({"owner": "bob"})
+    memory.delete_session("carol", "s1")
+    erasing = tmp_path / "memory" / "erasing"
+    seen = erasing.stat().st_mtime_ns
+    assert memory.runtime.get_state(Scope.of("bob", "s1")) == {"owner": "bob"}  # listed, found empty
+
+    _begin_erasure_in_another_process(tmp_path, "bob")
+    os.utime(erasing, ns=(seen, seen))  # as if the record had landed in the same tick
+    assert memory.runtime.get_state(Scope.of("bob", "s1")) == {}
 
 
 def test_recovery_removes_what_a_cut_purge_leaves(tmp_path: Path) -> None:

@@ -52,6 +52,7 @@ __all__ = [
     "decode_model",
     "encode_model",
     "iter_json_bytes",
+    "page_between",
     "page_of",
     "visible_state",
 ]
@@ -169,12 +170,9 @@ def payload_text(result_id: str, raw: Any) -> ToolResultPayload:
         return ToolResultPayload(id=result_id, tool=str(tool), created_at="", content=text)
 
 
-def slice_page(result_id: str, tool: str, content: str, offset: int, limit: int) -> ToolResultPage:
-    """Characters ``offset`` to ``offset + limit`` of ``content`` as a page (offset past the end: empty)."""
-    total = len(content)
-    start = min(offset, total)
-    piece = content[start : start + limit]
-    end = start + len(piece)
+def page_between(result_id: str, tool: str, piece: str, start: int, end: int, total: int) -> ToolResultPage:
+    """The page holding characters ``start`` to ``end`` (``piece``) of a ``total``-character
+    output; the next page starts at ``end``, unless that is the end of the output."""
     return ToolResultPage(
         result_id=result_id,
         tool=tool,
@@ -183,6 +181,14 @@ def slice_page(result_id: str, tool: str, content: str, offset: int, limit: int)
         total_chars=total,
         next_offset=end if end < total else None,
     )
+
+
+def slice_page(result_id: str, tool: str, content: str, offset: int, limit: int) -> ToolResultPage:
+    """Characters ``offset`` to ``offset + limit`` of ``content`` as a page (offset past the end: empty)."""
+    total = len(content)
+    start = min(offset, total)
+    piece = content[start : start + limit]
+    return page_between(result_id, tool, piece, start, start + len(piece), total)
 
 
 def page_of(result_id: str, raw: Any, offset: int, limit: int) -> ToolResultPage:

@@ -264,6 +264,22 @@ def read_tail(path: Path, size: int) -> bytes | None:
         raise _storage_error("read", path, exc) from exc
 
 
+def read_from(path: Path, offset: int) -> tuple[tuple[int, int], bytes] | None:
+    """The file's identity ``(st_dev, st_ino)`` and its bytes from ``offset`` on, or ``None`` when missing.
+
+    The identity tells a log that was deleted and written anew from the one read before.
+    """
+    try:
+        with path.open("rb") as handle:
+            st = os.fstat(handle.fileno())
+            handle.seek(offset)
+            return (st.st_dev, st.st_ino), handle.read()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise _storage_error("read", path, exc) from exc
+
+
 def _sync_folder_of(path: Path) -> None:
     """fsync the folder holding ``path`` so a rename or delete in it survives power loss."""
     try:

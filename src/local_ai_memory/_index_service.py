@@ -201,7 +201,9 @@ class MemoryIndexService:
                 break
 
     def _on_ready(self) -> None:
-        """The native watcher is registered (its first answer arrived)."""
+        """The native watcher is registered (its first answer arrived): from now on its events
+        report the erasure markers too, so searches stop asking storage for them."""
+        self._backend().follow_markers()
         self._ready.set()
 
     def _poll(self) -> None:
@@ -216,6 +218,7 @@ class MemoryIndexService:
                 self._watch()
                 return
             except Exception as exc:
+                self._backend().follow_markers(False)  # polling reports no markers: searches ask again
                 log_event(Event.INDEX_WATCH_ERROR, level=logging.WARNING, error=repr(exc), fallback="poll")
                 if self._stop.is_set():
                     return

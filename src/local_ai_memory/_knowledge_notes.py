@@ -36,7 +36,7 @@ from typing import Any
 from . import _fs
 from ._analysis import Analyzer
 from ._backends.file_knowledge import DATA_DIR, FileKnowledgeBackend
-from ._backends.knowledge import KnowledgeBackend, VectorCache, is_note_name
+from ._backends.knowledge import ERASING_DIR, KnowledgeBackend, VectorCache, is_note_name
 from ._config import MemoryConfig
 from ._errors import (
     ConfigError,
@@ -61,10 +61,6 @@ __all__ = ["KnowledgeNotes"]
 
 DEFAULT_RANKING_FIELD: RankingField = "both"
 Progress = Callable[[int, int], None]
-
-
-ERASING_DIR = ".erasing"
-"""Blobs ``.erasing/{user prefix}`` mark users being forgotten (see :mod:`._lifecycle`)."""
 
 
 @dataclass(frozen=True)
@@ -629,8 +625,6 @@ class KnowledgeNotes:
         validate_name(user_id, "user_id")
         cats = self._categories(categories)
         self._ensure_loaded()
-        if self.backend.blob_size(f"{ERASING_DIR}/{user_file_prefix(user_id)}") is not None:
-            self.forget_user(user_id)  # being forgotten elsewhere: finish our part, never answer half way
         parts = self._parts
         idle = not parts.watched and parts.auto is None and not parts.auto_failed
         if idle and self.auto_refresh and self.shared and self.config.auto_watch:
@@ -641,6 +635,11 @@ class KnowledgeNotes:
                 self._after_refresh(changed, True, source="feed")
             elif changed is None and not self.watched:
                 self._refresh_stale(user_id, cats, during_query=True)
+        # After the refresh: an index that shows any of a forgetting's deletions was refreshed
+        # after its marker was written, so the marker is seen here (by the feed or the stat).
+        marker = f"{ERASING_DIR}/{user_file_prefix(user_id)}"
+        if not self.backend.blob_known_absent(marker) and self.backend.blob_size(marker) is not None:
+            self.forget_user(user_id)  # being forgotten elsewhere: finish our part, never answer half way
         return cats
 
     # -- async twins -----------------------------------------------------------------------------

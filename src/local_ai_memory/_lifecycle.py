@@ -15,15 +15,14 @@ itself before answering, so no reader ever sees a user half remembered.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from ._backends.knowledge import KnowledgeBackend
+from ._backends.knowledge import ERASING_DIR, KnowledgeBackend
 from ._backends.runtime import Erasure, RuntimeBackend, Scope, ScopeInfo
 from ._checkpoints import list_checkpoints
 from ._envelopes import AgentCheckpoint, ToolIndexEntry, visible_state
 from ._guard import owner_of, user_file_prefix
-from ._knowledge_notes import ERASING_DIR
 from ._manager import MemoryManager
 from ._store import MemoryStore
 
@@ -184,14 +183,12 @@ def erase(runtime: RuntimeBackend, store: MemoryStore | None, erasure: Erasure) 
     report = ErasureReport(erasure.user_id, erasure.session_id, sorted(sessions), runtime_bytes)
     if whole_user and store is not None:
         forgotten = store.forget_user(erasure.user_id)
-        report = ErasureReport(
-            **{
-                **asdict(report),
-                "notes": forgotten.notes,
-                "note_bytes": forgotten.size,
-                "ranker_snapshots": forgotten.snapshots,
-                "vectors": forgotten.vectors,
-            }
+        report = replace(
+            report,
+            notes=forgotten.notes,
+            note_bytes=forgotten.size,
+            ranker_snapshots=forgotten.snapshots,
+            vectors=forgotten.vectors,
         )
         store.backend.delete_blob(erasure_marker(erasure.user_id))
         store.backend.recover()  # a write cut short may have left a temporary file named after the user

@@ -18,7 +18,7 @@ from ._backends.files import FileRuntimeBackend
 from ._backends.knowledge import KnowledgeBackend, NoteChanges, NoteInfo, VectorCache
 from ._backends.memory import InMemoryRuntimeBackend
 from ._backends.memory_knowledge import InMemoryKnowledgeBackend
-from ._backends.runtime import Erasure, RuntimeBackend, Scope, ScopeInfo
+from ._backends.runtime import Erasure, PlanSteps, RuntimeBackend, Scope, ScopeInfo
 
 if TYPE_CHECKING:
     from ._backends.postgres_knowledge import PostgresKnowledgeBackend
@@ -33,6 +33,7 @@ __all__ = [
     "KnowledgeBackend",
     "NoteChanges",
     "NoteInfo",
+    "PlanSteps",
     "PostgresKnowledgeBackend",
     "PostgresRuntimeBackend",
     "RuntimeBackend",

@@ -117,6 +117,79 @@ def test_threads_are_sessions_of_the_memory(tmp_path: Path) -> None:
     assert list(saver.list(None)) == []
 
 
+@pytest.mark.parametrize("kind", [*sorted(MEMORIES), "postgres"])
+def test_savers_sharing_a_thread_see_each_others_steps_and_deletions(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Each saver keeps its fold of a log and its registration; neither may hide what another
+    saver (another process, on a shared backend) wrote or deleted since."""
+    if kind == "postgres":
+        url, schema = request.getfixturevalue("postgres_url"), request.getfixturevalue("postgres_schema")
+        first_memory = Memory.open(tmp_path, database_url=url, database_schema=schema)
+        second_memory = Memory.open(tmp_path, database_url=url, database_schema=schema)
+    elif kind == "files":
+        first_memory, second_memory = Memory.open(tmp_path, fsync=False), Memory.open(tmp_path, fsync=False)
+    else:
+        first_memory = second_memory = Memory.in_memory()
+    first, second = LocalMemorySaver(first_memory, user_id="alice"), LocalMemorySaver(second_memory, user_id="alice")
+    thread: RunnableConfig = {"configurable": {"thread_id": "t1"}}
+    _graph(first).invoke({"steps": []}, thread)
+    seen = first.get_tuple(thread)  # first keeps its fold of the log
+    assert seen is not None
+
+    more = _graph(second)
+    more.update_state(thread, {"steps": [100]})  # a new checkpoint, written by the other saver
+    latest = first.get_tuple(thread)
+    assert latest is not None
+    assert latest.checkpoint["id"] > seen.checkpoint["id"]
+    assert latest.checkpoint["channel_values"]["steps"][-1] == 100
+    assert latest == second.get_tuple(thread)
+
+    second.delete_thread("t1")
+    assert first.get_tuple(thread) is None
+    _graph(first).invoke({"steps": []}, thread)  # first still believes its log registered
+    again = second.get_tuple(thread)
+    assert again is not None
+    assert again.checkpoint["channel_values"]["steps"] == list(range(20))
+    assert again == first.get_tuple(thread)
+    assert len(list(second.list(thread))) == len(list(first.list(thread))) > 20
+
+
+def test_kept_folds_are_bounded_and_reads_stay_right(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from langchain_local_ai_memory import _checkpointer
+
+    monkeypatch.setattr(_checkpointer, "_KEPT_SIZE", 1)  # every fold is over budget: only the last is kept
+    saver = LocalMemorySaver(Memory.open(tmp_path, fsync=False), user_id="alice")
+    threads: list[RunnableConfig] = [{"configurable": {"thread_id": f"t{n}"}} for n in range(3)]
+    for thread in threads:
+        _graph(saver).invoke({"steps": []}, thread)
+    for _ in range(2):
+        for number, thread in enumerate(threads):
+            _graph(saver).update_state(thread, {"steps": [100 + number]})
+            found = saver.get_tuple(thread)
+            assert found is not None
+            assert found.checkpoint["channel_values"]["steps"][-1] == 100 + number
+            assert len(saver._folds) == 1
+
+
+def test_list_stops_at_its_limit_sync_and_async(tmp_path: Path) -> None:
+    import asyncio
+
+    saver = LocalMemorySaver(Memory.open(tmp_path, fsync=False), user_id="alice")
+    for thread_id in ("t1", "t2"):
+        _graph(saver).invoke({"steps": []}, {"configurable": {"thread_id": thread_id}})
+    everything = list(saver.list(None))
+    assert {found.config["configurable"]["thread_id"] for found in everything} == {"t1", "t2"}
+
+    async def alist(limit: int | None) -> list[str]:
+        return [found.checkpoint["id"] async for found in saver.alist(None, limit=limit)]
+
+    for limit in (None, 0, 1, 5, len(everything) - 1, len(everything) + 3):
+        expected = [found.checkpoint["id"] for found in everything][: limit if limit is not None else None]
+        assert [found.checkpoint["id"] for found in saver.list(None, limit=limit)] == expected
+        assert asyncio.run(alist(limit)) == expected
+
+
 def test_hostile_ids_are_refused(tmp_path: Path) -> None:
     memory = Memory.open(tmp_path, fsync=False)
     with pytest.raises(InvalidInputError):

@@ -12,7 +12,7 @@ import threading
 from typing import Any, TypeVar
 
 from local_ai_memory._config import MemoryConfig
-from local_ai_memory._errors import ConfigError
+from local_ai_memory._errors import ConfigError, InvalidInputError
 
 from ._pg_pool import Database, DatabaseSettings, Op
 from ._pg_schema import amigrate, migrate
@@ -46,6 +46,22 @@ def settings_of(config: MemoryConfig) -> DatabaseSettings:
         connect_timeout=config.database_connect_timeout,
         prepare_threshold=config.database_prepare_threshold,
     )
+
+
+def database_of(
+    owner: str,
+    database: Database | None,
+    url: str | None,
+    settings: tuple[str, int, int, float, float, int | None],
+) -> Database:
+    """``database`` when given (one shared by both backends), else a new one on ``url`` with
+    ``settings`` (schema, pool sizes, timeouts and prepare threshold, in
+    :class:`DatabaseSettings` order); ``owner`` names the backend in the error."""
+    if database is not None:
+        return database
+    if url is None:
+        raise InvalidInputError(f"give {owner} a database URL")
+    return Database(DatabaseSettings(url, *settings))
 
 
 class PgStorage:

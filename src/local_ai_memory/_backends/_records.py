@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import stat as stat_module
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,6 +108,24 @@ class FileRecordFolder:
             for entry in entries
             if entry.name.endswith(self.suffix) and not entry.name.startswith(".") and len(entry.name) > cut
         )
+
+    def version(self) -> int | None:
+        """The folder's ``st_mtime_ns`` (it changes when a record is added, replaced or removed,
+        since every write renames into the folder), or ``None`` when the folder does not exist.
+
+        One ``stat``: the path is joined, not resolved; a folder that is a symlink is resolved
+        through the guard first, so a planted link can reveal nothing outside the root.
+        """
+        path = self.guard.root / self.folder
+        try:
+            st = os.lstat(path)
+            if stat_module.S_ISLNK(st.st_mode):
+                st = os.stat(self.guard.resolve(self.folder))
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StorageError(exc.errno or 5, f"could not stat {path}: {exc.strerror or exc}") from exc
+        return st.st_mtime_ns
 
     def locked_names(self) -> list[str]:
         """Names whose lock file exists, whether or not the record does (what a purge cut short leaves)."""

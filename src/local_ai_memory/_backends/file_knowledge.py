@@ -16,6 +16,11 @@ feeds it: :meth:`FileKnowledgeBackend.start_feed` opens it, :meth:`record_paths`
 watcher (:class:`~.._index_service.MemoryIndexService`) calls with each batch of changed paths,
 and :meth:`stop_feed` closes it. Otherwise :meth:`changes` answers ``None`` and searches
 compare a ``stat()`` listing with the index.
+
+While a native watcher runs it also reports the erasure markers (``.erasing/``): it calls
+:meth:`follow_markers` once registered, and from then on :meth:`blob_known_absent` answers
+from the markers it has seen (each event re-checks the marker it names), so a search spends no
+``stat`` on them. Writes of markers through this backend update that set at once.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from local_ai_memory._config import MemoryConfig
 from local_ai_memory._errors import InvalidInputError
 from local_ai_memory._guard import DirectoryGuard, check_component, validate_id
 
-from .knowledge import KnowledgeBackend, NoteChanges, NoteInfo, NoteKey, VectorCache, is_note_name
+from .knowledge import ERASING_DIR, KnowledgeBackend, NoteChanges, NoteInfo, NoteKey, VectorCache, is_note_name
 
 if TYPE_CHECKING:
     from local_ai_memory._protocols import Embedder
@@ -56,6 +61,12 @@ def _is_category(name: str) -> bool:
     return True
 
 
+def _marker_name(blob: str) -> str | None:
+    """The marker's name if ``blob`` is an erasure marker (``.erasing/{name}``), else ``None``."""
+    folder, _, name = blob.partition("/")
+    return name if folder == ERASING_DIR and name and "/" not in name else None
+
+
 class FileKnowledgeBackend(KnowledgeBackend):
     """Notes, blobs and the embedding cache under ``guard``'s ``memory_data/`` folder."""
 
@@ -70,6 +81,7 @@ class FileKnowledgeBackend(KnowledgeBackend):
         self._quiet: NoteChanges | None = None  # the answer 'nothing new since cursor', reused
         self._opened_at = 0  # cursor when the feed was last (re)opened: older cursors must rescan
         self._log: list[tuple[int, NoteKey]] = []  # (cursor, key) in cursor order
+        self._markers: set[str] | None = None  # erasure markers seen while a watcher reports them
 
     def __repr__(self) -> str:
         return f"FileKnowledgeBackend({str(self.data_dir)!r})"
@@ -162,10 +174,35 @@ class FileKnowledgeBackend(KnowledgeBackend):
             self._log.clear()
 
     def stop_feed(self) -> None:
-        """The watcher stopped: :meth:`changes` answers ``None`` again."""
+        """The watcher stopped: :meth:`changes` answers ``None`` again (and markers are asked for)."""
         with self._feed_lock:
             self._feeding = False
+            self._markers = None
             self._log.clear()
+
+    def follow_markers(self, active: bool = True) -> None:
+        """A native watcher (registered now) reports every change under ``.erasing/`` from now
+        on (``True``: list the markers once), or stopped reporting (``False``)."""
+        with self._feed_lock:  # listed under the lock, so a marker written meanwhile is not lost
+            self._markers = self._list_markers() if active and self._feeding else None
+
+    def _list_markers(self) -> set[str]:
+        try:
+            entries = list(os.scandir(self.guard.resolve(DATA_DIR, ERASING_DIR)))
+        except FileNotFoundError:
+            return set()
+        return {entry.name for entry in entries if not entry.name.startswith(".")}
+
+    def _marker_changed(self, name: str) -> None:
+        """Marker ``name`` was written or deleted: note whether it exists now (checked under the
+        lock, so events and this process's own writes, in any order, end with the truth)."""
+        with self._feed_lock:
+            if self._markers is None:
+                return
+            if os.path.lexists(self.data_dir / ERASING_DIR / name):
+                self._markers.add(name)
+            else:
+                self._markers.discard(name)
 
     def record_paths(self, paths: Iterable[str | os.PathLike[str]]) -> int:
         """Record file-system events (created, changed or deleted paths) in the change feed.
@@ -182,7 +219,10 @@ class FileKnowledgeBackend(KnowledgeBackend):
                 rel = path.relative_to(self.data_dir)
             except ValueError:
                 continue
-            if len(rel.parts) == 1 and not rel.parts[0].startswith(".") and not path.is_file():
+            if len(rel.parts) == 2 and rel.parts[0] == ERASING_DIR and not rel.parts[1].startswith("."):
+                # Before the notes of this batch reach the feed: a search that sees a deletion sees its marker.
+                self._marker_changed(rel.parts[1])
+            elif len(rel.parts) == 1 and not rel.parts[0].startswith(".") and not path.is_file():
                 rescan = True  # a folder (a whole category) appeared, moved or vanished
             elif len(rel.parts) == 2 and not rel.parts[0].startswith(".") and is_note_name(rel.parts[1]):
                 keys.add((rel.parts[0], rel.parts[1]))
@@ -192,8 +232,11 @@ class FileKnowledgeBackend(KnowledgeBackend):
         return len(keys)
 
     def request_rescan(self) -> None:
-        """Make the next :meth:`changes` answer incomplete, so the caller compares every listing."""
+        """Make the next :meth:`changes` answer incomplete, so the caller compares every listing
+        (followed markers are listed again too: the batch that asked for this was not read)."""
         with self._feed_lock:
+            if self._markers is not None:
+                self._markers = self._list_markers()
             self._cursor += 1
             self._opened_at = self._cursor
             self._log.clear()
@@ -234,6 +277,16 @@ class FileKnowledgeBackend(KnowledgeBackend):
 
     def write_blob(self, name: str, data: bytes) -> None:
         _fs.atomic_write(self._blob_path(name), data, durable=self.config.fsync)
+        marker = _marker_name(name)
+        if marker is not None:
+            self._marker_changed(marker)
+
+    def blob_known_absent(self, name: str) -> bool:
+        marker = _marker_name(name)
+        if marker is None:
+            return False
+        with self._feed_lock:
+            return self._markers is not None and marker not in self._markers
 
     def blob_size(self, name: str) -> int | None:
         try:
@@ -243,7 +296,11 @@ class FileKnowledgeBackend(KnowledgeBackend):
         return st.st_size if stat_module.S_ISREG(st.st_mode) else None
 
     def delete_blob(self, name: str) -> bool:
-        return _fs.remove(self._blob_path(name), durable=self.config.fsync)
+        removed = _fs.remove(self._blob_path(name), durable=self.config.fsync)
+        marker = _marker_name(name)
+        if marker is not None:
+            self._marker_changed(marker)
+        return removed
 
     def quarantine_blob(self, name: str) -> str | None:
         path = self._blob_path(name)

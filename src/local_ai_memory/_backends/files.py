@@ -29,6 +29,7 @@ exactly one scope adopts them, once.
 under its lock. Callers that must never be seen half done (deleting a session, forgetting a
 user) first write an erasure record; while it exists every read of a covered scope answers as
 if the scope were empty, so readers see the data whole or gone, even after a crash half-way.
+Checking costs a read one ``stat`` of ``erasing/`` while that folder is unchanged and empty.
 
 **Safety.** Every write goes through :mod:`local_ai_memory._fs` (temporary file, fsync,
 rename, fsync of the folder when ``durable``); every read-modify-write holds the file's
@@ -40,9 +41,11 @@ thread and process lock. A file that does not parse is moved to ``{name}.corrupt
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -68,13 +71,14 @@ from local_ai_memory._envelopes import (
 from local_ai_memory._errors import InvalidInputError, RecordNotFoundError, UnsupportedFormatError
 from local_ai_memory._guard import DirectoryGuard
 
-from ._jsonl import append_lines, encode_lines, is_torn, last_line, parse_lines
+from ._jsonl import append_lines, encode_lines, last_line, parse_lines
 from ._records import FileRecordFolder, read_checked
-from .runtime import GLOBAL_STEM, Erasure, PlansChange, RuntimeBackend, Scope, ScopeInfo, StateChange, erased
+from .runtime import GLOBAL_STEM, Erasure, PlansChange, PlanSteps, RuntimeBackend, Scope, ScopeInfo, StateChange, erased
 
 __all__ = ["FileRuntimeBackend"]
 
 _DANGLING_AFTER = 60.0  # seconds before a marker without its result counts as left by a crash
+_RACY_NS = 3_000_000_000  # 3 s: above the coarsest timestamps of common file systems (FAT: 2 s)
 _cleaned_roots: set[str] = set()
 _cleaned_guard = threading.Lock()
 
@@ -157,6 +161,7 @@ class FileRuntimeBackend(RuntimeBackend):
         self._migration_guard = threading.Lock()
         self._page_cache: tuple[str, tuple[int, float], ToolResultPayload] | None = None
         self._page_guard = threading.Lock()
+        self._quiet_version: int | None = None  # mtime_ns of erasing/ when last listed empty (see _erasures)
 
     @classmethod
     def from_config(cls, config: MemoryConfig, guard: DirectoryGuard | None = None) -> FileRuntimeBackend:
@@ -221,8 +226,31 @@ class FileRuntimeBackend(RuntimeBackend):
     # -- L0 state -----------------------------------------------------------------------
 
     def _hidden(self, scope: Scope) -> bool:
-        """Whether a pending erasure covers ``scope`` (one directory listing, usually empty)."""
-        return scope.scoped and erased(self.pending_erasures(), scope)
+        """Whether a pending erasure covers ``scope`` (usually one ``stat``, see :meth:`_erasures`)."""
+        return scope.scoped and erased(self._erasures(), scope)
+
+    def _erasures(self) -> list[Erasure]:
+        """:meth:`pending_erasures`, with one ``stat`` of ``erasing/`` while it is known empty.
+
+        Any process that begins an erasure renames a record into the folder, which moves the
+        folder's mtime, so an unchanged mtime proves it still empty. File-system timestamps
+        are coarse (a clock tick), though: a record written in the same tick as the listing
+        could leave the mtime unchanged. So, as git does with its index, emptiness is trusted
+        only for an mtime older than :data:`_RACY_NS` at the time of the listing; a folder
+        changed more recently is listed on every read until it has been quiet that long.
+        """
+        version = self._erasing.version()
+        if version is None:
+            return []  # no erasure ever began here
+        if version == self._quiet_version:
+            return []
+        listed_at = time.time_ns()
+        names = self._erasing.names()
+        if names:
+            return self._read_erasures(names)
+        if version < listed_at - _RACY_NS:
+            self._quiet_version = version
+        return []
 
     def get_state(self, scope: Scope) -> dict[str, Any]:
         if self._hidden(scope):
@@ -283,12 +311,14 @@ class FileRuntimeBackend(RuntimeBackend):
                 self._steps(key).delete(gone)
         return new
 
-    def append_plan_steps(self, scope: Scope, plan_id: str, steps: Sequence[dict[str, Any]]) -> None:
+    def append_plan_steps(self, scope: Scope, plan_id: str, steps: Sequence[dict[str, Any]]) -> bool:
         folder = self._steps(self._ready(scope))
         path = folder.path(plan_id)
         records = [{"format_version": FORMAT_VERSION, **step} for step in steps]
         with folder.locked(plan_id):
-            append_lines(path, encode_lines(records), torn=is_torn(path), durable=self.durable)
+            tail = _fs.read_tail(path, 1)
+            append_lines(path, encode_lines(records), torn=bool(tail) and tail != b"\n", durable=self.durable)
+        return not tail
 
     def get_plan_steps(self, scope: Scope, plan_id: str) -> list[dict[str, Any]]:
         if self._hidden(scope):
@@ -296,6 +326,37 @@ class FileRuntimeBackend(RuntimeBackend):
         folder = self._steps(self._ready(scope))
         raw = folder.read(plan_id)
         return [] if raw is None else parse_lines(raw, folder.location(plan_id))
+
+    def read_plan_steps(self, scope: Scope, plan_id: str, cursor: str | None = None) -> PlanSteps:
+        """Reads the log from the last line handed out: the cursor names the file (device and
+        inode), where that line lies and its hash, so a log deleted and written anew (even on a
+        reused inode) is read whole again. A torn last line is left for a later read."""
+        if self._hidden(scope):
+            return PlanSteps([], "", True)
+        folder = self._steps(self._ready(scope))
+        path = folder.path(plan_id)
+        mark = _LogMark.parse(cursor)
+        found = _fs.read_from(path, mark.start if mark is not None else 0)
+        if found is None:
+            return PlanSteps([], "", True)
+        identity, data = found
+        if mark is not None and mark.continues(identity, data):
+            base, data, restarted = mark.end, data[mark.end - mark.start :], False
+        else:
+            if mark is not None and mark.start:
+                found = _fs.read_from(path, 0)
+                if found is None:
+                    return PlanSteps([], "", True)
+                identity, data = found
+            base, restarted = 0, True
+        complete = data[: data.rfind(b"\n") + 1]
+        steps = parse_lines(complete, folder.location(plan_id)) if complete else []
+        if complete:
+            start = complete.rfind(b"\n", 0, len(complete) - 1) + 1
+            mark = _LogMark(identity, base + start, base + len(complete), _digest(complete[start:]))
+        elif mark is None or restarted:
+            mark = _LogMark(identity, 0, 0, _digest(b""))
+        return PlanSteps(steps, mark.text(), restarted)
 
     def clear_plan_steps(self, scope: Scope, plan_id: str) -> None:
         folder = self._steps(self._ready(scope))
@@ -490,8 +551,11 @@ class FileRuntimeBackend(RuntimeBackend):
         self._erasing.delete(erasure.key)
 
     def pending_erasures(self) -> list[Erasure]:
+        return self._read_erasures(self._erasing.names())
+
+    def _read_erasures(self, names: list[str]) -> list[Erasure]:
         found: list[tuple[float, Erasure]] = []
-        for name in self._erasing.names():
+        for name in names:
             raw = self._erasing.read(name)
             try:
                 record = decode_model(raw, ErasureRecord) if raw is not None else None
@@ -500,6 +564,36 @@ class FileRuntimeBackend(RuntimeBackend):
             if record is not None:
                 found.append((record.started_at, Erasure(record.user_id, record.session_id)))
         return [erasure for _, erasure in sorted(found, key=lambda pair: pair[0])]
+
+
+def _digest(line: bytes) -> str:
+    return hashlib.blake2b(line, digest_size=16).hexdigest()
+
+
+@dataclass(frozen=True)
+class _LogMark:
+    """Where a read of a step log stopped: the file, and the last line read (bytes ``start:end``)."""
+
+    identity: tuple[int, int]
+    start: int
+    end: int
+    digest: str
+
+    @classmethod
+    def parse(cls, cursor: str | None) -> _LogMark | None:
+        parts = (cursor or "").split(":")
+        if len(parts) != 5 or not all(part.isdigit() for part in parts[:4]):
+            return None
+        dev, ino, start, end = (int(part) for part in parts[:4])
+        return cls((dev, ino), start, end, parts[4]) if start <= end else None
+
+    def text(self) -> str:
+        return f"{self.identity[0]}:{self.identity[1]}:{self.start}:{self.end}:{self.digest}"
+
+    def continues(self, identity: tuple[int, int], data: bytes) -> bool:
+        """Whether ``data`` (read from :attr:`start`) still begins with the line this mark read."""
+        size = self.end - self.start
+        return identity == self.identity and len(data) >= size and _digest(data[:size]) == self.digest
 
 
 def _subfolders(folder: Path) -> list[str]:

@@ -14,7 +14,10 @@ see paths, ``os.stat`` or rows. They ask a backend for:
   (plain files edited by other programs, with no watcher running) answers ``None`` and the
   engines compare :meth:`~KnowledgeBackend.list_notes` with their index instead.
 * **derived data**: opaque named blobs (``memory_index.json``, ranker snapshots under
-  ``.bm25/``) and an embedding cache, all of which can be rebuilt from the notes.
+  ``.bm25/``) and an embedding cache, all of which can be rebuilt from the notes. Blobs under
+  :data:`ERASING_DIR` are the one exception: they mark users being forgotten, and every search
+  checks for one; :meth:`KnowledgeBackend.blob_known_absent` lets a backend that follows them
+  spare that check.
 
 A database implements this with three tables (notes with a version column, a change log
 with a serial id, blobs by name); the sync methods are the contract, and each async twin
@@ -37,7 +40,7 @@ if TYPE_CHECKING:
 
     from local_ai_memory._protocols import Embedder
 
-__all__ = ["KnowledgeBackend", "NoteChanges", "NoteInfo", "NoteKey", "VectorCache", "is_note_name"]
+__all__ = ["ERASING_DIR", "KnowledgeBackend", "NoteChanges", "NoteInfo", "NoteKey", "VectorCache", "is_note_name"]
 
 NoteKey = tuple[str, str]
 """``(category, name)`` of one note."""
@@ -46,6 +49,10 @@ NoteKey = tuple[str, str]
 def is_note_name(name: str) -> bool:
     """Whether ``name`` is a knowledge note name (``{user prefix}{name}.md``, not hidden)."""
     return name.endswith(".md") and not name.startswith(".") and owner_of(name) is not None
+
+
+ERASING_DIR = ".erasing"
+"""Blobs ``.erasing/{user prefix}`` mark users being forgotten (see :mod:`local_ai_memory._lifecycle`)."""
 
 
 class NoteInfo(NamedTuple):
@@ -169,6 +176,15 @@ class KnowledgeBackend(ABC):
     @abstractmethod
     def blob_size(self, name: str) -> int | None:
         """Size in bytes of a blob, or ``None`` if there is none (cheaper than reading it)."""
+
+    def blob_known_absent(self, name: str) -> bool:
+        """True only when the backend knows, without asking its storage, that blob ``name`` does
+        not exist (so a caller may skip :meth:`blob_size`). The default never knows.
+
+        A file backend whose watcher reports every change follows the blobs under
+        :data:`ERASING_DIR` this way, so a search of a user not being forgotten costs no ``stat``.
+        """
+        return False
 
     @abstractmethod
     def delete_blob(self, name: str) -> bool:

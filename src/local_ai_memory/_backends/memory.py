@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import itertools
 import json
 import threading
 import time
@@ -20,7 +21,7 @@ from typing import Any
 from local_ai_memory._envelopes import StoredMessage, ToolIndexEntry, iter_json_bytes
 from local_ai_memory._errors import InvalidInputError, RecordNotFoundError
 
-from .runtime import Erasure, PlansChange, RuntimeBackend, Scope, ScopeInfo, StateChange, erased
+from .runtime import Erasure, PlansChange, PlanSteps, RuntimeBackend, Scope, ScopeInfo, StateChange, erased
 
 __all__ = ["InMemoryRuntimeBackend"]
 
@@ -31,11 +32,20 @@ class _ScopeData:
     working: str = ""
     plans: dict[str, Any] = field(default_factory=dict)
     steps: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    step_logs: dict[str, int] = field(default_factory=dict)  # plan id -> serial of its current log
     results: set[str] = field(default_factory=set)
     messages: list[StoredMessage] = field(default_factory=list)
     next_seq: int = 0
     modified: float = field(default_factory=time.time)
     lock: threading.RLock = field(default_factory=threading.RLock)
+
+
+def _counted(cursor: str | None, serial: int) -> int | None:
+    """How many steps of log ``serial`` a cursor says were read (``None``: not a cursor of it)."""
+    head, _, count = (cursor or "").partition(":")
+    if head != str(serial) or not count.isdigit():
+        return None
+    return int(count)
 
 
 class InMemoryRuntimeBackend(RuntimeBackend):
@@ -52,6 +62,7 @@ class InMemoryRuntimeBackend(RuntimeBackend):
         self._scopes: dict[str, tuple[Scope, _ScopeData]] = {}
         self._results: dict[str, tuple[str, Any, int, float]] = {}  # id -> (scope key, payload, size, saved_at)
         self._erasures: dict[Erasure, None] = {}  # ordered set
+        self._log_serials = itertools.count(1)
 
     def __repr__(self) -> str:
         return f"InMemoryRuntimeBackend({len(self._scopes)} scopes)"
@@ -119,17 +130,35 @@ class InMemoryRuntimeBackend(RuntimeBackend):
             self._touch(data)
             return new
 
-    def append_plan_steps(self, scope: Scope, plan_id: str, steps: Sequence[dict[str, Any]]) -> None:
+    def append_plan_steps(self, scope: Scope, plan_id: str, steps: Sequence[dict[str, Any]]) -> bool:
         data = self._data(scope)
         with data.lock:
-            log = data.steps.setdefault(plan_id, [])
+            log = data.steps.get(plan_id)
+            if log is None:
+                log = data.steps[plan_id] = []
+                data.step_logs[plan_id] = next(self._log_serials)
+            was_empty = not log
             log.extend(copy.deepcopy(list(steps)))
             self._touch(data)
+            return was_empty
 
     def get_plan_steps(self, scope: Scope, plan_id: str) -> list[dict[str, Any]]:
         data = self._view(scope)
         with data.lock:
             return copy.deepcopy(data.steps.get(plan_id, []))
+
+    def read_plan_steps(self, scope: Scope, plan_id: str, cursor: str | None = None) -> PlanSteps:
+        """The cursor is ``{log serial}:{count read}``: a log emptied and begun again has a new serial."""
+        data = self._view(scope)
+        with data.lock:
+            log = data.steps.get(plan_id)
+            if log is None:
+                return PlanSteps([], "", True)
+            serial = data.step_logs[plan_id]
+            start = _counted(cursor, serial)
+            if start is None or start > len(log):
+                return PlanSteps(copy.deepcopy(log), f"{serial}:{len(log)}", True)
+            return PlanSteps(copy.deepcopy(log[start:]), f"{serial}:{len(log)}", False)
 
     def clear_plan_steps(self, scope: Scope, plan_id: str) -> None:
         data = self._data(scope)

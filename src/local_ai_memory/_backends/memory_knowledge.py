@@ -8,7 +8,6 @@ to a change log, which makes the change feed complete at all times. One lock gua
 from __future__ import annotations
 
 import bisect
-import hashlib
 import threading
 import time
 from collections.abc import Sequence
@@ -17,9 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from local_ai_memory._errors import ModelError
-from local_ai_memory._fusion import normalize_rows
-
+from ._vectors import stacked, text_digest, unit_vectors
 from .knowledge import KnowledgeBackend, NoteChanges, NoteInfo, NoteKey, VectorCache, is_note_name
 
 if TYPE_CHECKING:
@@ -37,18 +34,8 @@ class _MemoryVectors:
         self._vectors: dict[str, npt.NDArray[np.float32]] = {}
         self._keys: dict[str, str] = {}  # key -> digest of its latest text
 
-    @staticmethod
-    def _unit(texts: Sequence[str], raw: object) -> npt.NDArray[np.float32]:
-        try:
-            array = np.asarray(raw, dtype=np.float32)
-        except (TypeError, ValueError) as exc:
-            raise ModelError("the embedder returned something that is not a list of vectors") from exc
-        if array.ndim != 2 or array.shape[0] != len(texts) or not np.all(np.isfinite(array)):
-            raise ModelError(f"the embedder returned shape {array.shape} for {len(texts)} texts")
-        return normalize_rows(array)
-
     def _missing(self, items: Sequence[tuple[str, str]]) -> tuple[list[str], dict[str, str]]:
-        digests = [hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest() for _, text in items]
+        digests = [text_digest(text) for _, text in items]
         with self._lock:
             self._keys.update((key, digest) for (key, _), digest in zip(items, digests, strict=True))
             wanted = {d: text for d, (_, text) in zip(digests, items, strict=True) if d not in self._vectors}
@@ -57,20 +44,18 @@ class _MemoryVectors:
     def _stack(self, digests: list[str], new: list[str], vectors: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         with self._lock:
             self._vectors.update(zip(new, vectors, strict=True))
-            if not digests:
-                return np.zeros((0, 0), dtype=np.float32)
-            return np.stack([self._vectors[d] for d in digests])
+            return stacked(self._vectors, digests)
 
     def vectors_for(self, items: Sequence[tuple[str, str]]) -> npt.NDArray[np.float32]:
         digests, new = self._missing(items)
         texts = list(new.values())
-        vectors = self._unit(texts, self.embedder.embed(texts)) if texts else np.zeros((0, 0), np.float32)
+        vectors = unit_vectors(texts, self.embedder.embed(texts)) if texts else np.zeros((0, 0), np.float32)
         return self._stack(digests, list(new), vectors)
 
     async def avectors_for(self, items: Sequence[tuple[str, str]]) -> npt.NDArray[np.float32]:
         digests, new = self._missing(items)
         texts = list(new.values())
-        vectors = self._unit(texts, await self.embedder.aembed(texts)) if texts else np.zeros((0, 0), np.float32)
+        vectors = unit_vectors(texts, await self.embedder.aembed(texts)) if texts else np.zeros((0, 0), np.float32)
         return self._stack(digests, list(new), vectors)
 
     def discard(self, items: Sequence[tuple[str, str]]) -> int:
@@ -82,11 +67,11 @@ class _MemoryVectors:
             return len(gone)
 
     def embed_query(self, text: str) -> npt.NDArray[np.float32]:
-        vector: npt.NDArray[np.float32] = self._unit([text], self.embedder.embed([text]))[0]
+        vector: npt.NDArray[np.float32] = unit_vectors([text], self.embedder.embed([text]))[0]
         return vector
 
     async def aembed_query(self, text: str) -> npt.NDArray[np.float32]:
-        vector: npt.NDArray[np.float32] = self._unit([text], await self.embedder.aembed([text]))[0]
+        vector: npt.NDArray[np.float32] = unit_vectors([text], await self.embedder.aembed([text]))[0]
         return vector
 
 

@@ -14,7 +14,6 @@ are the file backend's by construction; embeddings are cached in the ``vectors``
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -23,11 +22,10 @@ import numpy as np
 import numpy.typing as npt
 
 from local_ai_memory._config import MemoryConfig
-from local_ai_memory._errors import InvalidInputError, ModelError
-from local_ai_memory._fusion import normalize_rows
 
-from ._pg_base import PgStorage, settings_of
-from ._pg_pool import Database, DatabaseSettings, Op, Stmt
+from ._pg_base import PgStorage, database_of, settings_of
+from ._pg_pool import Database, Op, Stmt
+from ._vectors import stacked, text_digest, unit_vectors
 from .knowledge import KnowledgeBackend, NoteChanges, NoteInfo, NoteKey, VectorCache, is_note_name
 
 if TYPE_CHECKING:
@@ -66,15 +64,8 @@ class PostgresKnowledgeBackend(PgStorage, KnowledgeBackend):
         prepare_threshold: int | None = 5,
         database: Database | None = None,
     ) -> None:
-        if database is None:
-            if url is None:
-                raise InvalidInputError("give PostgresKnowledgeBackend a database URL")
-            database = Database(
-                DatabaseSettings(
-                    url, schema, pool_min_size, pool_max_size, pool_timeout, connect_timeout, prepare_threshold
-                )
-            )
-        super().__init__(database)
+        settings = (schema, pool_min_size, pool_max_size, pool_timeout, connect_timeout, prepare_threshold)
+        super().__init__(database_of("PostgresKnowledgeBackend", database, url, settings))
         self._quiet: NoteChanges | None = None  # the answer 'nothing new since cursor', reused
 
     @classmethod
@@ -300,18 +291,8 @@ class _PgVectors:
         self._lock = threading.Lock()
         self._vectors: dict[str, npt.NDArray[np.float32]] = {}
 
-    @staticmethod
-    def _unit(texts: Sequence[str], raw: object) -> npt.NDArray[np.float32]:
-        try:
-            array = np.asarray(raw, dtype=np.float32)
-        except (TypeError, ValueError) as exc:
-            raise ModelError("the embedder returned something that is not a list of vectors") from exc
-        if array.ndim != 2 or array.shape[0] != len(texts) or not np.all(np.isfinite(array)):
-            raise ModelError(f"the embedder returned shape {array.shape} for {len(texts)} texts")
-        return normalize_rows(array)
-
     def _digests(self, items: Sequence[tuple[str, str]]) -> list[str]:
-        return [hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest() for _, text in items]
+        return [text_digest(text) for _, text in items]
 
     def _fetch(self, digests: Sequence[str]) -> Op[None]:
         with self._lock:
@@ -343,9 +324,7 @@ class _PgVectors:
 
     def _stack(self, digests: Sequence[str]) -> npt.NDArray[np.float32]:
         with self._lock:
-            if not digests:
-                return np.zeros((0, 0), dtype=np.float32)
-            return np.stack([self._vectors[d] for d in digests])
+            return stacked(self._vectors, digests)
 
     def vectors_for(self, items: Sequence[tuple[str, str]]) -> npt.NDArray[np.float32]:
         digests = self._digests(items)
@@ -353,7 +332,7 @@ class _PgVectors:
         new = self._missing(items, digests)
         if new:
             texts = list(new.values())
-            self.backend.run("vectors", self._store(list(new), self._unit(texts, self.embedder.embed(texts))))
+            self.backend.run("vectors", self._store(list(new), unit_vectors(texts, self.embedder.embed(texts))))
         return self._stack(digests)
 
     async def avectors_for(self, items: Sequence[tuple[str, str]]) -> npt.NDArray[np.float32]:
@@ -362,16 +341,16 @@ class _PgVectors:
         new = self._missing(items, digests)
         if new:
             texts = list(new.values())
-            vectors = self._unit(texts, await self.embedder.aembed(texts))
+            vectors = unit_vectors(texts, await self.embedder.aembed(texts))
             await self.backend.arun("vectors", self._store(list(new), vectors))
         return self._stack(digests)
 
     def embed_query(self, text: str) -> npt.NDArray[np.float32]:
-        vector: npt.NDArray[np.float32] = self._unit([text], self.embedder.embed([text]))[0]
+        vector: npt.NDArray[np.float32] = unit_vectors([text], self.embedder.embed([text]))[0]
         return vector
 
     async def aembed_query(self, text: str) -> npt.NDArray[np.float32]:
-        vector: npt.NDArray[np.float32] = self._unit([text], await self.embedder.aembed([text]))[0]
+        vector: npt.NDArray[np.float32] = unit_vectors([text], await self.embedder.aembed([text]))[0]
         return vector
 
     def _discard(self, digests: Sequence[str]) -> Op[int]:

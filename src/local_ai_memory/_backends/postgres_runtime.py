@@ -21,12 +21,19 @@ from typing import Any
 from pydantic import ValidationError
 
 from local_ai_memory._config import MemoryConfig
-from local_ai_memory._envelopes import StoredMessage, ToolIndexEntry, ToolResultPage, ToolResultPayload, page_of
+from local_ai_memory._envelopes import (
+    StoredMessage,
+    ToolIndexEntry,
+    ToolResultPage,
+    ToolResultPayload,
+    page_between,
+    page_of,
+)
 from local_ai_memory._errors import InvalidInputError, LockTimeoutError, RecordNotFoundError, StorageError
 
-from ._pg_base import PgStorage, pack, settings_of, unpack
-from ._pg_pool import Database, DatabaseSettings, Op, Stmt
-from .runtime import Erasure, PlansChange, RuntimeBackend, Scope, ScopeInfo, StateChange
+from ._pg_base import PgStorage, database_of, pack, settings_of, unpack
+from ._pg_pool import Database, Op, Stmt
+from .runtime import Erasure, PlansChange, PlanSteps, RuntimeBackend, Scope, ScopeInfo, StateChange
 
 __all__ = ["CHUNK_CHARS", "PostgresRuntimeBackend"]
 
@@ -90,15 +97,8 @@ class PostgresRuntimeBackend(PgStorage, RuntimeBackend):
         lock_timeout: float = 30.0,
         database: Database | None = None,
     ) -> None:
-        if database is None:
-            if url is None:
-                raise InvalidInputError("give PostgresRuntimeBackend a database URL")
-            database = Database(
-                DatabaseSettings(
-                    url, schema, pool_min_size, pool_max_size, pool_timeout, connect_timeout, prepare_threshold
-                )
-            )
-        super().__init__(database)
+        settings = (schema, pool_min_size, pool_max_size, pool_timeout, connect_timeout, prepare_threshold)
+        super().__init__(database_of("PostgresRuntimeBackend", database, url, settings))
         self.lock_timeout = lock_timeout
         self._held = threading.local()
 
@@ -199,17 +199,26 @@ class PostgresRuntimeBackend(PgStorage, RuntimeBackend):
             )
         return new
 
-    def _append_steps(self, scope: Scope, plan_id: str, steps: Sequence[dict[str, Any]]) -> Op[None]:
+    def _append_steps(self, scope: Scope, plan_id: str, steps: Sequence[dict[str, Any]]) -> Op[bool]:
+        """Under the scope row's lock (``_TOUCH``), so step ids grow in commit order per scope."""
+        empty = (
+            "SELECT NOT EXISTS (SELECT 1 FROM {s}.plan_steps WHERE user_id = %s AND session_id = %s AND plan_id = %s)"
+        )
         if not steps:
-            return
+            row = yield Stmt(self.db.q(empty), (*_ids(scope), plan_id), "one")
+            return bool(row[0])
         yield Stmt(self.db.q(_TOUCH), _ids(scope))
-        yield Stmt(
+        row = yield Stmt(
             self.db.q(
+                "WITH before AS (" + empty + " AS was_empty), added AS ("
                 "INSERT INTO {s}.plan_steps (user_id, session_id, plan_id, body)"
                 " SELECT %s, %s, %s, body FROM unnest(%s::bytea[]) WITH ORDINALITY AS t(body, n) ORDER BY n"
+                " RETURNING 1) SELECT was_empty FROM before"
             ),
-            (*_ids(scope), plan_id, [pack(step) for step in steps]),
+            (*_ids(scope), plan_id, *_ids(scope), plan_id, [pack(step) for step in steps]),
+            "one",
         )
+        return bool(row[0])
 
     def _get_steps(self, scope: Scope, plan_id: str) -> Op[list[dict[str, Any]]]:
         u, s = _ids(scope)
@@ -222,6 +231,26 @@ class PostgresRuntimeBackend(PgStorage, RuntimeBackend):
             "all",
         )
         return [unpack(row[0]) for row in rows]
+
+    def _read_steps(self, scope: Scope, plan_id: str, cursor: str | None) -> Op[PlanSteps]:
+        """From the last step read on (``id >= cursor``): step ids are never reused and a log is only
+        ever deleted whole, so while that step is still there nothing before it changed, and once
+        it is gone every remaining step is of the log begun anew."""
+        u, s = _ids(scope)
+        head, _, number = (cursor or "").partition(":")
+        after = int(number) if head == "pg" and number.isdigit() else 0
+        rows = yield Stmt(
+            self.db.q(
+                "SELECT id, body FROM {s}.plan_steps WHERE user_id = %s AND session_id = %s AND plan_id = %s"
+                f" AND id >= %s AND {_VISIBLE} ORDER BY id"
+            ),
+            (u, s, plan_id, after, u, s),
+            "all",
+        )
+        continued = bool(rows) and after > 0 and rows[0][0] == after
+        found = rows[1:] if continued else rows
+        last = rows[-1][0] if rows else 0
+        return PlanSteps([unpack(row[1]) for row in found], f"pg:{last}", not continued)
 
     def _clear_steps(self, scope: Scope, plan_id: str) -> Op[None]:
         yield Stmt(
@@ -241,11 +270,17 @@ class PostgresRuntimeBackend(PgStorage, RuntimeBackend):
     async def aupdate_plans(self, scope: Scope, change: PlansChange) -> dict[str, Any]:
         return await self.arun("update_plans", self._update_plans(scope, change))
 
-    def append_plan_steps(self, scope: Scope, plan_id: str, steps: Sequence[dict[str, Any]]) -> None:
-        self.run("append_plan_steps", self._append_steps(scope, plan_id, steps))
+    def append_plan_steps(self, scope: Scope, plan_id: str, steps: Sequence[dict[str, Any]]) -> bool:
+        return self.run("append_plan_steps", self._append_steps(scope, plan_id, steps))
 
-    async def aappend_plan_steps(self, scope: Scope, plan_id: str, steps: Sequence[dict[str, Any]]) -> None:
-        await self.arun("append_plan_steps", self._append_steps(scope, plan_id, steps))
+    async def aappend_plan_steps(self, scope: Scope, plan_id: str, steps: Sequence[dict[str, Any]]) -> bool:
+        return await self.arun("append_plan_steps", self._append_steps(scope, plan_id, steps))
+
+    def read_plan_steps(self, scope: Scope, plan_id: str, cursor: str | None = None) -> PlanSteps:
+        return self.run("read_plan_steps", self._read_steps(scope, plan_id, cursor))
+
+    async def aread_plan_steps(self, scope: Scope, plan_id: str, cursor: str | None = None) -> PlanSteps:
+        return await self.arun("read_plan_steps", self._read_steps(scope, plan_id, cursor))
 
     def get_plan_steps(self, scope: Scope, plan_id: str) -> list[dict[str, Any]]:
         return self.run("get_plan_steps", self._get_steps(scope, plan_id))
@@ -344,14 +379,7 @@ class PostgresRuntimeBackend(PgStorage, RuntimeBackend):
             rows = yield self._chunk_rows(scope, result_id, first, last)
             piece = _text(rows)[start - first * chunk : end - first * chunk]
         tool = ToolResultPayload.model_validate({**meta, "content": ""}).tool
-        return ToolResultPage(
-            result_id=result_id,
-            tool=tool,
-            offset=start,
-            content=piece,
-            total_chars=total,
-            next_offset=end if end < total else None,
-        )
+        return page_between(result_id, tool, piece, start, end, total)
 
     def _list_results(self, scope: Scope) -> Op[dict[str, ToolIndexEntry]]:
         u, s = _ids(scope)

@@ -38,6 +38,7 @@ from local_ai_memory._guard import decode_name, encode_name, scope_name, validat
 __all__ = [
     "GLOBAL_STEM",
     "Erasure",
+    "PlanSteps",
     "PlansChange",
     "RuntimeBackend",
     "Scope",
@@ -53,6 +54,20 @@ StateChange = Callable[[dict[str, Any]], dict[str, Any]]
 
 PlansChange = Callable[[dict[str, Any]], "dict[str, Any] | None"]
 """Turns ``{plan_id: payload}`` into the new map, or ``None`` to write nothing."""
+
+
+@dataclass(frozen=True)
+class PlanSteps:
+    """What :meth:`RuntimeBackend.read_plan_steps` found: steps, and where to read on next time.
+
+    ``restarted`` means ``steps`` is the whole log (the first read, or the log was emptied or
+    replaced since ``cursor`` was handed out): drop what was read before. Otherwise ``steps`` are
+    the ones appended after the cursor that was passed in. ``cursor`` is opaque to callers.
+    """
+
+    steps: list[dict[str, Any]]
+    cursor: str
+    restarted: bool
 
 
 @dataclass(frozen=True)
@@ -190,8 +205,9 @@ class RuntimeBackend(ABC):
         """
 
     @abstractmethod
-    def append_plan_steps(self, scope: Scope, plan_id: str, steps: Sequence[dict[str, Any]]) -> None:
-        """Append ``steps`` (JSON objects) to the plan's step log, in one write.
+    def append_plan_steps(self, scope: Scope, plan_id: str, steps: Sequence[dict[str, Any]]) -> bool:
+        """Append ``steps`` (JSON objects) to the plan's step log, in one write; return whether
+        the log held no step before (it is new, or was emptied since).
 
         Costs what the new steps cost, whatever the length of the log.
         """
@@ -199,6 +215,16 @@ class RuntimeBackend(ABC):
     @abstractmethod
     def get_plan_steps(self, scope: Scope, plan_id: str) -> list[dict[str, Any]]:
         """The plan's step log, oldest first (``[]`` when none)."""
+
+    def read_plan_steps(self, scope: Scope, plan_id: str, cursor: str | None = None) -> PlanSteps:
+        """The steps appended after ``cursor`` (from an earlier answer; ``None``: the whole log).
+
+        A reader that keeps what it read so far (a checkpointer folding the log) then pays for
+        the new steps only. When the log was emptied or replaced since ``cursor`` (or the cursor
+        is not this backend's), the answer is the whole log with ``restarted`` set. This
+        default always answers the whole log; the shipped backends read from the cursor.
+        """
+        return PlanSteps(self.get_plan_steps(scope, plan_id), "", True)
 
     @abstractmethod
     def clear_plan_steps(self, scope: Scope, plan_id: str) -> None:
@@ -317,11 +343,14 @@ class RuntimeBackend(ABC):
     async def aupdate_plans(self, scope: Scope, change: PlansChange) -> dict[str, Any]:
         return await asyncio.to_thread(self.update_plans, scope, change)
 
-    async def aappend_plan_steps(self, scope: Scope, plan_id: str, steps: Sequence[dict[str, Any]]) -> None:
-        await asyncio.to_thread(self.append_plan_steps, scope, plan_id, steps)
+    async def aappend_plan_steps(self, scope: Scope, plan_id: str, steps: Sequence[dict[str, Any]]) -> bool:
+        return await asyncio.to_thread(self.append_plan_steps, scope, plan_id, steps)
 
     async def aget_plan_steps(self, scope: Scope, plan_id: str) -> list[dict[str, Any]]:
         return await asyncio.to_thread(self.get_plan_steps, scope, plan_id)
+
+    async def aread_plan_steps(self, scope: Scope, plan_id: str, cursor: str | None = None) -> PlanSteps:
+        return await asyncio.to_thread(self.read_plan_steps, scope, plan_id, cursor)
 
     async def aclear_plan_steps(self, scope: Scope, plan_id: str) -> None:
         await asyncio.to_thread(self.clear_plan_steps, scope, plan_id)

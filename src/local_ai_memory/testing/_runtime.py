@@ -162,6 +162,34 @@ class RuntimeBackendTests:
         manager.delete_plan("p1")
         assert manager.plan_steps("p1") == []
 
+    def test_step_logs_are_read_on_from_a_cursor(self, backend: RuntimeBackend, config: MemoryConfig) -> None:
+        scope = self.manager(backend, config).scope_info
+
+        def numbers(steps: list[dict[str, Any]]) -> list[int]:
+            return [step["n"] for step in steps]
+
+        assert backend.append_plan_steps(scope, "p1", [{"n": 0}, {"n": 1, "text": _TEXTS["crlf"]}]) is True
+        assert backend.append_plan_steps(scope, "p1", [{"n": 2, "text": _TEXTS["emoji"]}]) is False
+        first = backend.read_plan_steps(scope, "p1")
+        assert (numbers(first.steps), first.restarted) == ([0, 1, 2], True)
+        assert first.steps[2]["text"] == _TEXTS["emoji"]
+        backend.append_plan_steps(scope, "p1", [{"n": 3}, {"n": 4}])
+        second = backend.read_plan_steps(scope, "p1", first.cursor)
+        assert (numbers(second.steps), second.restarted) == ([3, 4], False)
+        third = backend.read_plan_steps(scope, "p1", second.cursor)
+        assert (third.steps, third.restarted) == ([], False)
+        assert numbers(backend.read_plan_steps(scope, "p1", "not a cursor").steps) == [0, 1, 2, 3, 4]
+        assert asyncio.run(backend.aread_plan_steps(scope, "p1", first.cursor)) == second
+
+        # Emptied and written anew, longer than before: the old cursor reads the new log whole.
+        backend.clear_plan_steps(scope, "p1")
+        gone = backend.read_plan_steps(scope, "p1", third.cursor)
+        assert (gone.steps, gone.restarted) == ([], True)
+        assert backend.append_plan_steps(scope, "p1", [{"n": 10 + n} for n in range(8)]) is True
+        again = backend.read_plan_steps(scope, "p1", third.cursor)
+        assert (numbers(again.steps), again.restarted) == (list(range(10, 18)), True)
+        assert backend.read_plan_steps(scope, "other").steps == []
+
     def test_concurrent_step_appends_are_all_kept_in_order(self, backend: RuntimeBackend, config: MemoryConfig) -> None:
         manager = self.manager(backend, config)
 
@@ -310,6 +338,8 @@ class RuntimeBackendTests:
         assert backend.get_working_memory(scope) == ""
         assert backend.get_plans(scope) == {}
         assert backend.get_plan_steps(scope, "p") == []
+        hidden = backend.read_plan_steps(scope, "p")
+        assert (hidden.steps, hidden.restarted) == ([], True)
         assert backend.list_tool_results(scope) == {}
         assert backend.count_tool_results(scope) == 0
         assert backend.get_messages(scope) == []

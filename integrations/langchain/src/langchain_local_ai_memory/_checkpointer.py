@@ -15,8 +15,14 @@ As LangGraph's own savers do, a ``put`` stores only the channel values whose ver
 the saver's ``serde`` (LangGraph's ``JsonPlusSerializer`` by default) and kept base64-encoded;
 checkpoint ids, parents, versions and metadata keys stay readable JSON.
 
-Reads fold the log (:func:`fold_log`, pure), so sync and async share every rule; the async
-methods call the backend's async twins (native on PostgreSQL). Example::
+Reads fold the log (:func:`fold_log`, pure). Each method is written once, as an operation
+that yields the backend calls it needs; a sync driver makes them with the backend's methods and
+an async one awaits their async twins (native on PostgreSQL), so sync and async share every rule.
+``get_tuple`` keeps the fold of each namespace it read and reads the log on from where it
+stopped (:meth:`~local_ai_memory.backends.RuntimeBackend.read_plan_steps`), so reading a long
+thread again parses the new steps only. A ``put`` registers its namespace with the session's
+plans once per saver; after that it only appends, and the backend's answer that the log was new
+(the thread was deleted meanwhile, perhaps by another process) makes it register again. Example::
 
     from langgraph.graph import StateGraph
     from local_ai_memory import Memory
@@ -32,9 +38,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -51,7 +59,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from local_ai_memory import InvalidInputError, Memory
-from local_ai_memory.backends import Scope, ScopeInfo
+from local_ai_memory.backends import PlanSteps, RuntimeBackend, Scope, ScopeInfo
 
 __all__ = ["LocalMemorySaver", "fold_log"]
 
@@ -87,22 +95,28 @@ class _Namespace:
     checkpoints: dict[str, tuple[dict[str, Any], Packed, str | None]] = field(default_factory=dict)
     blobs: dict[tuple[str, str], Packed] = field(default_factory=dict)  # (channel, version) -> value
     writes: dict[str, dict[tuple[str, int], tuple[str, str, Packed, str]]] = field(default_factory=dict)
+    latest: str | None = None  # the newest checkpoint id (ids sort by time)
+    size: int = 0  # characters of packed values held (what keeping this fold costs)
 
 
-def fold_log(entries: Sequence[dict[str, Any]]) -> _Namespace:
+def fold_log(entries: Sequence[dict[str, Any]], into: _Namespace | None = None) -> _Namespace:
     """Replay a namespace's log: checkpoints, channel values by version and pending writes.
 
+    With ``into``, ``entries`` continue a log already folded there (it is updated and returned).
     A write of a task at a non-negative index is kept from its first save (a retried task
     does not replace it); special writes (errors, interrupts: negative indexes) replace, as
     in LangGraph's own savers.
     """
-    folded = _Namespace()
+    folded = _Namespace() if into is None else into
     for entry in entries:
         kind = entry.get("t")
         if kind == "checkpoint":
             for channel, (version, *packed) in entry["blobs"].items():
                 folded.blobs[(channel, json.dumps(version))] = packed
+                folded.size += len(packed[-1])
             folded.checkpoints[entry["id"]] = (entry["checkpoint"], entry["metadata"], entry["parent"])
+            if folded.latest is None or entry["id"] > folded.latest:
+                folded.latest = entry["id"]
         elif kind == "writes":
             stored = folded.writes.setdefault(entry["checkpoint_id"], {})
             for idx, channel, *packed in entry["writes"]:
@@ -110,6 +124,7 @@ def fold_log(entries: Sequence[dict[str, Any]]) -> _Namespace:
                 if idx >= 0 and key in stored:
                     continue
                 stored[key] = (entry["task_id"], channel, packed, entry["task_path"])
+                folded.size += len(packed[-1])
     return folded
 
 
@@ -151,6 +166,53 @@ def _writes_entry(
     }
 
 
+Logs = dict[str, Sequence[dict[str, Any]]]
+"""A thread's step logs by checkpoint namespace."""
+Lines = list[dict[str, Any]]
+Registration = Callable[[dict[str, Any]], "dict[str, Any] | None"]
+"""The change of a session's plans that registers a namespace's log (``None``: already there)."""
+FoldKey = tuple[str, str]
+"""A namespace's log: (scope key, plan id)."""
+_KEPT_FOLDS = 64  # namespaces whose fold get_tuple keeps (most recently read) ...
+_KEPT_SIZE = 128 * 1024 * 1024  # ... while their packed values hold at most this many characters
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class _Call:
+    """A call of the runtime backend that an operation needs; the sync driver makes it with
+    ``method``, the async driver awaits the ``a`` twin of it with the same arguments."""
+
+    method: str
+    args: tuple[Any, ...] = ()
+
+    def on(self, runtime: RuntimeBackend) -> Any:
+        return getattr(runtime, self.method)(*self.args)
+
+    async def aon(self, runtime: RuntimeBackend) -> Any:
+        return await getattr(runtime, "a" + self.method)(*self.args)
+
+
+@dataclass(frozen=True)
+class _Done(Generic[T]):
+    """An operation finished with ``value``."""
+
+    value: T
+
+
+Op = Generator["_Call | CheckpointTuple", Any, T]
+"""A saver operation, written once for sync and async: it yields a :class:`_Call` when it needs
+the backend (and is sent the answer) and, when listing, each checkpoint it found."""
+
+
+def _send(op: Op[T], reply: Any) -> _Call | CheckpointTuple | _Done[T]:
+    """The operation's next request or find, or :class:`_Done` when it returned."""
+    try:
+        return op.send(reply)
+    except StopIteration as done:
+        return _Done(cast(T, done.value))
+
+
 class LocalMemorySaver(BaseCheckpointSaver[str]):
     """LangGraph checkpoints kept in a :class:`~local_ai_memory.Memory` (see the module docstring).
 
@@ -163,6 +225,9 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
         self.memory = memory
         self.user_id = user_id
         Scope.of(user_id, "check")  # refuse a hostile user id now, not at the first step
+        self._registered: set[FoldKey] = set()  # logs this saver registered with their session's plans
+        self._folds: OrderedDict[FoldKey, tuple[str, _Namespace]] = OrderedDict()  # key -> (cursor, fold)
+        self._folds_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"LocalMemorySaver({self.memory!r}, user_id={self.user_id!r})"
@@ -184,7 +249,7 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
         }
 
     @staticmethod
-    def _register(checkpoint_ns: str) -> Callable[[dict[str, Any]], dict[str, Any] | None]:
+    def _register(checkpoint_ns: str) -> Registration:
         plan_id = _plan_id(checkpoint_ns)
 
         def change(plans: dict[str, Any]) -> dict[str, Any] | None:
@@ -223,7 +288,7 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
     def _select(
         self,
         thread_id: str,
-        logs: dict[str, Sequence[dict[str, Any]]],
+        logs: Logs,
         *,
         checkpoint_id: str | None,
         filter: dict[str, Any] | None,
@@ -253,39 +318,170 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
             if info.scope.user_id == self.user_id and info.scope.session_id is not None
         )
 
-    def _latest(self, config: RunnableConfig, logs: dict[str, Sequence[dict[str, Any]]]) -> CheckpointTuple | None:
-        """The checkpoint ``config`` names, or the newest of its namespace."""
-        configurable = config["configurable"]
-        checkpoint_ns = configurable.get("checkpoint_ns", "")
-        if checkpoint_ns not in logs:
-            return None
-        folded = fold_log(logs[checkpoint_ns])
-        checkpoint_id = get_checkpoint_id(config) or max(folded.checkpoints, default=None)
-        if checkpoint_id is None:
-            return None
-        return self._tuple(configurable["thread_id"], checkpoint_ns, checkpoint_id, folded)
-
-    def _entry(
-        self, config: RunnableConfig, entry: dict[str, Any]
-    ) -> tuple[Scope, str, Callable[[dict[str, Any]], dict[str, Any] | None], list[dict[str, Any]]]:
+    def _entry(self, config: RunnableConfig, entry: dict[str, Any]) -> tuple[Scope, str, Registration, Lines]:
         """Where an entry goes: the session, the namespace's log id, its registration and the line."""
         configurable = config["configurable"]
         checkpoint_ns = configurable.get("checkpoint_ns", "")
         return self._scope(configurable["thread_id"]), _plan_id(checkpoint_ns), self._register(checkpoint_ns), [entry]
 
-    # -- sync ---------------------------------------------------------------------------------
+    def _located(self, config: RunnableConfig, plans: dict[str, Any]) -> tuple[str, str] | None:
+        """``(checkpoint_ns, plan id)`` of the namespace ``config`` names, if its log is registered."""
+        checkpoint_ns = config["configurable"].get("checkpoint_ns", "")
+        plan_id = self._namespaces(plans).get(checkpoint_ns)
+        return None if plan_id is None else (checkpoint_ns, plan_id)
 
-    def _logs(self, scope: Scope, checkpoint_ns: str | None) -> dict[str, Sequence[dict[str, Any]]]:
-        runtime = self.memory.runtime
-        namespaces = self._namespaces(runtime.get_plans(scope))
+    def _cursor(self, key: FoldKey) -> str | None:
+        with self._folds_lock:
+            cached = self._folds.get(key)
+        return None if cached is None else cached[0]
+
+    def _answer(
+        self, config: RunnableConfig, checkpoint_ns: str, key: FoldKey, cursor: str | None, read: PlanSteps
+    ) -> tuple[bool, CheckpointTuple | None]:
+        """Fold ``read`` (taken from ``cursor``) into the kept fold and answer ``config`` from it.
+
+        ``(False, None)`` when another reader moved the fold on since ``cursor``: read again from
+        the start. The answer is built under the lock, since folding changes the fold in place.
+        """
+        with self._folds_lock:
+            cached = self._folds.get(key)
+            if read.restarted:
+                folded = fold_log(read.steps)
+            elif cached is not None and cached[0] == cursor:
+                folded = fold_log(read.steps, into=cached[1])
+            else:
+                return False, None
+            self._folds[key] = (read.cursor, folded)
+            self._folds.move_to_end(key)
+            while len(self._folds) > 1 and (
+                len(self._folds) > _KEPT_FOLDS or sum(kept.size for _, kept in self._folds.values()) > _KEPT_SIZE
+            ):
+                self._folds.popitem(last=False)  # the least recently read
+            checkpoint_id = get_checkpoint_id(config) or folded.latest
+            if checkpoint_id is None:
+                return True, None
+            return True, self._tuple(config["configurable"]["thread_id"], checkpoint_ns, checkpoint_id, folded)
+
+    def _forget(self, scope: Scope) -> None:
+        """Drop what this saver keeps of a thread it deleted."""
+        with self._folds_lock:
+            for key in [key for key in self._folds if key[0] == scope.key]:
+                del self._folds[key]
+            self._registered = {key for key in self._registered if key[0] != scope.key}
+
+    # -- the operations (each one rule for sync and async) --------------------------------------
+
+    def _logs_op(self, scope: Scope, checkpoint_ns: str | None) -> Op[Logs]:
+        namespaces = self._namespaces((yield _Call("get_plans", (scope,))))
         if checkpoint_ns is not None:
             namespaces = {checkpoint_ns: namespaces[checkpoint_ns]} if checkpoint_ns in namespaces else {}
-        return {ns: runtime.get_plan_steps(scope, plan_id) for ns, plan_id in namespaces.items()}
+        logs: Logs = {}
+        for ns, plan_id in namespaces.items():
+            logs[ns] = yield _Call("get_plan_steps", (scope, plan_id))
+        return logs
+
+    def _get_tuple_op(self, config: RunnableConfig) -> Op[CheckpointTuple | None]:
+        scope = self._scope(config["configurable"]["thread_id"])
+        located = self._located(config, (yield _Call("get_plans", (scope,))))
+        if located is None:
+            return None
+        checkpoint_ns, plan_id = located
+        key = (scope.key, plan_id)
+        cursor = self._cursor(key)
+        read = yield _Call("read_plan_steps", (scope, plan_id, cursor))
+        done, found = self._answer(config, checkpoint_ns, key, cursor, read)
+        if not done:  # another reader moved the fold on meanwhile: read the log whole
+            _, found = self._answer(
+                config, checkpoint_ns, key, None, (yield _Call("read_plan_steps", (scope, plan_id)))
+            )
+        return found
+
+    def _list_op(
+        self,
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+    ) -> Op[None]:
+        """Yields each checkpoint found, at most ``limit``, reading no thread after the last one needed."""
+        configurable = config["configurable"] if config else {}
+        if limit is not None and limit <= 0:
+            return
+        if "thread_id" in configurable:
+            threads = [configurable["thread_id"]]
+        else:
+            threads = self._threads((yield _Call("list_scopes")))
+        checkpoint_id = get_checkpoint_id(config) if config else None
+        remaining = limit
+        for thread_id in threads:
+            logs = yield from self._logs_op(self._scope(thread_id), configurable.get("checkpoint_ns"))
+            for found in self._select(thread_id, logs, checkpoint_id=checkpoint_id, filter=filter, before=before):
+                yield found
+                if remaining is not None:
+                    remaining -= 1
+                    if remaining <= 0:
+                        return
+
+    def _append_op(self, scope: Scope, plan_id: str, register: Registration, lines: Lines) -> Op[None]:
+        """Register the log once per saver, then only append; a log the append finds new had its
+        thread deleted meanwhile (perhaps by another process), so it is registered again."""
+        known = (scope.key, plan_id) in self._registered
+        if not known:
+            yield _Call("update_plans", (scope, register))
+        if (yield _Call("append_plan_steps", (scope, plan_id, lines))) and known:
+            yield _Call("update_plans", (scope, register))
+        self._registered.add((scope.key, plan_id))
+
+    def _put_op(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, versions: ChannelVersions
+    ) -> Op[RunnableConfig]:
+        entry = _checkpoint_entry(config, checkpoint, metadata, versions, self.serde)
+        yield from self._append_op(*self._entry(config, entry))
+        return _saved_config(config, checkpoint)
+
+    def _put_writes_op(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str
+    ) -> Op[None]:
+        entry = _writes_entry(config, writes, task_id, task_path, self.serde)
+        yield from self._append_op(*self._entry(config, entry))
+
+    def _delete_op(self, thread_id: str) -> Op[None]:
+        scope = self._scope(thread_id)
+        yield _Call("update_plans", (scope, _drop_langgraph_plans))
+        self._forget(scope)
+
+    def _copy_op(self, source_thread_id: str, target_thread_id: str) -> Op[None]:
+        source, target = self._scope(source_thread_id), self._scope(target_thread_id)
+        for checkpoint_ns, entries in (yield from self._logs_op(source, None)).items():
+            yield _Call("update_plans", (target, self._register(checkpoint_ns)))
+            yield _Call("append_plan_steps", (target, _plan_id(checkpoint_ns), list(entries)))
+
+    # -- drivers: the backend's sync methods, or its async twins --------------------------------
+
+    def _stream(self, op: Op[T]) -> Generator[CheckpointTuple, None, T]:
+        reply: Any = None
+        while not isinstance(item := _send(op, reply), _Done):
+            reply = item.on(self.memory.runtime) if isinstance(item, _Call) else (yield item)
+        return item.value
+
+    def _run(self, op: Op[T]) -> T:
+        return _returned(self._stream(op))
+
+    async def _astream(self, op: Op[None]) -> AsyncIterator[CheckpointTuple]:
+        reply: Any = None
+        while not isinstance(item := _send(op, reply), _Done):
+            reply = (await item.aon(self.memory.runtime)) if isinstance(item, _Call) else (yield item)
+
+    async def _arun(self, op: Op[T]) -> T:
+        reply: Any = None
+        while not isinstance(item := _send(op, reply), _Done):
+            reply = await cast(_Call, item).aon(self.memory.runtime)  # only listing yields checkpoints
+        return item.value
+
+    # -- BaseCheckpointSaver --------------------------------------------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        configurable = config["configurable"]
-        logs = self._logs(self._scope(configurable["thread_id"]), configurable.get("checkpoint_ns", ""))
-        return self._latest(config, logs)
+        return self._run(self._get_tuple_op(config))
 
     def list(
         self,
@@ -295,22 +491,7 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
-        configurable = config["configurable"] if config else {}
-        if "thread_id" in configurable:
-            threads = [configurable["thread_id"]]
-        else:
-            threads = self._threads(self.memory.runtime.list_scopes())
-        checkpoint_ns = configurable.get("checkpoint_ns")
-        checkpoint_id = get_checkpoint_id(config) if config else None
-        remaining = limit
-        for thread_id in threads:
-            logs = self._logs(self._scope(thread_id), checkpoint_ns)
-            for found in self._select(thread_id, logs, checkpoint_id=checkpoint_id, filter=filter, before=before):
-                if remaining is not None:
-                    if remaining <= 0:
-                        return
-                    remaining -= 1
-                yield found
+        return self._stream(self._list_op(config, filter, before, limit))
 
     def put(
         self,
@@ -319,45 +500,23 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        entry = _checkpoint_entry(config, checkpoint, metadata, new_versions, self.serde)
-        scope, plan_id, register, lines = self._entry(config, entry)
-        self.memory.runtime.update_plans(scope, register)
-        self.memory.runtime.append_plan_steps(scope, plan_id, lines)
-        return _saved_config(config, checkpoint)
+        return self._run(self._put_op(config, checkpoint, metadata, new_versions))
 
     def put_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
-        entry = _writes_entry(config, writes, task_id, task_path, self.serde)
-        scope, plan_id, register, lines = self._entry(config, entry)
-        self.memory.runtime.update_plans(scope, register)
-        self.memory.runtime.append_plan_steps(scope, plan_id, lines)
+        self._run(self._put_writes_op(config, writes, task_id, task_path))
 
     def delete_thread(self, thread_id: str) -> None:
-        self.memory.runtime.update_plans(self._scope(thread_id), _drop_langgraph_plans)
+        self._run(self._delete_op(thread_id))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        source, target = self._scope(source_thread_id), self._scope(target_thread_id)
-        runtime = self.memory.runtime
-        for checkpoint_ns, entries in self._logs(source, None).items():
-            runtime.update_plans(target, self._register(checkpoint_ns))
-            runtime.append_plan_steps(target, _plan_id(checkpoint_ns), list(entries))
-
-    # -- async: the same steps over the backend's async twins -----------------------------------
-
-    async def _alogs(self, scope: Scope, checkpoint_ns: str | None) -> dict[str, Sequence[dict[str, Any]]]:
-        runtime = self.memory.runtime
-        namespaces = self._namespaces(await runtime.aget_plans(scope))
-        if checkpoint_ns is not None:
-            namespaces = {checkpoint_ns: namespaces[checkpoint_ns]} if checkpoint_ns in namespaces else {}
-        return {ns: await runtime.aget_plan_steps(scope, plan_id) for ns, plan_id in namespaces.items()}
+        self._run(self._copy_op(source_thread_id, target_thread_id))
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        configurable = config["configurable"]
-        logs = await self._alogs(self._scope(configurable["thread_id"]), configurable.get("checkpoint_ns", ""))
-        return self._latest(config, logs)
+        return await self._arun(self._get_tuple_op(config))
 
-    async def alist(
+    def alist(
         self,
         config: RunnableConfig | None,
         *,
@@ -365,22 +524,7 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        configurable = config["configurable"] if config else {}
-        if "thread_id" in configurable:
-            threads = [configurable["thread_id"]]
-        else:
-            threads = self._threads(await self.memory.runtime.alist_scopes())
-        checkpoint_ns = configurable.get("checkpoint_ns")
-        checkpoint_id = get_checkpoint_id(config) if config else None
-        remaining = limit
-        for thread_id in threads:
-            logs = await self._alogs(self._scope(thread_id), checkpoint_ns)
-            for found in self._select(thread_id, logs, checkpoint_id=checkpoint_id, filter=filter, before=before):
-                if remaining is not None:
-                    if remaining <= 0:
-                        return
-                    remaining -= 1
-                yield found
+        return self._astream(self._list_op(config, filter, before, limit))
 
     async def aput(
         self,
@@ -389,29 +533,27 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        entry = _checkpoint_entry(config, checkpoint, metadata, new_versions, self.serde)
-        scope, plan_id, register, lines = self._entry(config, entry)
-        await self.memory.runtime.aupdate_plans(scope, register)
-        await self.memory.runtime.aappend_plan_steps(scope, plan_id, lines)
-        return _saved_config(config, checkpoint)
+        return await self._arun(self._put_op(config, checkpoint, metadata, new_versions))
 
     async def aput_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
-        entry = _writes_entry(config, writes, task_id, task_path, self.serde)
-        scope, plan_id, register, lines = self._entry(config, entry)
-        await self.memory.runtime.aupdate_plans(scope, register)
-        await self.memory.runtime.aappend_plan_steps(scope, plan_id, lines)
+        await self._arun(self._put_writes_op(config, writes, task_id, task_path))
 
     async def adelete_thread(self, thread_id: str) -> None:
-        await self.memory.runtime.aupdate_plans(self._scope(thread_id), _drop_langgraph_plans)
+        await self._arun(self._delete_op(thread_id))
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        source, target = self._scope(source_thread_id), self._scope(target_thread_id)
-        runtime = self.memory.runtime
-        for checkpoint_ns, entries in (await self._alogs(source, None)).items():
-            await runtime.aupdate_plans(target, self._register(checkpoint_ns))
-            await runtime.aappend_plan_steps(target, _plan_id(checkpoint_ns), list(entries))
+        await self._arun(self._copy_op(source_thread_id, target_thread_id))
+
+
+def _returned(steps: Generator[CheckpointTuple, None, T]) -> T:
+    """The return value of a driven operation that finds no checkpoints."""
+    try:
+        while True:
+            next(steps)
+    except StopIteration as done:
+        return cast(T, done.value)
 
 
 def _saved_config(config: RunnableConfig, checkpoint: Checkpoint) -> RunnableConfig:

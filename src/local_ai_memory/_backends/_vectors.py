@@ -1,0 +1,43 @@
+"""Rules the vector caches of the in-memory and PostgreSQL knowledge backends share.
+
+A vector is kept by the SHA-256 of its text (:func:`text_digest`), so a note whose text is
+unchanged never costs a second call to the embedder; what an embedder answers is checked and
+scaled to unit length (:func:`unit_vectors`) before anything keeps it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from local_ai_memory._errors import ModelError
+from local_ai_memory._fusion import normalize_rows
+
+__all__ = ["stacked", "text_digest", "unit_vectors"]
+
+
+def text_digest(text: str) -> str:
+    """The key of a text's vector (texts with lone surrogates hash too)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def unit_vectors(texts: Sequence[str], raw: object) -> npt.NDArray[np.float32]:
+    """The embedder's answer for ``texts`` as unit rows; :class:`ModelError` unless it is one
+    finite vector per text."""
+    try:
+        array = np.asarray(raw, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise ModelError("the embedder returned something that is not a list of vectors") from exc
+    if array.ndim != 2 or array.shape[0] != len(texts) or not np.all(np.isfinite(array)):
+        raise ModelError(f"the embedder returned shape {array.shape} for {len(texts)} texts")
+    return normalize_rows(array)
+
+
+def stacked(vectors: Mapping[str, npt.NDArray[np.float32]], digests: Sequence[str]) -> npt.NDArray[np.float32]:
+    """The vectors of ``digests`` as one matrix, in order (``(0, 0)`` for none)."""
+    if not digests:
+        return np.zeros((0, 0), dtype=np.float32)
+    return np.stack([vectors[digest] for digest in digests])
