@@ -277,13 +277,8 @@ class BM25Index:
             d_tfs = np.concatenate([self._pending[s][1] for s in delta_slots])
             d_sizes = np.fromiter((len(self._pending[s][0]) for s in delta_slots), np.int64, len(delta_slots))
             d_slots = np.repeat(renumber[np.array(delta_slots, dtype=np.int64)], d_sizes).astype(np.int32)
-            order = np.argsort(d_terms, kind="stable")
-            d_sorted = d_terms[order]
-            at = ptr[d_sorted.astype(np.int64) + 1]
-            slots = np.insert(slots, at, d_slots[order])
-            tfs = np.insert(tfs, at, d_tfs[order])
-            added = np.bincount(d_sorted, minlength=vocab_size)
-            ptr = ptr + np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(added, dtype=np.int64)])
+            ptr, slots, tfs = _merge_postings(ptr, slots, tfs, (d_terms, d_slots, d_tfs))
+            del d_slots, d_tfs
             doc_terms = np.concatenate([doc_terms, d_terms])
             doc_sizes = np.concatenate([doc_sizes, d_sizes])
         live = np.flatnonzero(alive)
@@ -452,6 +447,26 @@ class BM25Index:
     def key_of(self, slot: int) -> str:
         """Name of the document in ``slot``."""
         return self._keys[slot] or ""
+
+
+def _merge_postings(
+    ptr: IntArray, slots: TermArray, tfs: CountArray, delta: tuple[TermArray, TermArray, CountArray]
+) -> tuple[IntArray, TermArray, CountArray]:
+    """Term-major postings ``(ptr, slots, tfs)`` with the delta's ``(terms, slots, tfs)`` (in slot
+    order, all slots above the base's) merged in after the base's postings of each term."""
+    d_terms, d_slots, d_tfs = delta
+    order = np.argsort(d_terms, kind="stable")
+    d_sorted = d_terms[order]
+    if len(slots):
+        at = ptr[d_sorted.astype(np.int64) + 1]
+        slots = np.insert(slots, at, d_slots[order])
+        tfs = np.insert(tfs, at, d_tfs[order])
+        del at
+    else:  # a build: nothing to merge into
+        slots, tfs = d_slots[order], d_tfs[order]
+    del order
+    added = np.bincount(d_sorted, minlength=len(ptr) - 1)
+    return ptr + np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(added, dtype=np.int64)]), slots, tfs
 
 
 def _index_array(array: npt.NDArray[Any], length: int) -> IntArray:
