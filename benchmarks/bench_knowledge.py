@@ -41,6 +41,7 @@ Peers: ``pip install -r benchmarks/requirements.txt``.
 from __future__ import annotations
 
 import argparse
+import gc
 import itertools
 import json
 import os
@@ -166,10 +167,16 @@ def child_ours(size: int) -> dict[str, Any]:
     hits = sum(store.bm25_search(q, 5, user_id=USER)[:5].count(name) for q, name in queries)
     result["sanity_recall5"] = hits / len(queries)
 
+    from local_ai_memory import close_shared_stores
+
+    close_shared_stores()  # the store below opens the folder as a new process would (no shared parts)
+    del store
+    gc.collect()
+    start, start_cpu = time.perf_counter(), time.process_time()
     store = MemoryStore(DirectoryGuard(root), config)
-    start = time.perf_counter()
     store.bm25_search(queries[0][0], 5, user_id=USER)
     result["open_first_query_s"] = time.perf_counter() - start
+    result["open_first_query_cpu_s"] = time.process_time() - start_cpu  # every thread of the process
 
     start = time.perf_counter()
     changed = store.refresh_stale_entries(USER)
@@ -379,15 +386,17 @@ def speed(sizes: list[int], peers: bool) -> None:
             print(json.dumps(row), file=sys.stderr)
     print("\n## Speed (one user, one category, generated notes of ~170 words)\n")
     print(
-        "| files | build s | open+1st query s | no-change refresh ms | 1-change refresh ms | watcher change visible ms"
-        " | bm25 p50/p95 ms (watched) | bm25 p50 ms (stat scan) | retrieve p50/p95 ms | index reads | peak RSS MB |"
+        "| files | build s | open+1st query s (CPU s) | no-change refresh ms | 1-change refresh ms"
+        " | watcher change visible ms | bm25 p50/p95 ms (watched) | bm25 p50 ms (stat scan)"
+        " | retrieve p50/p95 ms | index reads | peak RSS MB |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if r["engine"] != "ours" or "error" in r:
             continue
         print(
-            f"| {r['size']:,} | {r['build_s']:.1f} | {r['open_first_query_s']:.2f} | {r['refresh_nochange_ms']:.0f}"
+            f"| {r['size']:,} | {r['build_s']:.1f} | {r['open_first_query_s']:.2f} ({r['open_first_query_cpu_s']:.2f})"
+            f" | {r['refresh_nochange_ms']:.0f}"
             f" | {r['refresh_1change_ms']:.0f} | {r['watch_change_visible_ms']:.0f}"
             f" | {r['bm25_p50_ms']:.2f} / {r['bm25_p95_ms']:.2f} | {r['query_scan_p50_ms']:.1f}"
             f" | {r['retrieve_p50_ms']:.2f} / {r['retrieve_p95_ms']:.2f} | {r['index_reads_during_queries']}"

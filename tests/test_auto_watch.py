@@ -3,6 +3,7 @@ their index, and the watchers stop cleanly (at exit too)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -226,3 +227,68 @@ def test_a_watcher_starting_while_a_marker_exists_follows_it(tmp_path: Path) -> 
     wait_for(lambda: memory.knowledge.store.backend.blob_known_absent(".erasing/alice_"))
     assert not memory.knowledge.store.backend.blob_known_absent(".erasing/bob_")
     assert memory.knowledge.search("kestrel", "bob") == []
+
+
+def test_a_large_users_first_query_waits_for_the_watchers_catch_up_instead_of_listing_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From CATCH_UP_WAIT_NOTES notes on, the query that starts the watcher lets the watcher's
+    first listing comparison stand for its own: one comparison at open, not two at once."""
+    from local_ai_memory import _knowledge_notes
+    from local_ai_memory._note_indexing import NoteIndexer
+
+    monkeypatch.setattr(_knowledge_notes, "CATCH_UP_WAIT_NOTES", 3)
+    writer = make_store(tmp_path, auto_watch=False)
+    for i in range(4):
+        writer.write_file(f"knowledge/alice_n{i}.md", f"# N{i}\n\nnote{i} text")
+    writer.flush()
+    close_shared_stores()
+    # Changed while no process watched: only a listing comparison can find it.
+    (tmp_path / "memory_data" / "knowledge" / "alice_n3.md").write_text("# N3\n\nrewritten elsewhere")
+    compared: list[str] = []
+    original = NoteIndexer.stale
+
+    def counted(self: NoteIndexer, user_id: str | None, categories: tuple[str, ...]) -> object:
+        compared.append(threading.current_thread().name)
+        return original(self, user_id, categories)
+
+    monkeypatch.setattr(NoteIndexer, "stale", counted)
+    store = make_store(tmp_path)
+    assert store.bm25_search("rewritten", user_id="alice") == ["alice_n3.md"]
+    assert store.watched  # the first query already is a watched one
+    assert compared == [WATCHER]
+    # Below the threshold the first query compares the user's own listing as before.
+    close_shared_stores()
+    compared.clear()
+    monkeypatch.setattr(_knowledge_notes, "CATCH_UP_WAIT_NOTES", 100)
+    assert make_store(tmp_path).bm25_search("note1", user_id="alice") == ["alice_n1.md"]
+    assert "MainThread" in compared
+    close_shared_stores()
+
+
+def test_a_listing_comparison_taken_in_chunks_finds_every_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from local_ai_memory import _note_indexing
+
+    monkeypatch.setattr(_note_indexing, "STALE_CHUNK", 2)
+    store = make_store(tmp_path, auto_watch=False)
+    paths = [store.write_file(f"knowledge/alice_n{i}.md", f"# N{i}\n\nnote {i}") for i in range(7)]
+    store.write_file("knowledge/bob_other.md", "# Bob\n\nnot alice's")
+    old = time.time_ns() - 10_000_000_000
+    for path in paths:
+        os.utime(path, ns=(old, old))
+    store.refresh_stale_entries()
+    paths[1].write_text("# N1\n\nchanged text")
+    paths[5].write_text("# N5\n\nchanged too")
+    paths[3].unlink()
+    (tmp_path / "memory_data" / "knowledge" / "alice_new.md").write_text("# New\n\nnew note")
+    found = {(s.filename, s.reason) for s in store.get_stale_entries("alice")}
+    assert found == {
+        ("alice_n1.md", "modified"),
+        ("alice_n5.md", "modified"),
+        ("alice_n3.md", "deleted"),
+        ("alice_new.md", "new"),
+    }
+    assert store.refresh_stale_entries() == 4
+    assert store.get_stale_entries() == []

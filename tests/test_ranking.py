@@ -17,6 +17,7 @@ from local_ai_memory._analysis import EXACT, LEAD, Analyzer
 from local_ai_memory._config import MemoryConfig
 from local_ai_memory._errors import ConfigError
 from local_ai_memory._guard import DirectoryGuard, user_file_prefix
+from local_ai_memory._ranker_cache import SnapshotMeta
 from local_ai_memory._ranking import BM25Index, Vocabulary, rank, read_snapshot, unpack_texts
 from local_ai_memory._store import MemoryStore
 from local_ai_memory.testing._knowledge import reference_bm25
@@ -125,6 +126,73 @@ def test_single_document_corpus_still_returns_its_match() -> None:
     assert [key for _, key, _ in got] == ["only"]
     assert got[0][2] > 0
     assert_matches(got, {"only": ["python", "notes"]}, ["python"])
+
+
+reload_op_st = st.tuples(st.sampled_from(["add", "remove", "compact", "reload"]), st.integers(0, 30), doc_st)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    initial=st.dictionaries(st.integers(0, 30), doc_st, min_size=1, max_size=25),
+    ops=st.lists(reload_op_st, max_size=30),
+    dropped=st.sets(st.integers(0, 30), max_size=5),
+    query=query_st,
+)
+def test_compactions_and_snapshot_reloads_keep_scores_exact(
+    initial: dict[int, list[str]], ops: list[tuple[str, int, list[str]]], dropped: set[int], query: Query
+) -> None:
+    """The base segment is merged (not re-sorted) by a compaction and installed as it is by a
+    snapshot load, into vocabularies that number the terms in another order: the scores stay
+    those of the reference over exactly the live documents."""
+    from local_ai_memory._ranking import snapshot_bytes
+
+    docs = {f"d{k}": v for k, v in initial.items()}
+    index = BM25Index(Vocabulary(), "c")
+    index.build(docs.items())
+    for op, number, tokens in ops:
+        key = f"d{number}"
+        if op == "add":
+            index.add(key, tokens)
+            docs[key] = tokens
+        elif op == "remove":
+            assert index.remove(key) == (key in docs)
+            docs.pop(key, None)
+        elif op == "compact":
+            index.compact()
+        else:
+            arrays, names = index.export()
+            assert sorted(names) == sorted(docs)
+            vocab = Vocabulary()
+            vocab.ids_for(reversed(TERMS))  # ids in another order than the snapshot's
+            restored = BM25Index(vocab, "c")
+            skip = frozenset(f"d{n}" for n in dropped)
+            taken = restored.load(read_snapshot(snapshot_bytes(arrays)), lambda name, row, skip=skip: name not in skip)
+            assert taken == set(docs) - skip
+            docs = {name: tokens for name, tokens in docs.items() if name not in skip}
+            index = restored
+        assert len(index) == len(docs)
+    assert_matches(rank([index], query, 100), docs, query)
+
+
+def test_a_snapshot_that_does_not_fit_together_is_refused() -> None:
+    from local_ai_memory._ranking import snapshot_bytes
+
+    index = BM25Index(Vocabulary())
+    index.build([("a", ["w1", "w2"]), ("b", ["w2", "w3"])])
+    arrays, _ = index.export()
+    for name, bad in [
+        ("post_slots", arrays["post_slots"] + 5),
+        ("doc_terms", arrays["doc_terms"] * 0 + 99),
+        ("doc_ptr", arrays["doc_ptr"][::-1].copy()),
+        ("post_ptr", arrays["post_ptr"][:-1]),
+        ("doc_len", arrays["doc_len"][:1]),
+    ]:
+        with pytest.raises(ValueError):
+            BM25Index(Vocabulary()).load(read_snapshot(snapshot_bytes({**arrays, name: bad})), lambda k, r: True)
+    loaded = BM25Index(Vocabulary())
+    loaded.load(read_snapshot(snapshot_bytes(arrays)), lambda k, r: True)
+    with pytest.raises(ValueError):  # only into an empty index
+        loaded.load(read_snapshot(snapshot_bytes(arrays)), lambda k, r: True)
 
 
 def test_several_indexes_rank_like_one_corpus_over_their_union() -> None:
@@ -297,6 +365,10 @@ def test_stemmer_language_config_key(monkeypatch: pytest.MonkeyPatch) -> None:
     assert MemoryConfig.from_mapping({"memory": {"stemmer_language": "dutch"}}).stemmer_language == "dutch"
 
 
+def _snapshot_meta(path: Path) -> SnapshotMeta:
+    return SnapshotMeta.model_validate_json(unpack_texts(read_snapshot(path.read_bytes())["meta"])[0])
+
+
 def test_ranker_snapshot_is_not_reused_after_the_analysis_changes(tmp_path: Path) -> None:
     store = _store(tmp_path)
     path = _write(store, "a", "# A\n\napples")
@@ -305,7 +377,7 @@ def test_ranker_snapshot_is_not_reused_after_the_analysis_changes(tmp_path: Path
     os.utime(path, ns=(old, old))
     assert store.bm25_search("apples", user_id="alice") == ["alice_a.md"]
     snapshot = store.data_dir / ".bm25" / "knowledge" / "alice_bm25.npz"
-    assert unpack_texts(read_snapshot(snapshot.read_bytes())["analyzer"]) == [Analyzer().signature]
+    assert _snapshot_meta(snapshot).analyzer == Analyzer().signature
     # Change the note behind the store's back, keeping size and mtime: a store with the same
     # analysis trusts its snapshot (and still finds "apples")...
     st = path.stat()
@@ -316,4 +388,4 @@ def test_ranker_snapshot_is_not_reused_after_the_analysis_changes(tmp_path: Path
     # ...one with another analysis ignores it and re-reads the note's text.
     other = _store(tmp_path, stemmer_language=None)
     assert other.bm25_search("melons", user_id="alice") == ["alice_a.md"]
-    assert unpack_texts(read_snapshot(snapshot.read_bytes())["analyzer"]) == [Analyzer(None).signature]
+    assert _snapshot_meta(snapshot).analyzer == Analyzer(None).signature

@@ -518,6 +518,100 @@ def test_damaged_ranker_snapshot_is_ignored(tmp_path: Path, events: Any) -> None
     assert snapshot.read_bytes() != b"garbage"
 
 
+def _trusted(store: MemoryStore, path: Path) -> None:
+    """Make a note's mtime older than the racy window, so stat() alone is trusted for it."""
+    old = time.time_ns() - 10_000_000_000
+    os.utime(path, ns=(old, old))
+
+
+def _behind_the_back(path: Path, text: str) -> None:
+    """Change a note's text keeping its size and mtime: only a (wrong) snapshot still says the old words."""
+    st = path.stat()
+    path.write_text(text)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def test_ranker_snapshot_round_trip_keeps_the_format_version_and_every_ranking(tmp_path: Path) -> None:
+    from local_ai_memory._ranker_cache import SNAPSHOT_VERSION, SnapshotMeta
+    from local_ai_memory._ranking import read_snapshot, unpack_texts
+
+    store = make_store(tmp_path)
+    texts = {f"n{i}": f"# Note {i}\n\n{'apples ' * (i % 3 + 1)}pears{i} shared words" for i in range(30)}
+    for name, text in texts.items():
+        _trusted(store, put(store, "alice", name, text))
+    queries = ["apples", "shared words pears7", "note 12"]
+    before = [store.search(q, 10, user_id="alice") for q in queries]
+    store.save_rankers()
+    snapshot = store.data_dir / ".bm25" / "knowledge" / "alice_bm25.npz"
+    meta = SnapshotMeta.model_validate_json(unpack_texts(read_snapshot(snapshot.read_bytes())["meta"])[0])
+    assert (meta.format_version, meta.documents) == (SNAPSHOT_VERSION, 30)
+    close_shared_stores()
+    _behind_the_back(store.data_dir / "knowledge" / "alice_n3.md", texts["n3"].replace("apples", "melons"))
+    fresh = make_store(tmp_path)
+    assert [fresh.search(q, 10, user_id="alice") for q in queries] == before  # same files, same scores
+    assert fresh.bm25_search("melons", user_id="alice") == []  # answered from the snapshot, not the notes
+
+
+def test_an_older_ranker_snapshot_is_rebuilt_not_misread(tmp_path: Path) -> None:
+    """A version 2 snapshot (per-document term lists, its version in a ``version`` array) and a
+    version 3 layout claiming another format version are both ignored: the notes are read again."""
+    import io
+
+    import numpy as np
+
+    from local_ai_memory._ranker_cache import SnapshotMeta
+    from local_ai_memory._ranking import pack_texts, read_snapshot, snapshot_bytes, unpack_texts
+
+    store = make_store(tmp_path)
+    path = put(store, "alice", "a", "# A\n\napples")
+    _trusted(store, path)
+    put(store, "alice", "b", "# B\n\nbananas")
+    assert store.bm25_search("apples", user_id="alice") == ["alice_a.md"]
+    store.save_rankers()
+    snapshot = store.data_dir / ".bm25" / "knowledge" / "alice_bm25.npz"
+    current = read_snapshot(snapshot.read_bytes())
+    close_shared_stores()
+    _behind_the_back(path, "# A\n\nmelons")
+    buffer = io.BytesIO()
+    np.savez(  # the 0.2 layout: a reader that took it for the new one would find nothing or garbage
+        buffer,
+        keys=pack_texts(["alice_a.md"]),
+        doc_len=np.array([2]),
+        ptr=np.array([0, 1]),
+        terms=np.array([0], dtype=np.int32),
+        tfs=np.array([1], dtype=np.uint32),
+        words=pack_texts(["apples"]),
+        sigs=current["sigs"][:1],
+        version=np.array([2]),
+    )
+    snapshot.write_bytes(buffer.getvalue())
+    assert make_store(tmp_path).bm25_search("melons", user_id="alice") == ["alice_a.md"]
+    meta = SnapshotMeta.model_validate_json(unpack_texts(read_snapshot(snapshot.read_bytes())["meta"])[0])
+    assert meta.format_version == 3  # rewritten in the current format
+    close_shared_stores()
+    _behind_the_back(path, "# A\n\nkiwis!")
+    old_meta = meta.model_copy(update={"format_version": 2}).model_dump_json()
+    snapshot.write_bytes(snapshot_bytes({**read_snapshot(snapshot.read_bytes()), "meta": pack_texts([old_meta])}))
+    assert make_store(tmp_path).bm25_search("kiwis", user_id="alice") == ["alice_a.md"]
+
+
+def test_a_ranker_snapshot_failing_its_checksum_is_reported_and_rebuilt(tmp_path: Path, events: Any) -> None:
+    store = make_store(tmp_path)
+    path = put(store, "alice", "a", "# A\n\napples")
+    _trusted(store, path)
+    store.bm25_search("apples", user_id="alice")
+    store.save_rankers()
+    close_shared_stores()
+    snapshot = store.data_dir / ".bm25" / "knowledge" / "alice_bm25.npz"
+    data = bytearray(snapshot.read_bytes())
+    at = data.index(b"alice_a.md")  # inside the stored "keys" array: the zip still opens
+    data[at] = ord("X")
+    snapshot.write_bytes(bytes(data))
+    _behind_the_back(path, "# A\n\nmelons")
+    assert make_store(tmp_path).bm25_search("melons", user_id="alice") == ["alice_a.md"]
+    assert "MEMORY_CORRUPT" in events.names()
+
+
 def test_racily_clean_entries_keep_a_hash_until_their_mtime_can_be_trusted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -28,6 +28,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import string
@@ -141,6 +142,12 @@ def owner_of(filename: str) -> str | None:
     head, sep, rest = filename.partition("_")
     if not sep or not head or not rest:
         return None
+    return _owner_of_prefix(head)
+
+
+@functools.lru_cache(maxsize=4096)
+def _owner_of_prefix(head: str) -> str | None:
+    # Remembered: loading an index of 100k notes asks this for every note of a few users.
     try:
         owner = decode_name(head)
     except UnicodeDecodeError:

@@ -240,6 +240,7 @@ class AutoWatch(MemoryIndexService):
         self.parts = parts
         self._feeding = False
         self._tick_ms = 100  # its first answer says it is registered: queries stop listing soon
+        self._caught_up = threading.Event()
 
     def start(self) -> None:
         """Start the watching thread and return at once."""
@@ -248,8 +249,14 @@ class AutoWatch(MemoryIndexService):
         self._backend()
         self._stop.clear()
         self._ready.clear()
+        self._caught_up.clear()
         self._thread = threading.Thread(target=self._run, name="local-ai-memory-auto-watch", daemon=True)
         self._thread.start()
+
+    def wait_caught_up(self, timeout: float) -> bool:
+        """Wait until the watcher runs and has compared every listing once (its catch-up);
+        return whether it did within ``timeout`` seconds (``False`` also when it failed)."""
+        return self._caught_up.wait(timeout) and self._feeding
 
     def _on_ready(self) -> None:
         if self._stop.is_set():
@@ -266,6 +273,8 @@ class AutoWatch(MemoryIndexService):
             self.store.apply_changes()
         except Exception as exc:  # the next batch retries; queries stay correct meanwhile
             log_event(Event.INDEX_WATCH_ERROR, level=logging.WARNING, error=repr(exc))
+        finally:
+            self._caught_up.set()
 
     def _run(self) -> None:
         try:
@@ -274,6 +283,8 @@ class AutoWatch(MemoryIndexService):
             self.parts.auto_failed = True
             log_event(Event.INDEX_WATCH_ERROR, level=logging.WARNING, error=repr(exc), fallback="listing comparison")
             self._close_feed()
+        finally:
+            self._caught_up.set()  # a query waiting for the catch-up compares by itself
 
     def _close_feed(self) -> None:
         if self._feeding:  # the flag first, then the feed (see _on_ready)

@@ -63,6 +63,13 @@ DEFAULT_RANKING_FIELD: RankingField = "both"
 Progress = Callable[[int, int], None]
 
 
+CATCH_UP_WAIT_NOTES = 10_000
+"""From this many notes of the asking user, the query that starts the automatic watcher waits
+for the watcher's first comparison of the listings instead of comparing them alongside it."""
+CATCH_UP_WAIT_S = 30.0
+"""How long it waits at most; then (or if the watcher failed) it compares by itself."""
+
+
 @dataclass(frozen=True)
 class ForgottenNotes:
     """What :meth:`KnowledgeNotes.forget_user` deleted: notes (``category/name``), their bytes,
@@ -629,6 +636,14 @@ class KnowledgeNotes:
         idle = not parts.watched and parts.auto is None and not parts.auto_failed
         if idle and self.auto_refresh and self.shared and self.config.auto_watch:
             self._start_watching()
+            watcher = parts.auto
+            if watcher is not None and sum(len(self._index.names_of(user_id, c)) for c in cats) >= CATCH_UP_WAIT_NOTES:
+                # The new watcher compares every listing once as it starts. For a user with
+                # this many notes, comparing theirs here as well would do that work twice, at
+                # the same time: both slower, and the queries after this one would share the
+                # process with the watcher's half for seconds (at 100k notes). Waiting for it
+                # costs its registration (about 0.1 s) instead; then this query is a watched one.
+                watcher.wait_caught_up(CATCH_UP_WAIT_S)
         if self.auto_refresh:
             changed = self._indexer.follow_feed(self.categories)
             if changed:

@@ -35,9 +35,11 @@ from ._knowledge_index import EntryKey, KnowledgeIndex
 from ._ranker_cache import RankerCache
 from ._ranking import CountedDoc, count_terms
 
-__all__ = ["MAX_INDEXED_BYTES", "RACY_WINDOW_NS", "NoteIndexer", "Scanned", "StaleEntry", "decode_head"]
+__all__ = ["MAX_INDEXED_BYTES", "RACY_WINDOW_NS", "STALE_CHUNK", "NoteIndexer", "Scanned", "StaleEntry", "decode_head"]
 
 RACY_WINDOW_NS = 3_000_000_000  # versions this close to indexing are not trusted alone (2 s FAT ticks and clock skew)
+STALE_CHUNK = 2048
+"""Notes compared per hold of the store's lock in a listing comparison (a few ms at most)."""
 MAX_INDEXED_BYTES = 1 << 20
 """Of a larger note only the first MiB is read for its entry and ranking (about 150,000 words)."""
 
@@ -223,7 +225,13 @@ class NoteIndexer:
         return self.backend.list_notes(category, user_file_prefix(user_id) if user_id is not None else None)
 
     def stale(self, user_id: str | None, categories: tuple[str, ...]) -> list[StaleEntry]:
-        """Notes created, modified or deleted since they were indexed, by listing comparison."""
+        """Notes created, modified or deleted since they were indexed, by listing comparison.
+
+        The lock is taken per :data:`STALE_CHUNK` notes, not for the whole comparison: a
+        watcher's catch-up over 100k notes would otherwise hold every query of the process
+        for its whole length (hundreds of ms). What changes between two chunks is found by
+        the next look, as a change after the comparison would be.
+        """
         entries = self.index.current()
         stale: list[StaleEntry] = []
         for category in categories:
@@ -233,32 +241,36 @@ class NoteIndexer:
                     indexed = list(self.index.names_of(user_id, category))
                 else:
                     indexed = [name for cat, name in entries if cat == category]
-                for name, info in current.items():
-                    entry = entries.get((category, name))
-                    if entry is None:
-                        if not self.index.is_skipped(category, name, _signature(info)):
-                            stale.append(StaleEntry(category, name, "new"))
-                        continue
-                    known = _entry_signature(entry)
-                    now = _signature(info) if isinstance(known, tuple) else info.modified
-                    if now != known or (entry.content_hash is not None and self._racy_changed(entry)):
-                        stale.append(StaleEntry(category, name, "modified"))
-                for name in indexed:
-                    if name not in current:
-                        stale.append(StaleEntry(category, name, "deleted"))
-                if self.index.skipped:
+            listed = list(current.items())
+            for start in range(0, len(listed), STALE_CHUNK):
+                with self.lock:
+                    for name, info in listed[start : start + STALE_CHUNK]:
+                        entry = entries.get((category, name))
+                        if entry is None:
+                            if not self.index.is_skipped(category, name, _signature(info)):
+                                stale.append(StaleEntry(category, name, "new"))
+                            continue
+                        # _entry_signature(entry) != _signature(info), written out: 100k times at open
+                        if entry.mtime_ns is not None and entry.size is not None:
+                            moved = entry.mtime_ns != info.version or entry.size != info.size
+                        else:
+                            moved = entry.last_modified != info.modified
+                        if moved or (entry.content_hash is not None and self._racy_changed(entry)):
+                            stale.append(StaleEntry(category, name, "modified"))
+            stale.extend(StaleEntry(category, name, "deleted") for name in indexed if name not in current)
+            if self.index.skipped:
+                with self.lock:
                     prefix = user_file_prefix(user_id) if user_id is not None else None
                     self.index.forget_skipped(category, current, prefix)
         return stale
 
     def refresh_stale(self, user_id: str | None, categories: tuple[str, ...]) -> int:
-        """Re-index what :meth:`stale` finds; return how many entries changed."""
+        """Re-index what :meth:`stale` finds; return how many entries changed (the lock is
+        taken per note, so queries of other threads go on between them)."""
         changed = 0
-        found = self.stale(user_id, categories)
-        if found:
+        for item in self.stale(user_id, categories):
             with self.lock:
-                for item in found:
-                    changed += self.refresh_one(item.category, item.filename)
+                changed += self.refresh_one(item.category, item.filename)
         return changed
 
     def follow_feed(self, categories: tuple[str, ...]) -> int | None:

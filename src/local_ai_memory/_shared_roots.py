@@ -48,6 +48,8 @@ class Watcher(Protocol):
     @property
     def running(self) -> bool: ...
 
+    def wait_caught_up(self, timeout: float) -> bool: ...
+
 
 @dataclass(eq=False)
 class RootParts:
