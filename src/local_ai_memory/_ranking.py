@@ -415,8 +415,7 @@ class BM25Index:
         cap = len(self._keys)
         if cap == 0 or not query:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
-        scores = np.zeros(cap, dtype=np.float64)
-        touched = np.zeros(cap, dtype=np.bool_)
+        scores = np.zeros(cap, dtype=np.float64)  # every contribution is positive: > 0 means touched
         cached = self._norm_cache
         if cached is not None and cached[0] == self.version and cached[1] == avgdl and len(cached[2]) == cap:
             norm = cached[2]
@@ -431,7 +430,6 @@ class BM25Index:
                     slots = self._base_slots[start:end]
                     tf = self._base_tfs[start:end].astype(np.float64)
                     scores[slots] += idf * (tf * (K1 + 1.0) / (tf + (K1 if flat else norm[slots])))
-                    touched[slots] = True
             for slot in self._delta.get(term, ()):
                 doc = self._pending.get(slot)
                 if doc is None:
@@ -440,8 +438,8 @@ class BM25Index:
                 where = int(np.searchsorted(terms, term))
                 tf_one = float(tfs[where])
                 scores[slot] += idf * (tf_one * (K1 + 1.0) / (tf_one + (K1 if flat else norm[slot])))
-                touched[slot] = True
-        hits = np.flatnonzero(touched & self._alive[:cap])
+        hits = np.flatnonzero(scores)
+        hits = hits[self._alive[hits]]
         return hits, scores[hits]
 
     def key_of(self, slot: int) -> str:
