@@ -63,6 +63,7 @@ def test_scores_match_the_reference_after_any_changes(
     docs = {f"d{k}": v for k, v in initial.items()}
     index = BM25Index(Vocabulary(), "c")
     index.build(docs.items())
+    assert_matches(rank([index], query, 100), dict(docs), query)  # fills the per-term weights ...
     for op, number, tokens in ops:
         key = f"d{number}"
         if op == "add":
@@ -72,7 +73,7 @@ def test_scores_match_the_reference_after_any_changes(
             assert index.remove(key) == (key in docs)
             docs.pop(key, None)
     got = rank([index], query, 100)
-    assert_matches(got, docs, query)
+    assert_matches(got, docs, query)  # ... which must not outlive the changes
     fresh = BM25Index(Vocabulary(), "c")
     fresh.build(docs.items())
     rebuilt = rank([fresh], query, 100)
@@ -149,6 +150,7 @@ def test_compactions_and_snapshot_reloads_keep_scores_exact(
     docs = {f"d{k}": v for k, v in initial.items()}
     index = BM25Index(Vocabulary(), "c")
     index.build(docs.items())
+    assert_matches(rank([index], query, 100), dict(docs), query)  # fills the per-term weights ...
     for op, number, tokens in ops:
         key = f"d{number}"
         if op == "add":
@@ -226,6 +228,8 @@ def test_incremental_changes_across_compactions_stay_exact() -> None:
         else:
             docs[key] = [rng.choice(WORDS) for _ in range(rng.randint(1, 10))]
             index.add(key, docs[key])
+        if step % 500 == 0:  # queries between changes: kept term weights must follow them
+            assert_matches(rank([index], ["w3", "w7"], 1000), docs, ["w3", "w7"])
     assert index.version > versions_before
     assert len(index) == len(docs)
     assert_matches(rank([index], ["w3", "w7"], 1000), docs, ["w3", "w7"])

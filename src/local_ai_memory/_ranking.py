@@ -35,7 +35,7 @@ import math
 import struct
 import zipfile
 import zlib
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -61,6 +61,8 @@ __all__ = [
 _NPY_HEADER_MAX = 65_536  # numpy writes headers of a few hundred bytes; read no further for one
 K1 = 1.2
 B = 0.75
+WEIGHTS_KEPT = 4_000_000
+"""Per-term weights an index keeps for the next query, in values (8 bytes each: 32 MB at most)."""
 _MIN_COMPACT = 1024
 _COMPACT_RATIO = 0.1
 
@@ -170,6 +172,10 @@ class BM25Index:
         self._delta: dict[int, list[int]] = {}
         self._stats_cache: tuple[int, int, _Stats] | None = None
         self._norm_cache: tuple[int, float, FloatArray] | None = None
+        # Per-term BM25 weights of the base postings, for the (version, avgdl) they were computed at.
+        self._weights: OrderedDict[int, FloatArray] = OrderedDict()
+        self._weights_at: tuple[int, float] | None = None
+        self._weights_size = 0
 
     def __len__(self) -> int:
         return self.n_docs
@@ -422,14 +428,16 @@ class BM25Index:
         else:
             norm = K1 * (1.0 - B + B * self._doc_len[:cap] / avgdl)
             self._norm_cache = (self.version, avgdl, norm)
+        if self._weights_at != (self.version, avgdl):
+            self._weights.clear()
+            self._weights_at, self._weights_size = (self.version, avgdl), 0
         n_base_terms = len(self._base_ptr) - 1
         for term, idf, flat in query:
             if term < n_base_terms:
                 start, end = self._base_ptr[term], self._base_ptr[term + 1]
                 if end > start:
                     slots = self._base_slots[start:end]
-                    tf = self._base_tfs[start:end].astype(np.float64)
-                    scores[slots] += idf * (tf * (K1 + 1.0) / (tf + (K1 if flat else norm[slots])))
+                    np.add.at(scores, slots, idf * self._term_weights(term, start, end, norm, flat))
             for slot in self._delta.get(term, ()):
                 doc = self._pending.get(slot)
                 if doc is None:
@@ -441,6 +449,24 @@ class BM25Index:
         hits = np.flatnonzero(scores)
         hits = hits[self._alive[hits]]
         return hits, scores[hits]
+
+    def _term_weights(self, term: int, start: int, end: int, norm: FloatArray, flat: bool) -> FloatArray:
+        """``tf * (k1 + 1) / (tf + norm)`` of a term's base postings: what a query multiplies by
+        the term's IDF. Kept (up to :data:`WEIGHTS_KEPT` values, least recently used out) until
+        the index or its average length changes, so the common terms that recur across queries
+        cost one pass over their postings instead of five."""
+        weights = self._weights.get(term)
+        if weights is not None:
+            self._weights.move_to_end(term)
+            return weights
+        tf = self._base_tfs[start:end].astype(np.float64)
+        weights = tf * (K1 + 1.0) / (tf + (K1 if flat else norm[self._base_slots[start:end]]))
+        if len(weights) <= WEIGHTS_KEPT // 4:
+            self._weights[term] = weights
+            self._weights_size += len(weights)
+            while self._weights_size > WEIGHTS_KEPT:
+                self._weights_size -= len(self._weights.popitem(last=False)[1])
+        return weights
 
     def key_of(self, slot: int) -> str:
         """Name of the document in ``slot``."""
