@@ -1,8 +1,8 @@
 """Stage 1 search results and the fusion of BM25 with embedding similarity.
 
 :func:`hybrid_flow` is the one description of a hybrid search: given the BM25 candidates and
-the user's entries (a :class:`HybridCorpus`), it asks for the entries' vectors and the query's vector (by yielding a
-request), scores the entries by cosine similarity and fuses both scores
+the user's entries (a :class:`HybridCorpus`), it asks for the entries' vectors and the query's
+vector (by yielding a request), scores the entries by cosine similarity and fuses both scores
 (:func:`._fusion.convex_fusion`). :func:`run_hybrid` drives it with an embedder's sync ``embed`` and
 :func:`arun_hybrid` with its ``aembed``; neither holds any logic of its own.
 """
