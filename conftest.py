@@ -1,4 +1,5 @@
-"""The PostgreSQL of the test suite, for every test folder (core and both integrations).
+"""What every test folder (core and both integrations) shares: no store watcher outlives its
+test, and the PostgreSQL of the test suite.
 
 One server per test session (embedded, or ``LOCAL_AI_MEMORY_TEST_DATABASE_URL``), a fresh
 database per test module (``postgres_url``) and a fresh schema name per test
@@ -105,3 +106,16 @@ def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
 def postgres_schema() -> str:
     """A schema name no other test uses (a fresh, empty set of tables in the module's database)."""
     return f"t_{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(autouse=True)
+def _no_watchers_left(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No automatic watcher (an edit behind a store's back must show at the very next search,
+    not within a second; ``tests/test_auto_watch.py`` turns it on), and every store's watcher
+    stopped after the test, so no thread outlives it and the next test starts with no shared
+    per-folder state."""
+    monkeypatch.setenv("LOCAL_AI_MEMORY_AUTO_WATCH", "false")
+    yield
+    from local_ai_memory import close_shared_stores
+
+    close_shared_stores()

@@ -45,18 +45,5 @@ def _no_config_from_the_shell(monkeypatch: pytest.MonkeyPatch) -> None:
 
     for name in ENV_NAMES.values():
         monkeypatch.delenv(name, raising=False)
-    # A watcher makes edits behind a store's back visible within a second, not to the very next
-    # search, which is what most tests check right after writing a file: they run without one,
-    # deterministically. tests/test_auto_watch.py turns it on (configs given in code are not
-    # affected: an argument wins over the environment).
+    # Deleting them removed the root conftest's "no automatic watcher" too: set it again.
     monkeypatch.setenv("LOCAL_AI_MEMORY_AUTO_WATCH", "false")
-
-
-@pytest.fixture(autouse=True)
-def _no_watchers_left() -> Iterator[None]:
-    """Stores watch their folders by themselves: stop those watchers after each test, so no
-    thread outlives its test and the next test starts with no shared per-folder state."""
-    yield
-    from local_ai_memory import close_shared_stores
-
-    close_shared_stores()

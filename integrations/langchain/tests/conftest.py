@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from local_ai_memory import DirectoryGuard, MemoryConfig, close_shared_stores
+from local_ai_memory import DirectoryGuard, MemoryConfig
 
 sys.path.insert(0, str(Path(__file__).parent))  # lets tests and the child process import lc_fakes
 
@@ -22,12 +21,3 @@ def config(tmp_path: Path) -> MemoryConfig:
 @pytest.fixture
 def guard(config: MemoryConfig) -> DirectoryGuard:
     return DirectoryGuard(config.runtime_data_dir)
-
-
-@pytest.fixture(autouse=True)
-def _no_watchers_left(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """No automatic watcher here (edits behind a store's back must show at the very next
-    search, not within a second), and none outlives its test."""
-    monkeypatch.setenv("LOCAL_AI_MEMORY_AUTO_WATCH", "false")
-    yield
-    close_shared_stores()

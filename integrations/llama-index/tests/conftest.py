@@ -8,7 +8,7 @@ what the model would have seen (tool outputs included) and decide the next tool 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,7 @@ from llama_index.core.llms.mock import MockFunctionCallingLLM
 from llama_index.core.memory import Memory
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from local_ai_memory import DirectoryGuard, MemoryConfig, close_shared_stores
+from local_ai_memory import DirectoryGuard, MemoryConfig
 from local_ai_memory._manager import MemoryManager
 from local_ai_memory._store import MemoryStore
 
@@ -199,12 +199,3 @@ class AnswerLLM(CustomLLM):
 @pytest.fixture
 def answer_llm() -> Callable[..., AnswerLLM]:
     return AnswerLLM
-
-
-@pytest.fixture(autouse=True)
-def _no_watchers_left(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """No automatic watcher here (edits behind a store's back must show at the very next
-    search, not within a second), and none outlives its test."""
-    monkeypatch.setenv("LOCAL_AI_MEMORY_AUTO_WATCH", "false")
-    yield
-    close_shared_stores()
