@@ -15,8 +15,9 @@ import numpy.typing as npt
 
 from local_ai_memory._errors import ModelError
 from local_ai_memory._fusion import normalize_rows
+from local_ai_memory._protocols import Embedder
 
-__all__ = ["stacked", "text_digest", "unit_vectors"]
+__all__ = ["QueryEmbedding", "stacked", "text_digest", "unit_vectors"]
 
 
 def text_digest(text: str) -> str:
@@ -41,3 +42,18 @@ def stacked(vectors: Mapping[str, npt.NDArray[np.float32]], digests: Sequence[st
     if not digests:
         return np.zeros((0, 0), dtype=np.float32)
     return np.stack([vectors[digest] for digest in digests])
+
+
+class QueryEmbedding:
+    """``embed_query`` and its async twin for a vector cache with an ``embedder``: a query's
+    vector is checked like any other and not kept (queries rarely repeat)."""
+
+    embedder: Embedder
+
+    def embed_query(self, text: str) -> npt.NDArray[np.float32]:
+        vector: npt.NDArray[np.float32] = unit_vectors([text], self.embedder.embed([text]))[0]
+        return vector
+
+    async def aembed_query(self, text: str) -> npt.NDArray[np.float32]:
+        vector: npt.NDArray[np.float32] = unit_vectors([text], await self.embedder.aembed([text]))[0]
+        return vector

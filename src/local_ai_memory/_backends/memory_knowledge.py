@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from ._vectors import stacked, text_digest, unit_vectors
+from ._vectors import QueryEmbedding, stacked, text_digest, unit_vectors
 from .knowledge import KnowledgeBackend, NoteChanges, NoteInfo, NoteKey, VectorCache, is_note_name
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 __all__ = ["InMemoryKnowledgeBackend"]
 
 
-class _MemoryVectors:
+class _MemoryVectors(QueryEmbedding):
     """Vectors by SHA-256 of their text, held in a dictionary (one per embedder)."""
 
     def __init__(self, embedder: Embedder) -> None:
@@ -65,14 +65,6 @@ class _MemoryVectors:
             for digest in set(gone.values()) - still_used:
                 self._vectors.pop(digest, None)
             return len(gone)
-
-    def embed_query(self, text: str) -> npt.NDArray[np.float32]:
-        vector: npt.NDArray[np.float32] = unit_vectors([text], self.embedder.embed([text]))[0]
-        return vector
-
-    async def aembed_query(self, text: str) -> npt.NDArray[np.float32]:
-        vector: npt.NDArray[np.float32] = unit_vectors([text], await self.embedder.aembed([text]))[0]
-        return vector
 
 
 class InMemoryKnowledgeBackend(KnowledgeBackend):

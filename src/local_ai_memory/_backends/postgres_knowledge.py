@@ -25,7 +25,7 @@ from local_ai_memory._config import MemoryConfig
 
 from ._pg_base import PgStorage, database_of, settings_of
 from ._pg_pool import Database, Op, Stmt
-from ._vectors import stacked, text_digest, unit_vectors
+from ._vectors import QueryEmbedding, stacked, text_digest, unit_vectors
 from .knowledge import KnowledgeBackend, NoteChanges, NoteInfo, NoteKey, VectorCache, is_note_name
 
 if TYPE_CHECKING:
@@ -275,7 +275,7 @@ class PostgresKnowledgeBackend(PgStorage, KnowledgeBackend):
         return _PgVectors(self, embedder)
 
 
-class _PgVectors:
+class _PgVectors(QueryEmbedding):
     """Unit vectors by SHA-256 of their text and the embedder's model name, in the ``vectors`` table.
 
     Kept in this process too, so a vector is fetched from the database at most once per process;
@@ -344,14 +344,6 @@ class _PgVectors:
             vectors = unit_vectors(texts, await self.embedder.aembed(texts))
             await self.backend.arun("vectors", self._store(list(new), vectors))
         return self._stack(digests)
-
-    def embed_query(self, text: str) -> npt.NDArray[np.float32]:
-        vector: npt.NDArray[np.float32] = unit_vectors([text], self.embedder.embed([text]))[0]
-        return vector
-
-    async def aembed_query(self, text: str) -> npt.NDArray[np.float32]:
-        vector: npt.NDArray[np.float32] = unit_vectors([text], await self.embedder.aembed([text]))[0]
-        return vector
 
     def _discard(self, digests: Sequence[str]) -> Op[int]:
         rows = yield Stmt(
