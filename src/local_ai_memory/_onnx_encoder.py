@@ -2,11 +2,11 @@
 
 A hybrid query embeds one short text: all-MiniLM-L6-v2 took about 14 ms of CPU per query here
 through torch, the same network exported to ONNX and run by ONNX Runtime about 6 ms, with
-vectors at cosine 0.9999996 to torch's (``benchmarks/bench_embeddings.py`` compares the two). :func:`onnx_encoder` exports the already loaded
-sentence-transformers model in memory (no file is written, nothing is downloaded) and checks the
-result against torch on probe texts; any difference, a pipeline other than transformer + mean
-pooling (+ normalize), or a missing ``onnxruntime``/``onnx`` gives ``None`` and the caller keeps
-using torch.
+vectors at cosine 0.9999996 to torch's (``benchmarks/bench_embeddings.py`` compares the two).
+:func:`onnx_encoder` exports the already loaded sentence-transformers model in memory (no file
+is written, nothing is downloaded) and checks the result against torch on probe texts; any
+difference, a pipeline other than transformer + mean pooling (+ normalize), or a missing
+``onnxruntime``/``onnx`` gives ``None`` and the caller keeps using torch.
 """
 
 from __future__ import annotations
