@@ -42,6 +42,16 @@ def assert_matches(got: list[tuple[str, str, float]], docs: dict[str, list[str]]
     assert ordered == sorted(ordered, reverse=True)
 
 
+def rank_thrice(indexes: list[BM25Index], query: Query, top_n: int) -> list[tuple[str, str, float]]:
+    """``rank`` three times: a word's first query (added term by term), its second (kept as
+    one contribution) and its third (the kept one added): all three answer the same."""
+    first, second, third = (rank(indexes, query, top_n) for _ in range(3))
+    assert [key for _, key, _ in second] == [key for _, key, _ in first] == [key for _, key, _ in third]
+    assert [s for *_, s in second] == pytest.approx([s for *_, s in first], rel=1e-12)
+    assert [s for *_, s in third] == [s for *_, s in second]
+    return first
+
+
 doc_st = st.lists(st.sampled_from(TERMS), min_size=0, max_size=15)
 query_st = st.lists(
     st.one_of(st.sampled_from([*TERMS, "absent"]), st.tuples(st.sampled_from(TERMS), st.sampled_from([0.4, 0.5, 2.0]))),
@@ -63,7 +73,7 @@ def test_scores_match_the_reference_after_any_changes(
     docs = {f"d{k}": v for k, v in initial.items()}
     index = BM25Index(Vocabulary(), "c")
     index.build(docs.items())
-    assert_matches(rank([index], query, 100), dict(docs), query)  # fills the per-term weights ...
+    assert_matches(rank_thrice([index], query, 100), dict(docs), query)  # keeps the words' contributions ...
     for op, number, tokens in ops:
         key = f"d{number}"
         if op == "add":
@@ -72,13 +82,32 @@ def test_scores_match_the_reference_after_any_changes(
         else:
             assert index.remove(key) == (key in docs)
             docs.pop(key, None)
-    got = rank([index], query, 100)
+    got = rank_thrice([index], query, 100)
     assert_matches(got, docs, query)  # ... which must not outlive the changes
     fresh = BM25Index(Vocabulary(), "c")
     fresh.build(docs.items())
     rebuilt = rank([fresh], query, 100)
     assert [key for _, key, _ in rebuilt] == [key for _, key, _ in got]  # incremental == fresh build
     assert [score for *_, score in rebuilt] == pytest.approx([score for *_, score in got], rel=1e-9)
+
+
+def test_kept_word_contributions_stay_exact_over_every_slot_or_a_union() -> None:
+    """A word whose terms hit most documents is kept over every slot, a rarer one over the
+    union of its terms' postings; documents added, replaced or removed after the words were
+    kept, and those still in the delta, are scored exactly all the same."""
+    docs = {f"d{i}": ["w0", EXACT + "w0", *(["w1", LEAD + "w1"] if i % 3 == 0 else ["w2"])] for i in range(60)}
+    index = BM25Index(Vocabulary(), "c")
+    index.build(docs.items())
+    query: Query = ["w0", (EXACT + "w0", 0.5), "w1", (EXACT + "w1", 0.5), (LEAD + "w1", 0.4), "w2"]
+    assert_matches(rank_thrice([index], query, 100), docs, query)
+    kept = {word: slots for word, (slots, _) in index._kept.items()}
+    assert sorted(slots is None for slots in kept.values()) == [False, False, True]  # w0 dense, w1 and w2 not
+    for key, tokens in {"d1": ["w1", LEAD + "w1"], "d99": ["w0", "w2", "w2"]}.items():
+        index.add(key, tokens)
+        docs[key] = tokens
+    index.remove("d3")
+    docs.pop("d3")
+    assert_matches(rank_thrice([index], query, 100), docs, query)
 
 
 def test_terms_in_most_documents_still_score_positive() -> None:
@@ -150,7 +179,7 @@ def test_compactions_and_snapshot_reloads_keep_scores_exact(
     docs = {f"d{k}": v for k, v in initial.items()}
     index = BM25Index(Vocabulary(), "c")
     index.build(docs.items())
-    assert_matches(rank([index], query, 100), dict(docs), query)  # fills the per-term weights ...
+    assert_matches(rank_thrice([index], query, 100), dict(docs), query)  # keeps the words' contributions ...
     for op, number, tokens in ops:
         key = f"d{number}"
         if op == "add":
@@ -173,7 +202,7 @@ def test_compactions_and_snapshot_reloads_keep_scores_exact(
             docs = {name: tokens for name, tokens in docs.items() if name not in skip}
             index = restored
         assert len(index) == len(docs)
-    assert_matches(rank([index], query, 100), docs, query)
+    assert_matches(rank_thrice([index], query, 100), docs, query)
 
 
 def test_a_snapshot_that_does_not_fit_together_is_refused() -> None:

@@ -1,18 +1,32 @@
-"""``kth_largest``: the selection threshold of Stage 1's top n, exact on any score array."""
+"""``best_slots``: Stage 1's top n taken from a dense score array, exact on any scores."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from local_ai_memory._ranking import kth_largest
+from local_ai_memory._ranking import best_slots
+
+
+def _expected(scores: np.ndarray, k: int) -> set[int]:
+    """Every slot scoring above zero and at least the k-th largest positive score."""
+    positive = scores[scores > 0]
+    if len(positive) <= k:
+        return set(np.flatnonzero(scores > 0).tolist())
+    kth = np.sort(positive)[::-1][k - 1]
+    return set(np.flatnonzero(scores >= kth).tolist())
 
 
 @pytest.mark.parametrize("size", [1, 5, 21, 2047, 4096, 50_000])
-def test_kth_largest_matches_a_full_sort(size: int) -> None:
+def test_best_slots_match_a_full_sort(size: int) -> None:
     rng = np.random.default_rng(size)
-    for scores in (rng.random(size) * 7, np.round(rng.random(size) * 3, 1), np.ones(size), np.arange(size) * 1.0):
-        ordered = np.sort(scores)[::-1]
+    sparse = np.where(rng.random(size) < 0.01, rng.random(size), 0.0)
+    mostly_zero = np.zeros(size)
+    mostly_zero[:3] = [0.5, 2.0, 0.5][:size]
+    cases = (rng.random(size) * 7, np.round(rng.random(size) * 3, 1), np.ones(size), np.arange(size) * 1.0)
+    for scores in (*cases, sparse, mostly_zero, np.zeros(size)):
         for k in {1, 2, 5, min(size, 50), size}:
             if k <= size:
-                assert kth_largest(scores, k) == ordered[k - 1]
+                chosen = best_slots(scores, k)
+                assert set(chosen.tolist()) == _expected(scores, k)
+                assert len(chosen) == len(set(chosen.tolist()))

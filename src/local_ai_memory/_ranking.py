@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ._analysis import LEAD, is_length_term
+from ._analysis import EXACT, LEAD, is_length_term
 
 __all__ = [
     "BM25Index",
@@ -58,11 +58,13 @@ __all__ = [
     "unpack_texts",
 ]
 
+_NAMESPACES = (LEAD, EXACT)
 _NPY_HEADER_MAX = 65_536  # numpy writes headers of a few hundred bytes; read no further for one
 K1 = 1.2
 B = 0.75
-WEIGHTS_KEPT = 4_000_000
-"""Per-term weights an index keeps for the next query, in values (8 bytes each: 32 MB at most)."""
+CONTRIBUTIONS_KEPT = 32 << 20
+"""Bytes of word contributions an index keeps for the next queries (see :meth:`BM25Index._keep`)."""
+_SEEN_WORDS = 8192
 _MIN_COMPACT = 1024
 _COMPACT_RATIO = 0.1
 
@@ -144,6 +146,8 @@ class _Stats:
 
 
 QueryTerm = tuple[int, float, bool]  # term id, weight x idf, scored without length normalization
+Word = tuple[QueryTerm, ...]  # the terms of one query word (its stem and namespaced variants)
+Contribution = tuple[TermArray | None, FloatArray]  # slots and their scores; no slots: every slot's
 
 
 class BM25Index:
@@ -172,10 +176,12 @@ class BM25Index:
         self._delta: dict[int, list[int]] = {}
         self._stats_cache: tuple[int, int, _Stats] | None = None
         self._norm_cache: tuple[int, float, FloatArray] | None = None
-        # Per-term BM25 weights of the base postings, for the (version, avgdl) they were computed at.
-        self._weights: OrderedDict[int, FloatArray] = OrderedDict()
-        self._weights_at: tuple[int, float] | None = None
-        self._weights_size = 0
+        self._dead_cache: tuple[tuple[int, int], IntArray] | None = None
+        # What each recent query word adds to the base's scores, for the (version, avgdl) it was computed at.
+        self._kept: OrderedDict[Word, Contribution] = OrderedDict()
+        self._kept_at: tuple[int, float] | None = None
+        self._kept_bytes = 0
+        self._seen: OrderedDict[Word, None] = OrderedDict()  # words queried once, kept at their second time
 
     def __len__(self) -> int:
         return self.n_docs
@@ -416,57 +422,103 @@ class BM25Index:
         self._stats_cache = (self.version, size, stats)
         return stats
 
-    def _accumulate(self, query: Sequence[QueryTerm], avgdl: float) -> tuple[IntArray, FloatArray]:
-        """Slots of the live documents sharing a term with the query, and their scores."""
+    def _scores(self, query: Sequence[Word], avgdl: float) -> FloatArray:
+        """Every slot's score for ``query``: 0 where a document has no query term or is dead."""
         cap = len(self._keys)
+        scores = np.zeros(cap, dtype=np.float64)  # every contribution is positive: > 0 means a hit
         if cap == 0 or not query:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
-        scores = np.zeros(cap, dtype=np.float64)  # every contribution is positive: > 0 means touched
+            return scores
         cached = self._norm_cache
         if cached is not None and cached[0] == self.version and cached[1] == avgdl and len(cached[2]) == cap:
             norm = cached[2]
         else:
             norm = K1 * (1.0 - B + B * self._doc_len[:cap] / avgdl)
             self._norm_cache = (self.version, avgdl, norm)
-        if self._weights_at != (self.version, avgdl):
-            self._weights.clear()
-            self._weights_at, self._weights_size = (self.version, avgdl), 0
-        n_base_terms = len(self._base_ptr) - 1
-        for term, idf, flat in query:
-            if term < n_base_terms:
-                start, end = self._base_ptr[term], self._base_ptr[term + 1]
-                if end > start:
-                    slots = self._base_slots[start:end]
-                    np.add.at(scores, slots, idf * self._term_weights(term, start, end, norm, flat))
-            for slot in self._delta.get(term, ()):
-                doc = self._pending.get(slot)
-                if doc is None:
-                    continue
-                terms, tfs = doc
-                where = int(np.searchsorted(terms, term))
-                tf_one = float(tfs[where])
-                scores[slot] += idf * (tf_one * (K1 + 1.0) / (tf_one + (K1 if flat else norm[slot])))
-        hits = np.flatnonzero(scores)
-        hits = hits[self._alive[hits]]
-        return hits, scores[hits]
+        if self._kept_at != (self.version, avgdl):
+            self._kept.clear()
+            self._kept_at, self._kept_bytes = (self.version, avgdl), 0
+        for word in query:
+            self._add_word(scores, word, norm)
+            for term, idf, flat in word:
+                for slot in self._delta.get(term, ()):
+                    doc = self._pending.get(slot)
+                    if doc is None:
+                        continue
+                    terms, tfs = doc
+                    tf_one = float(tfs[int(np.searchsorted(terms, term))])
+                    scores[slot] += idf * (tf_one * (K1 + 1.0) / (tf_one + (K1 if flat else norm[slot])))
+        scores[self._dead_slots(cap)] = 0.0
+        return scores
 
-    def _term_weights(self, term: int, start: int, end: int, norm: FloatArray, flat: bool) -> FloatArray:
-        """``tf * (k1 + 1) / (tf + norm)`` of a term's base postings: what a query multiplies by
-        the term's IDF. Kept (up to :data:`WEIGHTS_KEPT` values, least recently used out) until
-        the index or its average length changes, so the common terms that recur across queries
-        cost one pass over their postings instead of five."""
-        weights = self._weights.get(term)
-        if weights is not None:
-            self._weights.move_to_end(term)
-            return weights
+    def _add_word(self, scores: FloatArray, word: Word, norm: FloatArray) -> None:
+        """Add what ``word``'s terms score in the base segment.
+
+        A word met before is added as one kept contribution (:meth:`_keep`); a word met for
+        the first time adds its terms one by one and is only remembered as seen, so words that
+        never come back cost no more than that."""
+        kept = self._kept.get(word)
+        if kept is not None:
+            self._kept.move_to_end(word)
+        elif word in self._seen:
+            kept = self._keep(word, norm)
+        else:
+            self._seen[word] = None
+            if len(self._seen) > _SEEN_WORDS:
+                self._seen.popitem(last=False)
+            for start, end, idf, flat in self._spans(word):
+                np.add.at(scores, self._base_slots[start:end], idf * self._weights(start, end, norm, flat))
+            return
+        slots, values = kept
+        if slots is None:
+            scores += values
+        elif len(slots):
+            np.add.at(scores, slots, values)
+
+    def _keep(self, word: Word, norm: FloatArray) -> Contribution:
+        """What ``word``'s terms add to the base's scores, as one array over the union of their
+        postings (a word's stem, exact form and lead mostly hit the same documents: about half
+        their postings), or over every slot when most are hit. Kept (:data:`CONTRIBUTIONS_KEPT`
+        bytes at most, least recently used out) until the index or its average length changes."""
+        spans = self._spans(word)
+        if len(spans) == 1:
+            start, end, idf, flat = spans[0]
+            found: Contribution = (self._base_slots[start:end], idf * self._weights(start, end, norm, flat))
+        else:
+            dense = np.zeros(len(norm), dtype=np.float64)
+            for start, end, idf, flat in spans:
+                np.add.at(dense, self._base_slots[start:end], idf * self._weights(start, end, norm, flat))
+            hit = np.flatnonzero(dense > 0.0).astype(np.int32)
+            found = (None, dense) if 3 * len(hit) > 2 * len(dense) else (hit, dense[hit])
+        size = found[1].nbytes + (0 if found[0] is None else found[0].nbytes)
+        if size <= CONTRIBUTIONS_KEPT // 4:
+            self._kept[word] = found
+            self._kept_bytes += size
+            while self._kept_bytes > CONTRIBUTIONS_KEPT:
+                slots, values = self._kept.popitem(last=False)[1]
+                self._kept_bytes -= values.nbytes + (0 if slots is None else slots.nbytes)
+        return found
+
+    def _spans(self, word: Word) -> list[tuple[int, int, float, bool]]:
+        """``(start, end, weight x idf, flat)`` of the base postings of ``word``'s terms."""
+        n_base_terms, ptr = len(self._base_ptr) - 1, self._base_ptr
+        return [
+            (int(ptr[term]), int(ptr[term + 1]), idf, flat)
+            for term, idf, flat in word
+            if term < n_base_terms and ptr[term + 1] > ptr[term]
+        ]
+
+    def _weights(self, start: int, end: int, norm: FloatArray, flat: bool) -> FloatArray:
+        """``tf * (k1 + 1) / (tf + norm)`` of the base postings ``start:end``."""
         tf = self._base_tfs[start:end].astype(np.float64)
-        weights = tf * (K1 + 1.0) / (tf + (K1 if flat else norm[self._base_slots[start:end]]))
-        if len(weights) <= WEIGHTS_KEPT // 4:
-            self._weights[term] = weights
-            self._weights_size += len(weights)
-            while self._weights_size > WEIGHTS_KEPT:
-                self._weights_size -= len(self._weights.popitem(last=False)[1])
-        return weights
+        return tf * (K1 + 1.0) / (tf + (K1 if flat else norm[self._base_slots[start:end]]))
+
+    def _dead_slots(self, cap: int) -> IntArray:
+        """Slots of removed or replaced documents whose postings are still in the base."""
+        cached = self._dead_cache
+        if cached is None or cached[0] != (self.version, cap):
+            cached = ((self.version, cap), np.flatnonzero(~self._alive[:cap]))
+            self._dead_cache = cached
+        return cached[1]
 
     def key_of(self, slot: int) -> str:
         """Name of the document in ``slot``."""
@@ -587,19 +639,22 @@ def _stats_for(indexes: Sequence[BM25Index]) -> _Stats:
     return indexes[0].stats() if len(indexes) == 1 else _combine(indexes)
 
 
-def kth_largest(scores: FloatArray, k: int) -> float:
-    """The ``k``-th largest score (``1 <= k <= len(scores)``), exactly, without a selection
-    over all of them: the ``k``-th largest of an evenly spaced sample is a lower bound, and
-    only the scores at or above it are selected from (about 1 ms less per query at 100k hits)."""
-    n = len(scores)
-    step = n // 2048
-    if step > 1:
-        sample = scores[::step]
-        if len(sample) >= k:
-            bound = np.partition(sample, len(sample) - k)[len(sample) - k]
-            scores = scores[scores >= bound]
-            n = len(scores)
-    return float(np.partition(scores, n - k)[n - k])
+def best_slots(scores: FloatArray, k: int) -> IntArray:
+    """Slots of the scores above zero that can be among the ``k`` largest (all tied at the
+    ``k``-th are kept, for the caller's tie-break), without sorting or listing every hit: the
+    ``k``-th largest of an evenly spaced sample is a lower bound, and only the scores at or
+    above it are looked at (a full ``nonzero`` at 100k hits costs more than the whole rest)."""
+    if k <= 0 or not len(scores):
+        return np.zeros(0, dtype=np.int64)
+    bound = 0.0
+    sample = scores[:: max(1, len(scores) // 2048)]
+    if len(sample) >= k:
+        bound = float(np.partition(sample, len(sample) - k)[len(sample) - k])
+    found: IntArray = np.flatnonzero(scores >= bound) if bound > 0.0 else np.flatnonzero(scores > 0.0)
+    if len(found) > k:
+        kth = np.partition(scores[found], len(found) - k)[len(found) - k]
+        found = found[scores[found] >= kth]
+    return found
 
 
 def rank(
@@ -608,8 +663,10 @@ def rank(
     """Rank the union of ``indexes`` for ``query_terms``; ``[(label, key, score)]`` best first.
 
     A query term is a term (weight 1) or ``(term, weight)``, as :meth:`._analysis.Analyzer.query_terms`
-    gives them; a term given twice counts twice. Only documents that contain at least one query
-    term are returned, ties ordered by label and key. Scores are positive.
+    gives them; a term given twice counts twice. A term outside the lead and exact namespaces
+    starts a new query word, which the terms after it up to the next such term belong to
+    (what an index keeps between queries is per word). Only documents that contain at least one
+    query term are returned, ties ordered by label and key. Scores are positive.
     """
     indexes = [ix for ix in indexes if ix.n_docs]
     if not indexes or top_n <= 0:
@@ -619,25 +676,22 @@ def rank(
     if not stats.n_docs:
         return []
     avgdl = stats.avgdl if stats.avgdl > 0 else 1.0
-    query: list[QueryTerm] = []
+    words: list[list[QueryTerm]] = []
     for item in query_terms:
         token, weight = (item, 1.0) if isinstance(item, str) else item
+        if not words or not token.startswith(_NAMESPACES):
+            words.append([])
         term = vocab.get(token)
         if term is None or term >= len(stats.df) or stats.df[term] == 0 or weight <= 0:
             continue
-        query.append((term, weight * idf(stats.n_docs, float(stats.df[term])), token.startswith(LEAD)))
+        words[-1].append((term, weight * idf(stats.n_docs, float(stats.df[term])), token.startswith(LEAD)))
+    query = [tuple(word) for word in words if word]
     if not query:
         return []
     found: list[tuple[float, str, str]] = []
     for ix in indexes:
-        slots, scores = ix._accumulate(query, avgdl)
-        if not len(slots):
-            continue
-        if len(slots) > 4 * top_n:
-            threshold = kth_largest(scores, top_n)
-            chosen = np.flatnonzero(scores >= threshold).tolist()
-        else:
-            chosen = list(range(len(slots)))
-        found.extend((float(scores[i]), ix.label, ix.key_of(int(slots[i]))) for i in chosen)
+        scores = ix._scores(query, avgdl)
+        chosen = best_slots(scores, top_n).tolist()
+        found.extend((float(scores[slot]), ix.label, ix.key_of(slot)) for slot in chosen)
     best = heapq.nsmallest(top_n, found, key=lambda item: (-item[0], item[1], item[2]))
     return [(label, key, score) for score, label, key in best]
