@@ -258,8 +258,21 @@ class KnowledgeNotes:
 
     def read_note_head(self, category: str, filename: str, max_bytes: int) -> tuple[str, bool]:
         """:meth:`read_head` of the note ``filename`` in ``category`` (what Stage 3 reads: the
-        names come from the index, so only the cheap name checks are made, no path resolution)."""
-        return self._head(self._category(category), check_component(filename), max_bytes, f"{category}/{filename}")
+        names come from the index, so only the cheap name checks are made, no path resolution).
+
+        A small note read whole is kept with its index entry (:class:`._note_texts.NoteTexts`)
+        and answered from memory while the index holds that same entry."""
+        key = (self._category(category), check_component(filename))
+        entries = self._index.entries
+        entry = entries.get(key) if entries is not None else None
+        if entry is not None and entry.size is not None and entry.size <= max_bytes:
+            kept = self._parts.note_texts.get(key, entry)
+            if kept is not None:
+                return kept, True
+        text, complete = self._head(*key, max_bytes, f"{category}/{filename}")
+        if complete and entry is not None:
+            self._parts.note_texts.put(key, entry, text)
+        return text, complete
 
     def _head(self, category: str, name: str, max_bytes: int, shown: str) -> tuple[str, bool]:
         head = self.backend.read_note_head(category, name, max(0, max_bytes))
@@ -328,7 +341,10 @@ class KnowledgeNotes:
                         notes.append(f"{category}/{name}")
                         size += info.size
                     self._indexer.drop(category, name)
+                    self._parts.note_texts.discard((category, name))
                 snapshots += self._rankers.forget(user_id, category)
+            for kept in [key for key in self._parts.hybrid_corpora if key[0] == user_id]:
+                del self._parts.hybrid_corpora[kept]
             vectors = 0
             if self.embedder is not None:
                 if self._vectors is None or self._vectors[0] is not self.embedder:

@@ -26,6 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
+from ._note_texts import NoteTexts
+
 if TYPE_CHECKING:
     from ._backends.knowledge import KnowledgeBackend
     from ._knowledge_index import KnowledgeIndex
@@ -72,6 +74,8 @@ class RootParts:
     start_lock: threading.Lock = field(default_factory=threading.Lock)
     hybrid_corpora: dict[tuple[str, tuple[str, ...]], tuple[int, HybridCorpus]] = field(default_factory=dict)
     """Hybrid search's corpus per ``(user, categories)``, with the index generation it was built at."""
+    note_texts: NoteTexts = field(default_factory=NoteTexts)
+    """Small notes' texts as Stage 3 last read them, each valid for one index entry."""
 
 
 WatchStarter = Callable[..., object]
