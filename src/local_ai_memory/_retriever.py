@@ -506,7 +506,7 @@ class MemoryRetriever:
         try:
             while True:
                 text, complete = self.store.read_note_head(category, candidate.filename, size)
-                if complete or self.token_counter.count(text) > room + MIN_PARTIAL_TOKENS:
+                if complete or len(_encode(self.token_counter, text)) > room + MIN_PARTIAL_TOKENS:  # kept for offer()
                     return text, complete
                 size *= 4
         except (RecordNotFoundError, UnsupportedFormatError) as exc:  # deleted or binary since indexing
