@@ -23,6 +23,11 @@ Document frequencies, ``N`` and total length are kept incrementally, so the stat
 equal those of a fresh build over exactly the live documents. Several corpora (categories)
 are ranked together by summing their statistics, as one corpus over the union.
 
+A query adds, word by word, what the word's terms score into one dense array over the slots.
+A word that comes back (most do: people ask about the same things) is added as one kept
+array over the union of its terms' postings, or over every slot when it is in most documents;
+the top n are then selected from the dense array without listing every hit (:func:`best_slots`).
+
 Documents that share no term with the query are not returned. Ties are broken by file name,
 so results are deterministic.
 """
