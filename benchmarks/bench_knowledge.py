@@ -155,7 +155,7 @@ def child_ours(size: int) -> dict[str, Any]:
 
     root = corpus_dir(size)
     queries = queries_for(root)
-    config = MemoryConfig(fsync=False)
+    config = MemoryConfig(fsync=False, auto_watch=False)  # the stat-scan path and the explicit service
     index_path = root / "memory_data" / "memory_index.json"
     index_path.unlink(missing_ok=True)
     result: dict[str, Any] = {"engine": "ours", "size": size}

@@ -152,7 +152,7 @@ class _Stats:
 
 QueryTerm = tuple[int, float, bool]  # term id, weight x idf, scored without length normalization
 Word = tuple[QueryTerm, ...]  # the terms of one query word (its stem and namespaced variants)
-Contribution = tuple[TermArray | None, FloatArray]  # slots and their scores; no slots: every slot's
+Contribution = tuple[TermArray | None, FloatArray]  # slots and their scores, or None and every slot's score
 
 
 class BM25Index:
@@ -186,7 +186,7 @@ class BM25Index:
         self._kept: OrderedDict[Word, Contribution] = OrderedDict()
         self._kept_at: tuple[int, float] | None = None
         self._kept_bytes = 0
-        self._seen: OrderedDict[Word, None] = OrderedDict()  # words queried once, kept at their second time
+        self._seen: OrderedDict[tuple[int, ...], None] = OrderedDict()  # term ids of the words queried once
 
     def __len__(self) -> int:
         return self.n_docs
@@ -439,8 +439,9 @@ class BM25Index:
         else:
             norm = K1 * (1.0 - B + B * self._doc_len[:cap] / avgdl)
             self._norm_cache = (self.version, avgdl, norm)
-        if self._kept_at != (self.version, avgdl):
+        if self._kept_at != (self.version, avgdl):  # a changed index: its words start over (seen, then kept)
             self._kept.clear()
+            self._seen.clear()
             self._kept_at, self._kept_bytes = (self.version, avgdl), 0
         for word in query:
             self._add_word(scores, word, norm)
@@ -458,16 +459,18 @@ class BM25Index:
     def _add_word(self, scores: FloatArray, word: Word, norm: FloatArray) -> None:
         """Add what ``word``'s terms score in the base segment.
 
-        A word met before is added as one kept contribution (:meth:`_keep`); a word met for
-        the first time adds its terms one by one and is only remembered as seen, so words that
-        never come back cost no more than that."""
+        A word met before (since the index last changed) is added as one kept contribution
+        (:meth:`_keep`); a word met for the first time adds its terms one by one and is only
+        remembered as seen, so words that never come back, and queries between frequent
+        changes, cost no more than that."""
         kept = self._kept.get(word)
+        terms = tuple(term for term, _, _ in word)
         if kept is not None:
             self._kept.move_to_end(word)
-        elif word in self._seen:
+        elif terms in self._seen:
             kept = self._keep(word, norm)
         else:
-            self._seen[word] = None
+            self._seen[terms] = None
             if len(self._seen) > _SEEN_WORDS:
                 self._seen.popitem(last=False)
             for start, end, idf, flat in self._spans(word):
