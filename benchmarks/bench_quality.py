@@ -44,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from quality_corpora import CORPORA
 
+from local_ai_memory import close_shared_stores
 from local_ai_memory._config import MemoryConfig
 from local_ai_memory._fusion import convex_fusion, cosine_scores, cosine_top_n, reciprocal_rank_fusion
 from local_ai_memory._guard import DirectoryGuard
@@ -235,6 +236,7 @@ def main() -> None:
             if embedder is not None:
                 rows += model_rows(corpus, tmp, store, queries, expected, embedder, args.variants)
             rows += peer_rows(corpus, queries, expected)
+            close_shared_stores()  # stop the stores' watchers before their folders are removed
         print_table(f"Corpus {name}: {len(corpus.notes)} notes, {len(queries)} held-out queries", rows)
         summary.append((f"{name} ({len(corpus.notes)} notes, {len(queries)} queries)", rows))
     print(f"\nSummary (Python {sys.version.split()[0]}): recall@5 / MRR@10\n")

@@ -70,6 +70,22 @@ def test_a_searched_store_watches_its_folder_and_sees_other_writers(tmp_path: Pa
     assert not store.watched
 
 
+def test_closing_a_memory_stops_its_watcher_so_the_folder_can_be_removed(tmp_path: Path) -> None:
+    import shutil
+
+    root = tmp_path / "data"
+    with Memory.open(root, fsync=False, auto_watch=True) as memory:
+        for i in range(50):
+            memory.knowledge.write_note("alice", f"n{i}", f"# Note {i}\n\ntea number {i}\n")
+        assert memory.knowledge.retrieve("tea", "alice").files
+        wait_for(lambda: memory.knowledge.store.watched)
+        assert len(watchers()) == 1
+    assert watchers() == []
+    shutil.rmtree(root)
+    time.sleep(0.3)  # a watcher would have written the index of the deletions by now
+    assert not root.exists()
+
+
 def test_auto_watch_off_starts_nothing_and_queries_still_see_changes(tmp_path: Path) -> None:
     store = make_store(tmp_path, auto_watch=False)
     store.write_file("knowledge/alice_a.md", "# A\n\napples")

@@ -91,9 +91,11 @@ def test_forgetting_a_user_drops_their_kept_texts(tmp_path: Path) -> None:
     for user in ("alice", "bob"):
         assert memory.knowledge.retrieve("tea", user).files
     texts = memory.knowledge.store._parts.note_texts
-    assert ("knowledge", "alice_tea.md") in texts and ("knowledge", "bob_tea.md") in texts
+    assert ("knowledge", "alice_tea.md") in texts
+    assert ("knowledge", "bob_tea.md") in texts
     memory.forget_user("alice")
-    assert ("knowledge", "alice_tea.md") not in texts and ("knowledge", "bob_tea.md") in texts
+    assert ("knowledge", "alice_tea.md") not in texts
+    assert ("knowledge", "bob_tea.md") in texts
 
 
 def test_kept_texts_stay_within_their_limit_least_recently_used_out() -> None:
@@ -109,5 +111,7 @@ def test_kept_texts_stay_within_their_limit_least_recently_used_out() -> None:
     assert texts.get(("k", "alice_0.md"), entries[0]) == "x" * 100  # now the most recently used
     assert texts.get(("k", "alice_0.md"), entries[1]) is None  # another entry: not this text
     texts.put(("k", "alice_64.md"), entries[64], "x" * 100)
-    assert ("k", "alice_0.md") in texts and ("k", "alice_1.md") not in texts
-    assert texts.size == texts.limit and len(texts) == 64
+    assert ("k", "alice_0.md") in texts
+    assert ("k", "alice_1.md") not in texts
+    assert texts.size == texts.limit
+    assert len(texts) == 64

@@ -351,7 +351,12 @@ class Memory:
         return Knowledge(self)
 
     def close(self) -> None:
-        """Release the backends' connections and handles."""
+        """Stop the automatic watcher of the notes folder (writing what it had pending) and
+        release the backends' connections and handles. Use it, or ``with Memory.open(...) as
+        memory:``, before removing the data folder: a running watcher writes the index as it
+        sees the notes go. A later search starts the watcher again."""
+        if "knowledge" in self.__dict__:  # built on first use; nothing to stop otherwise
+            self.knowledge.store.stop_watching()
         self.runtime.close()
         closer = getattr(self.knowledge_backend, "close", None)
         if callable(closer):
