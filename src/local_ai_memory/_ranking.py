@@ -69,7 +69,7 @@ K1 = 1.2
 B = 0.75
 CONTRIBUTIONS_KEPT = 32 << 20
 """Bytes of word contributions an index keeps for the next queries (see :meth:`BM25Index._keep`)."""
-_SEEN_WORDS = 8192
+_SEEN_WORDS = 2048  # per index: about 0.4 MB at most
 _MIN_COMPACT = 1024
 _COMPACT_RATIO = 0.1
 
