@@ -506,7 +506,8 @@ class MemoryRetriever:
         try:
             while True:
                 text, complete = self.store.read_note_head(category, candidate.filename, size)
-                if complete or len(_encode(self.token_counter, text)) > room + MIN_PARTIAL_TOKENS:  # kept for offer()
+                # Encoded (not counted) through the cache that offer() then reads the ids from.
+                if complete or len(_encode(self.token_counter, text)) > room + MIN_PARTIAL_TOKENS:
                     return text, complete
                 size *= 4
         except (RecordNotFoundError, UnsupportedFormatError) as exc:  # deleted or binary since indexing
