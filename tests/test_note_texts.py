@@ -115,3 +115,22 @@ def test_kept_texts_stay_within_their_limit_least_recently_used_out() -> None:
     assert ("k", "alice_1.md") not in texts
     assert texts.size == texts.limit
     assert len(texts) == 64
+
+
+def test_on_postgres_another_hosts_edit_is_read_at_the_next_query(
+    postgres_url: str, postgres_schema: str, tmp_path: Path
+) -> None:
+    """Two hosts on one database: a text kept by one is not served once the other has changed
+    the note (the change feed gives the first host a new index entry at its next query)."""
+    config = MemoryConfig(runtime_data_dir=tmp_path, database_url=postgres_url, database_schema=postgres_schema)
+    with Memory(config) as host_a, Memory(config) as host_b:
+        host_a.knowledge.write_note("alice", "tea", "# Tea\n\nGreen tea at four.\n")
+        for _ in range(2):  # the second answer comes from the kept text
+            assert [f.content for f in host_a.knowledge.retrieve("green tea", "alice").files] == [
+                "# Tea\n\nGreen tea at four.\n"
+            ]
+        assert ("knowledge", "alice_tea.md") in host_a.knowledge.store._parts.note_texts
+        host_b.knowledge.write_note("alice", "tea", "# Tea\n\nGreen tea, then mint.\n")
+        assert [f.content for f in host_a.knowledge.retrieve("green tea", "alice").files] == [
+            "# Tea\n\nGreen tea, then mint.\n"
+        ]
