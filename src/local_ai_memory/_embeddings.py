@@ -49,10 +49,10 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from . import _fs
+from ._backends._vectors import unit_vectors
 from ._config import MemoryConfig
 from ._errors import InvalidInputError, ModelError, UnsupportedFormatError
 from ._events import Event, log_event
-from ._fusion import normalize_rows
 from ._guard import DirectoryGuard
 from ._onnx_encoder import OnnxEncoder, onnx_encoder
 from ._protocols import Embedder
@@ -302,15 +302,7 @@ class EmbeddingCache:
 
     def _check(self, texts: Sequence[str], raw: object) -> Matrix:
         """Validate an embedder's answer and return it as unit-length float32 rows."""
-        try:
-            array = np.asarray(raw, dtype=np.float32)
-        except (TypeError, ValueError) as exc:
-            raise ModelError(f"embedder {self.model} returned something that is not a list of vectors") from exc
-        if array.ndim != 2 or array.shape[0] != len(texts) or array.shape[1] == 0:
-            raise ModelError(f"embedder {self.model} returned shape {array.shape} for {len(texts)} texts")
-        if not np.all(np.isfinite(array)):
-            raise ModelError(f"embedder {self.model} returned non-finite values")
-        return normalize_rows(array)
+        return unit_vectors(texts, raw, f"embedder {self.model}")
 
     # -- in-memory state -------------------------------------------------------------------
     def _reset(self, dimension: int | None) -> None:

@@ -25,15 +25,18 @@ def text_digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def unit_vectors(texts: Sequence[str], raw: object) -> npt.NDArray[np.float32]:
-    """The embedder's answer for ``texts`` as unit rows; :class:`ModelError` unless it is one
-    finite vector per text."""
+def unit_vectors(texts: Sequence[str], raw: object, embedder: str = "the embedder") -> npt.NDArray[np.float32]:
+    """The embedder's answer for ``texts`` as unit rows; :class:`ModelError` (naming
+    ``embedder``) unless it is one finite, non-empty vector per text. Every vector cache checks
+    answers through this one rule before keeping anything."""
     try:
         array = np.asarray(raw, dtype=np.float32)
     except (TypeError, ValueError) as exc:
-        raise ModelError("the embedder returned something that is not a list of vectors") from exc
-    if array.ndim != 2 or array.shape[0] != len(texts) or not np.all(np.isfinite(array)):
-        raise ModelError(f"the embedder returned shape {array.shape} for {len(texts)} texts")
+        raise ModelError(f"{embedder} returned something that is not a list of vectors") from exc
+    if array.ndim != 2 or array.shape[0] != len(texts) or array.shape[1] == 0:
+        raise ModelError(f"{embedder} returned shape {array.shape} for {len(texts)} texts")
+    if not np.all(np.isfinite(array)):
+        raise ModelError(f"{embedder} returned non-finite values")
     return normalize_rows(array)
 
 
