@@ -35,6 +35,7 @@ from ._errors import LockTimeoutError, StorageError
 from ._events import Event, log_event
 
 __all__ = [
+    "RACY_WINDOW_NS",
     "Syscalls",
     "append_bytes",
     "atomic_write",
@@ -44,6 +45,7 @@ __all__ = [
     "lock_path",
     "locked",
     "quarantine",
+    "read_from",
     "read_optional",
     "read_tail",
     "remove",
@@ -55,6 +57,10 @@ __all__ = [
 FILE_MODE = 0o600
 DIR_MODE = 0o700
 DEFAULT_LOCK_TIMEOUT = 30.0
+RACY_WINDOW_NS = 3_000_000_000
+"""An mtime this recent may share its clock tick with a change that did not move it (FAT
+stores 2 s ticks; clocks skew): a file or folder changed more recently is not judged by its
+mtime alone."""
 _TEMP_RE = re.compile(r"^\..+\.(?P<pid>\d+)-[0-9a-f]{12}\.tmp$")
 _CHUNK = 1 << 20
 

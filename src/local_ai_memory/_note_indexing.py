@@ -29,15 +29,15 @@ from typing import Literal
 
 from ._backends.knowledge import KnowledgeBackend, NoteInfo, is_note_name
 from ._events import Event, log_event
+from ._fs import RACY_WINDOW_NS
 from ._guard import owner_of, user_file_prefix
 from ._index import IndexEntry, RankingField, extract_metadata, ranking_tokens, tokenize
 from ._knowledge_index import EntryKey, KnowledgeIndex
 from ._ranker_cache import RankerCache
 from ._ranking import CountedDoc, count_terms
 
-__all__ = ["MAX_INDEXED_BYTES", "RACY_WINDOW_NS", "STALE_CHUNK", "NoteIndexer", "Scanned", "StaleEntry", "decode_head"]
+__all__ = ["MAX_INDEXED_BYTES", "STALE_CHUNK", "NoteIndexer", "Scanned", "StaleEntry", "decode_head"]
 
-RACY_WINDOW_NS = 3_000_000_000  # versions this close to indexing are not trusted alone (2 s FAT ticks and clock skew)
 STALE_CHUNK = 2048
 """Notes compared per hold of the store's lock in a listing comparison (a few ms at most)."""
 MAX_INDEXED_BYTES = 1 << 20

@@ -78,7 +78,6 @@ from .runtime import GLOBAL_STEM, Erasure, PlansChange, PlanSteps, RuntimeBacken
 __all__ = ["FileRuntimeBackend"]
 
 _DANGLING_AFTER = 60.0  # seconds before a marker without its result counts as left by a crash
-_RACY_NS = 3_000_000_000  # 3 s: above the coarsest timestamps of common file systems (FAT: 2 s)
 _cleaned_roots: set[str] = set()
 _cleaned_guard = threading.Lock()
 
@@ -236,8 +235,9 @@ class FileRuntimeBackend(RuntimeBackend):
         folder's mtime, so an unchanged mtime proves it still empty. File-system timestamps
         are coarse (a clock tick), though: a record written in the same tick as the listing
         could leave the mtime unchanged. So, as git does with its index, emptiness is trusted
-        only for an mtime older than :data:`_RACY_NS` at the time of the listing; a folder
-        changed more recently is listed on every read until it has been quiet that long.
+        only for an mtime older than :data:`~local_ai_memory._fs.RACY_WINDOW_NS` at the time
+        of the listing; a folder changed more recently is listed on every read until it has
+        been quiet that long.
         """
         version = self._erasing.version()
         if version is None:
@@ -248,7 +248,7 @@ class FileRuntimeBackend(RuntimeBackend):
         names = self._erasing.names()
         if names:
             return self._read_erasures(names)
-        if version < listed_at - _RACY_NS:
+        if version < listed_at - _fs.RACY_WINDOW_NS:
             self._quiet_version = version
         return []
 
