@@ -85,10 +85,12 @@ def _signature(info: NoteInfo) -> tuple[int, int]:
     return info.version, info.size
 
 
-def _entry_signature(entry: IndexEntry) -> tuple[int, int] | float:
+def _listed_as_indexed(entry: IndexEntry, info: NoteInfo) -> bool:
+    """Whether the listing shows the note as its entry was indexed: same version and size
+    (entries of older indexes, without them: the same modification time)."""
     if entry.mtime_ns is not None and entry.size is not None:
-        return entry.mtime_ns, entry.size
-    return entry.last_modified
+        return entry.mtime_ns == info.version and entry.size == info.size
+    return entry.last_modified == info.modified
 
 
 class NoteIndexer:
@@ -213,7 +215,7 @@ class NoteIndexer:
             self.index.unskip(category, filename)
             return self.drop(category, filename)
         entry = self.index.current().get((category, filename))
-        if entry is not None and _entry_signature(entry) == _signature(info):
+        if entry is not None and _listed_as_indexed(entry, info):
             return False
         if entry is None and self.index.is_skipped(category, filename, _signature(info)):
             return False
@@ -250,12 +252,9 @@ class NoteIndexer:
                             if not self.index.is_skipped(category, name, _signature(info)):
                                 stale.append(StaleEntry(category, name, "new"))
                             continue
-                        # _entry_signature(entry) != _signature(info), written out: 100k times at open
-                        if entry.mtime_ns is not None and entry.size is not None:
-                            moved = entry.mtime_ns != info.version or entry.size != info.size
-                        else:
-                            moved = entry.last_modified != info.modified
-                        if moved or (entry.content_hash is not None and self._racy_changed(entry)):
+                        if not _listed_as_indexed(entry, info) or (
+                            entry.content_hash is not None and self._racy_changed(entry)
+                        ):
                             stale.append(StaleEntry(category, name, "modified"))
             stale.extend(StaleEntry(category, name, "deleted") for name in indexed if name not in current)
             if self.index.skipped:

@@ -17,7 +17,7 @@ from local_ai_memory._envelopes import FORMAT_VERSION
 from local_ai_memory._errors import UnsupportedFormatError
 from local_ai_memory._events import Event, log_event
 
-__all__ = ["append_lines", "encode_lines", "is_torn", "last_line", "parse_lines"]
+__all__ = ["append_lines", "encode_lines", "last_line", "log_end", "parse_lines"]
 
 _TAIL = 1 << 16
 
@@ -84,10 +84,11 @@ def last_line(path: Path) -> tuple[dict[str, Any] | None, bool]:
     return (record if isinstance(record, dict) else None), torn
 
 
-def is_torn(path: Path) -> bool:
-    """Whether the log's last line lacks its newline (a crash cut an append short)."""
+def log_end(path: Path) -> tuple[bool, bool]:
+    """Whether the log is empty (or missing), and whether its last line lacks its newline (a
+    crash cut an append short): one read of its last byte."""
     tail = _fs.read_tail(path, 1)
-    return bool(tail) and tail != b"\n"
+    return not tail, bool(tail) and tail != b"\n"
 
 
 def append_lines(path: Path, data: bytes, *, torn: bool, durable: bool) -> None:

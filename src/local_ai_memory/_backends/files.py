@@ -71,7 +71,7 @@ from local_ai_memory._envelopes import (
 from local_ai_memory._errors import InvalidInputError, RecordNotFoundError, UnsupportedFormatError
 from local_ai_memory._guard import DirectoryGuard
 
-from ._jsonl import append_lines, encode_lines, last_line, parse_lines
+from ._jsonl import append_lines, encode_lines, last_line, log_end, parse_lines
 from ._records import FileRecordFolder, read_checked
 from .runtime import GLOBAL_STEM, Erasure, PlansChange, PlanSteps, RuntimeBackend, Scope, ScopeInfo, StateChange, erased
 
@@ -316,9 +316,9 @@ class FileRuntimeBackend(RuntimeBackend):
         path = folder.path(plan_id)
         records = [{"format_version": FORMAT_VERSION, **step} for step in steps]
         with folder.locked(plan_id):
-            tail = _fs.read_tail(path, 1)
-            append_lines(path, encode_lines(records), torn=bool(tail) and tail != b"\n", durable=self.durable)
-        return not tail
+            empty, torn = log_end(path)
+            append_lines(path, encode_lines(records), torn=torn, durable=self.durable)
+        return empty
 
     def get_plan_steps(self, scope: Scope, plan_id: str) -> list[dict[str, Any]]:
         if self._hidden(scope):
