@@ -52,6 +52,26 @@ def rank_thrice(indexes: list[BM25Index], query: Query, top_n: int) -> list[tupl
     return first
 
 
+def built_and_ranked(initial: dict[int, list[str]], query: Query) -> tuple[dict[str, list[str]], BM25Index]:
+    """An index built from ``initial`` and ranked for ``query`` (which keeps the words'
+    contributions, which must not outlive the changes a test makes next)."""
+    docs = {f"d{k}": v for k, v in initial.items()}
+    index = BM25Index(Vocabulary(), "c")
+    index.build(docs.items())
+    assert_matches(rank_thrice([index], query, 100), dict(docs), query)
+    return docs, index
+
+
+def change(index: BM25Index, docs: dict[str, list[str]], op: str, key: str, tokens: list[str]) -> None:
+    """Add (``"add"``) or remove a document in ``index`` and in the reference ``docs`` alike."""
+    if op == "add":
+        index.add(key, tokens)
+        docs[key] = tokens
+    else:
+        assert index.remove(key) == (key in docs)
+        docs.pop(key, None)
+
+
 doc_st = st.lists(st.sampled_from(TERMS), min_size=0, max_size=15)
 query_st = st.lists(
     st.one_of(st.sampled_from([*TERMS, "absent"]), st.tuples(st.sampled_from(TERMS), st.sampled_from([0.4, 0.5, 2.0]))),
@@ -70,20 +90,11 @@ op_st = st.tuples(st.sampled_from(["add", "remove"]), st.integers(0, 30), doc_st
 def test_scores_match_the_reference_after_any_changes(
     initial: dict[int, list[str]], ops: list[tuple[str, int, list[str]]], query: Query
 ) -> None:
-    docs = {f"d{k}": v for k, v in initial.items()}
-    index = BM25Index(Vocabulary(), "c")
-    index.build(docs.items())
-    assert_matches(rank_thrice([index], query, 100), dict(docs), query)  # keeps the words' contributions ...
+    docs, index = built_and_ranked(initial, query)
     for op, number, tokens in ops:
-        key = f"d{number}"
-        if op == "add":
-            index.add(key, tokens)
-            docs[key] = tokens
-        else:
-            assert index.remove(key) == (key in docs)
-            docs.pop(key, None)
+        change(index, docs, op, f"d{number}", tokens)
     got = rank_thrice([index], query, 100)
-    assert_matches(got, docs, query)  # ... which must not outlive the changes
+    assert_matches(got, docs, query)
     fresh = BM25Index(Vocabulary(), "c")
     fresh.build(docs.items())
     rebuilt = rank([fresh], query, 100)
@@ -176,18 +187,11 @@ def test_compactions_and_snapshot_reloads_keep_scores_exact(
     those of the reference over exactly the live documents."""
     from local_ai_memory._ranking import snapshot_bytes
 
-    docs = {f"d{k}": v for k, v in initial.items()}
-    index = BM25Index(Vocabulary(), "c")
-    index.build(docs.items())
-    assert_matches(rank_thrice([index], query, 100), dict(docs), query)  # keeps the words' contributions ...
+    docs, index = built_and_ranked(initial, query)
     for op, number, tokens in ops:
         key = f"d{number}"
-        if op == "add":
-            index.add(key, tokens)
-            docs[key] = tokens
-        elif op == "remove":
-            assert index.remove(key) == (key in docs)
-            docs.pop(key, None)
+        if op in ("add", "remove"):
+            change(index, docs, op, key, tokens)
         elif op == "compact":
             index.compact()
         else:

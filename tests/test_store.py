@@ -518,7 +518,7 @@ def test_damaged_ranker_snapshot_is_ignored(tmp_path: Path, events: Any) -> None
     assert snapshot.read_bytes() != b"garbage"
 
 
-def _trusted(store: MemoryStore, path: Path) -> None:
+def _trusted(path: Path) -> None:
     """Make a note's mtime older than the racy window, so stat() alone is trusted for it."""
     old = time.time_ns() - 10_000_000_000
     os.utime(path, ns=(old, old))
@@ -538,7 +538,7 @@ def test_ranker_snapshot_round_trip_keeps_the_format_version_and_every_ranking(t
     store = make_store(tmp_path)
     texts = {f"n{i}": f"# Note {i}\n\n{'apples ' * (i % 3 + 1)}pears{i} shared words" for i in range(30)}
     for name, text in texts.items():
-        _trusted(store, put(store, "alice", name, text))
+        _trusted(put(store, "alice", name, text))
     queries = ["apples", "shared words pears7", "note 12"]
     before = [store.search(q, 10, user_id="alice") for q in queries]
     store.save_rankers()
@@ -564,7 +564,7 @@ def test_an_older_ranker_snapshot_is_rebuilt_not_misread(tmp_path: Path) -> None
 
     store = make_store(tmp_path)
     path = put(store, "alice", "a", "# A\n\napples")
-    _trusted(store, path)
+    _trusted(path)
     put(store, "alice", "b", "# B\n\nbananas")
     assert store.bm25_search("apples", user_id="alice") == ["alice_a.md"]
     store.save_rankers()
@@ -598,7 +598,7 @@ def test_an_older_ranker_snapshot_is_rebuilt_not_misread(tmp_path: Path) -> None
 def test_a_ranker_snapshot_failing_its_checksum_is_reported_and_rebuilt(tmp_path: Path, events: Any) -> None:
     store = make_store(tmp_path)
     path = put(store, "alice", "a", "# A\n\napples")
-    _trusted(store, path)
+    _trusted(path)
     store.bm25_search("apples", user_id="alice")
     store.save_rankers()
     close_shared_stores()
