@@ -31,8 +31,9 @@ from langchain_core.tools import tool
 from langchain_local_ai_memory import CheckpointMiddleware
 from langgraph.runtime import Runtime
 
-from local_ai_memory import MemoryConfig, _fs
-from local_ai_memory._checkpoints import save_checkpoint
+from local_ai_memory import MemoryConfig
+from local_ai_memory._runtime.checkpoints import save_checkpoint
+from local_ai_memory._shared import fs as _fs
 from local_ai_memory.types import AgentCheckpoint
 
 

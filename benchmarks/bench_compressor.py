@@ -26,13 +26,13 @@ import textwrap
 import time
 from typing import Any
 
-from local_ai_memory._compression_prompts import render_transcript
-from local_ai_memory._compressor import WorkingMemoryCompressor
-from local_ai_memory._config import MemoryConfig
-from local_ai_memory._guard import DirectoryGuard
-from local_ai_memory._manager import MemoryManager
-from local_ai_memory._messages import to_messages
-from local_ai_memory._tokens import TokenCounter
+from local_ai_memory._runtime.compressor import WorkingMemoryCompressor
+from local_ai_memory._runtime.messages import to_messages
+from local_ai_memory._runtime.prompts import render_transcript
+from local_ai_memory._runtime.scope import MemoryManager
+from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.naming import DirectoryGuard
+from local_ai_memory._shared.tokens import TokenCounter
 
 GOAL = "Write a script that gzips every *.log file older than 7 days under /var/app and keeps a manifest."
 DECISIONS = [

@@ -18,10 +18,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from local_ai_memory._config import MemoryConfig
-from local_ai_memory._embeddings import EmbeddingCache, SentenceTransformerEmbedder
-from local_ai_memory._guard import DirectoryGuard
-from local_ai_memory._samples import build_corpus
+from local_ai_memory._knowledge.embeddings import EmbeddingCache, SentenceTransformerEmbedder
+from local_ai_memory._knowledge.samples import build_corpus
+from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.naming import DirectoryGuard
 
 
 def main() -> None:

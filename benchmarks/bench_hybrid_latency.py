@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 
 from local_ai_memory import MemoryConfig, MemoryStore, close_shared_stores
-from local_ai_memory._embeddings import SentenceTransformerEmbedder
-from local_ai_memory._guard import DirectoryGuard
+from local_ai_memory._knowledge.embeddings import SentenceTransformerEmbedder
+from local_ai_memory._shared.naming import DirectoryGuard
 from local_ai_memory.samples import build_corpus
 
 USER = "bench"

@@ -31,7 +31,7 @@ started by hand, no LLM), every engine in a fresh subprocess, one run::
 * a note written by another process: how long until a query finds it.
 
 Quality (real text: one note per standard-library module, queries from held-out docstrings,
-see ``local_ai_memory._samples``)::
+see ``local_ai_memory._knowledge.samples``)::
 
     .venv/bin/python benchmarks/bench_knowledge.py --quality
 
@@ -150,10 +150,10 @@ def _peak_mb() -> float:
 
 
 def child_ours(size: int) -> dict[str, Any]:
-    from local_ai_memory._config import MemoryConfig
-    from local_ai_memory._guard import DirectoryGuard
-    from local_ai_memory._index_service import MemoryIndexService
-    from local_ai_memory._store import MemoryStore
+    from local_ai_memory._knowledge.service import MemoryIndexService
+    from local_ai_memory._knowledge.store import MemoryStore
+    from local_ai_memory._shared.config import MemoryConfig
+    from local_ai_memory._shared.naming import DirectoryGuard
 
     root = corpus_dir(size)
     queries = queries_for(root)
@@ -197,7 +197,7 @@ def child_ours(size: int) -> dict[str, Any]:
     p50, p95 = _time_queries(lambda q: store.bm25_search(q, 5, user_id=USER), queries, 20)
     result["query_scan_p50_ms"], result["query_scan_p95_ms"] = p50, p95
 
-    from local_ai_memory._retriever import MemoryRetriever
+    from local_ai_memory._knowledge.retriever import MemoryRetriever
 
     with MemoryIndexService(store, flush_interval=5.0):
         p50, p95 = _time_queries(lambda q: store.bm25_search(q, 5, user_id=USER), queries, REPEAT_QUERIES)
@@ -491,10 +491,10 @@ def _score(ranked: list[list[str]], expected: list[str]) -> tuple[float, float]:
 
 
 def quality(hybrid: bool) -> None:
-    from local_ai_memory._config import MemoryConfig
-    from local_ai_memory._guard import DirectoryGuard
-    from local_ai_memory._samples import build_corpus, write_corpus
-    from local_ai_memory._store import MemoryStore
+    from local_ai_memory._knowledge.samples import build_corpus, write_corpus
+    from local_ai_memory._knowledge.store import MemoryStore
+    from local_ai_memory._shared.config import MemoryConfig
+    from local_ai_memory._shared.naming import DirectoryGuard
 
     corpus = build_corpus()
     queries = [q.text for q in corpus.queries]
@@ -507,7 +507,7 @@ def quality(hybrid: bool) -> None:
             ranked = [store.bm25_search(q, 10, user_id=USER) for q in queries]
             results.append((f"ours BM25 over {FIELD_LABELS[field]}", *_score(ranked, expected)))
         if hybrid:
-            from local_ai_memory._embeddings import SentenceTransformerEmbedder
+            from local_ai_memory._knowledge.embeddings import SentenceTransformerEmbedder
 
             store = MemoryStore(
                 DirectoryGuard(Path(tmp) / "hybrid"), MemoryConfig(fsync=False), embedder=SentenceTransformerEmbedder()

@@ -3,7 +3,7 @@
 Three corpora of real text installed here (see ``quality_corpora.py``), each with held-out
 known-item queries (exactly one right note per query, its text not in any note):
 
-* ``stdlib``: one note per Python standard-library module (``local_ai_memory._samples``);
+* ``stdlib``: one note per Python standard-library module (``local_ai_memory._knowledge.samples``);
 * ``packages``: one note per module of the third-party packages in this venv;
 * ``readmes``: one note per installed distribution's README.
 
@@ -18,7 +18,7 @@ candidates the LLM gets to see) and MRR@10, all in one run::
 Rankings:
 
 * ours, ``MemoryStore.search`` as shipped (BM25: stems, exact words and the lead field, see
-  ``local_ai_memory._analysis``) and ``MemoryStore.hybrid_search`` as shipped (with the real
+  ``local_ai_memory._shared.text``) and ``MemoryStore.hybrid_search`` as shipped (with the real
   all-MiniLM-L6-v2 model);
 * with ``--variants``: ours without stemming, over metadata or content only, and MiniLM
   alone and fused with ours BM25 over other texts (metadata, title + first paragraph,
@@ -45,13 +45,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from quality_corpora import CORPORA
 
 from local_ai_memory import close_shared_stores
-from local_ai_memory._config import MemoryConfig
-from local_ai_memory._fusion import convex_fusion, cosine_scores, cosine_top_n, reciprocal_rank_fusion
-from local_ai_memory._guard import DirectoryGuard
-from local_ai_memory._index import IndexEntry, ranking_text
-from local_ai_memory._samples import SampleCorpus, write_corpus
-from local_ai_memory._search import embedding_text
-from local_ai_memory._store import MemoryStore
+from local_ai_memory._knowledge.fusion import convex_fusion, cosine_scores, cosine_top_n, reciprocal_rank_fusion
+from local_ai_memory._knowledge.index_file import IndexEntry, ranking_text
+from local_ai_memory._knowledge.samples import SampleCorpus, write_corpus
+from local_ai_memory._knowledge.search import embedding_text
+from local_ai_memory._knowledge.store import MemoryStore
+from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.naming import DirectoryGuard
 
 USER = "bench"
 POOL = 10
@@ -109,7 +109,7 @@ def model_rows(
     embedder: object,
     variants: bool,
 ) -> list[Row]:
-    from local_ai_memory._embeddings import EmbeddingCache
+    from local_ai_memory._knowledge.embeddings import EmbeddingCache
 
     rows: list[Row] = []
     hybrid = MemoryStore(
@@ -219,7 +219,7 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     embedder = None
     if not args.no_model:
-        from local_ai_memory._embeddings import SentenceTransformerEmbedder
+        from local_ai_memory._knowledge.embeddings import SentenceTransformerEmbedder
 
         embedder = SentenceTransformerEmbedder()
         embedder.embed(["warm up"])

@@ -23,11 +23,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from local_ai_memory._backends.runtime import Erasure
-from local_ai_memory._config import MemoryConfig
-from local_ai_memory._guard import DirectoryGuard
-from local_ai_memory._manager import MemoryManager
-from local_ai_memory._tool_results import ToolResultStore
+from local_ai_memory._contracts.runtime import Erasure
+from local_ai_memory._runtime.scope import MemoryManager
+from local_ai_memory._runtime.tool_results import ToolResultStore
+from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.naming import DirectoryGuard
 
 
 def rate(operation: Callable[[int], object], seconds: float) -> float:

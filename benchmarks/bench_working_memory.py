@@ -30,11 +30,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from local_ai_memory._compressor import WorkingMemoryCompressor
-from local_ai_memory._guard import DirectoryGuard
-from local_ai_memory._manager import MemoryManager
-from local_ai_memory._summary import COMPLETED, parse_summary
-from local_ai_memory._tokens import TokenCounter
+from local_ai_memory._runtime.compressor import WorkingMemoryCompressor
+from local_ai_memory._runtime.scope import MemoryManager
+from local_ai_memory._runtime.summary import COMPLETED, parse_summary
+from local_ai_memory._shared.naming import DirectoryGuard
+from local_ai_memory._shared.tokens import TokenCounter
 
 TASK_A = (
     "I need to add CSV bulk export to the orders API. The service is called ledger-api and lives in services/ledger."

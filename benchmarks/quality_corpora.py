@@ -1,6 +1,6 @@
 """More real-text corpora for ``bench_quality.py``, built from what is installed in this venv.
 
-The standard-library corpus (:func:`local_ai_memory._samples.build_corpus`) is one kind of
+The standard-library corpus (:func:`local_ai_memory._knowledge.samples.build_corpus`) is one kind of
 text. Tuning a ranker on it alone would tune it for that corpus, so the benchmark also runs on:
 
 * ``packages``: one note per module of the third-party packages installed here (their
@@ -27,7 +27,7 @@ import re
 import sysconfig
 from pathlib import Path
 
-from local_ai_memory._samples import (
+from local_ai_memory._knowledge.samples import (
     EvalQuery,
     SampleCorpus,
     SampleNote,
@@ -160,7 +160,7 @@ def build_readmes_corpus() -> SampleCorpus:
 
 
 CORPORA = {
-    "stdlib": lambda: __import__("local_ai_memory._samples", fromlist=["build_corpus"]).build_corpus(),
+    "stdlib": lambda: __import__("local_ai_memory._knowledge.samples", fromlist=["build_corpus"]).build_corpus(),
     "packages": build_packages_corpus,
     "readmes": build_readmes_corpus,
 }

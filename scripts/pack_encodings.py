@@ -3,7 +3,7 @@
 tiktoken downloads ``cl100k_base.tiktoken`` and ``o200k_base.tiktoken`` on first use, which
 fails offline. We ship them instead, in a smaller form: the ranks in those files are
 ``0..n-1`` in file order, so only the token bytes are kept, each prefixed by its length,
-and the whole is LZMA-compressed. ``local_ai_memory._tokens`` rebuilds the exact rank table
+and the whole is LZMA-compressed. ``local_ai_memory._shared.tokens`` rebuilds the exact rank table
 and checks it against the SHA-256 that tiktoken itself expects for the original file.
 
 Usage (needs the original files, e.g. the copies llama-index-core ships)::

@@ -41,7 +41,7 @@ def events() -> Iterator[EventLog]:
 @pytest.fixture(autouse=True)
 def _no_config_from_the_shell(monkeypatch: pytest.MonkeyPatch) -> None:
     """``MemoryConfig`` reads ``LOCAL_AI_MEMORY_*`` variables: a developer's shell must not change the tests."""
-    from local_ai_memory._config import ENV_NAMES
+    from local_ai_memory._shared.config import ENV_NAMES
 
     for name in ENV_NAMES.values():
         monkeypatch.delenv(name, raising=False)

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from local_ai_memory import Memory, MemoryIndexService, close_shared_stores
-from local_ai_memory._config import MemoryConfig
-from local_ai_memory._guard import DirectoryGuard
-from local_ai_memory._retriever import MemoryRetriever
-from local_ai_memory._store import MemoryStore
+from local_ai_memory._knowledge.retriever import MemoryRetriever
+from local_ai_memory._knowledge.store import MemoryStore
+from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.naming import DirectoryGuard
 
 WATCHER = "local-ai-memory-auto-watch"
 
@@ -202,9 +202,9 @@ def _half_forget(root: Path, user_id: str, *deleted: str) -> None:
         """
         import sys
         from pathlib import Path
-        from local_ai_memory._backends.file_knowledge import FileKnowledgeBackend
-        from local_ai_memory._guard import DirectoryGuard
-        from local_ai_memory._guard import user_file_prefix
+        from local_ai_memory._backends.files.knowledge import FileKnowledgeBackend
+        from local_ai_memory._shared.naming import DirectoryGuard
+        from local_ai_memory._shared.naming import user_file_prefix
 
         backend = FileKnowledgeBackend(DirectoryGuard(sys.argv[1]))
         backend.write_blob(".erasing/" + user_file_prefix(sys.argv[2]), b"")
@@ -250,8 +250,8 @@ def test_a_large_users_first_query_waits_for_the_watchers_catch_up_instead_of_li
 ) -> None:
     """From CATCH_UP_WAIT_NOTES notes on, the query that starts the watcher lets the watcher's
     first listing comparison stand for its own: one comparison at open, not two at once."""
-    from local_ai_memory import _knowledge_notes
-    from local_ai_memory._note_indexing import NoteIndexer
+    from local_ai_memory._knowledge import notes as _knowledge_notes
+    from local_ai_memory._knowledge.indexer import NoteIndexer
 
     monkeypatch.setattr(_knowledge_notes, "CATCH_UP_WAIT_NOTES", 3)
     writer = make_store(tmp_path, auto_watch=False)
@@ -285,7 +285,7 @@ def test_a_large_users_first_query_waits_for_the_watchers_catch_up_instead_of_li
 def test_a_listing_comparison_taken_in_chunks_finds_every_change(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from local_ai_memory import _note_indexing
+    from local_ai_memory._knowledge import indexer as _note_indexing
 
     monkeypatch.setattr(_note_indexing, "STALE_CHUNK", 2)
     store = make_store(tmp_path, auto_watch=False)

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from local_ai_memory._config import MemoryConfig
-from local_ai_memory._context import format_state
-from local_ai_memory._envelopes import BOOKKEEPING_KEY
-from local_ai_memory._errors import InvalidInputError
-from local_ai_memory._guard import DirectoryGuard
-from local_ai_memory._manager import MemoryManager
+from local_ai_memory._runtime.context import format_state
+from local_ai_memory._runtime.scope import MemoryManager
+from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.errors import InvalidInputError
+from local_ai_memory._shared.naming import DirectoryGuard
+from local_ai_memory._shared.records import BOOKKEEPING_KEY
 
 
 @pytest.fixture
@@ -54,9 +54,9 @@ async def test_async_twin(manager: MemoryManager) -> None:
 WRITER = textwrap.dedent(
     """
     import sys
-    from local_ai_memory._config import MemoryConfig
-    from local_ai_memory._guard import DirectoryGuard
-    from local_ai_memory._manager import MemoryManager
+    from local_ai_memory._shared.config import MemoryConfig
+    from local_ai_memory._shared.naming import DirectoryGuard
+    from local_ai_memory._runtime.scope import MemoryManager
 
     root, label = sys.argv[1], sys.argv[2]
     manager = MemoryManager(DirectoryGuard(root), MemoryConfig(fsync=False)).scoped("alice", "s1")

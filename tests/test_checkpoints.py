@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from local_ai_memory import _fs
-from local_ai_memory._checkpoints import (
+from local_ai_memory._runtime.checkpoints import (
     CheckpointRun,
     RunInterrupted,
     afind_resumable,
@@ -29,11 +28,12 @@ from local_ai_memory._checkpoints import (
     raise_on_signals,
     save_checkpoint,
 )
-from local_ai_memory._config import MemoryConfig
-from local_ai_memory._envelopes import AgentCheckpoint
-from local_ai_memory._errors import InvalidInputError, RecordNotFoundError
-from local_ai_memory._guard import DirectoryGuard
-from local_ai_memory._manager import MemoryManager
+from local_ai_memory._runtime.scope import MemoryManager
+from local_ai_memory._shared import fs as _fs
+from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.errors import InvalidInputError, RecordNotFoundError
+from local_ai_memory._shared.naming import DirectoryGuard
+from local_ai_memory._shared.records import AgentCheckpoint
 
 
 @pytest.fixture
@@ -179,10 +179,10 @@ def test_signal_handlers_are_restored(manager: MemoryManager) -> None:
 RUNNER = textwrap.dedent(
     """
     import sys, time
-    from local_ai_memory._checkpoints import CheckpointRun
-    from local_ai_memory._config import MemoryConfig
-    from local_ai_memory._guard import DirectoryGuard
-    from local_ai_memory._manager import MemoryManager
+    from local_ai_memory._runtime.checkpoints import CheckpointRun
+    from local_ai_memory._shared.config import MemoryConfig
+    from local_ai_memory._shared.naming import DirectoryGuard
+    from local_ai_memory._runtime.scope import MemoryManager
 
     manager = MemoryManager(DirectoryGuard(sys.argv[1]), MemoryConfig()).scoped("alice", "s1")
     big = {"blob": "x" * 300_000}

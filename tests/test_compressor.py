@@ -19,15 +19,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from local_ai_memory._compression_prompts import render_transcript
-from local_ai_memory._compressor import WorkingMemoryCompressor
-from local_ai_memory._config import MemoryConfig
-from local_ai_memory._errors import InvalidInputError, ModelError
-from local_ai_memory._guard import DirectoryGuard
-from local_ai_memory._manager import MemoryManager
-from local_ai_memory._messages import to_messages
-from local_ai_memory._summary import SECTIONS, Summary, enforce_budget, parse_summary, render_summary
-from local_ai_memory._tokens import TokenCounter
+from local_ai_memory._runtime.compressor import WorkingMemoryCompressor
+from local_ai_memory._runtime.messages import to_messages
+from local_ai_memory._runtime.prompts import render_transcript
+from local_ai_memory._runtime.scope import MemoryManager
+from local_ai_memory._runtime.summary import SECTIONS, Summary, enforce_budget, parse_summary, render_summary
+from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.errors import InvalidInputError, ModelError
+from local_ai_memory._shared.naming import DirectoryGuard
+from local_ai_memory._shared.tokens import TokenCounter
 
 HEADINGS = [f"# {name}" for name in SECTIONS]
 COUNTER = TokenCounter()
@@ -588,7 +588,7 @@ async def test_merge_new_merges_each_message_once_and_keeps_the_cursor_out_of_pr
     assert compressor.merge_new(conversation[1:]) is not None  # after forgetting, everything counts as new
     state = manager.get_state()
     assert "_local_ai_memory" in state
-    from local_ai_memory._context import format_state
+    from local_ai_memory._runtime.context import format_state
 
     assert "_local_ai_memory" not in format_state(state)
     assert "merge_cursor" not in format_state(state)

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from local_ai_memory import ConfigError, MemoryConfig
-from local_ai_memory._config import ENV_NAMES
-from local_ai_memory._openai_client import ENV_API_KEY, ENV_BASE_URL, ENV_EMBEDDING_MODEL, ENV_MODEL
+from local_ai_memory._models.openai import ENV_API_KEY, ENV_BASE_URL, ENV_EMBEDDING_MODEL, ENV_MODEL
+from local_ai_memory._shared.config import ENV_NAMES
 
 
 def test_defaults_match_the_original_design() -> None:

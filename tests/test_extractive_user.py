@@ -9,18 +9,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from local_ai_memory._compressor import WorkingMemoryCompressor
-from local_ai_memory._extractive import (
+from local_ai_memory._runtime.compressor import WorkingMemoryCompressor
+from local_ai_memory._runtime.extractive import (
     classify_user_sentence,
     extract_summary,
     goal_effect,
     next_goal,
     user_statements,
 )
-from local_ai_memory._guard import DirectoryGuard
-from local_ai_memory._manager import MemoryManager
-from local_ai_memory._messages import to_messages
-from local_ai_memory._summary import (
+from local_ai_memory._runtime.messages import to_messages
+from local_ai_memory._runtime.scope import MemoryManager
+from local_ai_memory._runtime.summary import (
     COMPLETED,
     DECISIONS,
     DISCOVERIES,
@@ -35,7 +34,8 @@ from local_ai_memory._summary import (
     render_summary,
     summary_budget,
 )
-from local_ai_memory._tokens import TokenCounter
+from local_ai_memory._shared.naming import DirectoryGuard
+from local_ai_memory._shared.tokens import TokenCounter
 
 COUNTER = TokenCounter()
 HEADINGS = [f"# {name}" for name in SECTIONS]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from local_ai_memory._fencing import escape_headings, fence
+from local_ai_memory._shared.fencing import escape_headings, fence
 
 
 def test_fence_is_longer_than_any_backtick_run_and_deterministic() -> None:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from local_ai_memory import LockTimeoutError, StorageError, _fs
+from local_ai_memory import LockTimeoutError, StorageError
+from local_ai_memory._shared import fs as _fs
 
 
 class FailAt(_fs.Syscalls):
@@ -100,7 +101,7 @@ def test_lock_timeout_when_another_process_holds_it(tmp_path: Path) -> None:
         [
             sys.executable,
             "-c",
-            "import sys, time; from pathlib import Path; from local_ai_memory import _fs\n"
+            "import sys, time; from pathlib import Path; from local_ai_memory._shared import fs as _fs\n"
             f"with _fs.locked(Path({str(target)!r})):\n    print('held', flush=True); time.sleep(30)",
         ],
         stdout=subprocess.PIPE,

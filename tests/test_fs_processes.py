@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from local_ai_memory import _fs
+from local_ai_memory._shared import fs as _fs
 
 RMW_WORKER = """
 import json, sys
 from pathlib import Path
-from local_ai_memory import _fs
+from local_ai_memory._shared import fs as _fs
 
 target, label, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 
@@ -34,7 +34,7 @@ for _ in range(count):
 KILL_WORKER = """
 import json, sys
 from pathlib import Path
-from local_ai_memory import _fs
+from local_ai_memory._shared import fs as _fs
 
 target = Path(sys.argv[1])
 blobs = [json.dumps({"v": letter, "body": letter * 400_000}).encode() for letter in "AB"]

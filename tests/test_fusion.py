@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from local_ai_memory._errors import InvalidInputError
-from local_ai_memory._fusion import (
+from local_ai_memory._knowledge.fusion import (
     convex_fusion,
     cosine_scores,
     cosine_top_n,
     normalize_rows,
     reciprocal_rank_fusion,
 )
+from local_ai_memory._shared.errors import InvalidInputError
 
 
 def test_fusion_order_hand_checked() -> None:

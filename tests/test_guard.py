@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from local_ai_memory import DirectoryGuard, InvalidInputError, PathEscapeError
-from local_ai_memory._guard import check_component, decode_name, encode_name, owner_of, user_file_prefix
+from local_ai_memory._shared.naming import check_component, decode_name, encode_name, owner_of, user_file_prefix
 from local_ai_memory.integration import scope_name, validate_id, validate_name
 
 

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from local_ai_memory._backends.knowledge import NoteInfo
-from local_ai_memory._config import MemoryConfig
-from local_ai_memory._errors import InvalidInputError
-from local_ai_memory._guard import DirectoryGuard
-from local_ai_memory._index_service import MemoryIndexService
-from local_ai_memory._store import MemoryStore
+from local_ai_memory._contracts.knowledge import NoteInfo
+from local_ai_memory._knowledge.service import MemoryIndexService
+from local_ai_memory._knowledge.store import MemoryStore
+from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.errors import InvalidInputError
+from local_ai_memory._shared.naming import DirectoryGuard
 
 
 def make_store(root: Path) -> MemoryStore:

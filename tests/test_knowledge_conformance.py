@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from local_ai_memory._backends.file_knowledge import FileKnowledgeBackend
-from local_ai_memory._backends.knowledge import KnowledgeBackend
-from local_ai_memory._backends.memory_knowledge import InMemoryKnowledgeBackend
-from local_ai_memory._config import MemoryConfig
-from local_ai_memory._guard import DirectoryGuard
-from local_ai_memory._store import MemoryStore
+from local_ai_memory._backends.files.knowledge import FileKnowledgeBackend
+from local_ai_memory._backends.memory.knowledge import InMemoryKnowledgeBackend
+from local_ai_memory._contracts.knowledge import KnowledgeBackend
+from local_ai_memory._knowledge.store import MemoryStore
+from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.naming import DirectoryGuard
 from local_ai_memory.testing import KnowledgeBackendTests
 
 
@@ -137,8 +137,8 @@ async def test_async_hybrid_search_calls_aembed(tmp_path: Path) -> None:
 
 
 def test_the_watcher_refuses_a_backend_that_keeps_its_own_feed(tmp_path: Path) -> None:
-    from local_ai_memory._errors import InvalidInputError
-    from local_ai_memory._index_service import MemoryIndexService
+    from local_ai_memory._knowledge.service import MemoryIndexService
+    from local_ai_memory._shared.errors import InvalidInputError
 
     store = MemoryStore(DirectoryGuard(tmp_path), categories=["knowledge"], backend=InMemoryKnowledgeBackend())
     with pytest.raises(InvalidInputError, match="needs no watcher"):
@@ -181,7 +181,7 @@ def test_the_whole_store_surface_runs_on_the_in_memory_backend(tmp_path: Path) -
 
 
 def test_a_store_without_a_data_folder_keeps_everything_in_its_backend(tmp_path: Path) -> None:
-    from local_ai_memory._errors import ConfigError, InvalidInputError, PathEscapeError
+    from local_ai_memory._shared.errors import ConfigError, InvalidInputError, PathEscapeError
 
     with pytest.raises(InvalidInputError, match="data folder"):
         MemoryStore(None, categories=["knowledge"])

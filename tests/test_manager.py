@@ -9,18 +9,18 @@ from typing import Any
 
 import pytest
 
-from local_ai_memory import _fs
-from local_ai_memory._config import MemoryConfig
-from local_ai_memory._envelopes import FORMAT_VERSION, iter_json_bytes
-from local_ai_memory._errors import (
+from local_ai_memory._runtime.scope import MemoryManager
+from local_ai_memory._shared import fs as _fs
+from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.errors import (
     InvalidInputError,
     PathEscapeError,
     RecordNotFoundError,
     StorageError,
     UnsupportedFormatError,
 )
-from local_ai_memory._guard import DirectoryGuard
-from local_ai_memory._manager import MemoryManager
+from local_ai_memory._shared.naming import DirectoryGuard
+from local_ai_memory._shared.records import FORMAT_VERSION, iter_json_bytes
 
 FAST = MemoryConfig(fsync=False)
 
@@ -426,7 +426,7 @@ def test_leftover_temp_files_are_cleaned_on_first_use(tmp_path: Path) -> None:
     folder.mkdir(parents=True)
     stale = folder / ".global.json.999999999-0123456789ab.tmp"
     stale.write_bytes(b"half")
-    import local_ai_memory._backends.files as files_module
+    import local_ai_memory._backends.files.runtime as files_module
 
     files_module._cleaned_roots.discard(str(tmp_path.resolve()))
     MemoryManager(DirectoryGuard(tmp_path), FAST).get_state()
@@ -468,7 +468,7 @@ RFC7396_CASES = [
 
 @pytest.mark.parametrize(("target", "patch", "result"), RFC7396_CASES)
 def test_merge_patch_follows_rfc_7396(target: Any, patch: Any, result: Any) -> None:
-    from local_ai_memory._manager import merge_patch
+    from local_ai_memory._runtime.scope import merge_patch
 
     before = json.dumps(target)
     assert merge_patch(target, patch) == result

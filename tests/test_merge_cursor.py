@@ -11,12 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from local_ai_memory._compressor import WorkingMemoryCompressor
-from local_ai_memory._errors import InvalidInputError, UnsupportedFormatError
-from local_ai_memory._guard import DirectoryGuard
-from local_ai_memory._manager import MemoryManager
-from local_ai_memory._merge_cursor import TAIL_LENGTH, MergeCursor, MergePlan, message_key, plan_merge
-from local_ai_memory._messages import Message, to_message
+from local_ai_memory._runtime.compressor import WorkingMemoryCompressor
+from local_ai_memory._runtime.merge_cursor import TAIL_LENGTH, MergeCursor, MergePlan, message_key, plan_merge
+from local_ai_memory._runtime.messages import Message, to_message
+from local_ai_memory._runtime.scope import MemoryManager
+from local_ai_memory._shared.errors import InvalidInputError, UnsupportedFormatError
+from local_ai_memory._shared.naming import DirectoryGuard
 
 
 def msg(content: str, role: str = "user", **extra: Any) -> dict[str, Any]:

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from local_ai_memory import _fs
-from local_ai_memory._compressor import WorkingMemoryCompressor
-from local_ai_memory._errors import InvalidInputError, StorageError, UnsupportedFormatError
-from local_ai_memory._guard import DirectoryGuard
-from local_ai_memory._manager import MemoryManager
-from local_ai_memory._messages import Message, SessionMessageStore, to_message
-from local_ai_memory._run import afinish_run, finish_run
+from local_ai_memory._runtime.compressor import WorkingMemoryCompressor
+from local_ai_memory._runtime.messages import Message, SessionMessageStore, to_message
+from local_ai_memory._runtime.run import afinish_run, finish_run
+from local_ai_memory._runtime.scope import MemoryManager
+from local_ai_memory._shared import fs as _fs
+from local_ai_memory._shared.errors import InvalidInputError, StorageError, UnsupportedFormatError
+from local_ai_memory._shared.naming import DirectoryGuard
 
 
 @pytest.fixture
@@ -141,8 +141,8 @@ def test_concurrent_appends_from_processes(store: SessionMessageStore) -> None:
     script = textwrap.dedent(
         f"""
         import sys
-        from local_ai_memory._guard import DirectoryGuard
-        from local_ai_memory._messages import SessionMessageStore
+        from local_ai_memory._shared.naming import DirectoryGuard
+        from local_ai_memory._runtime.messages import SessionMessageStore
         store = SessionMessageStore(DirectoryGuard({str(store.guard.root)!r}), user_id="alice", session_id="s1")
         for i in range(40):
             store.append([{{"role": "user", "content": sys.argv[1] + str(i)}}])

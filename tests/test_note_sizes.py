@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from local_ai_memory._config import MemoryConfig
-from local_ai_memory._errors import InvalidInputError
-from local_ai_memory._guard import DirectoryGuard
-from local_ai_memory._note_indexing import MAX_INDEXED_BYTES
-from local_ai_memory._retriever import MAX_K, TRUNCATION_MARKER, MemoryRetriever
-from local_ai_memory._store import MemoryStore
-from local_ai_memory._tokens import TokenCounter
+from local_ai_memory._knowledge.indexer import MAX_INDEXED_BYTES
+from local_ai_memory._knowledge.retriever import MAX_K, TRUNCATION_MARKER, MemoryRetriever
+from local_ai_memory._knowledge.store import MemoryStore
+from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.errors import InvalidInputError
+from local_ai_memory._shared.naming import DirectoryGuard
+from local_ai_memory._shared.tokens import TokenCounter
 
 PARAGRAPH = ("Zebras graze on the savanna while the herd keeps watch for lions. " * 20 + "\n\n").encode()
 

@@ -10,12 +10,12 @@ import time
 from pathlib import Path
 
 from local_ai_memory import Memory
-from local_ai_memory._backends.file_knowledge import FileKnowledgeBackend
-from local_ai_memory._config import MemoryConfig
-from local_ai_memory._guard import DirectoryGuard
-from local_ai_memory._note_texts import NoteTexts
-from local_ai_memory._retriever import MemoryRetriever
-from local_ai_memory._store import MemoryStore
+from local_ai_memory._backends.files.knowledge import FileKnowledgeBackend
+from local_ai_memory._knowledge.retriever import MemoryRetriever
+from local_ai_memory._knowledge.store import MemoryStore
+from local_ai_memory._knowledge.texts import NoteTexts
+from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.naming import DirectoryGuard
 
 
 class CountingBackend(FileKnowledgeBackend):
@@ -99,7 +99,7 @@ def test_forgetting_a_user_drops_their_kept_texts(tmp_path: Path) -> None:
 
 
 def test_kept_texts_stay_within_their_limit_least_recently_used_out() -> None:
-    from local_ai_memory._index import IndexEntry
+    from local_ai_memory._knowledge.index_file import IndexEntry
 
     texts = NoteTexts(limit=64 * 100)  # a note of up to 100 characters is kept
     entries = {i: IndexEntry(filename=f"alice_{i}.md", category="k") for i in range(66)}

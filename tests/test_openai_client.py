@@ -34,17 +34,17 @@ from typing import Any
 import pytest
 import vcr
 
-from local_ai_memory._compressor import WorkingMemoryCompressor
-from local_ai_memory._errors import ConfigError, ModelError
-from local_ai_memory._guard import DirectoryGuard
-from local_ai_memory._manager import MemoryManager
-from local_ai_memory._openai_client import (
+from local_ai_memory._models.openai import (
     OpenAICompatibleEmbedder,
     OpenAICompatibleLLM,
     embedder_from_env,
     llm_from_env,
 )
-from local_ai_memory._protocols import LLM, Embedder
+from local_ai_memory._runtime.compressor import WorkingMemoryCompressor
+from local_ai_memory._runtime.scope import MemoryManager
+from local_ai_memory._shared.errors import ConfigError, ModelError
+from local_ai_memory._shared.models import LLM, Embedder
+from local_ai_memory._shared.naming import DirectoryGuard
 
 CASSETTES = Path(__file__).parent / "cassettes"
 RECORD = os.environ.get("LOCAL_AI_MEMORY_RECORD_CASSETTES") == "1"

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from local_ai_memory._backends.knowledge import KnowledgeBackend
-from local_ai_memory._backends.postgres_knowledge import PostgresKnowledgeBackend
-from local_ai_memory._backends.postgres_runtime import PostgresRuntimeBackend
-from local_ai_memory._backends.runtime import RuntimeBackend
-from local_ai_memory._config import MemoryConfig
-from local_ai_memory._guard import DirectoryGuard
-from local_ai_memory._store import MemoryStore
+from local_ai_memory._backends.postgres.knowledge import PostgresKnowledgeBackend
+from local_ai_memory._backends.postgres.runtime import PostgresRuntimeBackend
+from local_ai_memory._contracts.knowledge import KnowledgeBackend
+from local_ai_memory._contracts.runtime import RuntimeBackend
+from local_ai_memory._knowledge.store import MemoryStore
+from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.naming import DirectoryGuard
 from local_ai_memory.testing import KnowledgeBackendTests, RuntimeBackendTests
 
 

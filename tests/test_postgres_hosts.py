@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from local_ai_memory import Memory, MemoryConfig
-from local_ai_memory._errors import StorageError
+from local_ai_memory._shared.errors import StorageError
 
 PRELUDE = textwrap.dedent(
     """

@@ -9,7 +9,7 @@ import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from local_ai_memory import Memory, MemoryConfig
-from local_ai_memory._errors import ConfigError, LockTimeoutError, StorageError
+from local_ai_memory._shared.errors import ConfigError, LockTimeoutError, StorageError
 from local_ai_memory.backends import PostgresKnowledgeBackend, PostgresRuntimeBackend
 
 
@@ -57,7 +57,7 @@ def test_a_wrong_database_is_one_line_naming_host_and_database_never_the_passwor
 def test_an_exhausted_pool_waits_a_bounded_time_then_raises(postgres_url: str, postgres_schema: str) -> None:
     backend = PostgresRuntimeBackend(postgres_url, schema=postgres_schema, pool_max_size=1, pool_timeout=0.5)
     backend.setup()
-    from local_ai_memory._backends.runtime import Scope
+    from local_ai_memory._contracts.runtime import Scope
 
     scope = Scope.of("alice", "s1")
     holding, release = threading.Event(), threading.Event()
@@ -83,7 +83,7 @@ def test_an_exhausted_pool_waits_a_bounded_time_then_raises(postgres_url: str, p
 async def test_async_callers_beyond_the_pool_size_wait_their_turn(postgres_url: str, postgres_schema: str) -> None:
     import asyncio
 
-    from local_ai_memory._backends.runtime import Scope
+    from local_ai_memory._contracts.runtime import Scope
 
     backend = PostgresRuntimeBackend(postgres_url, schema=postgres_schema, pool_max_size=1, pool_timeout=0.5)
     await backend.asetup()
@@ -99,8 +99,8 @@ def test_a_100_mb_tool_output_round_trips_and_pages_by_chunk(postgres_url: str, 
     import psycopg
     from psycopg import sql
 
-    from local_ai_memory._backends.postgres_runtime import CHUNK_CHARS
-    from local_ai_memory._backends.runtime import Scope
+    from local_ai_memory._backends.postgres.runtime import CHUNK_CHARS
+    from local_ai_memory._contracts.runtime import Scope
 
     backend = PostgresRuntimeBackend(postgres_url, schema=postgres_schema)
     scope = Scope.of("alice", "s1")

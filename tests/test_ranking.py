@@ -13,13 +13,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from local_ai_memory._analysis import EXACT, LEAD, Analyzer
-from local_ai_memory._config import MemoryConfig
-from local_ai_memory._errors import ConfigError
-from local_ai_memory._guard import DirectoryGuard, user_file_prefix
-from local_ai_memory._ranker_cache import SnapshotMeta
-from local_ai_memory._ranking import BM25Index, Vocabulary, rank, read_snapshot, unpack_texts
-from local_ai_memory._store import MemoryStore
+from local_ai_memory._knowledge.bm25 import BM25Index, Vocabulary, rank, read_snapshot, unpack_texts
+from local_ai_memory._knowledge.rankers import SnapshotMeta
+from local_ai_memory._knowledge.store import MemoryStore
+from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.errors import ConfigError
+from local_ai_memory._shared.naming import DirectoryGuard, user_file_prefix
+from local_ai_memory._shared.text import EXACT, LEAD, Analyzer
 from local_ai_memory.testing._knowledge import reference_bm25
 
 WORDS = [f"w{i}" for i in range(12)]
@@ -185,7 +185,7 @@ def test_compactions_and_snapshot_reloads_keep_scores_exact(
     """The base segment is merged (not re-sorted) by a compaction and installed as it is by a
     snapshot load, into vocabularies that number the terms in another order: the scores stay
     those of the reference over exactly the live documents."""
-    from local_ai_memory._ranking import snapshot_bytes
+    from local_ai_memory._knowledge.bm25 import snapshot_bytes
 
     docs, index = built_and_ranked(initial, query)
     for op, number, tokens in ops:
@@ -210,7 +210,7 @@ def test_compactions_and_snapshot_reloads_keep_scores_exact(
 
 
 def test_a_snapshot_that_does_not_fit_together_is_refused() -> None:
-    from local_ai_memory._ranking import snapshot_bytes
+    from local_ai_memory._knowledge.bm25 import snapshot_bytes
 
     index = BM25Index(Vocabulary())
     index.build([("a", ["w1", "w2"]), ("b", ["w2", "w3"])])
@@ -288,7 +288,7 @@ def test_replacing_a_document_changes_only_that_document() -> None:
 
 
 def test_export_and_load_round_trip_into_a_new_vocabulary() -> None:
-    from local_ai_memory._ranking import snapshot_bytes
+    from local_ai_memory._knowledge.bm25 import snapshot_bytes
 
     rng = random.Random(5)
     docs = {f"d{i}": [rng.choice(WORDS) for _ in range(rng.randint(1, 10))] for i in range(80)}

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from local_ai_memory._config import MemoryConfig
-from local_ai_memory._errors import InvalidInputError
-from local_ai_memory._guard import DirectoryGuard, user_file_prefix
-from local_ai_memory._retriever import TOP_N, TRUNCATION_MARKER, MemoryRetriever, format_block
-from local_ai_memory._store import MemoryStore
-from local_ai_memory._tokens import TokenCounter
+from local_ai_memory._knowledge.retriever import TOP_N, TRUNCATION_MARKER, MemoryRetriever, format_block
+from local_ai_memory._knowledge.store import MemoryStore
+from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.errors import InvalidInputError
+from local_ai_memory._shared.naming import DirectoryGuard, user_file_prefix
+from local_ai_memory._shared.tokens import TokenCounter
 
 
 class ScriptedLLM:
@@ -309,8 +309,8 @@ def test_packed_token_counts_are_exact_without_recounting(encoding: str) -> None
     still give exactly tiktoken's count of the whole answer and of each block."""
     import random
 
-    from local_ai_memory._retriever import _Packer
-    from local_ai_memory._search import Candidate
+    from local_ai_memory._knowledge.retriever import _Packer
+    from local_ai_memory._knowledge.search import Candidate
 
     parts = ["a", "Zb", "1", "99", " ", "  ", "\n", "\n\n", "\r\n", "'", "'s", "'ll", ".", "!?", "#", "-", "_"]
     parts += ["é", "e\u0301", "中文", "😀", "\t", "...", "```", "<|endoftext|>", "Ω", "١٢", "ß", "\u200b", "’"]

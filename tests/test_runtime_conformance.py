@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from local_ai_memory._backends.files import FileRuntimeBackend
-from local_ai_memory._backends.memory import InMemoryRuntimeBackend
-from local_ai_memory._backends.runtime import RuntimeBackend
-from local_ai_memory._guard import DirectoryGuard
+from local_ai_memory._backends.files.runtime import FileRuntimeBackend
+from local_ai_memory._backends.memory.runtime import InMemoryRuntimeBackend
+from local_ai_memory._contracts.runtime import RuntimeBackend
+from local_ai_memory._shared.naming import DirectoryGuard
 from local_ai_memory.testing import RuntimeBackendTests
 
 

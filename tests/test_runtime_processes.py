@@ -11,17 +11,17 @@ import textwrap
 import time
 from pathlib import Path
 
-from local_ai_memory import _fs
-from local_ai_memory._config import MemoryConfig
-from local_ai_memory._guard import DirectoryGuard
-from local_ai_memory._manager import MemoryManager
+from local_ai_memory._runtime.scope import MemoryManager
+from local_ai_memory._shared import fs as _fs
+from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.naming import DirectoryGuard
 
 UPDATER = textwrap.dedent(
     """
     import sys
-    from local_ai_memory._config import MemoryConfig
-    from local_ai_memory._guard import DirectoryGuard
-    from local_ai_memory._manager import MemoryManager
+    from local_ai_memory._shared.config import MemoryConfig
+    from local_ai_memory._shared.naming import DirectoryGuard
+    from local_ai_memory._runtime.scope import MemoryManager
 
     root, label, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
     manager = MemoryManager(DirectoryGuard(root), MemoryConfig(fsync=True)).scoped("shared", "session")
@@ -46,9 +46,9 @@ def test_four_processes_times_500_updates_lose_nothing(tmp_path: Path) -> None:
 KILLED = textwrap.dedent(
     """
     import sys
-    from local_ai_memory._config import MemoryConfig
-    from local_ai_memory._guard import DirectoryGuard
-    from local_ai_memory._manager import MemoryManager
+    from local_ai_memory._shared.config import MemoryConfig
+    from local_ai_memory._shared.naming import DirectoryGuard
+    from local_ai_memory._runtime.scope import MemoryManager
 
     manager = MemoryManager(DirectoryGuard(sys.argv[1]), MemoryConfig(fsync=True)).scoped("u", "s")
     blobs = ["A" * 300_000, "B" * 300_000]

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from local_ai_memory._config import MemoryConfig
-from local_ai_memory._guard import DirectoryGuard
-from local_ai_memory._index import extract_title
-from local_ai_memory._retriever import MemoryRetriever
-from local_ai_memory._samples import SKIP, build_corpus, write_corpus
-from local_ai_memory._store import MemoryStore
+from local_ai_memory._knowledge.index_file import extract_title
+from local_ai_memory._knowledge.retriever import MemoryRetriever
+from local_ai_memory._knowledge.samples import SKIP, build_corpus, write_corpus
+from local_ai_memory._knowledge.store import MemoryStore
+from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.naming import DirectoryGuard
 
 
 def test_corpus_is_real_and_large_enough() -> None:

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from local_ai_memory._selection import (
+from local_ai_memory._knowledge.selection import (
     MAX_SELECTED,
     SelectionCandidate,
     build_selection_prompt,
@@ -131,7 +131,7 @@ def test_resolve_keeps_stage1_order_and_logs(caplog: pytest.LogCaptureFixture) -
 
 def test_an_echoed_prompt_keeps_the_stage1_order() -> None:
     """Models that echo their prompt (LlamaIndex's MockLLM does) must not select nothing."""
-    from local_ai_memory._selection import SelectionCandidate, build_selection_prompt, resolve_selection
+    from local_ai_memory._knowledge.selection import SelectionCandidate, build_selection_prompt, resolve_selection
 
     names = ["alice_a.md", "alice_b.md"]
     prompt = build_selection_prompt("q", [SelectionCandidate(n, n, "", (), "knowledge") for n in names], 5)

@@ -11,22 +11,22 @@ from typing import Any
 import pytest
 
 from local_ai_memory import close_shared_stores
-from local_ai_memory._config import MemoryConfig
-from local_ai_memory._errors import (
-    InvalidInputError,
-    PathEscapeError,
-    RecordNotFoundError,
-    UnsupportedFormatError,
-)
-from local_ai_memory._guard import DirectoryGuard, user_file_prefix
-from local_ai_memory._index import (
+from local_ai_memory._knowledge.index_file import (
     extract_description,
     extract_keywords,
     extract_title,
     parse_keywords,
     tokenize,
 )
-from local_ai_memory._store import MemoryStore, StaleEntry
+from local_ai_memory._knowledge.store import MemoryStore, StaleEntry
+from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.errors import (
+    InvalidInputError,
+    PathEscapeError,
+    RecordNotFoundError,
+    UnsupportedFormatError,
+)
+from local_ai_memory._shared.naming import DirectoryGuard, user_file_prefix
 
 CATS = ["knowledge", "work"]
 
@@ -532,8 +532,8 @@ def _behind_the_back(path: Path, text: str) -> None:
 
 
 def test_ranker_snapshot_round_trip_keeps_the_format_version_and_every_ranking(tmp_path: Path) -> None:
-    from local_ai_memory._ranker_cache import SNAPSHOT_VERSION, SnapshotMeta
-    from local_ai_memory._ranking import read_snapshot, unpack_texts
+    from local_ai_memory._knowledge.bm25 import read_snapshot, unpack_texts
+    from local_ai_memory._knowledge.rankers import SNAPSHOT_VERSION, SnapshotMeta
 
     store = make_store(tmp_path)
     texts = {f"n{i}": f"# Note {i}\n\n{'apples ' * (i % 3 + 1)}pears{i} shared words" for i in range(30)}
@@ -559,8 +559,8 @@ def test_an_older_ranker_snapshot_is_rebuilt_not_misread(tmp_path: Path) -> None
 
     import numpy as np
 
-    from local_ai_memory._ranker_cache import SnapshotMeta
-    from local_ai_memory._ranking import pack_texts, read_snapshot, snapshot_bytes, unpack_texts
+    from local_ai_memory._knowledge.bm25 import pack_texts, read_snapshot, snapshot_bytes, unpack_texts
+    from local_ai_memory._knowledge.rankers import SnapshotMeta
 
     store = make_store(tmp_path)
     path = put(store, "alice", "a", "# A\n\napples")
@@ -615,7 +615,7 @@ def test_a_ranker_snapshot_failing_its_checksum_is_reported_and_rebuilt(tmp_path
 def test_racily_clean_entries_keep_a_hash_until_their_mtime_can_be_trusted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from local_ai_memory import _note_indexing as store_module
+    from local_ai_memory._knowledge import indexer as store_module
 
     store = make_store(tmp_path)
     path = put(store, "alice", "a", "# A\n\napples")

@@ -16,7 +16,7 @@ import tiktoken
 from tiktoken_ext import openai_public
 
 from local_ai_memory import InvalidInputError, TokenCounter
-from local_ai_memory._tokens import _SPECS, official_file_bytes
+from local_ai_memory._shared.tokens import _SPECS, official_file_bytes
 
 ENCODINGS = ["cl100k_base", "o200k_base"]
 

@@ -9,13 +9,9 @@ from typing import Any
 
 import pytest
 
-from local_ai_memory._checkpoints import CheckpointRun
-from local_ai_memory._config import MemoryConfig
-from local_ai_memory._envelopes import AgentCheckpoint, ToolIndexEntry
-from local_ai_memory._errors import InvalidInputError, RecordNotFoundError
-from local_ai_memory._guard import DirectoryGuard
-from local_ai_memory._manager import MemoryManager
-from local_ai_memory._tool_results import (
+from local_ai_memory._runtime.checkpoints import CheckpointRun
+from local_ai_memory._runtime.scope import MemoryManager
+from local_ai_memory._runtime.tool_results import (
     RetentionPolicy,
     ToolResultPage,
     ToolResultStore,
@@ -25,6 +21,10 @@ from local_ai_memory._tool_results import (
     summarize,
     utf8_size,
 )
+from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.errors import InvalidInputError, RecordNotFoundError
+from local_ai_memory._shared.naming import DirectoryGuard
+from local_ai_memory._shared.records import AgentCheckpoint, ToolIndexEntry
 
 LIMIT = 6144
 

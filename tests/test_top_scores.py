@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from local_ai_memory._ranking import best_slots
+from local_ai_memory._knowledge.bm25 import best_slots
 
 
 def _expected(scores: np.ndarray, k: int) -> set[int]:

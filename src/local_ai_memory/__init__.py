@@ -18,12 +18,26 @@ sample corpus for demos and benchmarks).
 
 from __future__ import annotations
 
-from ._checkpoints import CheckpointRun, RunInterrupted
-from ._compressor import WorkingMemoryCompressor
-from ._config import MemoryConfig
-from ._context import ContextBuilder
-from ._embeddings import SentenceTransformerEmbedder
-from ._errors import (
+from local_ai_memory._knowledge.embeddings import SentenceTransformerEmbedder
+from local_ai_memory._knowledge.retriever import MemoryRetriever
+from local_ai_memory._knowledge.roots import close_shared_stores
+from local_ai_memory._knowledge.service import MemoryIndexService
+from local_ai_memory._knowledge.store import MemoryStore
+from local_ai_memory._memory import Knowledge, Memory, Session
+from local_ai_memory._models.openai import (
+    OpenAICompatibleEmbedder,
+    OpenAICompatibleLLM,
+    embedder_from_env,
+    llm_from_env,
+)
+from local_ai_memory._runtime.checkpoints import CheckpointRun, RunInterrupted
+from local_ai_memory._runtime.compressor import WorkingMemoryCompressor
+from local_ai_memory._runtime.context import ContextBuilder
+from local_ai_memory._runtime.messages import SessionMessageStore
+from local_ai_memory._runtime.scope import MemoryManager
+from local_ai_memory._runtime.tool_results import RetentionPolicy, ToolResultStore, render_page
+from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.errors import (
     ConfigError,
     InvalidInputError,
     LocalMemoryError,
@@ -34,19 +48,10 @@ from ._errors import (
     StorageError,
     UnsupportedFormatError,
 )
-from ._events import Event
-from ._guard import DirectoryGuard
-from ._index_service import MemoryIndexService
-from ._manager import MemoryManager
-from ._memory import Knowledge, Memory, Session
-from ._messages import SessionMessageStore
-from ._openai_client import OpenAICompatibleEmbedder, OpenAICompatibleLLM, embedder_from_env, llm_from_env
-from ._protocols import LLM, Embedder
-from ._retriever import MemoryRetriever
-from ._shared_roots import close_shared_stores
-from ._store import MemoryStore
-from ._tokens import TokenCounter
-from ._tool_results import RetentionPolicy, ToolResultStore, render_page
+from local_ai_memory._shared.events import Event
+from local_ai_memory._shared.models import LLM, Embedder
+from local_ai_memory._shared.naming import DirectoryGuard
+from local_ai_memory._shared.tokens import TokenCounter
 
 __version__ = "0.2.0.dev0"
 

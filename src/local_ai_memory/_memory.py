@@ -25,29 +25,37 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from ._archive import ArchiveManifest, ImportReport, export_archive, import_archive
-from ._backends.files import FileRuntimeBackend
-from ._backends.knowledge import KnowledgeBackend
-from ._backends.memory import InMemoryRuntimeBackend
-from ._backends.memory_knowledge import InMemoryKnowledgeBackend
-from ._backends.runtime import Erasure, RuntimeBackend, ScopeInfo
-from ._checkpoints import CheckpointRun, find_resumable, list_checkpoints
-from ._compressor import CompressionResult, WorkingMemoryCompressor
-from ._config import MemoryConfig
-from ._context import BuiltContext, ContextBuilder
-from ._display import memory_html
-from ._envelopes import AgentCheckpoint, ToolResultPage
-from ._guard import DirectoryGuard, note_filename
-from ._lifecycle import ErasureReport, ScopeReport, UserInfo, erase, finish_pending, list_users, show_scope
-from ._manager import MemoryManager
-from ._messages import MessageLike, SessionMessageStore
-from ._note_folders import export_notes, import_notes
-from ._protocols import LLM, Embedder
-from ._retriever import MemoryRetriever, RetrievalResult
-from ._run import RunOutcome, afinish_run, finish_run
-from ._store import Candidate, MemoryStore
-from ._tokens import TokenCounter
-from ._tool_results import DEFAULT_PAGE_CHARS, ToolResultStore
+from local_ai_memory._backends.files.runtime import FileRuntimeBackend
+from local_ai_memory._backends.memory.knowledge import InMemoryKnowledgeBackend
+from local_ai_memory._backends.memory.runtime import InMemoryRuntimeBackend
+from local_ai_memory._contracts.knowledge import KnowledgeBackend
+from local_ai_memory._contracts.runtime import Erasure, RuntimeBackend, ScopeInfo
+from local_ai_memory._knowledge.retriever import MemoryRetriever, RetrievalResult
+from local_ai_memory._knowledge.store import Candidate, MemoryStore
+from local_ai_memory._operations.archive import ArchiveManifest, ImportReport, export_archive, import_archive
+from local_ai_memory._operations.lifecycle import (
+    ErasureReport,
+    ScopeReport,
+    UserInfo,
+    erase,
+    finish_pending,
+    list_users,
+    show_scope,
+)
+from local_ai_memory._operations.note_folders import export_notes, import_notes
+from local_ai_memory._runtime.checkpoints import CheckpointRun, find_resumable, list_checkpoints
+from local_ai_memory._runtime.compressor import CompressionResult, WorkingMemoryCompressor
+from local_ai_memory._runtime.context import BuiltContext, ContextBuilder
+from local_ai_memory._runtime.messages import MessageLike, SessionMessageStore
+from local_ai_memory._runtime.run import RunOutcome, afinish_run, finish_run
+from local_ai_memory._runtime.scope import MemoryManager
+from local_ai_memory._runtime.tool_results import DEFAULT_PAGE_CHARS, ToolResultStore
+from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.display import memory_html
+from local_ai_memory._shared.models import LLM, Embedder
+from local_ai_memory._shared.naming import DirectoryGuard, note_filename
+from local_ai_memory._shared.records import AgentCheckpoint, ToolResultPage
+from local_ai_memory._shared.tokens import TokenCounter
 
 __all__ = ["Knowledge", "Memory", "Session"]
 
@@ -380,10 +388,10 @@ def _postgres_backends(
     a wrong URL or password fail here, with host and database named, not at the first write.
     """
     try:
-        from ._backends.postgres_knowledge import PostgresKnowledgeBackend
-        from ._backends.postgres_runtime import PostgresRuntimeBackend
+        from local_ai_memory._backends.postgres.knowledge import PostgresKnowledgeBackend
+        from local_ai_memory._backends.postgres.runtime import PostgresRuntimeBackend
     except ImportError as exc:  # pragma: no cover - the extra is part of the test environment
-        from ._errors import ConfigError
+        from local_ai_memory._shared.errors import ConfigError
 
         raise ConfigError(
             f"database_url needs the PostgreSQL driver: pip install 'local-ai-memory[postgres]' ({exc})"

@@ -13,16 +13,16 @@ need the ``postgres`` extra; they are imported on first use, so this module impo
 
 from typing import TYPE_CHECKING, Any
 
-from ._backends.file_knowledge import FileKnowledgeBackend
-from ._backends.files import FileRuntimeBackend
-from ._backends.knowledge import KnowledgeBackend, NoteChanges, NoteInfo, VectorCache
-from ._backends.memory import InMemoryRuntimeBackend
-from ._backends.memory_knowledge import InMemoryKnowledgeBackend
-from ._backends.runtime import Erasure, PlanSteps, RuntimeBackend, Scope, ScopeInfo
+from local_ai_memory._backends.files.knowledge import FileKnowledgeBackend
+from local_ai_memory._backends.files.runtime import FileRuntimeBackend
+from local_ai_memory._backends.memory.knowledge import InMemoryKnowledgeBackend
+from local_ai_memory._backends.memory.runtime import InMemoryRuntimeBackend
+from local_ai_memory._contracts.knowledge import KnowledgeBackend, NoteChanges, NoteInfo, VectorCache
+from local_ai_memory._contracts.runtime import Erasure, PlanSteps, RuntimeBackend, Scope, ScopeInfo
 
 if TYPE_CHECKING:
-    from ._backends.postgres_knowledge import PostgresKnowledgeBackend
-    from ._backends.postgres_runtime import PostgresRuntimeBackend
+    from local_ai_memory._backends.postgres.knowledge import PostgresKnowledgeBackend
+    from local_ai_memory._backends.postgres.runtime import PostgresRuntimeBackend
 
 __all__ = [
     "Erasure",
@@ -43,8 +43,8 @@ __all__ = [
 ]
 
 _POSTGRES = {
-    "PostgresRuntimeBackend": "local_ai_memory._backends.postgres_runtime",
-    "PostgresKnowledgeBackend": "local_ai_memory._backends.postgres_knowledge",
+    "PostgresRuntimeBackend": "local_ai_memory._backends.postgres.runtime",
+    "PostgresKnowledgeBackend": "local_ai_memory._backends.postgres.knowledge",
 }
 
 

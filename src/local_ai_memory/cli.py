@@ -37,10 +37,9 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from . import _cli_data
-from ._backends.file_knowledge import DATA_DIR, FileKnowledgeBackend
-from ._backends.knowledge import NoteInfo
-from ._cli_common import (
+from local_ai_memory._backends.files.knowledge import DATA_DIR, FileKnowledgeBackend
+from local_ai_memory._cli import data as _cli_data
+from local_ai_memory._cli.common import (
     Categories,
     ConfigFile,
     DataDir,
@@ -55,9 +54,10 @@ from ._cli_common import (
     out,
     print_json,
 )
-from ._guard import DirectoryGuard
-from ._protocols import LLM
-from ._store import MemoryStore
+from local_ai_memory._contracts.knowledge import NoteInfo
+from local_ai_memory._knowledge.store import MemoryStore
+from local_ai_memory._shared.models import LLM
+from local_ai_memory._shared.naming import DirectoryGuard
 
 __all__ = ["app", "main"]
 
@@ -88,7 +88,7 @@ def _store(data_dir: Path | None, config_file: Path | None, *, read_only: bool =
     config = config_of(data_dir, config_file)
     embedder = None
     if config.search_mode == "hybrid":
-        from ._embeddings import SentenceTransformerEmbedder
+        from local_ai_memory._knowledge.embeddings import SentenceTransformerEmbedder
 
         embedder = SentenceTransformerEmbedder()
     if config.database_url:  # the notes are in PostgreSQL: the store picks its backend from the config
@@ -107,7 +107,7 @@ def _llm(base_url: str | None, model: str | None) -> LLM | None:
         return None
     if not base_url or not model:
         fail("--llm-base-url and --llm-model go together")
-    from ._openai_client import OpenAICompatibleLLM
+    from local_ai_memory._models.openai import OpenAICompatibleLLM
 
     return OpenAICompatibleLLM(base_url, model)
 
@@ -194,7 +194,7 @@ def search(
             fail(f"--mode must be bm25 or hybrid, got {chosen!r}", 2)
         if chosen == "hybrid":
             if store.embedder is None:
-                from ._embeddings import SentenceTransformerEmbedder
+                from local_ai_memory._knowledge.embeddings import SentenceTransformerEmbedder
 
                 store.embedder = SentenceTransformerEmbedder()
             found = store.hybrid_candidates(query, top, user_id=user, categories=category)
@@ -243,7 +243,7 @@ def retrieve(
 ) -> None:
     """Three-stage retrieval: Stage 1 search, Stage 2 LLM pick (if an LLM is given), budgeted load."""
     with errors():
-        from ._retriever import MemoryRetriever
+        from local_ai_memory._knowledge.retriever import MemoryRetriever
 
         store = _store(data_dir, config, read_only=True)
         llm = _llm(llm_base_url, llm_model)
@@ -311,7 +311,7 @@ def watch(
     ] = None,
 ) -> None:
     """Keep the index up to date while files change (Ctrl-C to stop)."""
-    from ._index_service import MemoryIndexService
+    from local_ai_memory._knowledge.service import MemoryIndexService
 
     with errors():
         store = _store(data_dir, config)

@@ -18,14 +18,19 @@ calls it instead of re-implementing it:
   ``bob`` out of ``bob_admin``'s notes), for integrations that address notes by name.
 """
 
-from ._checkpoints import load_checkpoint, mark_status, raise_on_signals, save_checkpoint
-from ._context import assemble_context
-from ._events import log_event
-from ._guard import note_filename, scope_name, validate_id, validate_name
-from ._messages import to_message, to_messages
-from ._run import afinish_run, finish_run
-from ._selection import SelectionCandidate, build_selection_prompt, parse_selection, resolve_selection
-from ._tool_results import DEFAULT_PAGE_CHARS, make_reference, parse_reference
+from local_ai_memory._knowledge.selection import (
+    SelectionCandidate,
+    build_selection_prompt,
+    parse_selection,
+    resolve_selection,
+)
+from local_ai_memory._runtime.checkpoints import load_checkpoint, mark_status, raise_on_signals, save_checkpoint
+from local_ai_memory._runtime.context import assemble_context
+from local_ai_memory._runtime.messages import to_message, to_messages
+from local_ai_memory._runtime.run import afinish_run, finish_run
+from local_ai_memory._runtime.tool_results import DEFAULT_PAGE_CHARS, make_reference, parse_reference
+from local_ai_memory._shared.events import log_event
+from local_ai_memory._shared.naming import note_filename, scope_name, validate_id, validate_name
 
 __all__ = [
     "DEFAULT_PAGE_CHARS",

@@ -4,6 +4,6 @@ Used by the demo, the notebooks, the tests and the benchmarks; handy for trying 
 something real without bringing your own notes.
 """
 
-from ._samples import EvalQuery, SampleCorpus, build_corpus, write_corpus
+from local_ai_memory._knowledge.samples import EvalQuery, SampleCorpus, build_corpus, write_corpus
 
 __all__ = ["EvalQuery", "SampleCorpus", "build_corpus", "write_corpus"]

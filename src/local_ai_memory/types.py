@@ -1,15 +1,15 @@
 """The result and record types the library hands back (for type hints and ``isinstance``)."""
 
-from ._archive import ArchiveManifest, ImportReport
-from ._compressor import CompressionResult
-from ._context import BuiltContext
-from ._envelopes import AgentCheckpoint, CheckpointStatus, ToolResultPage
-from ._lifecycle import ErasureReport, ScopeReport, UserInfo
-from ._messages import Message
-from ._retriever import RetrievalResult, RetrievedFile
-from ._run import RunOutcome
-from ._store import Candidate
-from ._tool_results import ToolResultReference
+from local_ai_memory._knowledge.retriever import RetrievalResult, RetrievedFile
+from local_ai_memory._knowledge.store import Candidate
+from local_ai_memory._operations.archive import ArchiveManifest, ImportReport
+from local_ai_memory._operations.lifecycle import ErasureReport, ScopeReport, UserInfo
+from local_ai_memory._runtime.compressor import CompressionResult
+from local_ai_memory._runtime.context import BuiltContext
+from local_ai_memory._runtime.messages import Message
+from local_ai_memory._runtime.run import RunOutcome
+from local_ai_memory._runtime.tool_results import ToolResultReference
+from local_ai_memory._shared.records import AgentCheckpoint, CheckpointStatus, ToolResultPage
 
 __all__ = [
     "AgentCheckpoint",

@@ -13,15 +13,15 @@ import hashlib
 import os
 from pathlib import Path
 
-from local_ai_memory._checkpoints import CheckpointRun
-from local_ai_memory._config import MemoryConfig
-from local_ai_memory._embeddings import EmbeddingCache
-from local_ai_memory._guard import DirectoryGuard
-from local_ai_memory._manager import MemoryManager
-from local_ai_memory._messages import SessionMessageStore
-from local_ai_memory._store import MemoryStore
-from local_ai_memory._tokens import TokenCounter
-from local_ai_memory._tool_results import RetentionPolicy, ToolResultStore
+from local_ai_memory._knowledge.embeddings import EmbeddingCache
+from local_ai_memory._knowledge.store import MemoryStore
+from local_ai_memory._runtime.checkpoints import CheckpointRun
+from local_ai_memory._runtime.messages import SessionMessageStore
+from local_ai_memory._runtime.scope import MemoryManager
+from local_ai_memory._runtime.tool_results import RetentionPolicy, ToolResultStore
+from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.naming import DirectoryGuard
+from local_ai_memory._shared.tokens import TokenCounter
 
 USER, SESSION = "crash user", "s_1é"  # a name that needs encoding
 
@@ -143,7 +143,7 @@ def run(workload: str, root_text: str, seed: int) -> None:
             _ack(root, str(n))
             n += 1
     elif workload == "compressor":
-        from local_ai_memory._compressor import WorkingMemoryCompressor
+        from local_ai_memory._runtime.compressor import WorkingMemoryCompressor
 
         compressor = WorkingMemoryCompressor(manager(root, False), None, target_tokens=300)
         while True:

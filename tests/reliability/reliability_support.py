@@ -16,7 +16,7 @@ import textwrap
 from collections import Counter
 from pathlib import Path
 
-from local_ai_memory import _fs
+from local_ai_memory._shared import fs as _fs
 
 COUNTS: Counter[str] = Counter()
 """kills, sigterms, faults, concurrent_ops, hostile_inputs, orphans_removed, losses, ... (printed at the end)."""

@@ -11,11 +11,11 @@ import reliability_support as rs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from local_ai_memory._checkpoints import CheckpointRun
-from local_ai_memory._config import MemoryConfig
-from local_ai_memory._guard import DirectoryGuard
-from local_ai_memory._manager import MemoryManager
-from local_ai_memory._tool_results import RetentionPolicy, ToolResultStore, render_page
+from local_ai_memory._runtime.checkpoints import CheckpointRun
+from local_ai_memory._runtime.scope import MemoryManager
+from local_ai_memory._runtime.tool_results import RetentionPolicy, ToolResultStore, render_page
+from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.naming import DirectoryGuard
 
 MB = 1 << 20
 

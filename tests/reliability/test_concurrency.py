@@ -25,26 +25,26 @@ from pathlib import Path
 import pytest
 import reliability_support as rs
 
-from local_ai_memory._config import MemoryConfig
-from local_ai_memory._guard import DirectoryGuard
-from local_ai_memory._index import parse_index
-from local_ai_memory._manager import MemoryManager
-from local_ai_memory._retriever import MemoryRetriever
-from local_ai_memory._store import MemoryStore
-from local_ai_memory._tool_results import ToolResultStore
+from local_ai_memory._knowledge.index_file import parse_index
+from local_ai_memory._knowledge.retriever import MemoryRetriever
+from local_ai_memory._knowledge.store import MemoryStore
+from local_ai_memory._runtime.scope import MemoryManager
+from local_ai_memory._runtime.tool_results import ToolResultStore
+from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.naming import DirectoryGuard
 
 WORKER = textwrap.dedent(
     """
     import json, os, random, sys, threading, time, traceback
     from pathlib import Path
-    from local_ai_memory import _fs
-    from local_ai_memory._config import MemoryConfig
-    from local_ai_memory._errors import RecordNotFoundError
-    from local_ai_memory._guard import DirectoryGuard
-    from local_ai_memory._manager import MemoryManager
-    from local_ai_memory._retriever import MemoryRetriever
-    from local_ai_memory._store import MemoryStore
-    from local_ai_memory._tool_results import RetentionPolicy, ToolResultStore
+    from local_ai_memory._shared import fs as _fs
+    from local_ai_memory._shared.config import MemoryConfig
+    from local_ai_memory._shared.errors import RecordNotFoundError
+    from local_ai_memory._shared.naming import DirectoryGuard
+    from local_ai_memory._runtime.scope import MemoryManager
+    from local_ai_memory._knowledge.retriever import MemoryRetriever
+    from local_ai_memory._knowledge.store import MemoryStore
+    from local_ai_memory._runtime.tool_results import RetentionPolicy, ToolResultStore
 
     root, label, seconds = Path(sys.argv[1]), sys.argv[2], float(sys.argv[3])
     guard = DirectoryGuard(root / "data")

@@ -24,15 +24,15 @@ import pytest
 import reliability_support as rs
 from crash_workloads import SESSION, USER, FakeEmbedder, blob, doc, tool_output
 
-from local_ai_memory._backends._jsonl import parse_lines
-from local_ai_memory._checkpoints import load_checkpoint
-from local_ai_memory._config import MemoryConfig
-from local_ai_memory._embeddings import EmbeddingCache, EmbeddingManifest
-from local_ai_memory._envelopes import StoredMessage
-from local_ai_memory._guard import DirectoryGuard, scope_name
-from local_ai_memory._index import parse_index
-from local_ai_memory._manager import MemoryManager
-from local_ai_memory._store import MemoryStore
+from local_ai_memory._backends.files.jsonl import parse_lines
+from local_ai_memory._knowledge.embeddings import EmbeddingCache, EmbeddingManifest
+from local_ai_memory._knowledge.index_file import parse_index
+from local_ai_memory._knowledge.store import MemoryStore
+from local_ai_memory._runtime.checkpoints import load_checkpoint
+from local_ai_memory._runtime.scope import MemoryManager
+from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.naming import DirectoryGuard, scope_name
+from local_ai_memory._shared.records import StoredMessage
 
 SCOPE = scope_name(USER, SESSION)
 
@@ -210,7 +210,7 @@ def check_compressor(root: Path) -> None:
     path = root / "data/memory/working" / f"{SCOPE}.md"
     if not path.exists():
         return
-    from local_ai_memory._summary import SECTIONS
+    from local_ai_memory._runtime.summary import SECTIONS
 
     text = path.read_text()
     assert re.findall(r"(?m)^# (.+)$", text) == list(SECTIONS)
@@ -338,7 +338,7 @@ class _SlowStepManager(MemoryManager):
 async def test_cancelled_astep_cannot_overwrite_interrupted(tmp_path: Path) -> None:
     import asyncio
 
-    from local_ai_memory._checkpoints import CheckpointRun
+    from local_ai_memory._runtime.checkpoints import CheckpointRun
 
     manager = _SlowStepManager(DirectoryGuard(tmp_path), MemoryConfig(fsync=False), user_id="u", session_id="s")
     run = CheckpointRun(manager, "run", handle_signals=False)

@@ -28,17 +28,18 @@ import pytest
 import reliability_support as rs
 from crash_workloads import FakeEmbedder
 
-from local_ai_memory import StorageError, _fs, close_shared_stores
-from local_ai_memory._checkpoints import CheckpointRun, load_checkpoint, mark_status
-from local_ai_memory._compressor import WorkingMemoryCompressor
-from local_ai_memory._config import MemoryConfig
-from local_ai_memory._embeddings import EmbeddingCache
-from local_ai_memory._guard import DirectoryGuard
-from local_ai_memory._index import parse_index
-from local_ai_memory._manager import MemoryManager
-from local_ai_memory._messages import SessionMessageStore
-from local_ai_memory._store import MemoryStore
-from local_ai_memory._tool_results import RetentionPolicy, ToolResultStore
+from local_ai_memory import StorageError, close_shared_stores
+from local_ai_memory._knowledge.embeddings import EmbeddingCache
+from local_ai_memory._knowledge.index_file import parse_index
+from local_ai_memory._knowledge.store import MemoryStore
+from local_ai_memory._runtime.checkpoints import CheckpointRun, load_checkpoint, mark_status
+from local_ai_memory._runtime.compressor import WorkingMemoryCompressor
+from local_ai_memory._runtime.messages import SessionMessageStore
+from local_ai_memory._runtime.scope import MemoryManager
+from local_ai_memory._runtime.tool_results import RetentionPolicy, ToolResultStore
+from local_ai_memory._shared import fs as _fs
+from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.naming import DirectoryGuard
 
 CONFIG = MemoryConfig(fsync=True, lock_timeout=3.0, auto_watch=False)  # no watcher thread under injected faults
 BIG = "x" * 150_000  # several write() calls per file

@@ -17,13 +17,13 @@ import pytest
 import reliability_support as rs
 
 from local_ai_memory import LocalMemoryError, UnsupportedFormatError, close_shared_stores
-from local_ai_memory._config import MemoryConfig
-from local_ai_memory._guard import DirectoryGuard
-from local_ai_memory._manager import MemoryManager
-from local_ai_memory._messages import SessionMessageStore
-from local_ai_memory._retriever import MemoryRetriever
-from local_ai_memory._store import MemoryStore
-from local_ai_memory._tool_results import ToolResultStore
+from local_ai_memory._knowledge.retriever import MemoryRetriever
+from local_ai_memory._knowledge.store import MemoryStore
+from local_ai_memory._runtime.messages import SessionMessageStore
+from local_ai_memory._runtime.scope import MemoryManager
+from local_ai_memory._runtime.tool_results import ToolResultStore
+from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.naming import DirectoryGuard
 
 CONFIG = MemoryConfig(fsync=False, auto_watch=False)  # files change behind the store's back, then a search
 
@@ -244,7 +244,7 @@ def test_binary_invalid_and_huge_markdown_files(tmp_path: Path, caplog: pytest.L
     text = MemoryRetriever(store).retrieve("needle", "alice", max_tokens=500)
     assert "\x00" not in text
     assert "caf" not in text  # the latin-1 file is never loaded
-    from local_ai_memory._tokens import TokenCounter
+    from local_ai_memory._shared.tokens import TokenCounter
 
     assert TokenCounter().count(text) <= 500
 

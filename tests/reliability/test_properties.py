@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, rule
 
 from local_ai_memory import InvalidInputError, RecordNotFoundError
-from local_ai_memory._config import MemoryConfig
-from local_ai_memory._guard import DirectoryGuard
-from local_ai_memory._manager import MemoryManager, merge_patch
-from local_ai_memory._store import MemoryStore
+from local_ai_memory._knowledge.store import MemoryStore
+from local_ai_memory._runtime.scope import MemoryManager, merge_patch
+from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.naming import DirectoryGuard
 
 # Edits behind the store's back must be seen by the very next search here: that is the listing
 # comparison (a watcher, on by default, sees them within a second; see tests/test_auto_watch.py).

@@ -27,7 +27,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field, PrivateAttr
 
 from local_ai_memory import DirectoryGuard, MemoryConfig
-from local_ai_memory._store import MemoryStore
+from local_ai_memory._knowledge.store import MemoryStore
 
 Policy = Callable[[Sequence[BaseMessage]], AIMessage]
 

@@ -18,9 +18,9 @@ from langchain_local_ai_memory import LocalMemoryMiddleware
 from lc_fakes import ScriptedChatModel, paging_policy, real_text
 
 from local_ai_memory import DirectoryGuard, MemoryConfig
-from local_ai_memory._checkpoints import load_checkpoint
-from local_ai_memory._envelopes import BOOKKEEPING_KEY
-from local_ai_memory._manager import MemoryManager
+from local_ai_memory._runtime.checkpoints import load_checkpoint
+from local_ai_memory._runtime.scope import MemoryManager
+from local_ai_memory._shared.records import BOOKKEEPING_KEY
 from local_ai_memory.integration import scope_name
 
 BIG = 200 * 1024

@@ -20,7 +20,7 @@ from langchain_local_ai_memory import LocalMemoryMiddleware
 from lc_fakes import ScriptedChatModel, paging_policy, real_text
 
 from local_ai_memory import Memory, MemoryConfig
-from local_ai_memory._backends.postgres_shared import close_shared_backends
+from local_ai_memory._backends.postgres.shared import close_shared_backends
 
 BIG = 200 * 1024
 

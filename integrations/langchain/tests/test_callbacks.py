@@ -12,7 +12,7 @@ from langchain_local_ai_memory import LocalMemoryCallbackHandler
 from lc_fakes import ScriptedChatModel, TextLLM
 
 from local_ai_memory import DirectoryGuard, MemoryConfig
-from local_ai_memory._manager import MemoryManager
+from local_ai_memory._runtime.scope import MemoryManager
 
 DOC = "report line\n" * 2000  # 24,000 bytes
 

@@ -20,8 +20,8 @@ from lc_fakes import write_notes
 from pydantic import ValidationError
 
 from local_ai_memory import DirectoryGuard, MemoryConfig
-from local_ai_memory._manager import MemoryManager
-from local_ai_memory._tool_results import ToolResultStore
+from local_ai_memory._runtime.scope import MemoryManager
+from local_ai_memory._runtime.tool_results import ToolResultStore
 
 TEXT = "".join(f"line {n}: é ü — {n * 7}\n" for n in range(2000))  # non-ASCII on purpose
 

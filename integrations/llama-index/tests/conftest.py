@@ -30,8 +30,8 @@ from llama_index.core.memory import Memory
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from local_ai_memory import DirectoryGuard, MemoryConfig
-from local_ai_memory._manager import MemoryManager
-from local_ai_memory._store import MemoryStore
+from local_ai_memory._knowledge.store import MemoryStore
+from local_ai_memory._runtime.scope import MemoryManager
 
 BIG_SIZE = 200 * 1024
 

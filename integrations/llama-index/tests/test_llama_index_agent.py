@@ -16,7 +16,7 @@ from llama_index.memory.local_ai_memory import LocalWorkingMemoryBlock
 from llama_index.tools.local_ai_memory import ExternalizingTool, LocalMemoryToolSpec
 from workflows.context.state_store import UnserializableKeyWarning
 
-from local_ai_memory._manager import MemoryManager
+from local_ai_memory._runtime.scope import MemoryManager
 
 PAGE = 3000
 

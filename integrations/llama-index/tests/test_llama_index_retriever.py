@@ -26,9 +26,9 @@ from llama_index.tools.local_ai_memory import LocalMemoryToolSpec
 from pydantic import ValidationError
 
 from local_ai_memory import InvalidInputError, MemoryConfig, ModelError, WorkingMemoryCompressor
-from local_ai_memory._manager import MemoryManager
-from local_ai_memory._retriever import MemoryRetriever
-from local_ai_memory._store import MemoryStore
+from local_ai_memory._knowledge.retriever import MemoryRetriever
+from local_ai_memory._knowledge.store import MemoryStore
+from local_ai_memory._runtime.scope import MemoryManager
 
 
 def _names(nodes: list[Any]) -> list[str]:

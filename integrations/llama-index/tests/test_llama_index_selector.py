@@ -9,7 +9,7 @@ from llama_index.core.postprocessor import LLMRerank
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 from llama_index.postprocessor.local_ai_memory import LocalMemoryFileSelector
 
-from local_ai_memory._tokens import TokenCounter
+from local_ai_memory._shared.tokens import TokenCounter
 
 TEXTS = {
     "python.md": "# Python\nLists and dictionaries.",

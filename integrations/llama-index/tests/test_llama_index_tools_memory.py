@@ -15,9 +15,9 @@ from llama_index.retrievers.local_ai_memory import LocalMemoryRetriever
 from llama_index.tools.local_ai_memory import ExternalizingTool, LocalMemoryToolSpec, externalize_tools
 
 from local_ai_memory import InvalidInputError, RecordNotFoundError
-from local_ai_memory._manager import MemoryManager
-from local_ai_memory._store import MemoryStore
-from local_ai_memory._tool_results import ToolResultStore
+from local_ai_memory._knowledge.store import MemoryStore
+from local_ai_memory._runtime.scope import MemoryManager
+from local_ai_memory._runtime.tool_results import ToolResultStore
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:The `__fields__` attribute is deprecated:DeprecationWarning"),

@@ -9,7 +9,7 @@ fresh backend; every test of the suite then runs against it::
             return MyBackend(tmp_path)
 """
 
-from ._knowledge import KnowledgeBackendTests
-from ._runtime import RuntimeBackendTests
+from local_ai_memory.testing._knowledge import KnowledgeBackendTests
+from local_ai_memory.testing._runtime import RuntimeBackendTests
 
 __all__ = ["KnowledgeBackendTests", "RuntimeBackendTests"]

@@ -9,7 +9,7 @@ backend; pytest then runs every test below against it::
             return MyBackend(...)
 
 The tests call the contract directly (byte-exact notes, listings per user, the change feed,
-blobs) and through a :class:`~local_ai_memory._store.MemoryStore` built over the backend:
+blobs) and through a :class:`~local_ai_memory._knowledge.store.MemoryStore` built over the backend:
 after a scripted series of writes and deletes, search results and scores must equal those of
 a store freshly built over the final notes and of the plain BM25 written out below.
 A backend whose change feed only runs while something feeds it (files and their watcher)
@@ -27,13 +27,13 @@ from pathlib import Path
 
 import pytest
 
-from local_ai_memory._analysis import EXACT, LEAD, Analyzer
-from local_ai_memory._backends.knowledge import KnowledgeBackend
-from local_ai_memory._backends.memory_knowledge import InMemoryKnowledgeBackend
-from local_ai_memory._config import MemoryConfig
-from local_ai_memory._guard import DirectoryGuard, user_file_prefix
-from local_ai_memory._index import ranking_tokens
-from local_ai_memory._store import MemoryStore
+from local_ai_memory._backends.memory.knowledge import InMemoryKnowledgeBackend
+from local_ai_memory._contracts.knowledge import KnowledgeBackend
+from local_ai_memory._knowledge.index_file import ranking_tokens
+from local_ai_memory._knowledge.store import MemoryStore
+from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.naming import DirectoryGuard, user_file_prefix
+from local_ai_memory._shared.text import EXACT, LEAD, Analyzer
 
 __all__ = ["KnowledgeBackendTests", "reference_bm25"]
 
@@ -50,7 +50,7 @@ USERS = ("bob", "bob_admin", "bo", "b%b", "b.b", "b_", "_b")
 
 
 def reference_bm25(docs: dict[str, list[str]], query: Sequence[str | tuple[str, float]]) -> dict[str, float]:
-    """The BM25 that :mod:`local_ai_memory._ranking` promises, written out plainly: the score of
+    """The BM25 that :mod:`local_ai_memory._knowledge.bm25` promises, written out plainly: the score of
     each document sharing a term with ``query`` (a term, or ``(term, weight)``).
 
     ``k1 = 1.2``, ``b = 0.75``, ``idf = ln(1 + (N - df + 0.5) / (df + 0.5))``; lead terms are

@@ -24,13 +24,13 @@ from typing import Any
 
 import pytest
 
-from local_ai_memory._backends.runtime import Erasure, RuntimeBackend, Scope
-from local_ai_memory._config import MemoryConfig
-from local_ai_memory._envelopes import StoredMessage
-from local_ai_memory._errors import InvalidInputError, RecordNotFoundError
-from local_ai_memory._manager import MemoryManager
-from local_ai_memory._messages import SessionMessageStore
-from local_ai_memory._tool_results import ToolResultStore, parse_reference
+from local_ai_memory._contracts.runtime import Erasure, RuntimeBackend, Scope
+from local_ai_memory._runtime.messages import SessionMessageStore
+from local_ai_memory._runtime.scope import MemoryManager
+from local_ai_memory._runtime.tool_results import ToolResultStore, parse_reference
+from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.errors import InvalidInputError, RecordNotFoundError
+from local_ai_memory._shared.records import StoredMessage
 
 __all__ = ["RuntimeBackendTests"]
 

@@ -7,7 +7,7 @@ block connects that to the library's L1 working memory of one ``(user_id, sessio
 * **reading** (``aget``): the block returns the stored L1 Markdown, which ``Memory`` puts
   into the system message of every LLM call;
 * **writing** (``aput``): messages flushed out of the queue are merged into L1 by
-  :class:`~local_ai_memory._compressor.WorkingMemoryCompressor` (with an LLM, or the
+  :class:`~local_ai_memory._runtime.compressor.WorkingMemoryCompressor` (with an LLM, or the
   deterministic extractive summary when none is configured);
 * **end of a run**: :meth:`LocalWorkingMemoryBlock.asummarize_memory` merges the messages
   still in the queue, so L1 is current even when nothing overflowed.

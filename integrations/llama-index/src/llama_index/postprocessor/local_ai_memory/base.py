@@ -1,7 +1,7 @@
 """``LocalMemoryFileSelector``: Stage 2 selection and a token budget for any LlamaIndex nodes.
 
 Given candidate nodes from any retriever, the selector asks an LLM which of them answer the
-query, with the same prompt and parser as the core's Stage 2 (:mod:`local_ai_memory._selection`):
+query, with the same prompt and parser as the core's Stage 2 (:mod:`local_ai_memory._knowledge.selection`):
 the nodes' metadata is shown as fenced JSON data, and only names of the given candidates are
 accepted. Unlike LlamaIndex's ``LLMRerank``, which returns no nodes at all when it cannot
 parse the answer, an unusable answer (or a failing LLM call) keeps the input order.

@@ -4,7 +4,7 @@
 sends it to the model on every later step. :class:`ExternalizingTool` wraps any LlamaIndex
 tool: after the tool runs, a successful, text-only output above
 ``config.tool_result_inline_limit`` UTF-8 bytes (6,144 by default) is stored on disk by
-:class:`~local_ai_memory._tool_results.ToolResultStore` and the agent receives the short JSON
+:class:`~local_ai_memory._runtime.tool_results.ToolResultStore` and the agent receives the short JSON
 reference ``{"result_id", "summary", "size"}`` instead. The model pages the full text back
 with the ``load_tool_result`` tool of :class:`LocalMemoryToolSpec`.
 

@@ -55,7 +55,7 @@ _SEARCH_DESCRIPTION = (
 class LocalMemoryToolSpec(BaseToolSpec):
     """``load_tool_result`` and ``search_memory`` as LlamaIndex tools for one ``(user_id, session_id)``.
 
-    ``manager`` is a :class:`~local_ai_memory._manager.MemoryManager`, already scoped or scoped
+    ``manager`` is a :class:`~local_ai_memory._runtime.scope.MemoryManager`, already scoped or scoped
     here with ``user_id`` and ``session_id``. ``retriever`` (a core ``MemoryRetriever`` or a
     :class:`LocalMemoryRetriever`, whose engine is used) enables ``search_memory`` over the
     scope's user; without it only ``load_tool_result`` is offered.

@@ -1,0 +1,321 @@
+"""``FileKnowledgeBackend``: knowledge notes as Markdown files, the layout of 0.1.0 unchanged.
+
+Under ``{root}/memory_data/``::
+
+    {category}/{user prefix}{name}.md    one note per file (edit them with any editor)
+    memory_index.json                    the index (v3), a blob
+    .bm25/{category}/{prefix}bm25.npz    ranker snapshots, blobs
+    .embeddings/                         the embedding cache (see :mod:`.._embeddings`)
+
+Every write goes through :mod:`.._fs` (atomic replace, optional fsync) and every path through
+the :class:`~.._guard.DirectoryGuard`, so symlinks out of the root are refused. A note's version
+is its ``st_mtime_ns``; symlinks and other non-regular files are not notes.
+
+Files change behind the library's back, so the change feed is only complete while a watcher
+feeds it: :meth:`FileKnowledgeBackend.start_feed` opens it, :meth:`record_paths` is what the
+watcher (:class:`~.._index_service.MemoryIndexService`) calls with each batch of changed paths,
+and :meth:`stop_feed` closes it. Otherwise :meth:`changes` answers ``None`` and searches
+compare a ``stat()`` listing with the index.
+
+While a native watcher runs it also reports the erasure markers (``.erasing/``): it calls
+:meth:`follow_markers` once registered, and from then on :meth:`blob_known_absent` answers
+from the markers it has seen (each event re-checks the marker it names), so a search spends no
+``stat`` on them. Writes of markers through this backend update that set at once.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import stat as stat_module
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from local_ai_memory._contracts.knowledge import (
+    ERASING_DIR,
+    KnowledgeBackend,
+    NoteChanges,
+    NoteInfo,
+    NoteKey,
+    VectorCache,
+    is_note_name,
+)
+from local_ai_memory._shared import fs as _fs
+from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.errors import InvalidInputError
+from local_ai_memory._shared.naming import DirectoryGuard, check_component, validate_id
+
+if TYPE_CHECKING:
+    from local_ai_memory._shared.models import Embedder
+
+__all__ = ["DATA_DIR", "FileKnowledgeBackend"]
+
+DATA_DIR = "memory_data"
+_LOG_LIMIT = 100_000  # more pending changes than this: the feed asks for one full comparison
+
+
+def _info(category: str, name: str, st: os.stat_result) -> NoteInfo:
+    return NoteInfo(category, name, st.st_size, st.st_mtime_ns, st.st_mtime)
+
+
+def _is_category(name: str) -> bool:
+    try:
+        validate_id(name, "category")
+    except InvalidInputError:
+        return False
+    return True
+
+
+def _marker_name(blob: str) -> str | None:
+    """The marker's name if ``blob`` is an erasure marker (``.erasing/{name}``), else ``None``."""
+    folder, _, name = blob.partition("/")
+    return name if folder == ERASING_DIR and name and "/" not in name else None
+
+
+class FileKnowledgeBackend(KnowledgeBackend):
+    """Notes, blobs and the embedding cache under ``guard``'s ``memory_data/`` folder."""
+
+    def __init__(self, guard: DirectoryGuard, config: MemoryConfig | None = None) -> None:
+        self.guard = guard
+        self.config = config if config is not None else MemoryConfig()
+        self.data_dir = _fs.ensure_dir(guard.resolve(DATA_DIR))
+        self._folders: dict[str, Path] = {}
+        self._feed_lock = threading.Lock()
+        self._feeding = False
+        self._cursor = 0
+        self._quiet: NoteChanges | None = None  # the answer 'nothing new since cursor', reused
+        self._opened_at = 0  # cursor when the feed was last (re)opened: older cursors must rescan
+        self._log: list[tuple[int, NoteKey]] = []  # (cursor, key) in cursor order
+        self._markers: set[str] | None = None  # erasure markers seen while a watcher reports them
+
+    def __repr__(self) -> str:
+        return f"FileKnowledgeBackend({str(self.data_dir)!r})"
+
+    def path_of(self, category: str, name: str) -> Path:
+        """The file of a note, refused (like :meth:`DirectoryGuard.resolve`) if it leads out of the root.
+
+        The category folder is resolved through the guard once and re-checked whenever it is a
+        symlink; a note that is a symlink is checked each time. This keeps the per-note cost at
+        two ``lstat`` calls instead of a full ``realpath`` (a re-check of every query's reads).
+        """
+        folder = self._folders.get(category)
+        if folder is None or os.path.islink(folder):
+            folder = self.guard.resolve(DATA_DIR, category)
+            self._folders[category] = folder
+        path = folder / check_component(name)
+        if os.path.islink(path):
+            self.guard.check(path)
+        return path
+
+    # -- notes ---------------------------------------------------------------------------------
+    def read_note(self, category: str, name: str) -> bytes | None:
+        return _fs.read_optional(self.path_of(category, name))
+
+    def read_note_head(self, category: str, name: str, size: int) -> tuple[bytes, bool] | None:
+        return _fs.read_head(self.path_of(category, name), size)
+
+    def write_note(self, category: str, name: str, data: bytes) -> NoteInfo:
+        path = self.path_of(category, name)
+        _fs.atomic_write(path, data, durable=self.config.fsync)
+        self._record({(category, name)})
+        return _info(category, name, os.stat(path, follow_symlinks=False))
+
+    def delete_note(self, category: str, name: str) -> bool:
+        removed = _fs.remove(self.path_of(category, name), durable=self.config.fsync)
+        if removed:
+            self._record({(category, name)})
+        return removed
+
+    def note_info(self, category: str, name: str) -> NoteInfo | None:
+        try:
+            st = os.stat(self.path_of(category, name), follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        return _info(category, name, st) if stat_module.S_ISREG(st.st_mode) else None
+
+    def list_notes(self, category: str, user_prefix: str | None = None) -> dict[str, NoteInfo]:
+        folder = _fs.ensure_dir(self.guard.resolve(DATA_DIR, category))
+        found: dict[str, NoteInfo] = {}
+        with os.scandir(folder) as it:
+            for item in it:
+                name = item.name
+                if user_prefix is not None:
+                    # Encoded ids never contain "_", so this prefix alone proves the owner.
+                    if not name.startswith(user_prefix) or not name.endswith(".md"):
+                        continue
+                elif not is_note_name(name):
+                    continue
+                try:
+                    st = item.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                if stat_module.S_ISREG(st.st_mode):
+                    found[name] = NoteInfo(category, name, st.st_size, st.st_mtime_ns, st.st_mtime)
+        return found
+
+    def recover(self) -> int:
+        """Remove temporary files of writers that died, in ``memory_data/`` and every folder under it."""
+        root = self.guard.resolve(DATA_DIR)
+        if not root.is_dir():
+            return 0
+        folders = [root, *(path for path in root.rglob("*") if path.is_dir() and not path.is_symlink())]
+        return sum(_fs.cleanup_temp_files(folder) for folder in folders)
+
+    def list_categories(self) -> list[str]:
+        try:
+            entries = list(os.scandir(self.guard.resolve(DATA_DIR)))
+        except FileNotFoundError:
+            return []
+        names = (e.name for e in entries if not e.name.startswith(".") and e.is_dir(follow_symlinks=False))
+        return sorted(name for name in names if _is_category(name))
+
+    # -- change feed ---------------------------------------------------------------------------
+    def start_feed(self) -> None:
+        """A watcher starts reporting every change through :meth:`record_paths` from now on."""
+        with self._feed_lock:
+            self._feeding = True
+            self._cursor += 1
+            self._opened_at = self._cursor
+            self._log.clear()
+
+    def stop_feed(self) -> None:
+        """The watcher stopped: :meth:`changes` answers ``None`` again (and markers are asked for)."""
+        with self._feed_lock:
+            self._feeding = False
+            self._markers = None
+            self._log.clear()
+
+    def follow_markers(self, active: bool = True) -> None:
+        """A native watcher (registered now) reports every change under ``.erasing/`` from now
+        on (``True``: list the markers once), or stopped reporting (``False``)."""
+        with self._feed_lock:  # listed under the lock, so a marker written meanwhile is not lost
+            self._markers = self._list_markers() if active and self._feeding else None
+
+    def _list_markers(self) -> set[str]:
+        try:
+            entries = list(os.scandir(self.guard.resolve(DATA_DIR, ERASING_DIR)))
+        except FileNotFoundError:
+            return set()
+        return {entry.name for entry in entries if not entry.name.startswith(".")}
+
+    def _marker_changed(self, name: str) -> None:
+        """Marker ``name`` was written or deleted: note whether it exists now (checked under the
+        lock, so events and this process's own writes, in any order, end with the truth)."""
+        with self._feed_lock:
+            if self._markers is None:
+                return
+            if os.path.lexists(self.data_dir / ERASING_DIR / name):
+                self._markers.add(name)
+            else:
+                self._markers.discard(name)
+
+    def record_paths(self, paths: Iterable[str | os.PathLike[str]]) -> int:
+        """Record file-system events (created, changed or deleted paths) in the change feed.
+
+        Paths outside ``memory_data/{category}/`` and names that are not notes are ignored;
+        a path directly under ``memory_data/`` that is not a file (a category folder moved or deleted)
+        makes the next :meth:`changes` ask for a full comparison. Returns how many notes it named.
+        """
+        keys: set[NoteKey] = set()
+        rescan = False
+        for raw in paths:
+            path = Path(os.fspath(raw))
+            try:
+                rel = path.relative_to(self.data_dir)
+            except ValueError:
+                continue
+            if len(rel.parts) == 2 and rel.parts[0] == ERASING_DIR and not rel.parts[1].startswith("."):
+                # Before the notes of this batch reach the feed: a search that sees a deletion sees its marker.
+                self._marker_changed(rel.parts[1])
+            elif len(rel.parts) == 1 and not rel.parts[0].startswith(".") and not path.is_file():
+                rescan = True  # a folder (a whole category) appeared, moved or vanished
+            elif len(rel.parts) == 2 and not rel.parts[0].startswith(".") and is_note_name(rel.parts[1]):
+                keys.add((rel.parts[0], rel.parts[1]))
+        if rescan:
+            self.request_rescan()
+        self._record(keys)
+        return len(keys)
+
+    def request_rescan(self) -> None:
+        """Make the next :meth:`changes` answer incomplete, so the caller compares every listing
+        (followed markers are listed again too: the batch that asked for this was not read)."""
+        with self._feed_lock:
+            if self._markers is not None:
+                self._markers = self._list_markers()
+            self._cursor += 1
+            self._opened_at = self._cursor
+            self._log.clear()
+
+    def _record(self, keys: set[NoteKey]) -> None:
+        if not keys:
+            return
+        with self._feed_lock:
+            if not self._feeding:
+                return
+            self._cursor += 1
+            self._log.extend((self._cursor, key) for key in keys)
+            if len(self._log) > _LOG_LIMIT:
+                self._opened_at = self._cursor
+                self._log.clear()
+
+    def changes(self, since: int | None) -> NoteChanges | None:
+        with self._feed_lock:
+            if not self._feeding:
+                return None
+            if since is None or since < self._opened_at:
+                return NoteChanges(self._cursor, frozenset(), complete=False)
+            if since == self._cursor:  # the usual answer to a query: nothing new
+                quiet = self._quiet
+                if quiet is None or quiet.cursor != since:
+                    quiet = self._quiet = NoteChanges(since, frozenset(), complete=True)
+                return quiet
+            start = bisect.bisect_right(self._log, since, key=lambda item: item[0])
+            keys = frozenset(key for _, key in self._log[start:])
+            return NoteChanges(self._cursor, keys, complete=True)
+
+    # -- derived data --------------------------------------------------------------------------
+    def _blob_path(self, name: str) -> Path:
+        return self.guard.resolve(DATA_DIR, name)
+
+    def read_blob(self, name: str) -> bytes | None:
+        return _fs.read_optional(self._blob_path(name))
+
+    def write_blob(self, name: str, data: bytes) -> None:
+        _fs.atomic_write(self._blob_path(name), data, durable=self.config.fsync)
+        marker = _marker_name(name)
+        if marker is not None:
+            self._marker_changed(marker)
+
+    def blob_known_absent(self, name: str) -> bool:
+        marker = _marker_name(name)
+        if marker is None:
+            return False
+        with self._feed_lock:
+            return self._markers is not None and marker not in self._markers
+
+    def blob_size(self, name: str) -> int | None:
+        try:
+            st = os.stat(self._blob_path(name))
+        except FileNotFoundError:
+            return None
+        return st.st_size if stat_module.S_ISREG(st.st_mode) else None
+
+    def delete_blob(self, name: str) -> bool:
+        removed = _fs.remove(self._blob_path(name), durable=self.config.fsync)
+        marker = _marker_name(name)
+        if marker is not None:
+            self._marker_changed(marker)
+        return removed
+
+    def quarantine_blob(self, name: str) -> str | None:
+        path = self._blob_path(name)
+        if not path.exists():
+            return None
+        return str(_fs.quarantine(path))
+
+    def vector_cache(self, embedder: Embedder) -> VectorCache:
+        from local_ai_memory._knowledge.embeddings import EmbeddingCache
+
+        return EmbeddingCache(self.guard, embedder, self.config)

@@ -1,0 +1,1 @@
+"""The in-memory backend: the reference implementation of the contracts."""

@@ -1,0 +1,369 @@
+"""``PostgresKnowledgeBackend``: knowledge notes, their change feed, blobs and vectors in PostgreSQL.
+
+Tables (see :mod:`._pg_schema`): ``notes`` keyed ``(owner, category, name)`` where ``owner``
+is the user's file-name prefix (``bob_``), so a user's listing is one index range;
+``note_feed`` is a one-row counter and ``note_changes`` the change log. Every note write
+bumps the counter first: the row lock makes writers commit in counter order, so a reader that
+sees counter ``n`` has seen every change up to ``n``, and :meth:`changes` is complete on every
+host at every moment: a note written on one host is found by the very next query on another.
+The counter value is also the note's version (exact: it grows on every write).
+
+Search itself stays in each process (the engines are backend-agnostic), so rankings and scores
+are the file backend's by construction; embeddings are cached in the ``vectors`` table.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from local_ai_memory._backends.postgres.pool import Database, Op, Stmt
+from local_ai_memory._backends.postgres.storage import PgStorage, database_of, settings_of
+from local_ai_memory._contracts.knowledge import (
+    KnowledgeBackend,
+    NoteChanges,
+    NoteInfo,
+    NoteKey,
+    VectorCache,
+    is_note_name,
+)
+from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.vectors import QueryEmbedding, stacked, text_digest, unit_vectors
+
+if TYPE_CHECKING:
+    from local_ai_memory._shared.models import Embedder
+
+__all__ = ["PostgresKnowledgeBackend"]
+
+_NOW = "extract(epoch FROM clock_timestamp())"
+
+
+def _owner(name: str) -> str:
+    """The owner column of a note name: its user prefix (``bob_``), ``''`` for a name without one."""
+    head, sep, _ = name.partition("_")
+    return head + sep if sep else ""
+
+
+def _info(category: str, row: Sequence[Any]) -> NoteInfo:
+    name, size, version, modified = row
+    return NoteInfo(category, name, int(size), int(version), float(modified))
+
+
+class PostgresKnowledgeBackend(PgStorage, KnowledgeBackend):
+    """Notes and derived data in a PostgreSQL schema, shared by every host that uses it."""
+
+    exact_versions = True
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        schema: str = "local_ai_memory",
+        pool_min_size: int = 1,
+        pool_max_size: int = 10,
+        pool_timeout: float = 30.0,
+        connect_timeout: float = 10.0,
+        prepare_threshold: int | None = 5,
+        database: Database | None = None,
+    ) -> None:
+        settings = (schema, pool_min_size, pool_max_size, pool_timeout, connect_timeout, prepare_threshold)
+        super().__init__(database_of("PostgresKnowledgeBackend", database, url, settings))
+        self._quiet: NoteChanges | None = None  # the answer 'nothing new since cursor', reused
+
+    @classmethod
+    def from_config(cls, config: MemoryConfig, database: Database | None = None) -> PostgresKnowledgeBackend:
+        """The backend of ``config.database_url`` (or of an open ``database`` shared with the runtime backend)."""
+        return cls(database=database if database is not None else Database(settings_of(config)))
+
+    def __repr__(self) -> str:
+        return f"PostgresKnowledgeBackend({self.db.where}, schema {self.db.settings.schema})"
+
+    # -- notes ---------------------------------------------------------------------------------
+    def _read(self, category: str, name: str) -> Op[bytes | None]:
+        row = yield Stmt(
+            self.db.q("SELECT data FROM {s}.notes WHERE owner = %s AND category = %s AND name = %s"),
+            (_owner(name), category, name),
+            "one",
+        )
+        return None if row is None else bytes(row[0])
+
+    def _bump(self) -> Op[int]:
+        """Take the next feed cursor; holds the feed row until commit, so commits follow cursor order."""
+        row = yield Stmt(
+            self.db.q("UPDATE {s}.note_feed SET cursor = cursor + 1 WHERE id = 1 RETURNING cursor"), fetch="one"
+        )
+        return int(row[0])
+
+    def _log(self, cursor: int, category: str, name: str) -> Stmt:
+        return Stmt(
+            self.db.q("INSERT INTO {s}.note_changes (id, owner, category, name) VALUES (%s, %s, %s, %s)"),
+            (cursor, _owner(name), category, name),
+        )
+
+    def _write(self, category: str, name: str, data: bytes) -> Op[NoteInfo]:
+        data = bytes(data)
+        cursor = yield from self._bump()
+        row = yield Stmt(
+            self.db.q(
+                "INSERT INTO {s}.notes AS n (owner, category, name, data, size, version, modified)"
+                f" VALUES (%s, %s, %s, %s, %s, %s, {_NOW}) ON CONFLICT (owner, category, name) DO UPDATE SET"
+                " data = EXCLUDED.data, size = EXCLUDED.size, version = EXCLUDED.version,"
+                " modified = EXCLUDED.modified RETURNING n.modified"
+            ),
+            (_owner(name), category, name, data, len(data), cursor),
+            "one",
+        )
+        yield self._log(cursor, category, name)
+        return NoteInfo(category, name, len(data), cursor, float(row[0]))
+
+    def _delete(self, category: str, name: str) -> Op[bool]:
+        cursor = yield from self._bump()  # the feed row first, as in _write: one lock order, no deadlock
+        count = yield Stmt(
+            self.db.q("DELETE FROM {s}.notes WHERE owner = %s AND category = %s AND name = %s"),
+            (_owner(name), category, name),
+            "rowcount",
+        )
+        if count:
+            yield self._log(cursor, category, name)
+        return bool(count)
+
+    def _note_info(self, category: str, name: str) -> Op[NoteInfo | None]:
+        row = yield Stmt(
+            self.db.q(
+                "SELECT name, size, version, modified FROM {s}.notes WHERE owner = %s AND category = %s AND name = %s"
+            ),
+            (_owner(name), category, name),
+            "one",
+        )
+        return None if row is None else _info(category, row)
+
+    def _list(self, category: str, user_prefix: str | None) -> Op[dict[str, NoteInfo]]:
+        columns = "SELECT name, size, version, modified FROM {s}.notes WHERE category = %s"
+        if user_prefix is not None and user_prefix.endswith("_") and "_" not in user_prefix[:-1]:
+            rows = yield Stmt(self.db.q(columns + " AND owner = %s"), (category, user_prefix), "all")
+        elif user_prefix is not None:
+            rows = yield Stmt(self.db.q(columns + " AND starts_with(name, %s)"), (category, user_prefix), "all")
+        else:
+            rows = yield Stmt(self.db.q(columns), (category,), "all")
+        if user_prefix is not None:
+            return {row[0]: _info(category, row) for row in rows if row[0].endswith(".md")}
+        return {row[0]: _info(category, row) for row in rows if is_note_name(row[0])}
+
+    def _categories(self) -> Op[list[str]]:
+        rows = yield Stmt(self.db.q("SELECT DISTINCT category FROM {s}.notes ORDER BY category"), fetch="all")
+        return [row[0] for row in rows]
+
+    def read_note(self, category: str, name: str) -> bytes | None:
+        return self.run("read_note", self._read(category, name))
+
+    async def aread_note(self, category: str, name: str) -> bytes | None:
+        return await self.arun("read_note", self._read(category, name))
+
+    def write_note(self, category: str, name: str, data: bytes) -> NoteInfo:
+        return self.run("write_note", self._write(category, name, data))
+
+    async def awrite_note(self, category: str, name: str, data: bytes) -> NoteInfo:
+        return await self.arun("write_note", self._write(category, name, data))
+
+    def delete_note(self, category: str, name: str) -> bool:
+        return self.run("delete_note", self._delete(category, name))
+
+    async def adelete_note(self, category: str, name: str) -> bool:
+        return await self.arun("delete_note", self._delete(category, name))
+
+    def note_info(self, category: str, name: str) -> NoteInfo | None:
+        return self.run("note_info", self._note_info(category, name))
+
+    async def anote_info(self, category: str, name: str) -> NoteInfo | None:
+        return await self.arun("note_info", self._note_info(category, name))
+
+    def list_notes(self, category: str, user_prefix: str | None = None) -> dict[str, NoteInfo]:
+        return self.run("list_notes", self._list(category, user_prefix))
+
+    async def alist_notes(self, category: str, user_prefix: str | None = None) -> dict[str, NoteInfo]:
+        return await self.arun("list_notes", self._list(category, user_prefix))
+
+    def list_categories(self) -> list[str]:
+        return self.run("list_categories", self._categories())
+
+    # -- change feed ---------------------------------------------------------------------------
+    def _changes(self, since: int | None) -> Op[NoteChanges]:
+        row = yield Stmt(self.db.q("SELECT cursor FROM {s}.note_feed WHERE id = 1"), fetch="one")
+        cursor = int(row[0])
+        if since is None or since > cursor:  # first look, or a cursor of another (reset) database
+            return NoteChanges(cursor, frozenset(), complete=False)
+        if since == cursor:  # the usual answer to a query: nothing new
+            quiet = self._quiet
+            if quiet is None or quiet.cursor != cursor:
+                quiet = self._quiet = NoteChanges(cursor, frozenset(), complete=True)
+            return quiet
+        rows = yield Stmt(
+            self.db.q("SELECT DISTINCT category, name FROM {s}.note_changes WHERE id > %s AND id <= %s"),
+            (since, cursor),
+            "all",
+        )
+        keys: frozenset[NoteKey] = frozenset((category, name) for category, name in rows)
+        return NoteChanges(cursor, keys, complete=True)
+
+    def changes(self, since: int | None) -> NoteChanges | None:
+        return self.run("changes", self._changes(since))
+
+    async def achanges(self, since: int | None) -> NoteChanges | None:
+        return await self.arun("changes", self._changes(since))
+
+    # -- derived data --------------------------------------------------------------------------
+    def _read_blob(self, name: str) -> Op[bytes | None]:
+        row = yield Stmt(self.db.q("SELECT data FROM {s}.blobs WHERE name = %s"), (name,), "one")
+        return None if row is None else bytes(row[0])
+
+    def _write_blob(self, name: str, data: bytes) -> Op[None]:
+        yield Stmt(
+            self.db.q(
+                "INSERT INTO {s}.blobs (name, data) VALUES (%s, %s)"
+                " ON CONFLICT (name) DO UPDATE SET data = EXCLUDED.data"
+            ),
+            (name, bytes(data)),
+        )
+
+    def _blob_size(self, name: str) -> Op[int | None]:
+        row = yield Stmt(self.db.q("SELECT octet_length(data) FROM {s}.blobs WHERE name = %s"), (name,), "one")
+        return None if row is None else int(row[0])
+
+    def _delete_blob(self, name: str) -> Op[bool]:
+        count = yield Stmt(self.db.q("DELETE FROM {s}.blobs WHERE name = %s"), (name,), "rowcount")
+        return bool(count)
+
+    def _quarantine(self, name: str) -> Op[str | None]:
+        aside = f"{name}.corrupt.bak"
+        count = yield Stmt(
+            self.db.q(
+                "WITH gone AS (DELETE FROM {s}.blobs WHERE name = %s RETURNING data)"
+                " INSERT INTO {s}.blobs (name, data) SELECT %s, data FROM gone"
+                " ON CONFLICT (name) DO UPDATE SET data = EXCLUDED.data"
+            ),
+            (name, aside),
+            "rowcount",
+        )
+        return aside if count else None
+
+    def read_blob(self, name: str) -> bytes | None:
+        return self.run("read_blob", self._read_blob(name))
+
+    async def aread_blob(self, name: str) -> bytes | None:
+        return await self.arun("read_blob", self._read_blob(name))
+
+    def write_blob(self, name: str, data: bytes) -> None:
+        self.run("write_blob", self._write_blob(name, data))
+
+    async def awrite_blob(self, name: str, data: bytes) -> None:
+        await self.arun("write_blob", self._write_blob(name, data))
+
+    def blob_size(self, name: str) -> int | None:
+        return self.run("blob_size", self._blob_size(name))
+
+    async def ablob_size(self, name: str) -> int | None:
+        return await self.arun("blob_size", self._blob_size(name))
+
+    def delete_blob(self, name: str) -> bool:
+        return self.run("delete_blob", self._delete_blob(name))
+
+    def quarantine_blob(self, name: str) -> str | None:
+        return self.run("quarantine_blob", self._quarantine(name))
+
+    async def aquarantine_blob(self, name: str) -> str | None:
+        return await self.arun("quarantine_blob", self._quarantine(name))
+
+    def vector_cache(self, embedder: Embedder) -> VectorCache:
+        return _PgVectors(self, embedder)
+
+
+class _PgVectors(QueryEmbedding):
+    """Unit vectors by SHA-256 of their text and the embedder's model name, in the ``vectors`` table.
+
+    Kept in this process too, so a vector is fetched from the database at most once per process;
+    a vector embedded on one host is reused by every other host.
+    """
+
+    def __init__(self, backend: PostgresKnowledgeBackend, embedder: Embedder) -> None:
+        from local_ai_memory._knowledge.embeddings import model_id_of
+
+        self.backend = backend
+        self.embedder = embedder
+        self.model = model_id_of(embedder)
+        self._lock = threading.Lock()
+        self._vectors: dict[str, npt.NDArray[np.float32]] = {}
+
+    def _digests(self, items: Sequence[tuple[str, str]]) -> list[str]:
+        return [text_digest(text) for _, text in items]
+
+    def _fetch(self, digests: Sequence[str]) -> Op[None]:
+        with self._lock:
+            wanted = sorted({d for d in digests if d not in self._vectors})
+        if not wanted:
+            return
+        rows = yield Stmt(
+            self.backend.db.q("SELECT digest, vector FROM {s}.vectors WHERE model = %s AND digest = ANY(%s)"),
+            (self.model, wanted),
+            "all",
+        )
+        with self._lock:
+            for digest, vector in rows:
+                self._vectors[digest] = np.asarray(vector, dtype=np.float32)
+
+    def _store(self, digests: Sequence[str], vectors: npt.NDArray[np.float32]) -> Op[None]:
+        yield Stmt(
+            self.backend.db.q(
+                "INSERT INTO {s}.vectors (model, digest, vector) VALUES (%s, %s, %s::real[]) ON CONFLICT DO NOTHING"
+            ),
+            many=[(self.model, digest, vector.tolist()) for digest, vector in zip(digests, vectors, strict=True)],
+        )
+        with self._lock:
+            self._vectors.update(zip(digests, vectors, strict=True))
+
+    def _missing(self, items: Sequence[tuple[str, str]], digests: Sequence[str]) -> dict[str, str]:
+        with self._lock:
+            return {d: text for d, (_, text) in zip(digests, items, strict=True) if d not in self._vectors}
+
+    def _stack(self, digests: Sequence[str]) -> npt.NDArray[np.float32]:
+        with self._lock:
+            return stacked(self._vectors, digests)
+
+    def vectors_for(self, items: Sequence[tuple[str, str]]) -> npt.NDArray[np.float32]:
+        digests = self._digests(items)
+        self.backend.run("vectors", self._fetch(digests))
+        new = self._missing(items, digests)
+        if new:
+            texts = list(new.values())
+            self.backend.run("vectors", self._store(list(new), unit_vectors(texts, self.embedder.embed(texts))))
+        return self._stack(digests)
+
+    async def avectors_for(self, items: Sequence[tuple[str, str]]) -> npt.NDArray[np.float32]:
+        digests = self._digests(items)
+        await self.backend.arun("vectors", self._fetch(digests))
+        new = self._missing(items, digests)
+        if new:
+            texts = list(new.values())
+            vectors = unit_vectors(texts, await self.embedder.aembed(texts))
+            await self.backend.arun("vectors", self._store(list(new), vectors))
+        return self._stack(digests)
+
+    def _discard(self, digests: Sequence[str]) -> Op[int]:
+        rows = yield Stmt(
+            self.backend.db.q("DELETE FROM {s}.vectors WHERE model = %s AND digest = ANY(%s) RETURNING digest"),
+            (self.model, list(digests)),
+            "all",
+        )
+        return len(rows)
+
+    def discard(self, items: Sequence[tuple[str, str]]) -> int:
+        digests = sorted(set(self._digests(items)))
+        with self._lock:
+            for digest in digests:
+                self._vectors.pop(digest, None)
+        if not digests:
+            return 0
+        return self.backend.run("vectors", self._discard(digests))

@@ -1,0 +1,359 @@
+"""Connections to PostgreSQL for both PG backends: pools, one transaction per operation, errors.
+
+An operation is written once, as a generator that yields :class:`Stmt` objects and receives
+their results; :meth:`Database.run` drives it on a connection of the sync pool and
+:meth:`Database.arun` on one of the async pool (native ``psycopg`` async, no threads). The
+whole generator runs in one transaction: it commits when the generator returns and rolls back
+when anything raises, so a killed process or a cut connection leaves no partial record.
+
+Errors become the library's own: a failed connection is a :class:`StorageError` naming host
+and database (never the password), a pool that stays exhausted past ``pool_timeout`` is a
+:class:`LockTimeoutError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import weakref
+from collections.abc import AsyncIterator, Generator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from local_ai_memory._shared.errors import ConfigError, LockTimeoutError, StorageError
+
+__all__ = ["Database", "DatabaseSettings", "Op", "Stmt", "describe_url"]
+
+T = TypeVar("T")
+
+Fetch = Literal["none", "one", "all", "rowcount"]
+
+
+@dataclass(frozen=True)
+class Stmt:
+    """One statement of an operation: the query, its parameters and what to hand back.
+
+    ``many`` runs the query once per parameter row (pipelined by psycopg) and yields nothing.
+    """
+
+    query: sql.Composed
+    params: Sequence[Any] = ()
+    fetch: Fetch = "none"
+    many: Sequence[Sequence[Any]] | None = None
+
+
+Op = Generator[Stmt, Any, T]
+"""An operation: yields statements, receives each one's result, returns the answer."""
+
+
+@dataclass(frozen=True)
+class DatabaseSettings:
+    """Where the database is and how to use it (see ``MemoryConfig.database_*``)."""
+
+    url: str
+    schema: str = "local_ai_memory"
+    pool_min_size: int = 1
+    pool_max_size: int = 10
+    pool_timeout: float = 30.0
+    connect_timeout: float = 10.0
+    prepare_threshold: int | None = 5
+    check_connections: bool = True
+
+
+def describe_url(url: str) -> str:
+    """``host H, database D`` of a connection string, without user or password (for messages)."""
+    try:
+        parts = conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "an unreadable database URL"
+    host = parts.get("host") or parts.get("hostaddr") or "localhost"
+    port = f":{parts['port']}" if parts.get("port") else ""
+    return f"host {host}{port}, database {parts.get('dbname') or parts.get('user') or '(default)'}"
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__
+
+
+def _check_url(url: str) -> None:
+    try:
+        conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        raise ConfigError("database_url is not a PostgreSQL connection string (postgresql://user@host/db)") from None
+
+
+class Database:
+    """A sync and an async pool on one database and schema; runs operations in transactions."""
+
+    def __init__(self, settings: DatabaseSettings) -> None:
+        _check_url(settings.url)
+        self.settings = settings
+        self.where = describe_url(settings.url)
+        self.ready = False  # set once the schema is known to be current (shared by both backends)
+        self.schema = sql.Identifier(settings.schema)
+        self._lock = threading.Lock()
+        self._pool: ConnectionPool | None = None
+        self._apools: dict[int, _LoopConnections] = {}
+        self._queries: dict[str, sql.Composed] = {}
+
+    def __repr__(self) -> str:
+        return f"Database({self.where}, schema {self.settings.schema})"
+
+    def q(self, text: str) -> sql.Composed:
+        """``text`` with ``{s}`` bound to the schema identifier (cached: the query text never changes)."""
+        found = self._queries.get(text)
+        if found is None:
+            found = self._queries[text] = sql.SQL(text).format(s=self.schema)
+        return found
+
+    # -- connections --------------------------------------------------------------------------------
+    def _kwargs(self) -> dict[str, Any]:
+        return {"prepare_threshold": self.settings.prepare_threshold}
+
+    def connect(self) -> psycopg.Connection[Any]:
+        """A fresh connection outside the pools (setup, checks); errors name host and database."""
+        try:
+            return psycopg.connect(
+                self.settings.url, connect_timeout=max(1, round(self.settings.connect_timeout)), **self._kwargs()
+            )
+        except psycopg.Error as exc:
+            raise StorageError(f"cannot connect to PostgreSQL ({self.where}): {_first_line(exc)}") from None
+
+    async def aconnect(self) -> psycopg.AsyncConnection[Any]:
+        """Async twin of :meth:`connect`."""
+        try:
+            return await psycopg.AsyncConnection.connect(
+                self.settings.url,
+                autocommit=True,  # each operation opens its own transaction block
+                connect_timeout=max(1, round(self.settings.connect_timeout)),
+                **self._kwargs(),
+            )
+        except psycopg.Error as exc:
+            raise StorageError(f"cannot connect to PostgreSQL ({self.where}): {_first_line(exc)}") from None
+
+    def _sync_pool(self) -> ConnectionPool:
+        pool = self._pool
+        if pool is None:
+            with self._lock:
+                if self._pool is None:
+                    self._pool = ConnectionPool(
+                        self.settings.url,
+                        min_size=self.settings.pool_min_size,
+                        max_size=self.settings.pool_max_size,
+                        timeout=self.settings.pool_timeout,
+                        kwargs=self._kwargs(),
+                        check=ConnectionPool.check_connection if self.settings.check_connections else None,
+                        name=f"local-ai-memory {self.settings.schema}",
+                        open=True,
+                    )
+                pool = self._pool
+        return pool
+
+    def _async_connections(self) -> _LoopConnections:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            for key, old in list(self._apools.items()):  # connections of finished event loops go
+                if old.finished():
+                    old.discard()
+                    del self._apools[key]
+            found = self._apools.get(id(loop))
+            if found is None or found.loop() is not loop:
+                found = self._apools[id(loop)] = _LoopConnections(self, loop)
+            return found
+
+    def close(self) -> None:
+        """Close the sync pool and every idle async connection."""
+        with self._lock:
+            pool, self._pool = self._pool, None
+            loops, self._apools = list(self._apools.values()), {}
+        for connections in loops:
+            connections.discard()
+        if pool is not None:
+            pool.close()
+
+    async def aclose(self) -> None:
+        """Close this event loop's async connections and the sync pool."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            found = self._apools.pop(id(loop), None)
+        if found is not None:
+            await found.aclose()
+        self.close()
+
+    # -- running operations -------------------------------------------------------------------------
+    def _reachable(self) -> str | None:
+        """``None`` if a fresh connection works, else why not (tells a dead server from a full pool)."""
+        try:
+            self.connect().close()
+        except StorageError as exc:
+            return str(exc)
+        return None
+
+    def _error(self, what: str, exc: BaseException) -> StorageError:
+        if isinstance(exc, PoolTimeout):
+            down = self._reachable()
+            if down is not None:
+                return StorageError(f"{what} failed: {down}")
+            return LockTimeoutError(
+                f"{what}: no database connection free within {self.settings.pool_timeout:g} s "
+                f"(pool of {self.settings.pool_max_size}, {self.where}); raise database_pool_max_size "
+                "or database_pool_timeout"
+            )
+        return StorageError(f"{what} failed on PostgreSQL ({self.where}): {_first_line(exc)}")
+
+    def run(self, what: str, op: Op[T], *, pooled: bool = True) -> T:
+        """Run ``op`` in one transaction on a pooled connection; ``what`` names it in errors.
+
+        ``pooled=False`` uses a connection of its own (schema setup: a wrong URL or password
+        fails at once with a clear message instead of after the pool's timeout).
+        """
+        try:
+            with (
+                self._sync_pool().connection() if pooled else self.connect() as conn,
+                conn.transaction(),
+                conn.cursor(binary=True) as cur,
+            ):
+                answer: Any = None
+                while True:
+                    try:
+                        stmt = op.send(answer)
+                    except StopIteration as done:
+                        result: T = done.value
+                        break
+                    if stmt.many is not None:
+                        cur.executemany(stmt.query, stmt.many)
+                        answer = None
+                        continue
+                    cur.execute(stmt.query, stmt.params)
+                    answer = _result(cur, stmt.fetch)
+            return result
+        except (psycopg.Error, PoolTimeout) as exc:
+            raise self._error(what, exc) from exc
+        finally:
+            op.close()
+
+    async def arun(self, what: str, op: Op[T], *, pooled: bool = True) -> T:
+        """Async twin of :meth:`run` on this event loop's async pool."""
+        try:
+            async with (
+                self._async_connections().connection() if pooled else await self.aconnect() as conn,
+                conn.transaction(),
+                conn.cursor(binary=True) as cur,
+            ):
+                answer: Any = None
+                while True:
+                    try:
+                        stmt = op.send(answer)
+                    except StopIteration as done:
+                        result: T = done.value
+                        break
+                    if stmt.many is not None:
+                        await cur.executemany(stmt.query, stmt.many)
+                        answer = None
+                        continue
+                    await cur.execute(stmt.query, stmt.params)
+                    answer = await _aresult(cur, stmt.fetch)
+            return result
+        except (psycopg.Error, PoolTimeout) as exc:
+            raise self._error(what, exc) from exc
+        finally:
+            op.close()
+
+
+class _LoopConnections:
+    """The async connections of one event loop: at most ``pool_max_size``, reused, none in the background.
+
+    ``psycopg_pool.AsyncConnectionPool`` keeps worker tasks on the loop that opened it; the
+    library's async API is called from many loops (each ``asyncio.run`` is one), and a worker
+    caught mid-reconnect when its loop ends can hold up the loop's shutdown. This keeps idle
+    connections only: a finished loop's are closed synchronously by the next loop that comes.
+    """
+
+    def __init__(self, db: Database, loop: asyncio.AbstractEventLoop) -> None:
+        self.db = db
+        self.loop = weakref.ref(loop)
+        self._idle: list[psycopg.AsyncConnection[Any]] = []
+        self._slots = asyncio.Semaphore(db.settings.pool_max_size)
+
+    def finished(self) -> bool:
+        loop = self.loop()
+        return loop is None or loop.is_closed()
+
+    def discard(self) -> None:
+        """Close the idle connections of a finished loop (closing a libpq handle needs no loop)."""
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.pgconn.finish()
+
+    def __del__(self) -> None:
+        self.discard()
+
+    async def aclose(self) -> None:
+        idle, self._idle = self._idle, []
+        for conn in idle:
+            await conn.close()
+
+    @contextlib.asynccontextmanager
+    async def connection(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        """A connection for one operation; waits at most ``pool_timeout`` for a free slot."""
+        try:
+            await asyncio.wait_for(self._slots.acquire(), self.db.settings.pool_timeout)
+        except asyncio.TimeoutError:
+            raise PoolTimeout(f"no async connection free in {self.db.settings.pool_timeout:g} s") from None
+        conn: psycopg.AsyncConnection[Any] | None = None
+        try:
+            while self._idle and conn is None:
+                candidate = self._idle.pop()
+                if candidate.closed or candidate.broken:
+                    continue
+                if self.db.settings.check_connections:
+                    try:
+                        await candidate.execute("")
+                    except psycopg.Error:
+                        await candidate.close()
+                        continue
+                conn = candidate
+            if conn is None:
+                conn = await self.db.aconnect()
+            yield conn
+        finally:
+            if conn is not None:
+                if conn.closed or conn.broken or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                    await conn.close()
+                else:
+                    self._idle.append(conn)
+            self._slots.release()
+
+
+def _has_rows(cur: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> bool:
+    pgresult = cur.pgresult
+    return pgresult is not None and pgresult.status == psycopg.pq.ExecStatus.TUPLES_OK
+
+
+def _result(cur: psycopg.Cursor[Any], fetch: Fetch) -> Any:
+    """What a statement hands back to its operation: nothing, the row count, a row or every row."""
+    if fetch == "none":
+        return None
+    if fetch == "rowcount":
+        return cur.rowcount
+    if not _has_rows(cur):
+        return None if fetch == "one" else []
+    return cur.fetchone() if fetch == "one" else cur.fetchall()
+
+
+async def _aresult(cur: psycopg.AsyncCursor[Any], fetch: Fetch) -> Any:
+    """Async twin of :func:`_result`."""
+    if fetch == "none":
+        return None
+    if fetch == "rowcount":
+        return cur.rowcount
+    if not _has_rows(cur):
+        return None if fetch == "one" else []
+    return await cur.fetchone() if fetch == "one" else await cur.fetchall()

@@ -1,0 +1,283 @@
+"""``local-ai-memory`` commands for owning the data: sessions, show, notes, forget, export, import.
+
+``sessions``, ``show`` and ``export`` only read: a data folder that does not exist is an error
+and nothing is created. ``forget`` asks before erasing unless ``--yes`` is given (and refuses
+without ``--yes`` when there is no terminal to ask on).
+
+Examples::
+
+    local-ai-memory sessions -d ./data
+    local-ai-memory show -u alice -s s1 -d ./data
+    local-ai-memory notes add -u ops_admin deploy --file deploy.md -d ./data
+    local-ai-memory export -u alice -o alice.zip -d ./data
+    local-ai-memory forget -u alice --yes -d ./data
+    local-ai-memory import alice.zip -d ./other
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from local_ai_memory._cli.common import (
+    Categories,
+    ConfigFile,
+    DataDir,
+    JsonFlag,
+    app,
+    config_of,
+    errors,
+    fail,
+    out,
+    print_json,
+)
+from local_ai_memory._memory import Memory
+
+__all__ = ["register"]
+
+User = Annotated[str, typer.Option("--user", "-u", help="The user id.")]
+SessionOption = Annotated[str, typer.Option("--session", "-s", help="The session id.")]
+notes_app = typer.Typer(help="Add, list and delete a user's knowledge notes by plain name.", no_args_is_help=True)
+
+
+def _memory(data_dir: Path | None, config_file: Path | None, *, read_only: bool = False) -> Memory:
+    """The memory of the data folder; ``read_only`` refuses a folder that does not exist."""
+    config = config_of(data_dir, config_file)
+    root = config.runtime_data_dir.expanduser()
+    on_disk = (root / "memory").is_dir() or (root / "memory_data").is_dir()
+    if read_only and not config.database_url and not on_disk:
+        fail(f"no memory at {root} (check --data-dir)")
+    return Memory(config)
+
+
+def _when(seconds: float) -> str:
+    if not seconds:
+        return "-"
+    return datetime.datetime.fromtimestamp(seconds).astimezone().strftime("%Y-%m-%d %H:%M")
+
+
+def _size(count: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if count < 1024 or unit == "GB":
+            return f"{count} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024  # type: ignore[assignment]
+    raise AssertionError("unreachable")
+
+
+def sessions(
+    data_dir: DataDir = None,
+    config: ConfigFile = None,
+    user: Annotated[str | None, typer.Option("--user", "-u", help="Only this user.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Users and their sessions, with sizes and last use, and how many notes each user has."""
+    with errors():
+        users = [info for info in _memory(data_dir, config, read_only=True).users() if user in (None, info.user_id)]
+        if as_json:
+            print_json([info.to_dict() for info in users])
+            return
+        if not users:
+            out.print("No users." if user is None else f"Nothing kept for {user!r}.", highlight=False)
+            return
+        table = Table(title="what the memory keeps")
+        for column in ("user", "session", "size", "last used"):
+            table.add_column(column, justify="right" if column == "size" else "left")
+        for info in users:
+            table.add_row(info.user_id, f"({info.notes} notes)", _size(info.note_bytes), _when(info.notes_modified))
+            for session in info.sessions:
+                table.add_row("", str(session.scope.session_id), _size(session.size), _when(session.modified))
+        out.print(table)
+
+
+def show(
+    user: User, session: SessionOption, data_dir: DataDir = None, config: ConfigFile = None, as_json: JsonFlag = False
+) -> None:
+    """Everything one session holds: state, working memory, checkpoints, tool outputs, messages."""
+    with errors():
+        report = _memory(data_dir, config, read_only=True).show(user, session)
+        if as_json:
+            print_json(report.to_dict())
+            return
+        out.print(f"[bold]{user} / {session}[/]")
+        out.print("[bold]state (L0)[/]")
+        sys.stdout.write(json.dumps(report.state, ensure_ascii=False, indent=2) + "\n")
+        out.print("[bold]working memory (L1)[/]")
+        sys.stdout.write((report.working_memory or "(empty)") + "\n")
+        table = Table(title="checkpoints (L2)")
+        for column in ("plan", "status", "step", "task", "updated"):
+            table.add_column(column)
+        for c in report.checkpoints:
+            table.add_row(c.plan_id, c.status, str(c.step), c.task, _when(c.updated_at))
+        out.print(table)
+        outputs = Table(title="stored tool outputs (L3)")
+        outputs.add_column("result id")
+        outputs.add_column("size", justify="right")
+        outputs.add_column("saved")
+        for result_id, entry in report.tool_results.items():
+            outputs.add_row(result_id, _size(entry.size), _when(entry.saved_at))
+        out.print(outputs)
+        out.print(f"messages in the session log: {report.messages}", highlight=False)
+
+
+def forget(
+    user: User,
+    session: Annotated[str | None, typer.Option("--session", "-s", help="Only this session (the notes stay).")] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")] = False,
+    data_dir: DataDir = None,
+    config: ConfigFile = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Erase a user entirely (every session and note, with index entries, rankers, vectors), or one session."""
+    with errors():
+        memory = _memory(data_dir, config, read_only=True)
+        what = f"session {session!r} of {user!r}" if session else f"everything kept about {user!r}"
+        if not yes:
+            if not sys.stdin.isatty():
+                fail(f"refusing to erase {what} without --yes (no terminal to confirm on)")
+            typer.confirm(f"Erase {what}? This cannot be undone", abort=True, err=True)
+        report = memory.delete_session(user, session) if session else memory.forget_user(user)
+        if as_json:
+            print_json(report.to_dict())
+            return
+        out.print(
+            f"Erased {what}: {len(report.sessions)} session(s) ({_size(report.runtime_bytes)}), "
+            f"{len(report.notes)} note(s) ({_size(report.note_bytes)}), "
+            f"{report.ranker_snapshots} ranker snapshot(s), {report.vectors} cached vector(s).",
+            highlight=False,
+        )
+
+
+def export(
+    user: User,
+    output: Annotated[Path, typer.Option("--output", "-o", help="The archive to write (a .zip file).")],
+    session: Annotated[str | None, typer.Option("--session", "-s", help="Only this session.")] = None,
+    data_dir: DataDir = None,
+    config: ConfigFile = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Write a user's memory (or one session) to a portable archive."""
+    with errors():
+        manifest = _memory(data_dir, config, read_only=True).export(output, user, session)
+        if as_json:
+            print_json({"archive": str(output), **manifest.model_dump(mode="json")})
+            return
+        out.print(
+            f"Wrote {output}: {len(manifest.sessions)} session(s), {len(manifest.notes)} note(s).", highlight=False
+        )
+
+
+def import_(
+    archive: Annotated[Path, typer.Argument(help="An archive written by `local-ai-memory export`.")],
+    replace: Annotated[
+        bool, typer.Option("--replace", is_flag=True, help="Overwrite sessions and notes that already exist.")
+    ] = False,
+    data_dir: DataDir = None,
+    config: ConfigFile = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Load an exported archive into this data folder."""
+    with errors():
+        report = _memory(data_dir, config).import_archive(archive, replace=replace)
+        if as_json:
+            print_json(report.to_dict())
+            return
+        out.print(
+            f"Imported {report.user_id!r}: {len(report.sessions)} session(s), {len(report.notes)} note(s), "
+            f"{report.tool_results} tool output(s), {report.messages} message(s).",
+            highlight=False,
+        )
+
+
+def notes_list(
+    user: User,
+    data_dir: DataDir = None,
+    config: ConfigFile = None,
+    category: Categories = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """The user's notes (file names) per category."""
+    with errors():
+        knowledge = _memory(data_dir, config, read_only=True).knowledge
+        found = {cat: knowledge.notes(user, category=cat) for cat in (category or knowledge.store.categories)}
+        if as_json:
+            print_json(found)
+            return
+        for cat, names in found.items():
+            for name in names:
+                out.print(f"{cat}/{name}", highlight=False)
+
+
+def notes_add(
+    user: User,
+    name: Annotated[str, typer.Argument(help="The note's plain name (the user prefix is added for you).")],
+    file: Annotated[Path | None, typer.Option("--file", "-f", help="Read the note from this Markdown file.")] = None,
+    text: Annotated[str | None, typer.Option("--text", help="The note's text (instead of --file).")] = None,
+    category: Annotated[str | None, typer.Option("--category", "-k", help="Category (default: the first).")] = None,
+    data_dir: DataDir = None,
+    config: ConfigFile = None,
+) -> None:
+    """Add or replace a note of a user; it is indexed at once."""
+    with errors():
+        if (file is None) == (text is None):
+            fail("give the note as --file PATH or --text TEXT", 2)
+        body = file.read_text(encoding="utf-8") if file is not None else str(text)
+        stored = _memory(data_dir, config).knowledge.write_note(user, name, body, category=category)
+        out.print(f"Stored {stored}", highlight=False)
+
+
+def notes_rm(
+    user: User,
+    name: Annotated[str, typer.Argument(help="The note's plain name.")],
+    category: Annotated[str | None, typer.Option("--category", "-k", help="Category (default: the first).")] = None,
+    data_dir: DataDir = None,
+    config: ConfigFile = None,
+) -> None:
+    """Delete a note of a user with its index entry."""
+    with errors():
+        if not _memory(data_dir, config, read_only=True).knowledge.delete_note(user, name, category=category):
+            fail(f"{user!r} has no note {name!r}")
+        out.print(f"Deleted {name!r} of {user!r}", highlight=False)
+
+
+def notes_export(
+    folder: Annotated[Path, typer.Argument(help="Where to write {category}/{user}_{name}.md files.")],
+    data_dir: DataDir = None,
+    config: ConfigFile = None,
+) -> None:
+    """Copy every note, byte for byte, to a folder in the file layout (from PostgreSQL, say)."""
+    with errors():
+        count = _memory(data_dir, config, read_only=True).export_notes(folder)
+        out.print(f"Wrote {count} note(s) to {folder}", highlight=False)
+
+
+def notes_import(
+    folder: Annotated[Path, typer.Argument(help="A folder of {category}/{user}_{name}.md files.")],
+    replace: Annotated[bool, typer.Option("--replace", is_flag=True, help="Overwrite notes that exist.")] = False,
+    data_dir: DataDir = None,
+    config: ConfigFile = None,
+) -> None:
+    """Copy a folder of notes (the file layout) into this memory (to PostgreSQL, say)."""
+    with errors():
+        count = _memory(data_dir, config).import_notes(folder, replace=replace)
+        out.print(f"Imported {count} note(s) from {folder}", highlight=False)
+
+
+def register() -> None:
+    """Add these commands to the ``local-ai-memory`` app."""
+    app.command()(sessions)
+    app.command()(show)
+    app.command()(forget)
+    app.command()(export)
+    app.command(name="import")(import_)
+    notes_app.command(name="list")(notes_list)
+    notes_app.command(name="add")(notes_add)
+    notes_app.command(name="rm")(notes_rm)
+    notes_app.command(name="export")(notes_export)
+    notes_app.command(name="import")(notes_import)
+    app.add_typer(notes_app, name="notes")

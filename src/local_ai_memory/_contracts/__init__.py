@@ -1,0 +1,1 @@
+"""The storage contracts: what the engines need from a backend, and nothing more."""

@@ -1,0 +1,244 @@
+"""``KnowledgeBackend``: what the knowledge engines need from storage, and nothing more.
+
+The engines (change detection, the index, ranking, hybrid search; see :mod:`.._store`) never
+see paths, ``os.stat`` or rows. They ask a backend for:
+
+* **notes**: Markdown text stored by ``(category, name)``, where ``name`` is a knowledge file
+  name (``{user prefix}{title}.md``, see :func:`.._guard.user_file_prefix`). Notes are
+  stored and returned as exact bytes (CRLF, emoji and empty texts survive unchanged). Each
+  has a cheap :class:`NoteInfo` (size and a version that changes on every write), listed per
+  category and, optionally, per user, where a user's notes are exactly those whose name
+  starts with that user's prefix (so ``bob`` never lists ``bob_admin``'s notes).
+* **a change feed**: :meth:`KnowledgeBackend.changes` names the notes written or deleted
+  since a cursor, so a search refreshes only those. A backend that cannot know every change
+  (plain files edited by other programs, with no watcher running) answers ``None`` and the
+  engines compare :meth:`~KnowledgeBackend.list_notes` with their index instead.
+* **derived data**: opaque named blobs (``memory_index.json``, ranker snapshots under
+  ``.bm25/``) and an embedding cache, all of which can be rebuilt from the notes. Blobs under
+  :data:`ERASING_DIR` are the one exception: they mark users being forgotten, and every search
+  checks for one; :meth:`KnowledgeBackend.blob_known_absent` lets a backend that follows them
+  spare that check.
+
+A database implements this with three tables (notes with a version column, a change log
+with a serial id, blobs by name); the sync methods are the contract, and each async twin
+``a...`` runs its sync method in a worker thread unless a natively async backend overrides it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple, Protocol
+
+from local_ai_memory._shared.naming import owner_of
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from local_ai_memory._shared.models import Embedder
+
+__all__ = ["ERASING_DIR", "KnowledgeBackend", "NoteChanges", "NoteInfo", "NoteKey", "VectorCache", "is_note_name"]
+
+NoteKey = tuple[str, str]
+"""``(category, name)`` of one note."""
+
+
+def is_note_name(name: str) -> bool:
+    """Whether ``name`` is a knowledge note name (``{user prefix}{name}.md``, not hidden)."""
+    return name.endswith(".md") and not name.startswith(".") and owner_of(name) is not None
+
+
+ERASING_DIR = ".erasing"
+"""Blobs ``.erasing/{user prefix}`` mark users being forgotten (see :mod:`local_ai_memory._operations.lifecycle`)."""
+
+
+class NoteInfo(NamedTuple):
+    """What a listing says about one note without reading it.
+
+    ``version`` changes whenever the note is written (the file's ``st_mtime_ns``; a row
+    version in a database) and ``modified`` is the write time in seconds since the epoch.
+    Together with ``size`` they form the signature the index compares. (A named tuple: a
+    listing makes one per note on every query that compares listings, so it must be cheap.)
+    """
+
+    category: str
+    name: str
+    size: int
+    version: int
+    modified: float
+
+
+@dataclass(frozen=True)
+class NoteChanges:
+    """Notes written or deleted after a cursor, and the cursor to ask from next time.
+
+    ``complete`` is false when the feed cannot cover the asked range (first call, a log
+    trimmed, a whole folder moved): the caller then compares every listing once.
+    """
+
+    cursor: int
+    keys: frozenset[NoteKey]
+    complete: bool
+
+
+class VectorCache(Protocol):
+    """Unit vectors of texts by one embedder, cached by content (see :class:`.._embeddings.EmbeddingCache`)."""
+
+    def vectors_for(self, items: Sequence[tuple[str, str]]) -> npt.NDArray[np.float32]:
+        """One unit vector per ``(key, text)`` pair, in order."""
+
+    async def avectors_for(self, items: Sequence[tuple[str, str]]) -> npt.NDArray[np.float32]:
+        """Async twin of :meth:`vectors_for` (calls the embedder's ``aembed``)."""
+
+    def embed_query(self, text: str) -> npt.NDArray[np.float32]:
+        """Unit vector of a query."""
+
+    async def aembed_query(self, text: str) -> npt.NDArray[np.float32]:
+        """Async twin of :meth:`embed_query`."""
+
+    def discard(self, items: Sequence[tuple[str, str]]) -> int:
+        """Delete the stored vectors of ``(key, text)`` items for good (a forgotten user's notes).
+
+        Returns how many items had one. A vector that an identical text elsewhere shares may go
+        too; it is embedded again when next needed.
+        """
+
+
+class KnowledgeBackend(ABC):
+    """Storage of knowledge notes, their change feed and data derived from them.
+
+    Implementations must be safe to call from several threads. Names given to a backend
+    were validated by the caller (categories by :func:`.._guard.validate_id`, note names as
+    knowledge file names); a backend still refuses anything that would leave its storage.
+    """
+
+    exact_versions: bool = False
+    """True when a note's version changes on every write (a row version). False for file
+    timestamps, which may tick too coarsely to tell two quick writes apart; the engines then
+    also compare content hashes of notes written very recently."""
+
+    # -- notes ---------------------------------------------------------------------------------
+    @abstractmethod
+    def read_note(self, category: str, name: str) -> bytes | None:
+        """The exact bytes of a note, or ``None`` if there is none."""
+
+    def read_note_head(self, category: str, name: str, size: int) -> tuple[bytes, bool] | None:
+        """The first ``size`` bytes of a note and whether that is the whole note, or ``None``.
+
+        Retrieval and indexing read huge notes only as far as they need through this; the
+        default slices :meth:`read_note`, a backend that can read less (files) overrides it.
+        """
+        data = self.read_note(category, name)
+        if data is None:
+            return None
+        return (data, True) if len(data) <= size else (data[:size], False)
+
+    @abstractmethod
+    def write_note(self, category: str, name: str, data: bytes) -> NoteInfo:
+        """Create or replace a note atomically (readers see the old or the new bytes, never a mix)."""
+
+    @abstractmethod
+    def delete_note(self, category: str, name: str) -> bool:
+        """Delete a note; return whether it existed (deleting a missing note is not an error)."""
+
+    @abstractmethod
+    def note_info(self, category: str, name: str) -> NoteInfo | None:
+        """The :class:`NoteInfo` of one note, or ``None`` if there is none."""
+
+    @abstractmethod
+    def list_notes(self, category: str, user_prefix: str | None = None) -> dict[str, NoteInfo]:
+        """``{name: info}`` of the notes in ``category``; with ``user_prefix`` only names starting with it."""
+
+    @abstractmethod
+    def list_categories(self) -> list[str]:
+        """The categories that hold (or held) notes, sorted; a category may be listed empty."""
+
+    # -- change feed ---------------------------------------------------------------------------
+    @abstractmethod
+    def changes(self, since: int | None) -> NoteChanges | None:
+        """Notes written or deleted after cursor ``since`` (``None``: from the beginning).
+
+        ``None`` means this backend keeps no complete feed right now; compare listings instead.
+        """
+
+    # -- derived data --------------------------------------------------------------------------
+    @abstractmethod
+    def read_blob(self, name: str) -> bytes | None:
+        """A derived-data blob by ``/``-separated name (``memory_index.json``, ``.bm25/...``), or ``None``."""
+
+    @abstractmethod
+    def write_blob(self, name: str, data: bytes) -> None:
+        """Store a blob atomically."""
+
+    @abstractmethod
+    def blob_size(self, name: str) -> int | None:
+        """Size in bytes of a blob, or ``None`` if there is none (cheaper than reading it)."""
+
+    def blob_known_absent(self, name: str) -> bool:
+        """True only when the backend knows, without asking its storage, that blob ``name`` does
+        not exist (so a caller may skip :meth:`blob_size`). The default never knows.
+
+        A file backend whose watcher reports every change follows the blobs under
+        :data:`ERASING_DIR` this way, so a search of a user not being forgotten costs no ``stat``.
+        """
+        return False
+
+    @abstractmethod
+    def delete_blob(self, name: str) -> bool:
+        """Delete a blob; return whether it existed (deleting a missing blob is not an error)."""
+
+    @abstractmethod
+    def quarantine_blob(self, name: str) -> str | None:
+        """Keep a damaged blob aside for inspection and remove it; return where it went."""
+
+    @abstractmethod
+    def vector_cache(self, embedder: Embedder) -> VectorCache:
+        """The embedding cache of ``embedder`` kept by this backend."""
+
+    def recover(self) -> int:
+        """Clear what interrupted writes may have left (temporary files); return how many leftovers."""
+        return 0
+
+    # -- async twins ---------------------------------------------------------------------------
+    async def aread_note(self, category: str, name: str) -> bytes | None:
+        """Async twin of :meth:`read_note`."""
+        return await asyncio.to_thread(self.read_note, category, name)
+
+    async def awrite_note(self, category: str, name: str, data: bytes) -> NoteInfo:
+        """Async twin of :meth:`write_note`."""
+        return await asyncio.to_thread(self.write_note, category, name, data)
+
+    async def adelete_note(self, category: str, name: str) -> bool:
+        """Async twin of :meth:`delete_note`."""
+        return await asyncio.to_thread(self.delete_note, category, name)
+
+    async def anote_info(self, category: str, name: str) -> NoteInfo | None:
+        """Async twin of :meth:`note_info`."""
+        return await asyncio.to_thread(self.note_info, category, name)
+
+    async def alist_notes(self, category: str, user_prefix: str | None = None) -> dict[str, NoteInfo]:
+        """Async twin of :meth:`list_notes`."""
+        return await asyncio.to_thread(self.list_notes, category, user_prefix)
+
+    async def achanges(self, since: int | None) -> NoteChanges | None:
+        """Async twin of :meth:`changes`."""
+        return await asyncio.to_thread(self.changes, since)
+
+    async def aread_blob(self, name: str) -> bytes | None:
+        """Async twin of :meth:`read_blob`."""
+        return await asyncio.to_thread(self.read_blob, name)
+
+    async def awrite_blob(self, name: str, data: bytes) -> None:
+        """Async twin of :meth:`write_blob`."""
+        await asyncio.to_thread(self.write_blob, name, data)
+
+    async def ablob_size(self, name: str) -> int | None:
+        """Async twin of :meth:`blob_size`."""
+        return await asyncio.to_thread(self.blob_size, name)
+
+    async def aquarantine_blob(self, name: str) -> str | None:
+        """Async twin of :meth:`quarantine_blob`."""
+        return await asyncio.to_thread(self.quarantine_blob, name)

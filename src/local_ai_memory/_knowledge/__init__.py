@@ -1,0 +1,1 @@
+"""The knowledge engine: notes, their index, Stage 1 ranking and three-stage retrieval."""

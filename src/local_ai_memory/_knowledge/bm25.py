@@ -1,0 +1,705 @@
+"""Stage 1 BM25 ranking: an incremental inverted index with numpy.
+
+Scoring (what ``tests/test_ranking.py`` checks against an independent computation): for each
+weighted query term ``(t, w)`` present in a document,
+``w * idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))`` with ``k1 = 1.2``,
+``b = 0.75`` and Lucene's ``idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5))``, which is always
+positive: every returned score is above zero, however few documents a user has. Lead terms
+(:data:`._analysis.LEAD`) are scored with ``b = 0``, and only length terms
+(:func:`._analysis.is_length_term`) count for ``dl``. Scores compare documents within one
+query; they are not probabilities and not comparable across queries.
+
+Why not a library ranker: they rebuild from scratch on every change. Here each corpus (one
+user's files in one category) is a :class:`BM25Index`:
+
+* a compacted **base segment** in term-major CSR arrays (term id -> document slots and term
+  frequencies), scored with vectorized numpy per query term;
+* a small **delta** of documents added or changed since the last compaction, kept in a
+  Python posting dict. Changing one file marks its old slot dead and adds a new slot: O(size
+  of that file), no rebuild. When delta plus dead slots pass ``max(1024, 10% of docs)`` the
+  index compacts itself (a vectorized rebuild, about a second at 100k full-text documents).
+
+Document frequencies, ``N`` and total length are kept incrementally, so the statistics always
+equal those of a fresh build over exactly the live documents. Several corpora (categories)
+are ranked together by summing their statistics, as one corpus over the union.
+
+A query adds, word by word, what the word's terms score into one dense array over the slots.
+A word that comes back (most do: people ask about the same things) is added as one kept
+array over the union of its terms' postings, or over every slot when it is in most documents;
+the top n are then selected from the dense array without listing every hit (:func:`best_slots`).
+
+Documents that share no term with the query are not returned. Ties are broken by file name,
+so results are deterministic.
+"""
+
+from __future__ import annotations
+
+import heapq
+import io
+import math
+import struct
+import zipfile
+import zlib
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from local_ai_memory._shared.text import EXACT, LEAD, is_length_term
+
+__all__ = [
+    "BM25Index",
+    "CountedDoc",
+    "Vocabulary",
+    "count_terms",
+    "idf",
+    "pack_texts",
+    "rank",
+    "read_snapshot",
+    "snapshot_bytes",
+    "unpack_texts",
+]
+
+_NAMESPACES = (LEAD, EXACT)
+_NPY_HEADER_MAX = 65_536  # numpy writes headers of a few hundred bytes; read no further for one
+K1 = 1.2
+B = 0.75
+CONTRIBUTIONS_KEPT = 32 << 20
+"""Bytes of word contributions an index keeps for the next queries (see :meth:`BM25Index._keep`)."""
+_SEEN_WORDS = 2048  # per index: about 0.4 MB at most
+_MIN_COMPACT = 1024
+_COMPACT_RATIO = 0.1
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+TermArray = npt.NDArray[np.int32]
+CountArray = npt.NDArray[np.float32]
+CountedDoc = tuple[TermArray, CountArray, int]
+
+
+def count_terms(vocab: Vocabulary, tokens: Sequence[str]) -> CountedDoc:
+    """``(term ids sorted, their counts, length)`` of one document's terms; the length counts
+    only length terms (see :func:`._analysis.is_length_term`)."""
+    counts = Counter(tokens)
+    terms = np.array(vocab.ids_for(counts), dtype=np.int32)
+    tfs = np.array(list(counts.values()), dtype=np.float32)
+    order = np.argsort(terms)
+    length = sum(n for term, n in counts.items() if is_length_term(term))
+    return terms[order], tfs[order], length
+
+
+class Vocabulary:
+    """Maps terms to dense integer ids; shared by the indexes of one store so they can be combined."""
+
+    def __init__(self) -> None:
+        self._ids: dict[str, int] = {}
+        self._words: list[str] = []
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def add(self, term: str) -> int:
+        """Id of ``term``, assigning a new one if needed."""
+        return self.ids_for([term])[0]
+
+    def ids_for(self, terms: Iterable[str]) -> list[int]:
+        """Ids of ``terms``, assigning new ones as needed."""
+        if not self._ids and isinstance(terms, list):
+            # An empty vocabulary takes a list of distinct terms (a snapshot's) in one go.
+            fresh = dict(zip(terms, range(len(terms)), strict=True))
+            if len(fresh) == len(terms):
+                self._ids = fresh
+                self._words = list(terms)
+                return list(range(len(terms)))
+        ids = self._ids
+        words = self._words
+        out: list[int] = []
+        for term in terms:
+            found = ids.get(term)
+            if found is None:
+                found = ids[term] = len(words)
+                words.append(term)
+            out.append(found)
+        return out
+
+    def words(self, ids: Iterable[int]) -> list[str]:
+        """The terms of ``ids``."""
+        words = self._words
+        return [words[i] for i in ids]
+
+    def get(self, term: str) -> int | None:
+        """Id of ``term`` or ``None`` if no document ever contained it."""
+        return self._ids.get(term)
+
+
+def _grow(array: npt.NDArray[np.generic], size: int) -> npt.NDArray[np.generic]:
+    if size <= len(array):
+        return array
+    bigger = np.zeros(max(size, 2 * len(array), 16), dtype=array.dtype)
+    bigger[: len(array)] = array
+    return bigger
+
+
+@dataclass
+class _Stats:
+    n_docs: int
+    avgdl: float
+    df: IntArray
+
+
+QueryTerm = tuple[int, float, bool]  # term id, weight x idf, scored without length normalization
+Word = tuple[QueryTerm, ...]  # the terms of one query word (its stem and namespaced variants)
+Contribution = tuple[TermArray | None, FloatArray]  # slots and their scores, or None and every slot's score
+
+
+class BM25Index:
+    """One BM25 corpus (documents keyed by name) that can be changed one document at a time."""
+
+    def __init__(self, vocab: Vocabulary, label: str = "") -> None:
+        self.vocab = vocab
+        self.label = label
+        self.version = 0
+        self._slot: dict[str, int] = {}
+        self._keys: list[str | None] = []
+        self._doc_len: FloatArray = np.zeros(0, dtype=np.float64)
+        self._alive: npt.NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
+        self._df: IntArray = np.zeros(0, dtype=np.int64)
+        self.n_docs = 0
+        self.total_len = 0
+        # The base segment (slots below _base_end): term-major postings and doc-major terms.
+        self._base_ptr: IntArray = np.zeros(1, dtype=np.int64)
+        self._base_slots: TermArray = np.zeros(0, dtype=np.int32)
+        self._base_tfs: CountArray = np.zeros(0, dtype=np.float32)
+        self._doc_ptr: IntArray = np.zeros(1, dtype=np.int64)
+        self._doc_terms: TermArray = np.zeros(0, dtype=np.int32)
+        self._base_end = 0
+        # The delta (slots from _base_end on): each live document's counted terms, and postings.
+        self._pending: dict[int, tuple[TermArray, CountArray]] = {}
+        self._delta: dict[int, list[int]] = {}
+        self._stats_cache: tuple[int, int, _Stats] | None = None
+        self._norm_cache: tuple[int, float, FloatArray] | None = None
+        self._dead_cache: tuple[tuple[int, int], IntArray] | None = None
+        # What each recent query word adds to the base's scores, for the (version, avgdl) it was computed at.
+        self._kept: OrderedDict[Word, Contribution] = OrderedDict()
+        self._kept_at: tuple[int, float] | None = None
+        self._kept_bytes = 0
+        self._seen: OrderedDict[tuple[int, ...], None] = OrderedDict()  # term ids of the words queried once
+
+    def __len__(self) -> int:
+        return self.n_docs
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._slot
+
+    def keys(self) -> list[str]:
+        """Names of the live documents."""
+        return list(self._slot)
+
+    # -- changes -------------------------------------------------------------------------
+    def _insert(self, key: str, doc: CountedDoc, *, postings: bool) -> None:
+        if key in self._slot:
+            self._delete(key)
+        terms, tfs, length = doc
+        slot = len(self._keys)
+        self._keys.append(key)
+        self._pending[slot] = (terms, tfs)
+        self._doc_len = _grow(self._doc_len, slot + 1)  # type: ignore[assignment]
+        self._alive = _grow(self._alive, slot + 1)  # type: ignore[assignment]
+        self._doc_len[slot] = length
+        self._alive[slot] = True
+        self._slot[key] = slot
+        self._df = _grow(self._df, len(self.vocab))  # type: ignore[assignment]
+        self._df[terms] += 1
+        self.n_docs += 1
+        self.total_len += length
+        if postings:
+            for term in terms.tolist():
+                self._delta.setdefault(term, []).append(slot)
+
+    def _delete(self, key: str) -> bool:
+        slot = self._slot.pop(key, None)
+        if slot is None:
+            return False
+        if slot < self._base_end:
+            terms = self._doc_terms[self._doc_ptr[slot] : self._doc_ptr[slot + 1]]
+        else:
+            terms = self._pending.pop(slot)[0]
+        self._df[terms] -= 1
+        self.n_docs -= 1
+        self.total_len -= int(self._doc_len[slot])
+        self._alive[slot] = False
+        self._keys[slot] = None
+        return True
+
+    def add(self, key: str, tokens: Sequence[str]) -> None:
+        """Add document ``key`` (replacing a previous version of it)."""
+        self._insert(key, count_terms(self.vocab, tokens), postings=True)
+        self._changed()
+
+    def remove(self, key: str) -> bool:
+        """Remove document ``key``; return whether it was there."""
+        found = self._delete(key)
+        if found:
+            self._changed()
+        return found
+
+    def build(self, docs: Iterable[tuple[str, Sequence[str]]]) -> None:
+        """Add many documents at once (one compaction at the end)."""
+        self.build_counted((key, count_terms(self.vocab, tokens)) for key, tokens in docs)
+
+    def build_counted(self, docs: Iterable[tuple[str, CountedDoc]]) -> None:
+        """:meth:`build` for documents already passed through :func:`count_terms`."""
+        for key, doc in docs:
+            self._insert(key, doc, postings=False)
+        self.compact()
+
+    def _pending_work(self) -> int:
+        """Dead slots plus delta documents: what a compaction would fold into the base."""
+        return (len(self._keys) - self.n_docs) + (len(self._keys) - self._base_end)
+
+    def _changed(self) -> None:
+        self.version += 1
+        if self._pending_work() > max(_MIN_COMPACT, _COMPACT_RATIO * self.n_docs):
+            self.compact()
+
+    def compact(self) -> None:
+        """Rebuild the base segment from the live documents and clear the delta.
+
+        The live part of the base keeps its (term, slot) order, so only the delta's postings
+        are sorted and merged in: no sort over the whole corpus unless it is all delta (a build).
+        """
+        cap = len(self._keys)
+        base_end = self._base_end
+        alive = self._alive[:cap]
+        renumber = np.cumsum(alive, dtype=np.int64) - 1  # old slot -> new slot (for live slots)
+        vocab_size = len(self.vocab)
+        # The base's live part, already in order.
+        base_alive = alive[:base_end]
+        doc_sizes = np.diff(self._doc_ptr)
+        doc_terms = self._doc_terms[np.repeat(base_alive, doc_sizes)]
+        doc_sizes = doc_sizes[base_alive]
+        keep = base_alive[self._base_slots]
+        slots = renumber[self._base_slots[keep]].astype(np.int32)
+        tfs = self._base_tfs[keep]
+        ptr = np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(keep, dtype=np.int64)])[self._base_ptr]
+        if len(ptr) < vocab_size + 1:
+            ptr = np.concatenate([ptr, np.full(vocab_size + 1 - len(ptr), ptr[-1], dtype=np.int64)])
+        # The delta's live documents, in slot order, merged in after the base's postings of each term.
+        delta_slots = sorted(self._pending)
+        if delta_slots:
+            d_terms = np.concatenate([self._pending[s][0] for s in delta_slots])
+            d_tfs = np.concatenate([self._pending[s][1] for s in delta_slots])
+            d_sizes = np.fromiter((len(self._pending[s][0]) for s in delta_slots), np.int64, len(delta_slots))
+            d_slots = np.repeat(renumber[np.array(delta_slots, dtype=np.int64)], d_sizes).astype(np.int32)
+            ptr, slots, tfs = _merge_postings(ptr, slots, tfs, (d_terms, d_slots, d_tfs))
+            del d_slots, d_tfs
+            doc_terms = np.concatenate([doc_terms, d_terms])
+            doc_sizes = np.concatenate([doc_sizes, d_sizes])
+        live = np.flatnonzero(alive)
+        keys = [key for key in self._keys if key is not None]
+        n = len(keys)
+        self._keys = list(keys)
+        self._slot = {key: slot for slot, key in enumerate(keys)}
+        self._doc_len = self._doc_len[live].copy() if n else np.zeros(0, dtype=np.float64)
+        self._alive = np.ones(n, dtype=np.bool_)
+        self._base_ptr = ptr
+        self._base_slots = slots
+        self._base_tfs = tfs.astype(np.float32, copy=False)
+        self._doc_ptr = np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(doc_sizes, dtype=np.int64)])
+        self._doc_terms = doc_terms.astype(np.int32, copy=False)
+        self._base_end = n
+        self._pending = {}
+        self._delta = {}
+        self.version += 1
+
+    # -- snapshots -----------------------------------------------------------------------
+    def export(self) -> tuple[dict[str, npt.NDArray[Any]], list[str]]:
+        """The live documents as arrays (for :func:`snapshot_bytes`), and their names in row order.
+
+        The arrays are the compacted base segment itself (term ids renumbered to the terms in
+        use): a :meth:`load` installs them without sorting anything. A pending delta is
+        compacted first.
+        """
+        if self._pending_work():
+            self.compact()
+        counts = np.diff(self._base_ptr)
+        used = np.flatnonzero(counts)
+        remap = np.zeros(len(counts), dtype=np.int32)
+        remap[used] = np.arange(len(used), dtype=np.int32)
+        tfs = self._base_tfs
+        names = [key for key in self._keys if key is not None]
+        return {
+            "keys": pack_texts(names),
+            "words": pack_texts(self.vocab.words(used.tolist())),
+            "doc_len": self._doc_len[: len(names)].astype(np.int64),
+            "doc_ptr": self._doc_ptr,
+            "doc_terms": remap[self._doc_terms],
+            "post_ptr": np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(counts[used], dtype=np.int64)]),
+            "post_slots": self._base_slots,
+            "post_tfs": tfs.astype(np.uint16) if not len(tfs) or tfs.max() <= 0xFFFF else tfs,
+        }, names
+
+    def load(self, data: Mapping[str, npt.NDArray[Any]], accept: Callable[[str, int], bool]) -> set[str]:
+        """Install an :meth:`export` into this empty index as its base segment, then drop the
+        documents for which ``accept(key, row)`` is false; return the names kept. Terms map
+        onto this index's vocabulary by text. Arrays that do not fit together raise ``ValueError``.
+        """
+        if self._keys:
+            raise ValueError("a snapshot loads into an empty index only")
+        keys = unpack_texts(data["keys"])
+        words = unpack_texts(data["words"])
+        n, n_words = len(keys), len(words)
+        doc_ptr = _index_array(data["doc_ptr"], n + 1)
+        post_ptr = _index_array(data["post_ptr"], n_words + 1)
+        doc_terms = np.asarray(data["doc_terms"])
+        post_slots = np.asarray(data["post_slots"])
+        post_tfs = np.asarray(data["post_tfs"], dtype=np.float32)
+        doc_len = np.asarray(data["doc_len"], dtype=np.float64)
+        total = len(doc_terms)
+        if (
+            len(set(keys)) != n
+            or doc_len.shape != (n,)
+            or doc_ptr[-1] != total
+            or post_ptr[-1] != total
+            or post_slots.shape != (total,)
+            or post_tfs.shape != (total,)
+            or doc_terms.shape != (total,)
+            or len(set(words)) != n_words
+            or doc_terms.dtype.kind not in "iu"
+            or post_slots.dtype.kind not in "iu"
+            or (total and (doc_terms.min() < 0 or doc_terms.max() >= n_words))
+            or (total and (post_slots.min() < 0 or post_slots.max() >= n))
+        ):
+            raise ValueError("snapshot arrays do not match")
+        global_ids = np.array(self.vocab.ids_for(words), dtype=np.int32)
+        counts = np.diff(post_ptr)
+        same_ids = not n_words or (global_ids[0] == 0 and global_ids[-1] == n_words - 1)  # ids are distinct
+        if not same_ids and n_words > 1 and not bool(np.all(np.diff(global_ids) > 0)):
+            # Another vocabulary numbers the terms in another order: move each term's block.
+            order = np.argsort(global_ids)
+            sizes = counts[order]
+            starts = post_ptr[:-1][order] - np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(sizes)[:-1]])
+            moved = np.repeat(starts, sizes) + np.arange(total, dtype=np.int64)
+            post_slots, post_tfs = post_slots[moved], post_tfs[moved]
+        vocab_size = len(self.vocab)
+        df = np.zeros(vocab_size, dtype=np.int64)
+        df[global_ids] = counts
+        self._keys = list(keys)
+        self._slot = {key: slot for slot, key in enumerate(keys)}
+        self._doc_len = doc_len.copy()
+        self._alive = np.ones(n, dtype=np.bool_)
+        self._df = df
+        self.n_docs = n
+        self.total_len = int(doc_len.sum())
+        self._base_ptr = np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(df, dtype=np.int64)])
+        # Copies, not views: the snapshot's bytes can go once loaded.
+        self._base_slots = np.array(post_slots, dtype=np.int32)
+        self._base_tfs = np.array(post_tfs, dtype=np.float32)
+        self._doc_ptr = np.array(doc_ptr, dtype=np.int64)
+        self._doc_terms = np.array(doc_terms, dtype=np.int32) if same_ids else global_ids[doc_terms]
+        self._base_end = n
+        self.version += 1
+        dropped = [key for row, key in enumerate(keys) if not accept(key, row)]
+        for key in dropped:
+            self._delete(key)
+        if len(dropped) > max(_MIN_COMPACT, _COMPACT_RATIO * n):
+            self.compact()
+        return set(keys).difference(dropped)
+
+    # -- scoring -------------------------------------------------------------------------
+    def _df_view(self, size: int) -> IntArray:
+        if len(self._df) >= size:
+            return self._df[:size]
+        out = np.zeros(size, dtype=np.int64)
+        out[: len(self._df)] = self._df
+        return out
+
+    def stats(self) -> _Stats:
+        """BM25 statistics of this corpus alone (cached until it changes)."""
+        size = len(self.vocab)
+        cached = self._stats_cache
+        if cached is not None and cached[0] == self.version and cached[1] == size:
+            return cached[2]
+        stats = _combine([self])
+        self._stats_cache = (self.version, size, stats)
+        return stats
+
+    def _scores(self, query: Sequence[Word], avgdl: float) -> FloatArray:
+        """Every slot's score for ``query``: 0 where a document has no query term or is dead."""
+        cap = len(self._keys)
+        scores = np.zeros(cap, dtype=np.float64)  # every contribution is positive: > 0 means a hit
+        if cap == 0 or not query:
+            return scores
+        cached = self._norm_cache
+        if cached is not None and cached[0] == self.version and cached[1] == avgdl and len(cached[2]) == cap:
+            norm = cached[2]
+        else:
+            norm = K1 * (1.0 - B + B * self._doc_len[:cap] / avgdl)
+            self._norm_cache = (self.version, avgdl, norm)
+        if self._kept_at != (self.version, avgdl):  # a changed index: its words start over (seen, then kept)
+            self._kept.clear()
+            self._seen.clear()
+            self._kept_at, self._kept_bytes = (self.version, avgdl), 0
+        for word in query:
+            self._add_word(scores, word, norm)
+            for term, idf, flat in word:
+                for slot in self._delta.get(term, ()):
+                    doc = self._pending.get(slot)
+                    if doc is None:
+                        continue
+                    terms, tfs = doc
+                    tf_one = float(tfs[int(np.searchsorted(terms, term))])
+                    scores[slot] += idf * (tf_one * (K1 + 1.0) / (tf_one + (K1 if flat else norm[slot])))
+        scores[self._dead_slots(cap)] = 0.0
+        return scores
+
+    def _add_word(self, scores: FloatArray, word: Word, norm: FloatArray) -> None:
+        """Add what ``word``'s terms score in the base segment.
+
+        A word met before (since the index last changed) is added as one kept contribution
+        (:meth:`_keep`); a word met for the first time adds its terms one by one and is only
+        remembered as seen, so words that never come back, and queries between frequent
+        changes, cost no more than that."""
+        kept = self._kept.get(word)
+        terms = tuple(term for term, _, _ in word)
+        if kept is not None:
+            self._kept.move_to_end(word)
+        elif terms in self._seen:
+            kept = self._keep(word, norm)
+        else:
+            self._seen[terms] = None
+            if len(self._seen) > _SEEN_WORDS:
+                self._seen.popitem(last=False)
+            for start, end, idf, flat in self._spans(word):
+                np.add.at(scores, self._base_slots[start:end], idf * self._weights(start, end, norm, flat))
+            return
+        slots, values = kept
+        if slots is None:
+            scores += values
+        elif len(slots):
+            np.add.at(scores, slots, values)
+
+    def _keep(self, word: Word, norm: FloatArray) -> Contribution:
+        """What ``word``'s terms add to the base's scores, as one array over the union of their
+        postings (a word's stem, exact form and lead mostly hit the same documents: about half
+        their postings), or over every slot when most are hit. Kept (:data:`CONTRIBUTIONS_KEPT`
+        bytes at most, least recently used out) until the index or its average length changes."""
+        spans = self._spans(word)
+        if len(spans) == 1:
+            start, end, idf, flat = spans[0]
+            found: Contribution = (self._base_slots[start:end], idf * self._weights(start, end, norm, flat))
+        else:
+            dense = np.zeros(len(norm), dtype=np.float64)
+            for start, end, idf, flat in spans:
+                np.add.at(dense, self._base_slots[start:end], idf * self._weights(start, end, norm, flat))
+            hit = np.flatnonzero(dense > 0.0).astype(np.int32)
+            found = (None, dense) if 3 * len(hit) > 2 * len(dense) else (hit, dense[hit])
+        size = found[1].nbytes + (0 if found[0] is None else found[0].nbytes)
+        if size <= CONTRIBUTIONS_KEPT // 4:
+            self._kept[word] = found
+            self._kept_bytes += size
+            while self._kept_bytes > CONTRIBUTIONS_KEPT:
+                slots, values = self._kept.popitem(last=False)[1]
+                self._kept_bytes -= values.nbytes + (0 if slots is None else slots.nbytes)
+        return found
+
+    def _spans(self, word: Word) -> list[tuple[int, int, float, bool]]:
+        """``(start, end, weight x idf, flat)`` of the base postings of ``word``'s terms."""
+        n_base_terms, ptr = len(self._base_ptr) - 1, self._base_ptr
+        return [
+            (int(ptr[term]), int(ptr[term + 1]), idf, flat)
+            for term, idf, flat in word
+            if term < n_base_terms and ptr[term + 1] > ptr[term]
+        ]
+
+    def _weights(self, start: int, end: int, norm: FloatArray, flat: bool) -> FloatArray:
+        """``tf * (k1 + 1) / (tf + norm)`` of the base postings ``start:end``."""
+        tf = self._base_tfs[start:end].astype(np.float64)
+        return tf * (K1 + 1.0) / (tf + (K1 if flat else norm[self._base_slots[start:end]]))
+
+    def _dead_slots(self, cap: int) -> IntArray:
+        """Slots of removed or replaced documents whose postings are still in the base."""
+        cached = self._dead_cache
+        if cached is None or cached[0] != (self.version, cap):
+            cached = ((self.version, cap), np.flatnonzero(~self._alive[:cap]))
+            self._dead_cache = cached
+        return cached[1]
+
+    def key_of(self, slot: int) -> str:
+        """Name of the document in ``slot``."""
+        return self._keys[slot] or ""
+
+
+def _merge_postings(
+    ptr: IntArray, slots: TermArray, tfs: CountArray, delta: tuple[TermArray, TermArray, CountArray]
+) -> tuple[IntArray, TermArray, CountArray]:
+    """Term-major postings ``(ptr, slots, tfs)`` with the delta's ``(terms, slots, tfs)`` (in slot
+    order, all slots above the base's) merged in after the base's postings of each term."""
+    d_terms, d_slots, d_tfs = delta
+    order = np.argsort(d_terms, kind="stable")
+    d_sorted = d_terms[order]
+    if len(slots):
+        at = ptr[d_sorted.astype(np.int64) + 1]
+        slots = np.insert(slots, at, d_slots[order])
+        tfs = np.insert(tfs, at, d_tfs[order])
+        del at
+    else:  # a build: nothing to merge into
+        slots, tfs = d_slots[order], d_tfs[order]
+    del order
+    added = np.bincount(d_sorted, minlength=len(ptr) - 1)
+    return ptr + np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(added, dtype=np.int64)]), slots, tfs
+
+
+def _index_array(array: npt.NDArray[Any], length: int) -> IntArray:
+    """``array`` as offsets into another array: ``length`` integers from 0, never decreasing."""
+    out = np.asarray(array)
+    if out.shape != (length,) or out.dtype.kind not in "iu":
+        raise ValueError("snapshot offsets have the wrong shape or type")
+    out = out.astype(np.int64, copy=False)
+    if out[0] != 0 or bool(np.any(np.diff(out) < 0)):
+        raise ValueError("snapshot offsets are not in order")
+    return out
+
+
+def pack_texts(texts: list[str]) -> npt.NDArray[np.uint8]:
+    """Texts without NUL characters as one byte array (compact, no pickles, any length)."""
+    return np.frombuffer("\x00".join(texts).encode("utf-8", "surrogatepass"), dtype=np.uint8)
+
+
+def unpack_texts(array: npt.NDArray[Any]) -> list[str]:
+    """Invert :func:`pack_texts`."""
+    text = np.asarray(array, dtype=np.uint8).tobytes().decode("utf-8", "surrogatepass")
+    return text.split("\x00") if text else []
+
+
+def snapshot_bytes(arrays: Mapping[str, npt.NDArray[Any]]) -> bytes:
+    """An ``.npz`` file holding ``arrays`` (no pickles)."""
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)  # type: ignore[arg-type]
+    return buffer.getvalue()
+
+
+def read_snapshot(data: bytes) -> dict[str, npt.NDArray[Any]]:
+    """The arrays of a :func:`snapshot_bytes` file; raises ``ValueError`` if it is damaged.
+
+    The arrays are read-only views into ``data`` (no copy: a snapshot of 100k notes is a few
+    hundred MB), each member checked against its CRC-32 first. Pickled (object) arrays are
+    refused.
+    """
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            members = archive.infolist()
+            if any(m.compress_type != zipfile.ZIP_STORED for m in members):
+                raise ValueError("damaged snapshot: compressed members")
+            return {m.filename.removesuffix(".npy"): _stored_array(data, m) for m in members}
+    except (OSError, EOFError, KeyError, struct.error, zipfile.BadZipFile) as exc:
+        raise ValueError(f"damaged snapshot: {exc}") from exc
+
+
+_LOCAL_HEADER = struct.Struct("<4s22xHH")  # signature ... file name length, extra field length
+
+
+def _stored_array(data: bytes, member: zipfile.ZipInfo) -> npt.NDArray[Any]:
+    """The ``.npy`` array stored uncompressed as ``member`` of the zip ``data``, as a view."""
+    signature, name_len, extra_len = _LOCAL_HEADER.unpack_from(data, member.header_offset)
+    start = member.header_offset + _LOCAL_HEADER.size + name_len + extra_len
+    end = start + member.file_size
+    if signature != b"PK\x03\x04" or end > len(data):
+        raise ValueError("damaged snapshot: bad member header")
+    body = memoryview(data)[start:end]
+    if zlib.crc32(body) != member.CRC:
+        raise ValueError(f"damaged snapshot: {member.filename} fails its CRC-32")
+    stream = io.BytesIO(body[:_NPY_HEADER_MAX])
+    version = np.lib.format.read_magic(stream)
+    if version == (1, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(stream)
+    elif version == (2, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_2_0(stream)
+    else:
+        raise ValueError(f"damaged snapshot: .npy version {version}")
+    if dtype.hasobject or fortran:
+        raise ValueError("damaged snapshot: object or Fortran-ordered array")
+    count = math.prod(shape)
+    if stream.tell() + count * dtype.itemsize != len(body):
+        raise ValueError(f"damaged snapshot: {member.filename} has the wrong size")
+    return np.frombuffer(body, dtype=dtype, count=count, offset=stream.tell()).reshape(shape)
+
+
+def _combine(indexes: Sequence[BM25Index]) -> _Stats:
+    size = len(indexes[0].vocab) if indexes else 0
+    n_docs = sum(ix.n_docs for ix in indexes)
+    total = sum(ix.total_len for ix in indexes)
+    df = np.zeros(size, dtype=np.int64)
+    for ix in indexes:
+        df += ix._df_view(size)
+    return _Stats(n_docs=n_docs, avgdl=(total / n_docs) if n_docs else 0.0, df=df)
+
+
+def idf(n_docs: int, df: float) -> float:
+    """Lucene's BM25 IDF, ``ln(1 + (N - df + 0.5) / (df + 0.5))``: positive for any ``0 < df <= N``."""
+    return math.log1p((n_docs - df + 0.5) / (df + 0.5))
+
+
+def _stats_for(indexes: Sequence[BM25Index]) -> _Stats:
+    return indexes[0].stats() if len(indexes) == 1 else _combine(indexes)
+
+
+def best_slots(scores: FloatArray, k: int) -> IntArray:
+    """Slots of the scores above zero that can be among the ``k`` largest (all tied at the
+    ``k``-th are kept, for the caller's tie-break), without sorting or listing every hit: the
+    ``k``-th largest of an evenly spaced sample is a lower bound, and only the scores at or
+    above it are looked at (a full ``nonzero`` at 100k hits costs more than the whole rest)."""
+    if k <= 0 or not len(scores):
+        return np.zeros(0, dtype=np.int64)
+    bound = 0.0
+    sample = scores[:: max(1, len(scores) // 2048)]
+    if len(sample) >= k:
+        bound = float(np.partition(sample, len(sample) - k)[len(sample) - k])
+    found: IntArray = np.flatnonzero(scores >= bound) if bound > 0.0 else np.flatnonzero(scores > 0.0)
+    if len(found) > k:
+        kth = np.partition(scores[found], len(found) - k)[len(found) - k]
+        found = found[scores[found] >= kth]
+    return found
+
+
+def rank(
+    indexes: Sequence[BM25Index], query_terms: Sequence[str | tuple[str, float]], top_n: int
+) -> list[tuple[str, str, float]]:
+    """Rank the union of ``indexes`` for ``query_terms``; ``[(label, key, score)]`` best first.
+
+    A query term is a term (weight 1) or ``(term, weight)``, as :meth:`._analysis.Analyzer.query_terms`
+    gives them; a term given twice counts twice. A term outside the lead and exact namespaces
+    starts a new query word, which the terms after it up to the next such term belong to
+    (what an index keeps between queries is per word). Only documents that contain at least one
+    query term are returned, ties ordered by label and key. Scores are positive.
+    """
+    indexes = [ix for ix in indexes if ix.n_docs]
+    if not indexes or top_n <= 0:
+        return []
+    vocab = indexes[0].vocab
+    stats = _stats_for(indexes)
+    if not stats.n_docs:
+        return []
+    avgdl = stats.avgdl if stats.avgdl > 0 else 1.0
+    words: list[list[QueryTerm]] = []
+    for item in query_terms:
+        token, weight = (item, 1.0) if isinstance(item, str) else item
+        if not words or not token.startswith(_NAMESPACES):
+            words.append([])
+        term = vocab.get(token)
+        if term is None or term >= len(stats.df) or stats.df[term] == 0 or weight <= 0:
+            continue
+        words[-1].append((term, weight * idf(stats.n_docs, float(stats.df[term])), token.startswith(LEAD)))
+    query = [tuple(word) for word in words if word]
+    if not query:
+        return []
+    found: list[tuple[float, str, str]] = []
+    for ix in indexes:
+        scores = ix._scores(query, avgdl)
+        chosen = best_slots(scores, top_n).tolist()
+        found.extend((float(scores[slot]), ix.label, ix.key_of(slot)) for slot in chosen)
+    best = heapq.nsmallest(top_n, found, key=lambda item: (-item[0], item[1], item[2]))
+    return [(label, key, score) for score, label, key in best]

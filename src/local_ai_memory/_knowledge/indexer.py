@@ -1,0 +1,366 @@
+"""``NoteIndexer``: turns notes into index entries and keeps them current as notes change.
+
+It finds what changed in one of two ways, both through the storage contract only:
+
+* the backend's **change feed** (:meth:`~._backends.knowledge.KnowledgeBackend.changes`): the
+  notes written or deleted since the last look, re-read one by one (a database, the in-memory
+  backend, or files while a watcher feeds them);
+* otherwise a **listing comparison**: each note's size and version against its entry
+  (``stat()`` only on files). Like git's "racily clean" entries, a note indexed within one
+  timestamp tick of its last write keeps a content hash and is re-hashed on each check until
+  the tick has safely passed (backends with exact versions skip this).
+
+A note larger than :data:`MAX_INDEXED_BYTES` is indexed by its first that many bytes only
+(its entry's ``indexed_bytes`` says so), which bounds the time and memory of indexing it.
+
+A changed note updates its entry and, if loaded, its ranker. Callers hold the store's lock
+for the mutating methods; reads of notes happen through the backend.
+"""
+
+from __future__ import annotations
+
+import codecs
+import hashlib
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from local_ai_memory._contracts.knowledge import KnowledgeBackend, NoteInfo, is_note_name
+from local_ai_memory._knowledge.bm25 import CountedDoc, count_terms
+from local_ai_memory._knowledge.index import EntryKey, KnowledgeIndex
+from local_ai_memory._knowledge.index_file import IndexEntry, RankingField, extract_metadata, ranking_tokens, tokenize
+from local_ai_memory._knowledge.rankers import RankerCache
+from local_ai_memory._shared.events import Event, log_event
+from local_ai_memory._shared.fs import RACY_WINDOW_NS
+from local_ai_memory._shared.naming import owner_of, user_file_prefix
+
+__all__ = ["MAX_INDEXED_BYTES", "STALE_CHUNK", "NoteIndexer", "Scanned", "StaleEntry", "decode_head"]
+
+STALE_CHUNK = 2048
+"""Notes compared per hold of the store's lock in a listing comparison (a few ms at most)."""
+MAX_INDEXED_BYTES = 1 << 20
+"""Of a larger note only the first MiB is read for its entry and ranking (about 150,000 words)."""
+
+
+def decode_head(data: bytes, complete: bool) -> str:
+    """UTF-8 text of a note's first bytes; a character cut in two at the end of an incomplete
+    head is left out. Raises :class:`UnicodeDecodeError` for text that is not UTF-8."""
+    return codecs.getincrementaldecoder("utf-8")().decode(data, final=complete)
+
+
+def _head_of(content: str, limit: int) -> tuple[str, bytes, bool]:
+    """``content`` cut to its first ``limit`` UTF-8 bytes: text, those bytes, whether all of it."""
+    data = content.encode("utf-8")
+    if len(data) <= limit:
+        return content, data, True
+    head = data[:limit]
+    return decode_head(head, False), head, False
+
+
+@dataclass(frozen=True)
+class StaleEntry:
+    """A file whose index entry is missing, outdated, or points at a deleted file."""
+
+    category: str
+    filename: str
+    reason: Literal["new", "modified", "deleted"]
+
+
+@dataclass
+class Scanned:
+    """One note read and turned into an entry (its text kept until it is ranked)."""
+
+    category: str
+    filename: str
+    entry: IndexEntry
+    content: str
+    excerpt: str = field(default="")
+    tokens: list[str] | None = None
+    counted: CountedDoc | None = None
+
+
+def _signature(info: NoteInfo) -> tuple[int, int]:
+    return info.version, info.size
+
+
+def _listed_as_indexed(entry: IndexEntry, info: NoteInfo) -> bool:
+    """Whether the listing shows the note as its entry was indexed: same version and size
+    (entries of older indexes, without them: the same modification time)."""
+    if entry.mtime_ns is not None and entry.size is not None:
+        return entry.mtime_ns == info.version and entry.size == info.size
+    return entry.last_modified == info.modified
+
+
+class NoteIndexer:
+    """Reads notes into :class:`KnowledgeIndex` entries and :class:`RankerCache` rankers."""
+
+    def __init__(
+        self,
+        backend: KnowledgeBackend,
+        index: KnowledgeIndex,
+        rankers: RankerCache,
+        ranking_field: RankingField,
+        lock: threading.RLock,
+    ) -> None:
+        self.backend = backend
+        self.index = index
+        self.rankers = rankers
+        self.ranking_field = ranking_field
+        self.lock = lock
+        self.cursor: int | None = None  # position in the backend's change feed
+
+    # -- one note ------------------------------------------------------------------------------
+    def read_text(self, category: str, filename: str) -> str | None:
+        """A note's indexed text (at most :data:`MAX_INDEXED_BYTES`), or ``None`` when it is missing or not UTF-8."""
+        head = self.backend.read_note_head(category, filename, MAX_INDEXED_BYTES)
+        try:
+            return decode_head(*head) if head is not None else None
+        except UnicodeDecodeError:
+            return None
+
+    def tokens(self, entry: IndexEntry, content: str | None, content_tokens: list[str] | None = None) -> list[str]:
+        """The ranking tokens of an entry (reading its note when the content is needed and not given)."""
+        if content is None and self.ranking_field != "metadata":
+            content = self.read_text(entry.category, entry.filename)
+        return ranking_tokens(entry, content, self.ranking_field, content_tokens, self.rankers.analyzer)
+
+    def stored_tokens(self, entry: IndexEntry) -> list[str]:
+        """The ranking tokens of an entry, reading its note if the ranking field needs the content."""
+        return self.tokens(entry, None)
+
+    def put(self, entry: IndexEntry, content: str | None, content_tokens: list[str] | None = None) -> None:
+        """Add or replace an entry and update its ranker."""
+        owner = self.index.put(entry)
+        if owner is not None:
+            self.rankers.add(owner, entry, lambda: self.tokens(entry, content, content_tokens))
+
+    def drop(self, category: str, filename: str) -> bool:
+        """Remove an entry and take it out of its ranker; return whether it was there."""
+        if not self.index.drop(category, filename):
+            return False
+        owner = owner_of(filename)
+        if owner is not None:
+            self.rankers.remove(owner, category, filename)
+        return True
+
+    def _racy_changed(self, entry: IndexEntry) -> bool:
+        """Whether a note indexed within one timestamp tick of its last write may differ now."""
+        head = self.backend.read_note_head(entry.category, entry.filename, MAX_INDEXED_BYTES)
+        if head is None or hashlib.sha256(head[0]).hexdigest() != entry.content_hash:
+            return True
+        if time.time_ns() - (entry.mtime_ns or 0) > RACY_WINDOW_NS and self.index.entries is not None:
+            self.index.entries[(entry.category, entry.filename)] = entry.model_copy(update={"content_hash": None})
+            self.index.dirty = True
+        return False
+
+    def _skip(self, info: NoteInfo, reason: str) -> None:
+        self.index.skip(info.category, info.name, _signature(info), reason)
+        log_event(Event.FILE_SKIPPED, path=f"{info.category}/{info.name}", reason=reason)
+
+    def scan(self, info: NoteInfo, content: str | None = None) -> Scanned | None:
+        """Read one note (unless ``content`` is given) into an entry; ``None`` if gone or not text.
+
+        Only the first :data:`MAX_INDEXED_BYTES` of a note are read and indexed.
+        """
+        category, filename = info.category, info.name
+        if content is None:
+            head = self.backend.read_note_head(category, filename, MAX_INDEXED_BYTES)
+            if head is None:
+                return None
+            data, complete = head
+            try:
+                content = decode_head(data, complete)
+            except UnicodeDecodeError:
+                self._skip(info, "not UTF-8 text")
+                return None
+            if b"\x00" in data:
+                self._skip(info, "binary content")
+                return None
+        else:
+            content, data, complete = _head_of(content, MAX_INDEXED_BYTES)
+        tokens = tokenize(content)
+        title, description, keywords = extract_metadata(filename, category, content, content_tokens=tokens)
+        racy = not self.backend.exact_versions and time.time_ns() - info.version <= RACY_WINDOW_NS
+        entry = IndexEntry(
+            filename=filename,
+            title=title,
+            description=description,
+            keywords=keywords,
+            category=category,
+            last_modified=info.modified,
+            size=info.size,
+            mtime_ns=info.version,
+            content_hash=hashlib.sha256(data).hexdigest() if racy else None,
+            indexed_bytes=None if complete else len(data),
+        )
+        return Scanned(category, filename, entry, content, excerpt=content[:1500], tokens=tokens)
+
+    def refresh_one(self, category: str, filename: str, content: str | None = None) -> bool:
+        """Re-index one note from storage (or drop it if gone); return whether the index changed."""
+        info = self.backend.note_info(category, filename)
+        scanned = self.scan(info, content) if info is not None else None
+        if scanned is None:
+            if info is None:
+                self.index.unskip(category, filename)
+            return self.drop(category, filename)
+        self.put(scanned.entry, scanned.content, scanned.tokens)
+        return True
+
+    def refresh_if_changed(self, category: str, filename: str) -> bool:
+        """Re-index one note only if its signature differs from its entry's; return whether it changed."""
+        info = self.backend.note_info(category, filename)
+        if info is None:
+            self.index.unskip(category, filename)
+            return self.drop(category, filename)
+        entry = self.index.current().get((category, filename))
+        if entry is not None and _listed_as_indexed(entry, info):
+            return False
+        if entry is None and self.index.is_skipped(category, filename, _signature(info)):
+            return False
+        return self.refresh_one(category, filename)
+
+    # -- what changed --------------------------------------------------------------------------
+    def listing(self, category: str, user_id: str | None) -> dict[str, NoteInfo]:
+        """The notes of ``user_id`` (``None``: everyone) in ``category``."""
+        return self.backend.list_notes(category, user_file_prefix(user_id) if user_id is not None else None)
+
+    def stale(self, user_id: str | None, categories: tuple[str, ...]) -> list[StaleEntry]:
+        """Notes created, modified or deleted since they were indexed, by listing comparison.
+
+        The lock is taken per :data:`STALE_CHUNK` notes, not for the whole comparison: a
+        watcher's catch-up over 100k notes would otherwise hold every query of the process
+        for its whole length (hundreds of ms). What changes between two chunks is found by
+        the next look, as a change after the comparison would be.
+        """
+        entries = self.index.current()
+        stale: list[StaleEntry] = []
+        for category in categories:
+            current = self.listing(category, user_id)
+            with self.lock:
+                if user_id is not None:
+                    indexed = list(self.index.names_of(user_id, category))
+                else:
+                    indexed = [name for cat, name in entries if cat == category]
+            listed = list(current.items())
+            for start in range(0, len(listed), STALE_CHUNK):
+                with self.lock:
+                    for name, info in listed[start : start + STALE_CHUNK]:
+                        entry = entries.get((category, name))
+                        if entry is None:
+                            if not self.index.is_skipped(category, name, _signature(info)):
+                                stale.append(StaleEntry(category, name, "new"))
+                            continue
+                        if not _listed_as_indexed(entry, info) or (
+                            entry.content_hash is not None and self._racy_changed(entry)
+                        ):
+                            stale.append(StaleEntry(category, name, "modified"))
+            stale.extend(StaleEntry(category, name, "deleted") for name in indexed if name not in current)
+            if self.index.skipped:
+                with self.lock:
+                    prefix = user_file_prefix(user_id) if user_id is not None else None
+                    self.index.forget_skipped(category, current, prefix)
+        return stale
+
+    def refresh_stale(self, user_id: str | None, categories: tuple[str, ...]) -> int:
+        """Re-index what :meth:`stale` finds; return how many entries changed (the lock is
+        taken per note, so queries of other threads go on between them)."""
+        changed = 0
+        for item in self.stale(user_id, categories):
+            with self.lock:
+                changed += self.refresh_one(item.category, item.filename)
+        return changed
+
+    def follow_feed(self, categories: tuple[str, ...]) -> int | None:
+        """Apply the backend's change feed since the last call; ``None`` if the backend keeps none.
+
+        An incomplete answer (first call, or the feed lost track) compares every listing once.
+        """
+        feed = self.backend.changes(self.cursor)
+        if feed is None:
+            return None
+        if not feed.complete:
+            changed = self.refresh_stale(None, categories)
+            self.cursor = feed.cursor
+            return changed
+        if not feed.keys:
+            self.cursor = feed.cursor
+            return 0
+        changed = 0
+        with self.lock:
+            for category, name in sorted(feed.keys):
+                if category in categories and is_note_name(name):
+                    changed += self.refresh_if_changed(category, name)
+        self.cursor = feed.cursor
+        return changed
+
+    # -- population from scratch ---------------------------------------------------------------
+    def collect(
+        self,
+        user_id: str | None,
+        categories: tuple[str, ...],
+        *,
+        precount: bool,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> list[Scanned]:
+        """Read every note; with ``precount`` keep only term counts (not the text) in memory.
+
+        ``progress(done, total)`` is called every 64 notes and at the end.
+        """
+        listing = [info for c in categories for _, info in sorted(self.listing(c, user_id).items())]
+        scanned: list[Scanned] = []
+        total = len(listing)
+        for done, info in enumerate(listing, 1):
+            item = self.scan(info)
+            if item is not None:
+                if precount:
+                    tokens = ranking_tokens(
+                        item.entry, item.content, self.ranking_field, item.tokens, self.rankers.analyzer
+                    )
+                    with self.lock:
+                        item.counted = count_terms(self.rankers.vocab, tokens)
+                    item.tokens, item.content, item.excerpt = None, "", ""
+                scanned.append(item)
+            if progress is not None and (done == total or done % 64 == 0):
+                progress(done, total)
+        if progress is not None and total == 0:
+            progress(0, 0)
+        return scanned
+
+    def apply_population(self, user_id: str | None, categories: tuple[str, ...], scanned: list[Scanned]) -> None:
+        """Replace the entries and rankers of ``user_id`` (``None``: all) in ``categories`` by ``scanned``."""
+        with self.lock:
+            if self.index.entries is None:
+                # Keep other users' and categories' entries from the blob; a missing or broken
+                # index starts empty (their notes show up as stale "new" on their next refresh).
+                found = dict(self.index.skipped)  # what this population skipped
+                stored = self.index.load_stored()
+                self.index.replace(*(stored or ({}, None)))
+                self.index.skipped.update(found)
+                self.rankers.clear()
+            entries = self.index.current()
+            keep: set[EntryKey] = {(s.category, s.filename) for s in scanned}
+            for key in list(entries):
+                category, filename = key
+                if category in categories and (user_id is None or owner_of(filename) == user_id) and key not in keep:
+                    self.drop(category, filename)
+            groups: dict[tuple[str, str], list[tuple[str, CountedDoc]]] = {}
+            for item in scanned:
+                owner = owner_of(item.filename)
+                assert owner is not None
+                entries[(item.category, item.filename)] = item.entry
+                self.index.owned.setdefault((owner, item.category), set()).add(item.filename)
+                counted = item.counted
+                if counted is None:
+                    tokens = ranking_tokens(
+                        item.entry, item.content, self.ranking_field, item.tokens, self.rankers.analyzer
+                    )
+                    counted = count_terms(self.rankers.vocab, tokens)
+                groups.setdefault((owner, item.category), []).append((item.filename, counted))
+            for (owner, category), names in list(self.index.owned.items()):
+                if category in categories and (user_id is None or owner == user_id):
+                    self.rankers.rebuild(owner, category, groups.get((owner, category), []))
+                    if not names:
+                        del self.index.owned[(owner, category)]
+            self.index.dirty = True

@@ -1,0 +1,711 @@
+"""``KnowledgeNotes``: knowledge notes and their index, kept current over a knowledge backend.
+
+The base of :class:`~._store.MemoryStore` (which adds search). It wires the parts, each in its
+own module and each seeing storage only through the
+:class:`~._backends.knowledge.KnowledgeBackend` contract:
+
+* :class:`~._knowledge_index.KnowledgeIndex`: the entries in memory and ``memory_index.json``
+  (v3), read once when first needed and written after each batch of changes, never per query.
+  While a :class:`~._index_service.MemoryIndexService` runs, writes are coalesced further.
+* :class:`~._note_indexing.NoteIndexer`: notes into entries, and what changed since (the
+  backend's change feed, else a listing comparison: ``stat()`` only on files). A crash between
+  a note change and the index write loses nothing: the next check finds the difference.
+* :class:`~._ranker_cache.RankerCache`: one BM25 ranker per ``(user, category)``, updated in
+  place and snapshotted under ``.bm25/`` so a new process does not re-read unchanged notes.
+
+Before each query :meth:`KnowledgeNotes._prepare` brings the index up to date: it applies the
+backend's change feed when there is one, else (unless a watcher runs) compares the asking
+user's listing with the index. A store that built its own file backend shares these parts with
+every other such store of its folder in the process (:mod:`._shared_roots`), and its first query
+starts the folder's automatic watcher (config ``auto_watch``), after which queries compare no
+listings at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from local_ai_memory._backends.files.knowledge import DATA_DIR, FileKnowledgeBackend
+from local_ai_memory._contracts.knowledge import ERASING_DIR, KnowledgeBackend, VectorCache, is_note_name
+from local_ai_memory._knowledge.index import INDEX_NAME, KnowledgeIndex
+from local_ai_memory._knowledge.index_file import (
+    INDEX_VERSION,
+    IndexEntry,
+    IndexFile,
+    RankingField,
+    SkippedNote,
+    keyword_prompt,
+    parse_keywords,
+)
+from local_ai_memory._knowledge.indexer import NoteIndexer, Scanned, StaleEntry, decode_head
+from local_ai_memory._knowledge.rankers import RankerCache
+from local_ai_memory._knowledge.roots import RootKey, RootParts, shared_parts, start_watching
+from local_ai_memory._knowledge.search import embedding_text
+from local_ai_memory._shared import fs as _fs
+from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.errors import (
+    ConfigError,
+    InvalidInputError,
+    PathEscapeError,
+    RecordNotFoundError,
+    StorageError,
+    UnsupportedFormatError,
+)
+from local_ai_memory._shared.events import Event, log_event
+from local_ai_memory._shared.models import LLM, Embedder
+from local_ai_memory._shared.naming import DirectoryGuard, check_component, user_file_prefix, validate_id, validate_name
+from local_ai_memory._shared.text import Analyzer
+from local_ai_memory._shared.twins import thread_twin
+
+__all__ = ["KnowledgeNotes"]
+
+DEFAULT_RANKING_FIELD: RankingField = "both"
+Progress = Callable[[int, int], None]
+
+
+CATCH_UP_WAIT_NOTES = 10_000
+"""From this many notes of the asking user, the query that starts the automatic watcher waits
+for the watcher's first comparison of the listings instead of comparing them alongside it."""
+CATCH_UP_WAIT_S = 30.0
+"""How long it waits at most; then (or if the watcher failed) it compares by itself."""
+
+
+@dataclass(frozen=True)
+class ForgottenNotes:
+    """What :meth:`KnowledgeNotes.forget_user` deleted: notes (``category/name``), their bytes,
+    ranker snapshots and cached vectors."""
+
+    notes: list[str]
+    size: int
+    snapshots: int
+    vectors: int
+
+
+class KnowledgeNotes:
+    """Knowledge notes and their index, stored by ``backend`` (default: the files under ``guard``'s root).
+
+    See :class:`~._store.MemoryStore` for the whole surface; this part reads, writes and
+    indexes notes and keeps the index current.
+    """
+
+    def __init__(
+        self,
+        guard: DirectoryGuard | None,
+        config: MemoryConfig | None = None,
+        *,
+        categories: Iterable[str] | None = None,
+        embedder: Embedder | None = None,
+        ranking_field: RankingField = DEFAULT_RANKING_FIELD,
+        auto_refresh: bool = True,
+        backend: KnowledgeBackend | None = None,
+    ) -> None:
+        self.config = config if config is not None else MemoryConfig()
+        if backend is None and self.config.database_url:
+            from local_ai_memory._backends.postgres.shared import shared_backends
+
+            backend = shared_backends(self.config)[1]
+        if guard is None and backend is None:
+            raise InvalidInputError("a knowledge store needs a data folder (guard) or a backend")
+        self.guard = guard
+        cats = tuple(categories) if categories is not None else self.config.categories
+        if not cats:
+            raise InvalidInputError("at least one category is required")
+        self.categories: tuple[str, ...] = tuple(validate_id(c, "category") for c in cats)
+        if ranking_field not in ("metadata", "content", "both"):
+            raise InvalidInputError(f"ranking_field must be metadata, content or both, got {ranking_field!r}")
+        self.embedder = embedder
+        self.ranking_field: RankingField = ranking_field
+        self.auto_refresh = auto_refresh
+        self.shared = backend is None and guard is not None
+        """True when this store shares its index and rankers with the other stores of its
+        folder in this process (it built its own file backend; see :mod:`._shared_roots`)."""
+        if backend is None:
+            assert guard is not None
+            self._parts = shared_parts(
+                self._root_key(guard), lambda: self._build_parts(FileKnowledgeBackend(guard, self.config))
+            )
+        else:
+            self._parts = self._build_parts(backend)
+        self.backend: KnowledgeBackend = self._parts.backend
+        # Where the notes would be on disk; without a guard only a name (paths are then relative).
+        self.data_dir = guard.resolve(DATA_DIR) if guard is not None else Path(DATA_DIR)
+        self.index_path = self.data_dir / INDEX_NAME
+        self._lock = self._parts.lock
+        self._index = self._parts.index
+        self._rankers = self._parts.rankers
+        self._indexer = self._parts.indexer
+        self._vectors: tuple[Embedder, VectorCache] | None = None
+
+    def _root_key(self, guard: DirectoryGuard) -> RootKey:
+        config = self.config
+        return (
+            str(guard.resolve(DATA_DIR)),
+            self.categories,
+            self.ranking_field,
+            config.fsync,
+            config.stemmer_language,
+        )
+
+    def _build_parts(self, backend: KnowledgeBackend) -> RootParts:
+        lock = threading.RLock()
+        index = KnowledgeIndex(backend, self.categories, lock)
+        rankers = RankerCache(backend, index, self.ranking_field, Analyzer(self.config.stemmer_language))
+        indexer = NoteIndexer(backend, index, rankers, self.ranking_field, lock)
+        return RootParts(backend, lock, index, rankers, indexer)
+
+    @property
+    def watched(self) -> bool:
+        """True while a watcher keeps the index current: queries then compare no listings."""
+        return self._parts.watched
+
+    @watched.setter
+    def watched(self, value: bool) -> None:
+        self._parts.watched = value
+
+    @property
+    def defer_writes(self) -> bool:
+        """True while index writes are coalesced (a watcher flushes them); see :meth:`follow_watcher`."""
+        return self._parts.defer_writes
+
+    @defer_writes.setter
+    def defer_writes(self, value: bool) -> None:
+        self._parts.defer_writes = value
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.backend!r}, categories={list(self.categories)!r})"
+
+    @property
+    def index_reads(self) -> int:
+        """How many times the index blob was read (once per process when all goes well)."""
+        return self._index.reads
+
+    @property
+    def index_writes(self) -> int:
+        """How many times the index blob was written."""
+        return self._index.writes
+
+    # -- names -----------------------------------------------------------------------------------
+    def _category(self, category: str) -> str:
+        validate_id(category, "category")
+        if category not in self.categories:
+            raise InvalidInputError(f"unknown category {category!r}: configured are {list(self.categories)}")
+        return category
+
+    def _categories(self, categories: Iterable[str] | None) -> tuple[str, ...]:
+        if categories is None:
+            return self.categories
+        if isinstance(categories, str):
+            categories = [categories]
+        return tuple(dict.fromkeys(self._category(c) for c in categories))
+
+    def category_dir(self, category: str) -> Path:
+        """The folder of ``category`` (created if missing)."""
+        category = self._category(category)
+        if self.guard is None:
+            raise ConfigError("this knowledge store has no data folder (its backend keeps the notes)")
+        return _fs.ensure_dir(self.guard.resolve(DATA_DIR, category))
+
+    def _check_parts(self, *parts: str) -> None:
+        """Refuse names that could leave the notes' place (and, with a folder, links out of the root)."""
+        if self.guard is not None:
+            self.guard.resolve(DATA_DIR, *parts)
+        else:
+            for part in parts:
+                check_component(part)
+
+    def _note_key(self, path: str | os.PathLike[str]) -> tuple[str | None, str]:
+        """``(category, name)`` of a path under ``memory_data/`` (category ``None``: not a note path)."""
+        raw = Path(os.fspath(path))
+        if raw.is_absolute():
+            try:
+                rel = raw.relative_to(self.data_dir)
+            except ValueError:
+                raise PathEscapeError(f"{raw} is outside the knowledge folder {self.data_dir}") from None
+        else:
+            rel = raw
+        parts = rel.parts
+        if not parts:
+            raise PathEscapeError("empty path")
+        self._check_parts(*parts)  # refuses escapes, hostile names and links out of the root
+        category = parts[0] if len(parts) == 2 and parts[0] in self.categories else None
+        return category, parts[-1]
+
+    # -- notes -----------------------------------------------------------------------------------
+    def list_user_files(self, user_id: str, category: str) -> list[Path]:
+        """Paths of ``user_id``'s Markdown files in ``category``, sorted by name."""
+        validate_name(user_id, "user_id")
+        category = self._category(category)
+        return [self.data_dir / category / name for name in sorted(self._indexer.listing(category, user_id))]
+
+    def read_file(self, path: str | os.PathLike[str]) -> str:
+        """Text of a note (``knowledge/alice_x.md``, or its absolute path under ``memory_data/``)."""
+        category, name = self._note_key(path)
+        data = self.backend.read_note(category, name) if category is not None else None
+        if data is None:
+            raise RecordNotFoundError(f"no memory file {os.fspath(path)}")
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise UnsupportedFormatError(f"{os.fspath(path)} is not UTF-8 text") from None
+
+    def read_head(self, path: str | os.PathLike[str], max_bytes: int) -> tuple[str, bool]:
+        """The text of a note's first ``max_bytes`` bytes (a character cut in two is left out)
+        and whether that is the whole note: what retrieval reads of a note it may cut anyway."""
+        category, name = self._note_key(path)
+        if category is None:
+            raise RecordNotFoundError(f"no memory file {os.fspath(path)}")
+        return self._head(category, name, max_bytes, os.fspath(path))
+
+    def read_note_head(self, category: str, filename: str, max_bytes: int) -> tuple[str, bool]:
+        """:meth:`read_head` of the note ``filename`` in ``category`` (what Stage 3 reads: the
+        names come from the index, so only the cheap name checks are made, no path resolution).
+
+        A small note read whole is kept with its index entry (:class:`._note_texts.NoteTexts`)
+        and answered from memory while the index holds that same entry."""
+        key = (self._category(category), check_component(filename))
+        entries = self._index.entries
+        entry = entries.get(key) if entries is not None else None
+        if entry is not None and entry.size is not None and entry.size <= max_bytes:
+            kept = self._parts.note_texts.get(key, entry)
+            if kept is not None:
+                return kept, True
+        text, complete = self._head(*key, max_bytes, f"{category}/{filename}")
+        if complete and entry is not None:
+            self._parts.note_texts.put(key, entry, text)
+        return text, complete
+
+    def _head(self, category: str, name: str, max_bytes: int, shown: str) -> tuple[str, bool]:
+        head = self.backend.read_note_head(category, name, max(0, max_bytes))
+        if head is None:
+            raise RecordNotFoundError(f"no memory file {shown}")
+        try:
+            return decode_head(*head), head[1]
+        except UnicodeDecodeError:
+            raise UnsupportedFormatError(f"{shown} is not UTF-8 text") from None
+
+    def write_file(self, path: str | os.PathLike[str], content: str) -> Path:
+        """Write ``content`` atomically; a knowledge file is indexed right away. Returns the path."""
+        if not isinstance(content, str):
+            raise InvalidInputError(f"content must be str, got {type(content).__name__}")
+        category, name = self._note_key(path)
+        if category is None:
+            raise InvalidInputError(
+                f"{os.fspath(path)!r}: write_file writes knowledge files, as '{{category}}/{{user prefix}}{{name}}.md' "
+                f"with a category among {list(self.categories)}"
+            )
+        if not is_note_name(name):
+            raise InvalidInputError(
+                f"knowledge file name {name!r} must be '{{user prefix}}_{{name}}.md' (see user_file_prefix)"
+            )
+        self.backend.write_note(category, name, content.encode("utf-8"))
+        with self._lock:
+            self._ensure_loaded()
+            self._indexer.refresh_one(category, name, content=content)
+        self._persist()
+        return self.data_dir / category / name
+
+    def delete_file(self, path: str | os.PathLike[str]) -> bool:
+        """Delete a note with its index entry (its ranker forgets it too); return whether it existed."""
+        category, name = self._note_key(path)
+        if category is None:
+            raise InvalidInputError(f"{os.fspath(path)!r} is not a note of the categories {list(self.categories)}")
+        existed = self.backend.delete_note(category, name)
+        with self._lock:
+            self._ensure_loaded()
+            dropped = self._indexer.drop(category, name)
+        if dropped:
+            self._persist()
+        return existed
+
+    def forget_user(self, user_id: str) -> ForgottenNotes:
+        """Delete every note of ``user_id`` in every category, with its index entries, rankers,
+        ranker snapshots and (when an embedder is configured) cached vectors.
+
+        The store's lock is held throughout, so no search of this process sees the user half
+        deleted; :class:`~local_ai_memory.Memory` adds an erasure record for other processes.
+        """
+        prefix = user_file_prefix(user_id)
+        notes: list[str] = []
+        size = 0
+        snapshots = 0
+        with self._lock:
+            self._ensure_loaded()
+            entries = self._index.current()
+            embedded: list[tuple[str, str]] = []  # what hybrid search embedded for these notes
+            for category in sorted({*self.backend.list_categories(), *self.categories}):
+                for name, info in sorted(self.backend.list_notes(category, prefix).items()):
+                    entry = entries.get((category, name))
+                    if entry is not None:
+                        embedded.append((f"{category}/{name}", embedding_text(entry)))
+                    if self.backend.delete_note(category, name):
+                        notes.append(f"{category}/{name}")
+                        size += info.size
+                    self._indexer.drop(category, name)
+                    self._parts.note_texts.discard((category, name))
+                snapshots += self._rankers.forget(user_id, category)
+            for kept in [key for key in self._parts.hybrid_corpora if key[0] == user_id]:
+                del self._parts.hybrid_corpora[kept]
+            vectors = 0
+            if self.embedder is not None:
+                if self._vectors is None or self._vectors[0] is not self.embedder:
+                    self._vectors = (self.embedder, self.backend.vector_cache(self.embedder))
+                vectors = self._vectors[1].discard(embedded)
+            self._index.flush()
+        return ForgottenNotes(notes, size, snapshots, vectors)
+
+    # -- index -----------------------------------------------------------------------------------
+    def index_exists(self) -> bool:
+        """Whether the index (``memory_index.json``) is stored."""
+        return self.backend.blob_size(INDEX_NAME) is not None
+
+    def _ensure_loaded(self, llm: LLM | None = None, progress: Progress | None = None) -> dict[Any, IndexEntry]:
+        with self._lock:
+            if self._index.entries is not None:
+                return self._index.entries
+            loaded = self._index.load_stored()
+            if loaded is not None:
+                self._replace(*loaded)
+                return loaded[0]
+            self._replace({})
+        self.populate_index_from_files(None, None, llm=llm, progress=progress)
+        return self._index.current()
+
+    def _replace(self, entries: dict[Any, IndexEntry], skipped: dict[Any, SkippedNote] | None = None) -> None:
+        self._index.replace(entries, skipped)
+        self._rankers.clear()
+        self._indexer.cursor = None  # entries from elsewhere: the next look compares every listing once
+
+    def ensure_index(self, llm: LLM | None = None, progress: Progress | None = None) -> None:
+        """Load the index, building it from the files when it is missing, outdated or broken."""
+        self._ensure_loaded(llm, progress)
+
+    def index_loaded(self) -> bool:
+        """Whether the index is in memory already (no load or build needed)."""
+        return self._index.loaded
+
+    def read_index(self) -> IndexFile:
+        """The index (cached in memory after the first read; built if missing)."""
+        entries = self._ensure_loaded()
+        with self._lock:
+            files = sorted(entries.values(), key=lambda e: (e.category, e.filename))
+        return IndexFile.model_construct(index_version=INDEX_VERSION, last_updated=self._index.last_write, files=files)
+
+    def write_index(self, index: IndexFile | Sequence[IndexEntry]) -> None:
+        """Replace the whole index (in memory and, atomically, in storage)."""
+        files = index.files if isinstance(index, IndexFile) else list(index)
+        with self._lock:
+            self._replace({(e.category, e.filename): e for e in files})
+            self._index.dirty = True
+        self.flush()
+
+    def find_entry(self, filename: str, category: str | None = None) -> IndexEntry | None:
+        """The index entry of ``filename`` (in ``category``, or the first configured category holding it)."""
+        entries = self._ensure_loaded()
+        cats = (self._category(category),) if category is not None else self.categories
+        with self._lock:
+            for cat in cats:
+                found = entries.get((cat, filename))
+                if found is not None:
+                    return found
+        return None
+
+    def skipped_notes(self, user_id: str | None = None, categories: Iterable[str] | None = None) -> list[SkippedNote]:
+        """Notes that could not be indexed (not UTF-8, binary) and why, sorted; each is read
+        again only when its size or version changes (the list is kept in the index)."""
+        if user_id is not None:
+            validate_name(user_id, "user_id")
+        cats = self._categories(categories)
+        self._ensure_loaded()
+        prefix = user_file_prefix(user_id) if user_id is not None else ""
+        with self._lock:
+            found = [n for n in self._index.skipped.values() if n.category in cats and n.filename.startswith(prefix)]
+        return sorted(found, key=lambda n: (n.category, n.filename))
+
+    def flush(self) -> bool:
+        """Write the index now if it changed since the last write; return whether it wrote."""
+        return self._index.flush()
+
+    def _persist(self) -> None:
+        if not self.defer_writes:
+            self.flush()
+
+    def _persist_or_defer(self, during_query: bool) -> None:
+        """Write the index; a query that cannot (disk full) still answers and a later write retries."""
+        try:
+            self._persist()
+        except StorageError as exc:
+            if not during_query:
+                raise
+            log_event(Event.INDEX_WRITE_DEFERRED, level=logging.WARNING, path=str(self.index_path), reason=str(exc))
+
+    @property
+    def dirty(self) -> bool:
+        """Whether the in-memory index has changes not yet written to storage."""
+        return self._index.dirty
+
+    def update_index_entry(
+        self,
+        filename: str,
+        title: str,
+        description: str,
+        keywords: Sequence[str],
+        category: str,
+        last_modified: float | None = None,
+    ) -> IndexEntry:
+        """Set one entry's metadata (no full rebuild). ``last_modified`` defaults to the note's write time."""
+        category = self._category(category)
+        if not is_note_name(filename):
+            raise InvalidInputError(f"{filename!r} is not a knowledge file name ('{{user prefix}}_{{name}}.md')")
+        self._check_parts(category, filename)
+        info = self.backend.note_info(category, filename)
+        exact = info is not None and last_modified is None
+        entry = IndexEntry(
+            filename=filename,
+            title=title,
+            description=description,
+            keywords=list(keywords),
+            category=category,
+            last_modified=last_modified if last_modified is not None else (info.modified if info else time.time()),
+            size=info.size if exact and info is not None else None,
+            mtime_ns=info.version if exact and info is not None else None,
+        )
+        self._ensure_loaded()
+        with self._lock:
+            self._indexer.put(entry, None)
+        self._persist()
+        return entry
+
+    def remove_index_entry(self, filename: str, category: str) -> bool:
+        """Drop one entry from the index; return whether it was there."""
+        category = self._category(category)
+        self._ensure_loaded()
+        with self._lock:
+            removed = self._indexer.drop(category, filename)
+        if removed:
+            self._persist()
+        return removed
+
+    # -- population and refresh ------------------------------------------------------------------
+    def _collect(
+        self, user_id: str | None, categories: Iterable[str] | None, progress: Progress | None, precount: bool
+    ) -> tuple[tuple[str, ...], list[Scanned]]:
+        if user_id is not None:
+            validate_name(user_id, "user_id")
+        cats = self._categories(categories)
+        return cats, self._indexer.collect(user_id, cats, precount=precount, progress=progress)
+
+    def _apply_population(self, user_id: str | None, cats: tuple[str, ...], scanned: list[Scanned]) -> int:
+        self._indexer.apply_population(user_id, cats, scanned)
+        self.flush()
+        log_event(Event.INDEX_REBUILT, path=str(self.index_path), files=len(scanned), user_id=user_id)
+        return len(scanned)
+
+    @staticmethod
+    def _refined(item: Scanned, answer: str) -> None:
+        words = parse_keywords(answer)
+        if len(words) >= 3:
+            item.entry = item.entry.model_copy(update={"keywords": words})
+
+    @staticmethod
+    def _keyword_prompts(scanned: list[Scanned]) -> Iterable[tuple[Scanned, str]]:
+        for item in scanned:
+            yield item, keyword_prompt(item.entry.title, item.entry.description, item.entry.keywords, item.excerpt)
+
+    def populate_index_from_files(
+        self,
+        user_id: str | None = None,
+        categories: Iterable[str] | None = None,
+        llm: LLM | None = None,
+        progress: Progress | None = None,
+    ) -> int:
+        """Index every file of ``user_id`` (``None``: all users) in ``categories`` from scratch.
+
+        With ``llm`` each file gets 5-10 refined keywords (one call per file; a failed call keeps
+        the heuristic keywords). ``progress(done, total)`` is called while files are read.
+        Returns the number of files indexed.
+        """
+        cats, scanned = self._collect(user_id, categories, progress, llm is None)
+        if llm is not None:
+            for item, prompt in self._keyword_prompts(scanned):
+                try:
+                    self._refined(item, llm.complete(prompt))
+                except Exception as exc:  # the heuristic keywords stay; population must finish
+                    log_event(Event.FILE_SKIPPED, path=item.filename, reason=f"keyword LLM failed: {exc!r}")
+        return self._apply_population(user_id, cats, scanned)
+
+    async def apopulate_index_from_files(
+        self,
+        user_id: str | None = None,
+        categories: Iterable[str] | None = None,
+        llm: LLM | None = None,
+        progress: Progress | None = None,
+    ) -> int:
+        """Async twin of :meth:`populate_index_from_files` (uses ``llm.acomplete``)."""
+        cats, scanned = await asyncio.to_thread(self._collect, user_id, categories, progress, llm is None)
+        if llm is not None:
+            for item, prompt in self._keyword_prompts(scanned):
+                try:
+                    self._refined(item, await llm.acomplete(prompt))
+                except Exception as exc:
+                    log_event(Event.FILE_SKIPPED, path=item.filename, reason=f"keyword LLM failed: {exc!r}")
+        return await asyncio.to_thread(self._apply_population, user_id, cats, scanned)
+
+    def get_stale_entries(
+        self, user_id: str | None = None, categories: Iterable[str] | None = None
+    ) -> list[StaleEntry]:
+        """Files created, modified or deleted since they were indexed (``stat()`` only, no reads)."""
+        if user_id is not None:
+            validate_name(user_id, "user_id")
+        cats = self._categories(categories)
+        self._ensure_loaded()
+        return self._indexer.stale(user_id, cats)
+
+    def refresh_stale_entries(self, user_id: str | None = None, categories: Iterable[str] | None = None) -> int:
+        """Re-index what :meth:`get_stale_entries` finds, with heuristic keywords (never an LLM).
+
+        Returns the number of entries added, updated or removed. The index is written once,
+        also when an earlier write of it failed and nothing is stale now.
+        """
+        return self._refresh_stale(user_id, categories, during_query=False)
+
+    def _refresh_stale(self, user_id: str | None, categories: Iterable[str] | None, *, during_query: bool) -> int:
+        if user_id is not None:
+            validate_name(user_id, "user_id")
+        cats = self._categories(categories)
+        self._ensure_loaded()
+        changed = self._indexer.refresh_stale(user_id, cats)
+        self._after_refresh(changed, during_query, user_id=user_id)
+        return changed
+
+    def _after_refresh(self, changed: int, during_query: bool, **fields: Any) -> None:
+        if changed or self._index.dirty:
+            self._persist_or_defer(during_query)
+        if changed:
+            log_event(Event.INDEX_REFRESHED, files=changed, **fields)
+
+    def apply_changes(self) -> int:
+        """Apply the backend's change feed now (what a query does first); return how many entries changed.
+
+        With a backend that keeps no feed (plain files, no watcher) this does nothing and returns 0.
+        """
+        self._ensure_loaded()
+        changed = self._indexer.follow_feed(self.categories)
+        self._after_refresh(changed or 0, True, source="feed")
+        return changed or 0
+
+    def refresh_paths(self, paths: Iterable[str | os.PathLike[str]]) -> int:
+        """Re-index the given files (created, changed or deleted), ignoring non-knowledge paths.
+
+        It reads only the files named. Returns the number of changes.
+        """
+        self._ensure_loaded()
+        targets: set[tuple[str, str]] = set()
+        for raw in paths:
+            try:
+                rel = Path(os.fspath(raw)).relative_to(self.data_dir)
+            except ValueError:
+                continue
+            if len(rel.parts) != 2 or rel.parts[0] not in self.categories or not is_note_name(rel.parts[1]):
+                continue
+            targets.add((rel.parts[0], rel.parts[1]))
+        changed = 0
+        with self._lock:
+            for category, name in sorted(targets):
+                changed += self._indexer.refresh_if_changed(category, name)
+        if changed or self._index.dirty:
+            self._persist()
+        if changed:
+            log_event(Event.INDEX_REFRESHED, files=changed, source="watcher")
+        return changed
+
+    def follow_watcher(self, active: bool, *, coalesce: bool = True) -> None:
+        """A watcher starts (``True``) or stops keeping the index current.
+
+        While it runs, queries compare no listings and, with ``coalesce``, index writes are
+        coalesced (the watcher calls :meth:`flush`); stopping writes nothing by itself.
+        """
+        self._parts.watched = active
+        self._parts.defer_writes = active and coalesce
+
+    def _start_watching(self) -> None:
+        """Start the folder's automatic watcher (see :func:`~._index_service.watch_automatically`)."""
+        start_watching(self._parts, self.guard, self.config, self.categories, self.ranking_field)
+
+    def stop_watching(self) -> None:
+        """Stop the automatic watcher of this store's folder, if one runs (queries then compare
+        listings again until the next query starts it anew, unless ``auto_watch`` is off)."""
+        watcher, self._parts.auto = self._parts.auto, None
+        if watcher is not None:
+            watcher.stop()
+
+    def save_rankers(self) -> int:
+        """Write the tokenized form of every changed ranker to storage (``.bm25/``) so the next
+        process starts without re-reading every file; return how many were written."""
+        with self._lock:
+            return self._rankers.save_changed()
+
+    def _prepare(self, user_id: str, categories: Iterable[str] | None) -> tuple[str, ...]:
+        validate_name(user_id, "user_id")
+        cats = self._categories(categories)
+        self._ensure_loaded()
+        parts = self._parts
+        idle = not parts.watched and parts.auto is None and not parts.auto_failed
+        if idle and self.auto_refresh and self.shared and self.config.auto_watch:
+            self._start_watching()
+            watcher = parts.auto
+            if watcher is not None and sum(len(self._index.names_of(user_id, c)) for c in cats) >= CATCH_UP_WAIT_NOTES:
+                # The new watcher compares every listing once as it starts. For a user with
+                # this many notes, comparing theirs here as well would do that work twice, at
+                # the same time: both slower, and the queries after this one would share the
+                # process with the watcher's half for seconds (at 100k notes). Waiting for it
+                # costs its registration (about 0.1 s) instead; then this query is a watched one.
+                watcher.wait_caught_up(CATCH_UP_WAIT_S)
+        if self.auto_refresh:
+            changed = self._indexer.follow_feed(self.categories)
+            if changed:
+                self._after_refresh(changed, True, source="feed")
+            elif changed is None and not self.watched:
+                self._refresh_stale(user_id, cats, during_query=True)
+        # After the refresh: an index that shows any of a forgetting's deletions was refreshed
+        # after its marker was written, so the marker is seen here (by the feed or the stat).
+        marker = f"{ERASING_DIR}/{user_file_prefix(user_id)}"
+        if not self.backend.blob_known_absent(marker) and self.backend.blob_size(marker) is not None:
+            self.forget_user(user_id)  # being forgotten elsewhere: finish our part, never answer half way
+        return cats
+
+    # -- async twins -----------------------------------------------------------------------------
+    aread_file = thread_twin(read_file)
+    aread_head = thread_twin(read_head)
+    awrite_file = thread_twin(write_file)
+    adelete_file = thread_twin(delete_file)
+    alist_user_files = thread_twin(list_user_files)
+    aindex_exists = thread_twin(index_exists)
+    aread_index = thread_twin(read_index)
+    awrite_index = thread_twin(write_index)
+    afind_entry = thread_twin(find_entry)
+    askipped_notes = thread_twin(skipped_notes)
+    aflush = thread_twin(flush)
+    aupdate_index_entry = thread_twin(update_index_entry)
+    aremove_index_entry = thread_twin(remove_index_entry)
+    aget_stale_entries = thread_twin(get_stale_entries)
+    arefresh_stale_entries = thread_twin(refresh_stale_entries)
+    aapply_changes = thread_twin(apply_changes)
+
+    async def aensure_index(self, llm: LLM | None = None, progress: Progress | None = None) -> None:
+        """Async twin of :meth:`ensure_index` (a build here uses ``llm.acomplete`` when ``llm`` is given)."""
+        if llm is not None and not await asyncio.to_thread(lambda: self.index_loaded() or self.index_exists()):
+            await self.apopulate_index_from_files(None, None, llm=llm, progress=progress)
+            return
+        await asyncio.to_thread(self.ensure_index, None, progress)
+
+    async def arefresh_paths(self, paths: Iterable[str | os.PathLike[str]]) -> int:
+        """Async twin of :meth:`refresh_paths`."""
+        return await asyncio.to_thread(self.refresh_paths, list(paths))

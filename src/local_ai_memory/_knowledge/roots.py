@@ -1,0 +1,147 @@
+"""What every knowledge store of one data folder shares in a process, and who watches it.
+
+Building a :class:`~._store.MemoryStore` used to mean loading the index and building rankers
+again; a web server that builds a retriever per request paid that on every request. Now the
+parts that hold data (the file backend with its change feed, the index, the rankers, the
+indexer and the lock that guards them) live in one :class:`RootParts` per data folder, kept in
+a small registry keyed by the folder's resolved path and the settings that shape those parts
+(categories, ranking field, fsync). A new store of a known folder only looks its parts up.
+
+The registry keeps the :data:`MAX_SHARED_ROOTS` most recently opened folders. A folder pushed
+out stops its automatic watcher; stores that still hold its parts keep working (they compare
+listings per query again, as a store in another process would). Stores with a backend of
+their own (a database, the in-memory backend, a read-only command) share nothing.
+
+An automatic watcher (see :func:`~._index_service.watch_automatically`) is one per folder in
+:attr:`RootParts.auto`; :func:`close_shared_stores` stops them all and empties the registry
+(it also runs at interpreter exit, and the test suites call it after each test).
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from local_ai_memory._knowledge.texts import NoteTexts
+
+if TYPE_CHECKING:
+    from local_ai_memory._contracts.knowledge import KnowledgeBackend
+    from local_ai_memory._knowledge.index import KnowledgeIndex
+    from local_ai_memory._knowledge.indexer import NoteIndexer
+    from local_ai_memory._knowledge.rankers import RankerCache
+    from local_ai_memory._knowledge.search import HybridCorpus
+
+__all__ = ["MAX_SHARED_ROOTS", "RootKey", "RootParts", "close_shared_stores", "registered", "shared_parts"]
+
+MAX_SHARED_ROOTS = 16
+RootKey = tuple[str, tuple[str, ...], str, bool, str | None]
+"""(resolved ``memory_data`` path, categories, ranking field, fsync, stemmer language)."""
+
+
+class Watcher(Protocol):
+    """What the registry needs of an automatic watcher."""
+
+    def stop(self) -> None: ...
+
+    @property
+    def running(self) -> bool: ...
+
+    def wait_caught_up(self, timeout: float) -> bool: ...
+
+
+@dataclass(eq=False)
+class RootParts:
+    """The shared state of one data folder: storage, index, rankers, indexer and their lock."""
+
+    backend: KnowledgeBackend
+    lock: threading.RLock
+    index: KnowledgeIndex
+    rankers: RankerCache
+    indexer: NoteIndexer
+    key: RootKey | None = None
+    watched: bool = False
+    """True while a watcher keeps the index current: queries then compare no listings."""
+    defer_writes: bool = False
+    """True while index writes are coalesced (an explicit MemoryIndexService flushes them)."""
+    auto: Watcher | None = None
+    """The automatic watcher, once a query started it."""
+    auto_failed: bool = False
+    """Native watching is unavailable here: queries keep comparing listings."""
+    start_lock: threading.Lock = field(default_factory=threading.Lock)
+    hybrid_corpora: dict[tuple[str, tuple[str, ...]], tuple[int, HybridCorpus]] = field(default_factory=dict)
+    """Hybrid search's corpus per ``(user, categories)``, with the index generation it was built at."""
+    note_texts: NoteTexts = field(default_factory=NoteTexts)
+    """Small notes' texts as Stage 3 last read them, each valid for one index entry."""
+
+
+WatchStarter = Callable[..., object]
+_starter: WatchStarter | None = None
+_registry: OrderedDict[RootKey, RootParts] = OrderedDict()
+_registry_lock = threading.Lock()
+_exit_hook = False
+
+
+def shared_parts(key: RootKey, build: Callable[[], RootParts]) -> RootParts:
+    """The parts of ``key``'s folder, built by ``build`` the first time (thread-safe)."""
+    evicted: list[RootParts] = []
+    with _registry_lock:
+        parts = _registry.get(key)
+        if parts is not None:
+            _registry.move_to_end(key)
+            return parts
+        parts = build()
+        parts.key = key
+        _registry[key] = parts
+        while len(_registry) > MAX_SHARED_ROOTS:
+            evicted.append(_registry.popitem(last=False)[1])
+    for old in evicted:
+        _stop(old)
+    return parts
+
+
+def registered(parts: RootParts) -> bool:
+    """Whether ``parts`` are still the registry's parts of their folder (only those are watched)."""
+    with _registry_lock:
+        return parts.key is not None and _registry.get(parts.key) is parts
+
+
+def set_watch_starter(starter: WatchStarter) -> None:
+    """Register how a folder's automatic watcher is started (:mod:`._index_service` does, at
+    import), so the stores need not import the watcher's module."""
+    global _starter
+    _starter = starter
+
+
+def start_watching(parts: RootParts, *args: object) -> None:
+    """Start the automatic watcher of ``parts`` with the registered starter (if any)."""
+    if _starter is not None:
+        _starter(parts, *args)
+
+
+def note_watcher_started() -> None:
+    """Make sure the watchers are stopped cleanly when the interpreter exits."""
+    global _exit_hook
+    with _registry_lock:
+        if not _exit_hook:
+            atexit.register(close_shared_stores)
+            _exit_hook = True
+
+
+def _stop(parts: RootParts) -> None:
+    watcher, parts.auto = parts.auto, None
+    if watcher is not None:
+        watcher.stop()
+
+
+def close_shared_stores() -> None:
+    """Stop every automatic watcher of this process (writing pending index changes) and forget
+    the shared per-folder state; stores opened afterwards load the index again."""
+    with _registry_lock:
+        all_parts = list(_registry.values())
+        _registry.clear()
+    for parts in all_parts:
+        _stop(parts)

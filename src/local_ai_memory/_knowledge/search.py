@@ -1,0 +1,142 @@
+"""Stage 1 search results and the fusion of BM25 with embedding similarity.
+
+:func:`hybrid_flow` is the one description of a hybrid search: given the BM25 candidates and
+the user's entries (a :class:`HybridCorpus`), it asks for the entries' vectors and the query's
+vector (by yielding a request), scores the entries by cosine similarity and fuses both scores
+(:func:`._fusion.convex_fusion`). :func:`run_hybrid` drives it with an embedder's sync ``embed`` and
+:func:`arun_hybrid` with its ``aembed``; neither holds any logic of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from local_ai_memory._contracts.knowledge import VectorCache
+from local_ai_memory._knowledge.fusion import convex_fusion, top_rows, unit_scores
+from local_ai_memory._knowledge.index_file import IndexEntry, lead_text
+
+__all__ = [
+    "Candidate",
+    "HybridCorpus",
+    "HybridFlow",
+    "arun_hybrid",
+    "candidate_of",
+    "embedding_items",
+    "embedding_text",
+    "hybrid_flow",
+    "run_hybrid",
+]
+
+Vector = npt.NDArray[np.float32]
+Request = tuple[Literal["vectors"], Sequence[tuple[str, str]]] | tuple[Literal["query"], str]
+HybridFlow = Generator[Request, Vector, list["Candidate"]]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One Stage 1 result: an index entry with its score (higher is better)."""
+
+    filename: str
+    category: str
+    title: str
+    description: str
+    keywords: tuple[str, ...]
+    score: float
+
+
+def candidate_of(entry: IndexEntry, score: float) -> Candidate:
+    """The candidate of an entry with ``score``."""
+    return Candidate(entry.filename, entry.category, entry.title, entry.description, tuple(entry.keywords), score)
+
+
+def embedding_text(entry: IndexEntry) -> str:
+    """What hybrid search embeds of a note: its title and first paragraph (with the file-name
+    words), which measured better than the metadata with keywords or the text's beginning."""
+    return lead_text(entry)
+
+
+def embedding_items(chosen: Sequence[IndexEntry]) -> list[tuple[str, str]]:
+    """The ``(key, text)`` pairs hybrid search embeds for ``chosen`` entries."""
+    return [(f"{e.category}/{e.filename}", embedding_text(e)) for e in chosen]
+
+
+@dataclass(frozen=True)
+class HybridCorpus:
+    """A user's entries as hybrid search compares them: the entries, their ``(key, text)``
+    :func:`embedding_items` and each key's row. Built once per index change, not per query."""
+
+    entries: Sequence[IndexEntry]
+    items: Sequence[tuple[str, str]]
+    rows: Mapping[str, int]
+
+    @classmethod
+    def of(cls, entries: Sequence[IndexEntry]) -> HybridCorpus:
+        """The corpus of ``entries``, in their order."""
+        items = embedding_items(entries)
+        return cls(entries, items, {key: row for row, (key, _) in enumerate(items)})
+
+
+def hybrid_flow(
+    query: str,
+    lexical: Sequence[Candidate],
+    corpus: HybridCorpus,
+    pool: int,
+    top_n: int,
+    weight: float,
+) -> HybridFlow:
+    """BM25 ``lexical`` fused with the cosine similarity of the ``corpus`` entries' :func:`embedding_text`.
+
+    Candidates are the BM25 ones and the ``pool`` most similar entries; both scores are put on
+    one scale and added with weights ``weight`` and ``1 - weight`` (:func:`._fusion.convex_fusion`).
+    A candidate's score is the fused score, between 0 and 1. The vectors asked for are unit
+    vectors (the embedding cache's), so a cosine is one dot product.
+    """
+    keyed = {f"{c.category}/{c.filename}": c for c in lexical}
+    similar: list[tuple[str, float]] = []
+    if corpus.entries:
+        matrix = yield ("vectors", corpus.items)
+        query_vector = yield ("query", query)
+        cosines = unit_scores(matrix, query_vector)
+        lexical_rows = [row for row in map(corpus.rows.get, keyed) if row is not None]
+        for row in sorted({*top_rows(cosines, pool), *lexical_rows}):
+            key = corpus.items[row][0]
+            similar.append((key, float(cosines[row])))
+            keyed.setdefault(key, candidate_of(corpus.entries[row], 0.0))
+    fused = convex_fusion([(key, c.score) for key, c in keyed.items() if c.score > 0], similar, weight)
+    out = []
+    for key, score in fused[:top_n]:
+        c = keyed[key]
+        out.append(Candidate(c.filename, c.category, c.title, c.description, c.keywords, round(score, 6)))
+    return out
+
+
+def run_hybrid(flow: HybridFlow, cache: VectorCache) -> list[Candidate]:
+    """Drive :func:`hybrid_flow` with the cache's sync embedding calls."""
+    try:
+        request = next(flow)
+        while True:
+            answer = cache.vectors_for(request[1]) if request[0] == "vectors" else cache.embed_query(request[1])
+            request = flow.send(answer)
+    except StopIteration as done:
+        result: list[Candidate] = done.value
+        return result
+
+
+async def arun_hybrid(flow: HybridFlow, cache: VectorCache) -> list[Candidate]:
+    """Drive :func:`hybrid_flow` with the cache's async embedding calls (the embedder's ``aembed``)."""
+    try:
+        request = next(flow)
+        while True:
+            if request[0] == "vectors":
+                answer = await cache.avectors_for(request[1])
+            else:
+                answer = await cache.aembed_query(request[1])
+            request = flow.send(answer)
+    except StopIteration as done:
+        result: list[Candidate] = done.value
+        return result

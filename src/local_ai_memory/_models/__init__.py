@@ -1,0 +1,1 @@
+"""Model clients: an OpenAI-compatible HTTP client and a local ONNX encoder."""

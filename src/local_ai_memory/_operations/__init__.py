@@ -1,0 +1,1 @@
+"""Whole-memory operations over both engines: listing, erasing, exporting and importing."""

@@ -1,0 +1,202 @@
+"""Seeing and erasing what the memory keeps: users, one scope, deleting a session, forgetting a user.
+
+Everything here works through the storage contracts, so it behaves the same on every backend.
+
+**Erasing is all or nothing for readers.** :func:`erase` first records an
+:class:`~local_ai_memory.backends.Erasure` with the runtime backend (durably) and a marker blob
+with the knowledge backend; from then on every read of what it covers answers as if it were
+already gone. Only then are the records deleted, one by one, and the record removed last. A
+crash half-way leaves the record in place: readers still see nothing, and the next
+:class:`~local_ai_memory.Memory` that starts (in any process) finishes the job
+(:func:`finish_pending`). A knowledge search that meets the marker finishes the knowledge part
+itself before answering, so no reader ever sees a user half remembered.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from local_ai_memory._contracts.knowledge import ERASING_DIR, KnowledgeBackend
+from local_ai_memory._contracts.runtime import Erasure, RuntimeBackend, Scope, ScopeInfo
+from local_ai_memory._knowledge.store import MemoryStore
+from local_ai_memory._runtime.checkpoints import list_checkpoints
+from local_ai_memory._runtime.scope import MemoryManager
+from local_ai_memory._shared.naming import owner_of, user_file_prefix
+from local_ai_memory._shared.records import AgentCheckpoint, ToolIndexEntry, visible_state
+
+__all__ = [
+    "ErasureReport",
+    "ScopeReport",
+    "UserInfo",
+    "erase",
+    "erasure_marker",
+    "finish_pending",
+    "list_users",
+    "show_scope",
+]
+
+
+def erasure_marker(user_id: str) -> str:
+    """The knowledge blob that tells searches ``user_id`` is being forgotten."""
+    return f"{ERASING_DIR}/{user_file_prefix(user_id)}"
+
+
+@dataclass(frozen=True)
+class UserInfo:
+    """One user the memory knows: sessions (with bytes and last change) and knowledge notes."""
+
+    user_id: str
+    sessions: list[ScopeInfo] = field(default_factory=list)
+    notes: int = 0
+    note_bytes: int = 0
+    notes_modified: float = 0.0
+
+    @property
+    def size(self) -> int:
+        """Bytes kept for the user: runtime memory of every session plus notes."""
+        return sum(info.size for info in self.sessions) + self.note_bytes
+
+    @property
+    def last_used(self) -> float:
+        """The newest change to anything of the user (seconds since the epoch)."""
+        return max([info.modified for info in self.sessions] + [self.notes_modified])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "user_id": self.user_id,
+            "size": self.size,
+            "last_used": self.last_used,
+            "notes": self.notes,
+            "note_bytes": self.note_bytes,
+            "sessions": [
+                {"session_id": info.scope.session_id, "size": info.size, "last_used": info.modified}
+                for info in self.sessions
+            ],
+        }
+
+
+@dataclass(frozen=True)
+class ScopeReport:
+    """Everything one ``(user_id, session_id)`` scope holds, for a person to inspect."""
+
+    user_id: str
+    session_id: str
+    state: dict[str, Any]
+    working_memory: str
+    checkpoints: list[AgentCheckpoint]
+    tool_results: dict[str, ToolIndexEntry]
+    messages: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "user_id": self.user_id,
+            "session_id": self.session_id,
+            "state": self.state,
+            "working_memory": self.working_memory,
+            "checkpoints": [
+                {"plan_id": c.plan_id, "status": c.status, "step": c.step, "task": c.task, "updated_at": c.updated_at}
+                for c in self.checkpoints
+            ],
+            "tool_results": {key: entry.model_dump() for key, entry in self.tool_results.items()},
+            "messages": self.messages,
+        }
+
+
+@dataclass(frozen=True)
+class ErasureReport:
+    """What an erasure removed: sessions and their bytes; notes, ranker snapshots and vectors."""
+
+    user_id: str
+    session_id: str | None
+    sessions: list[str] = field(default_factory=list)
+    runtime_bytes: int = 0
+    notes: list[str] = field(default_factory=list)
+    note_bytes: int = 0
+    ranker_snapshots: int = 0
+    vectors: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def list_users(runtime: RuntimeBackend, knowledge: KnowledgeBackend) -> list[UserInfo]:
+    """Every user with runtime memory or knowledge notes, sorted by id."""
+    sessions: dict[str, list[ScopeInfo]] = defaultdict(list)
+    for info in runtime.list_scopes():
+        if info.scope.user_id is not None:
+            sessions[info.scope.user_id].append(info)
+    notes: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    for category in knowledge.list_categories():
+        for name, note in knowledge.list_notes(category).items():
+            owner = owner_of(name)
+            if owner is not None:
+                notes[owner].append((note.size, note.modified))
+    return [
+        UserInfo(
+            user_id,
+            sorted(sessions.get(user_id, []), key=lambda info: info.scope.session_id or ""),
+            len(notes.get(user_id, [])),
+            sum(size for size, _ in notes.get(user_id, [])),
+            max((modified for _, modified in notes.get(user_id, [])), default=0.0),
+        )
+        for user_id in sorted(set(sessions) | set(notes))
+    ]
+
+
+def show_scope(manager: MemoryManager) -> ScopeReport:
+    """What the scope of ``manager`` holds (bookkeeping keys of the library are left out of the state)."""
+    assert manager.user_id is not None
+    assert manager.session_id is not None
+    return ScopeReport(
+        manager.user_id,
+        manager.session_id,
+        visible_state(manager.get_state()),
+        manager.get_working_memory(),
+        list_checkpoints(manager),
+        manager.list_tool_results(),
+        len(manager.backend.get_messages(manager.scope_info)),
+    )
+
+
+def _scopes_of(runtime: RuntimeBackend, erasure: Erasure) -> list[Scope]:
+    return [info.scope for info in runtime.list_scopes(include_erased=True) if erasure.covers(info.scope)]
+
+
+def erase(runtime: RuntimeBackend, store: MemoryStore | None, erasure: Erasure) -> ErasureReport:
+    """Delete what ``erasure`` covers (see the module docstring); return what was removed.
+
+    A whole user (``erasure.session_id is None``) also loses every knowledge note, with index
+    entries, ranker snapshots and cached vectors. Running it again is harmless.
+    """
+    runtime.begin_erasure(erasure)
+    whole_user = erasure.session_id is None
+    if whole_user and store is not None:
+        store.backend.write_blob(erasure_marker(erasure.user_id), b"")
+    sessions: list[str] = []
+    runtime_bytes = 0
+    for scope in _scopes_of(runtime, erasure):
+        runtime_bytes += runtime.delete_scope(scope)
+        assert scope.session_id is not None
+        sessions.append(scope.session_id)
+    report = ErasureReport(erasure.user_id, erasure.session_id, sorted(sessions), runtime_bytes)
+    if whole_user and store is not None:
+        forgotten = store.forget_user(erasure.user_id)
+        report = replace(
+            report,
+            notes=forgotten.notes,
+            note_bytes=forgotten.size,
+            ranker_snapshots=forgotten.snapshots,
+            vectors=forgotten.vectors,
+        )
+        store.backend.delete_blob(erasure_marker(erasure.user_id))
+        store.backend.recover()  # a write cut short may have left a temporary file named after the user
+    runtime.recover()
+    runtime.end_erasure(erasure)
+    return report
+
+
+def finish_pending(runtime: RuntimeBackend, store: MemoryStore | None) -> list[ErasureReport]:
+    """Complete every erasure a crashed process left half done."""
+    return [erase(runtime, store, erasure) for erasure in runtime.pending_erasures()]

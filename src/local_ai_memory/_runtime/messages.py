@@ -1,0 +1,270 @@
+"""Conversation messages: one normal form, and the append-only session store of a scope.
+
+Agents hand the library messages in several shapes: plain dicts (``{"role": "user",
+"content": "..."}``, OpenAI style with ``name`` / ``tool_call_id`` / ``tool_calls``), LangChain
+messages (``.type`` is ``human`` / ``ai`` / ``tool`` / ``system``, ``.content`` may be a list
+of content blocks) and LlamaIndex ``ChatMessage`` (``.role`` is an enum). :func:`to_message`
+turns any of them into a :class:`Message`, so the compressor and the context builder deal
+with one shape only.
+
+:class:`SessionMessageStore` keeps a session's messages in the runtime backend, each a typed,
+versioned :class:`StoredMessage` with a gap-free sequence number (on files:
+``{runtime_data_dir}/memory/sessions/{scope}.jsonl``, one JSON record per line; a crash can
+leave a torn last line, which readers skip and the next append seals off).
+The post-run step that merges a run into L1 and then compacts the session is in :mod:`._run`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from local_ai_memory._backends.files.runtime import FileRuntimeBackend
+from local_ai_memory._contracts.runtime import RuntimeBackend, Scope
+from local_ai_memory._runtime.scope import MemoryManager
+from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.errors import InvalidInputError
+from local_ai_memory._shared.naming import DirectoryGuard
+from local_ai_memory._shared.records import StoredMessage
+
+__all__ = [
+    "Message",
+    "MessageLike",
+    "SessionMessageStore",
+    "StoredMessage",
+    "from_stored",
+    "stored",
+    "to_message",
+    "to_messages",
+]
+
+MessageLike = Any
+"""A dict with ``role``/``content`` or a framework message object with ``.type``/``.role`` and ``.content``."""
+
+_ROLE_ALIASES = {
+    "human": "user",
+    "user": "user",
+    "ai": "assistant",
+    "assistant": "assistant",
+    "chatbot": "assistant",
+    "model": "assistant",
+    "system": "system",
+    "developer": "system",
+    "tool": "tool",
+    "function": "tool",
+}
+
+
+@dataclass(frozen=True)
+class Message:
+    """A message in the library's normal form.
+
+    ``tool_calls`` holds the names of the tools an assistant message asked for.
+    """
+
+    role: str
+    content: str
+    name: str | None = None
+    tool_call_id: str | None = None
+    tool_calls: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain ``{"role", "content", ...}`` dict (optional keys only when set)."""
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.name:
+            out["name"] = self.name
+        if self.tool_call_id:
+            out["tool_call_id"] = self.tool_call_id
+        if self.tool_calls:
+            out["tool_calls"] = list(self.tool_calls)
+        return out
+
+
+def _get(item: Any, key: str) -> Any:
+    if isinstance(item, Mapping):
+        return item.get(key)
+    return getattr(item, key, None)
+
+
+def _text_of(content: Any) -> str:
+    """Plain text of a message content: a string, or a list of strings / text blocks."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Mapping):
+        text = content.get("text")
+        return text if isinstance(text, str) else ""
+    if isinstance(content, Iterable):
+        parts = [_text_of(part) for part in content]
+        return "\n".join(part for part in parts if part)
+    return str(content)
+
+
+def _role_of(item: Any) -> str:
+    raw = _get(item, "role")
+    if raw is None:
+        raw = _get(item, "type")
+    raw = getattr(raw, "value", raw)  # LlamaIndex MessageRole is an enum
+    if not isinstance(raw, str) or not raw:
+        raise InvalidInputError(f"a message needs a 'role' (or a '.type'), got {type(item).__name__}")
+    return _ROLE_ALIASES.get(raw.lower(), raw.lower())
+
+
+def _tool_call_names(item: Any) -> tuple[str, ...]:
+    calls = _get(item, "tool_calls")
+    if not calls:
+        extra = _get(item, "additional_kwargs")
+        calls = extra.get("tool_calls") if isinstance(extra, Mapping) else None
+    names: list[str] = []
+    for call in calls or ():
+        if isinstance(call, str):
+            names.append(call)
+            continue
+        name = _get(call, "name")
+        if not name:
+            function = _get(call, "function")
+            name = _get(function, "name") if function is not None else None
+        if isinstance(name, str) and name:
+            names.append(name)
+    return tuple(names)
+
+
+def to_message(item: MessageLike) -> Message:
+    """Normalize one dict or framework message into a :class:`Message`."""
+    if isinstance(item, Message):
+        return item
+    role = _role_of(item)
+    name = _get(item, "name")
+    tool_call_id = _get(item, "tool_call_id")
+    return Message(
+        role=role,
+        content=_text_of(_get(item, "content")),
+        name=name if isinstance(name, str) and name else None,
+        tool_call_id=tool_call_id if isinstance(tool_call_id, str) and tool_call_id else None,
+        tool_calls=_tool_call_names(item),
+    )
+
+
+def to_messages(items: Iterable[MessageLike]) -> list[Message]:
+    """Normalize a sequence of messages; a bare string or dict is refused as a likely mistake."""
+    if isinstance(items, (str, bytes, Mapping)):
+        raise InvalidInputError("expected a list of messages, got a single " + type(items).__name__)
+    return [to_message(item) for item in items]
+
+
+def stored(message: Message, now: float) -> StoredMessage:
+    """The stored form of a message (its ``seq`` is given by the backend)."""
+    return StoredMessage(
+        role=message.role,
+        content=message.content,
+        name=message.name,
+        tool_call_id=message.tool_call_id,
+        tool_calls=message.tool_calls,
+        created_at=now,
+    )
+
+
+def from_stored(record: StoredMessage) -> Message:
+    """The normal form of a stored message."""
+    return Message(record.role, record.content, record.name, record.tool_call_id, record.tool_calls)
+
+
+def _keep(config: MemoryConfig, keep_last: int | None) -> int:
+    keep = config.working_memory_compact_keep_last if keep_last is None else keep_last
+    if isinstance(keep, bool) or not isinstance(keep, int) or keep < 0:
+        raise InvalidInputError(f"keep_last must be a non-negative integer, got {keep!r}")
+    return keep
+
+
+class SessionMessageStore:
+    """The append-only message log of one ``(user_id, session_id)`` scope."""
+
+    def __init__(
+        self,
+        guard: DirectoryGuard | None = None,
+        config: MemoryConfig | None = None,
+        *,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        backend: RuntimeBackend | None = None,
+    ) -> None:
+        self.config = config if config is not None else MemoryConfig()
+        self.scope_info = Scope.of(user_id, session_id)
+        self.scope = self.scope_info.key if self.scope_info.scoped else None
+        self.user_id = user_id
+        self.session_id = session_id
+        if backend is None:
+            backend = FileRuntimeBackend.from_config(self.config, guard)
+            guard = backend.guard
+        self.guard = guard
+        self.backend: RuntimeBackend = backend
+
+    @classmethod
+    def for_manager(cls, manager: MemoryManager) -> SessionMessageStore:
+        """The store of the scope a ``MemoryManager`` is bound to, on the same backend."""
+        return cls(
+            manager.guard,
+            manager.config,
+            user_id=manager.user_id,
+            session_id=manager.session_id,
+            backend=manager.backend,
+        )
+
+    def __repr__(self) -> str:
+        return f"SessionMessageStore(user_id={self.user_id!r}, session_id={self.session_id!r})"
+
+    def records(self) -> list[StoredMessage]:
+        """The stored messages with their sequence numbers and times, oldest first."""
+        return self.backend.get_messages(self.scope_info)
+
+    def messages(self) -> list[Message]:
+        """All messages of the session, oldest first."""
+        return [from_stored(record) for record in self.records()]
+
+    def __len__(self) -> int:
+        return len(self.records())
+
+    def append(self, messages: Iterable[MessageLike]) -> int:
+        """Append ``messages`` (dicts or framework messages) in one write; return how many."""
+        normalized = to_messages(messages)
+        if not normalized:
+            return 0
+        now = time.time()
+        return len(self.backend.append_messages(self.scope_info, [stored(message, now) for message in normalized]))
+
+    def compact(self, keep_last: int | None = None) -> int:
+        """Keep only the last ``keep_last`` messages (default: the config's); return how many were dropped."""
+        return self.backend.compact_messages(self.scope_info, _keep(self.config, keep_last))
+
+    def clear(self) -> bool:
+        """Delete the session's messages; return whether there were any."""
+        return self.backend.clear_messages(self.scope_info)
+
+    async def arecords(self) -> list[StoredMessage]:
+        """Async twin of :meth:`records`."""
+        return await self.backend.aget_messages(self.scope_info)
+
+    async def amessages(self) -> list[Message]:
+        """Async twin of :meth:`messages`."""
+        return [from_stored(record) for record in await self.arecords()]
+
+    async def aappend(self, messages: Iterable[MessageLike]) -> int:
+        """Async twin of :meth:`append`."""
+        normalized = to_messages(messages)
+        if not normalized:
+            return 0
+        now = time.time()
+        return len(
+            await self.backend.aappend_messages(self.scope_info, [stored(message, now) for message in normalized])
+        )
+
+    async def acompact(self, keep_last: int | None = None) -> int:
+        """Async twin of :meth:`compact`."""
+        return await self.backend.acompact_messages(self.scope_info, _keep(self.config, keep_last))
+
+    async def aclear(self) -> bool:
+        """Async twin of :meth:`clear`."""
+        return await self.backend.aclear_messages(self.scope_info)

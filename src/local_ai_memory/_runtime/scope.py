@@ -1,0 +1,370 @@
+"""``MemoryManager``: the runtime memory of one scope (levels L0 to L3) over a storage backend.
+
+The manager checks input and applies the rules of each level; where and how records are kept is
+the :class:`~local_ai_memory._contracts.runtime.RuntimeBackend`'s business (plain files under
+``{root}/memory/`` by default, see :mod:`local_ai_memory._backends.files.runtime`). Managers made by
+:meth:`MemoryManager.scoped` share their backend.
+
+* L0 state: a JSON object, updated as a JSON Merge Patch (RFC 7396) or replaced whole.
+* L1 working memory: Markdown text, replaced whole or compare-and-swapped.
+* L2 plans: any JSON value per plan id (checkpoints are plans, see ``_checkpoints``), plus an
+  append-only step log per plan.
+* L3 tool results: JSON payloads by id, owned by the scope that saved them. Another scope
+  asking for the id gets the same :class:`RecordNotFoundError` as for an id that never existed.
+
+Every method has an async twin (``a`` prefix) that calls the backend's async method, so a
+natively async backend runs without threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from local_ai_memory._backends.files.runtime import FileRuntimeBackend
+from local_ai_memory._contracts.runtime import GLOBAL_STEM, RuntimeBackend, Scope, StateChange
+from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.errors import InvalidInputError, RecordNotFoundError
+from local_ai_memory._shared.naming import DirectoryGuard, validate_id
+from local_ai_memory._shared.records import BOOKKEEPING_KEY, ToolIndexEntry, ToolResultPage, check_json_value
+
+__all__ = ["GLOBAL_STEM", "MemoryManager", "merge_patch"]
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """``target`` with the JSON Merge Patch ``patch`` applied (RFC 7396); pure, ``target`` is not changed.
+
+    Objects merge key by key, ``None`` (JSON ``null``) removes a key, anything else replaces.
+
+    >>> merge_patch({"a": 1, "b": {"x": 1, "y": 2}}, {"b": {"y": None, "z": 3}, "c": [1]})
+    {'a': 1, 'b': {'x': 1, 'z': 3}, 'c': [1]}
+    """
+    if not isinstance(patch, Mapping):
+        return patch
+    merged = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        else:
+            merged[key] = merge_patch(merged.get(key), value)
+    return merged
+
+
+def _patched(patch: Mapping[str, Any]) -> StateChange:
+    return lambda state: merge_patch(state, patch)
+
+
+def _replaced(state: Mapping[str, Any]) -> StateChange:
+    return lambda _: dict(state)
+
+
+def _checked_text(text: object) -> str:
+    if not isinstance(text, str):
+        raise InvalidInputError(f"working memory must be a string, got {type(text).__name__}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInputError(f"working memory is not valid Unicode text: {exc}") from None
+    return text
+
+
+def _checked_patch(patch: object) -> Mapping[str, Any]:
+    if not isinstance(patch, Mapping):
+        raise InvalidInputError(f"state patch must be a mapping, got {type(patch).__name__}")
+    check_json_value(patch, "state patch")
+    return patch
+
+
+def _check_page_bounds(offset: object, limit: object) -> None:
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise InvalidInputError(f"offset must be a whole number >= 0, got {offset!r}")
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvalidInputError(f"limit must be a whole number >= 1, got {limit!r}")
+
+
+class MemoryManager:
+    """L0-L3 runtime memory of one ``(user_id, session_id)`` scope (or the unscoped memory).
+
+    >>> import tempfile
+    >>> manager = MemoryManager(DirectoryGuard(tempfile.mkdtemp())).scoped("alice", "s1")
+    >>> manager.update_state({"current_task": "refactor auth", "current_step": 1})
+    {'current_task': 'refactor auth', 'current_step': 1}
+    >>> manager.save_plan("auth", {"steps": ["read", "write"]})
+    >>> manager.load_plan("auth")
+    {'steps': ['read', 'write']}
+
+    ``backend`` defaults to the file backend under ``guard`` (itself defaulting to
+    ``config.runtime_data_dir``), or to PostgreSQL when ``config.database_url`` is set.
+    """
+
+    def __init__(
+        self,
+        guard: DirectoryGuard | None = None,
+        config: MemoryConfig | None = None,
+        *,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        backend: RuntimeBackend | None = None,
+    ) -> None:
+        self.config = config if config is not None else MemoryConfig()
+        self.scope_info = Scope.of(user_id, session_id)
+        self.user_id = user_id
+        self.session_id = session_id
+        if backend is None and self.config.database_url:
+            from local_ai_memory._backends.postgres.shared import shared_backends
+
+            backend = shared_backends(self.config)[0]
+        if backend is None:
+            backend = FileRuntimeBackend.from_config(self.config, guard)
+            guard = backend.guard
+        self.guard = guard
+        self.backend: RuntimeBackend = backend
+
+    @property
+    def scope(self) -> str | None:
+        """The storage key of the scope (``alice_s1``), or ``None`` for the unscoped memory."""
+        return self.scope_info.key if self.scope_info.scoped else None
+
+    @property
+    def stem(self) -> str:
+        """The storage key of this manager's records: the scope key, or ``global``."""
+        return self.scope_info.key
+
+    def __repr__(self) -> str:
+        where = f"scope={self.scope!r}" if self.scope else "unscoped"
+        return f"MemoryManager({self.backend!r}, {where})"
+
+    def scoped(self, user_id: str, session_id: str) -> MemoryManager:
+        """A manager bound to ``(user_id, session_id)``, sharing backend and config.
+
+        Raises :class:`InvalidInputError` for a hostile or malformed id, before touching storage.
+        """
+        return MemoryManager(self.guard, self.config, user_id=user_id, session_id=session_id, backend=self.backend)
+
+    def cleanup_temp_files(self) -> int:
+        """Remove what writers that crashed left behind; return how many leftovers."""
+        return self.backend.recover()
+
+    # -- L0 state -----------------------------------------------------------------------
+
+    def get_state(self) -> dict[str, Any]:
+        """The L0 state of this scope (``{}`` when none is stored or the record was corrupt)."""
+        return self.backend.get_state(self.scope_info)
+
+    def update_state(self, patch: Mapping[str, Any]) -> dict[str, Any]:
+        """Apply ``patch`` to the L0 state as a JSON Merge Patch (RFC 7396) and return the new state.
+
+        Nested objects merge, ``None`` removes a key, any other value replaces: after
+        ``{"task": "x", "opts": {"a": 1}}``, the patch ``{"opts": {"b": 2}, "task": None}`` leaves
+        ``{"opts": {"a": 1, "b": 2}}``. Use :meth:`replace_state` to set the whole state. Atomic
+        across threads, tasks and processes: concurrent updates are never lost.
+        """
+        return self.backend.update_state(self.scope_info, _patched(_checked_patch(patch)))
+
+    def replace_state(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        """Replace the whole L0 state with ``state`` (no merging); return it."""
+        return self.backend.update_state(self.scope_info, _replaced(_checked_patch(state)))
+
+    async def aget_state(self) -> dict[str, Any]:
+        """Async twin of :meth:`get_state`."""
+        return await self.backend.aget_state(self.scope_info)
+
+    async def aupdate_state(self, patch: Mapping[str, Any]) -> dict[str, Any]:
+        """Async twin of :meth:`update_state`."""
+        return await self.backend.aupdate_state(self.scope_info, _patched(_checked_patch(patch)))
+
+    async def areplace_state(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        """Async twin of :meth:`replace_state`."""
+        return await self.backend.aupdate_state(self.scope_info, _replaced(_checked_patch(state)))
+
+    def bookkeeping(self) -> dict[str, Any]:
+        """The library's own L0 entries (:data:`BOOKKEEPING_KEY`), e.g. the status of an agent run."""
+        found = self.get_state().get(BOOKKEEPING_KEY)
+        return dict(found) if isinstance(found, dict) else {}
+
+    def update_bookkeeping(self, patch: Mapping[str, Any]) -> dict[str, Any]:
+        """Merge ``patch`` into the library's own L0 entries (:data:`BOOKKEEPING_KEY`), atomically.
+
+        For integrations recording what is not the agent's state (which plan a run uses, where
+        it resumed): prompts never show it. ``None`` removes an entry. Returns the new state.
+        """
+        return self.update_state({BOOKKEEPING_KEY: _checked_patch(patch)})
+
+    async def aupdate_bookkeeping(self, patch: Mapping[str, Any]) -> dict[str, Any]:
+        """Async twin of :meth:`update_bookkeeping`."""
+        return await self.aupdate_state({BOOKKEEPING_KEY: _checked_patch(patch)})
+
+    # -- L1 working memory --------------------------------------------------------------
+
+    def get_working_memory(self) -> str:
+        """The L1 working-memory Markdown of this scope (``""`` when none)."""
+        return self.backend.get_working_memory(self.scope_info)
+
+    def update_working_memory(self, text: str) -> None:
+        """Replace the L1 working memory with ``text`` (atomically)."""
+        self.swap_working_memory(None, text)
+
+    def swap_working_memory(self, expected: str | None, text: str) -> str | None:
+        """Write ``text`` if L1 still equals ``expected`` (``None``: unconditionally).
+
+        Returns ``None`` when written, else the L1 text found, so a caller that read L1, worked
+        on it for a while (an LLM call) and lost a race can merge instead of overwriting.
+        """
+        return self.backend.swap_working_memory(self.scope_info, expected, _checked_text(text))
+
+    async def aget_working_memory(self) -> str:
+        """Async twin of :meth:`get_working_memory`."""
+        return await self.backend.aget_working_memory(self.scope_info)
+
+    async def aupdate_working_memory(self, text: str) -> None:
+        """Async twin of :meth:`update_working_memory`."""
+        await self.aswap_working_memory(None, text)
+
+    async def aswap_working_memory(self, expected: str | None, text: str) -> str | None:
+        """Async twin of :meth:`swap_working_memory`."""
+        return await self.backend.aswap_working_memory(self.scope_info, expected, _checked_text(text))
+
+    # -- L2 plans -----------------------------------------------------------------------
+
+    def save_plan(self, plan_id: str, payload: Any) -> None:
+        """Store ``payload`` (any JSON value) as plan ``plan_id`` of this scope, replacing it."""
+        self.backend.update_plans(self.scope_info, _put_plan(plan_id, payload))
+
+    def load_plan(self, plan_id: str) -> Any:
+        """The payload of plan ``plan_id``; :class:`RecordNotFoundError` if this scope has none."""
+        validate_id(plan_id, "plan id")
+        return self._found_plan(self.list_plans(), plan_id)
+
+    def list_plans(self) -> dict[str, Any]:
+        """Every plan of this scope: ``{plan_id: payload}``."""
+        return self.backend.get_plans(self.scope_info)
+
+    def delete_plan(self, plan_id: str) -> bool:
+        """Remove plan ``plan_id`` and its step log; return whether it existed."""
+        validate_id(plan_id, "plan id")
+        existed: list[bool] = []
+        self.backend.update_plans(self.scope_info, _drop_plan(plan_id, existed))
+        return bool(existed)
+
+    async def asave_plan(self, plan_id: str, payload: Any) -> None:
+        """Async twin of :meth:`save_plan`."""
+        await self.backend.aupdate_plans(self.scope_info, _put_plan(plan_id, payload))
+
+    async def aload_plan(self, plan_id: str) -> Any:
+        """Async twin of :meth:`load_plan`."""
+        validate_id(plan_id, "plan id")
+        return self._found_plan(await self.alist_plans(), plan_id)
+
+    async def alist_plans(self) -> dict[str, Any]:
+        """Async twin of :meth:`list_plans`."""
+        return await self.backend.aget_plans(self.scope_info)
+
+    async def adelete_plan(self, plan_id: str) -> bool:
+        """Async twin of :meth:`delete_plan`."""
+        validate_id(plan_id, "plan id")
+        existed: list[bool] = []
+        await self.backend.aupdate_plans(self.scope_info, _drop_plan(plan_id, existed))
+        return bool(existed)
+
+    def append_plan_steps(self, plan_id: str, steps: Sequence[dict[str, Any]]) -> None:
+        """Append ``steps`` (JSON objects) to plan ``plan_id``'s step log (cost independent of its length)."""
+        validate_id(plan_id, "plan id")
+        check_json_value(list(steps), "plan steps")
+        self.backend.append_plan_steps(self.scope_info, plan_id, list(steps))
+
+    def plan_steps(self, plan_id: str) -> list[dict[str, Any]]:
+        """Plan ``plan_id``'s step log, oldest first."""
+        return self.backend.get_plan_steps(self.scope_info, validate_id(plan_id, "plan id"))
+
+    def clear_plan_steps(self, plan_id: str) -> None:
+        """Empty plan ``plan_id``'s step log."""
+        self.backend.clear_plan_steps(self.scope_info, validate_id(plan_id, "plan id"))
+
+    def _found_plan(self, plans: dict[str, Any], plan_id: str) -> Any:
+        if plan_id not in plans:
+            raise RecordNotFoundError(f"no plan {plan_id!r} in {self.scope_info.describe()}")
+        return plans[plan_id]
+
+    # -- L3 tool results ----------------------------------------------------------------
+
+    def save_tool_result(self, result_id: str, payload: Any) -> int:
+        """Store ``payload`` (any JSON value) as this scope's tool result ``result_id``; return bytes stored."""
+        validate_id(result_id, "tool result id")
+        check_json_value(payload, "tool result payload")
+        return self.backend.save_tool_result(self.scope_info, result_id, payload)
+
+    def load_tool_result(self, result_id: str) -> Any:
+        """The payload of this scope's tool result ``result_id``.
+
+        :class:`RecordNotFoundError` if it is missing, pruned, or belongs to another scope.
+        """
+        return self.backend.load_tool_result(self.scope_info, validate_id(result_id, "tool result id"))
+
+    def load_tool_result_page(self, result_id: str, offset: int, limit: int) -> ToolResultPage:
+        """Characters ``offset`` to ``offset + limit`` of this scope's stored output (scope-checked)."""
+        validate_id(result_id, "tool result id")
+        _check_page_bounds(offset, limit)
+        return self.backend.read_tool_result_page(self.scope_info, result_id, offset, limit)
+
+    def tool_result_exists(self, result_id: str) -> bool:
+        """Whether any scope holds ``result_id`` (to keep new ids unique)."""
+        return self.backend.tool_result_exists(validate_id(result_id, "tool result id"))
+
+    def list_tool_results(self) -> dict[str, ToolIndexEntry]:
+        """The tool results this scope owns: ``{result_id: ToolIndexEntry(size, saved_at)}``."""
+        return self.backend.list_tool_results(self.scope_info)
+
+    def count_tool_results(self) -> int:
+        """How many results this scope owns."""
+        return self.backend.count_tool_results(self.scope_info)
+
+    def delete_tool_results(self, result_ids: Sequence[str]) -> list[str]:
+        """Delete those of ``result_ids`` this scope owns; return those deleted."""
+        for result_id in result_ids:
+            validate_id(result_id, "tool result id")
+        return self.backend.delete_tool_results(self.scope_info, list(result_ids))
+
+    @contextlib.contextmanager
+    def tool_index_locked(self) -> Iterator[None]:
+        """Hold the scope's maintenance lock (retention and checkpoint references wait)."""
+        with self.backend.locked(self.scope_info):
+            yield
+
+    async def asave_tool_result(self, result_id: str, payload: Any) -> int:
+        """Async twin of :meth:`save_tool_result`."""
+        validate_id(result_id, "tool result id")
+        check_json_value(payload, "tool result payload")
+        return await self.backend.asave_tool_result(self.scope_info, result_id, payload)
+
+    async def aload_tool_result(self, result_id: str) -> Any:
+        """Async twin of :meth:`load_tool_result`."""
+        return await self.backend.aload_tool_result(self.scope_info, validate_id(result_id, "tool result id"))
+
+    async def aload_tool_result_page(self, result_id: str, offset: int, limit: int) -> ToolResultPage:
+        """Async twin of :meth:`load_tool_result_page`."""
+        validate_id(result_id, "tool result id")
+        _check_page_bounds(offset, limit)
+        return await self.backend.aread_tool_result_page(self.scope_info, result_id, offset, limit)
+
+
+def _put_plan(plan_id: str, payload: Any) -> Any:
+    validate_id(plan_id, "plan id")
+    check_json_value(payload, "plan payload")
+
+    def change(plans: dict[str, Any]) -> dict[str, Any]:
+        plans[plan_id] = payload
+        return plans
+
+    return change
+
+
+def _drop_plan(plan_id: str, existed: list[bool]) -> Any:
+    def change(plans: dict[str, Any]) -> dict[str, Any] | None:
+        if plan_id not in plans:
+            return None
+        del plans[plan_id]
+        existed.append(True)
+        return plans
+
+    return change

@@ -1,0 +1,62 @@
+"""Rules the vector caches of the in-memory and PostgreSQL knowledge backends share.
+
+A vector is kept by the SHA-256 of its text (:func:`text_digest`), so a note whose text is
+unchanged never costs a second call to the embedder; what an embedder answers is checked and
+scaled to unit length (:func:`unit_vectors`) before anything keeps it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from local_ai_memory._knowledge.fusion import normalize_rows
+from local_ai_memory._shared.errors import ModelError
+from local_ai_memory._shared.models import Embedder
+
+__all__ = ["QueryEmbedding", "stacked", "text_digest", "unit_vectors"]
+
+
+def text_digest(text: str) -> str:
+    """The key of a text's vector (texts with lone surrogates hash too)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def unit_vectors(texts: Sequence[str], raw: object, embedder: str = "the embedder") -> npt.NDArray[np.float32]:
+    """The embedder's answer for ``texts`` as unit rows; :class:`ModelError` (naming
+    ``embedder``) unless it is one finite, non-empty vector per text. Every vector cache checks
+    answers through this one rule before keeping anything."""
+    try:
+        array = np.asarray(raw, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise ModelError(f"{embedder} returned something that is not a list of vectors") from exc
+    if array.ndim != 2 or array.shape[0] != len(texts) or array.shape[1] == 0:
+        raise ModelError(f"{embedder} returned shape {array.shape} for {len(texts)} texts")
+    if not np.all(np.isfinite(array)):
+        raise ModelError(f"{embedder} returned non-finite values")
+    return normalize_rows(array)
+
+
+def stacked(vectors: Mapping[str, npt.NDArray[np.float32]], digests: Sequence[str]) -> npt.NDArray[np.float32]:
+    """The vectors of ``digests`` as one matrix, in order (``(0, 0)`` for none)."""
+    if not digests:
+        return np.zeros((0, 0), dtype=np.float32)
+    return np.stack([vectors[digest] for digest in digests])
+
+
+class QueryEmbedding:
+    """``embed_query`` and its async twin for a vector cache with an ``embedder``: a query's
+    vector is checked like any other and not kept (queries rarely repeat)."""
+
+    embedder: Embedder
+
+    def embed_query(self, text: str) -> npt.NDArray[np.float32]:
+        vector: npt.NDArray[np.float32] = unit_vectors([text], self.embedder.embed([text]))[0]
+        return vector
+
+    async def aembed_query(self, text: str) -> npt.NDArray[np.float32]:
+        vector: npt.NDArray[np.float32] = unit_vectors([text], await self.embedder.aembed([text]))[0]
+        return vector
