@@ -33,6 +33,7 @@ from local_ai_memory._runtime.scope import MemoryManager
 from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.naming import DirectoryGuard
 from local_ai_memory._shared.tokens import TokenCounter
+from local_ai_memory.backends import FileRuntimeBackend
 
 GOAL = "Write a script that gzips every *.log file older than 7 days under /var/app and keeps a manifest."
 DECISIONS = [
@@ -136,7 +137,9 @@ def main() -> None:
         results = {}
         for fsync in (False, True):
             config = MemoryConfig(fsync=fsync)
-            manager = MemoryManager(DirectoryGuard(root), config).scoped("bench", f"fsync{int(fsync)}")
+            manager = MemoryManager(FileRuntimeBackend.from_config(config, DirectoryGuard(root)), config).scoped(
+                "bench", f"fsync{int(fsync)}"
+            )
             extractive = WorkingMemoryCompressor(manager, None, counter, args.target)
             summary = extractive.compress(messages)
             llm = WorkingMemoryCompressor(manager, InstantLLM(summary.text), counter, args.target)

@@ -18,8 +18,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from local_ai_memory._knowledge.embeddings import EmbeddingCache, SentenceTransformerEmbedder
+from local_ai_memory._backends.files.vectors import EmbeddingCache
 from local_ai_memory._knowledge.samples import build_corpus
+from local_ai_memory._models.sentence_transformers import SentenceTransformerEmbedder
 from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.naming import DirectoryGuard
 

@@ -21,8 +21,9 @@ import time
 from pathlib import Path
 
 from local_ai_memory import MemoryConfig, MemoryStore, close_shared_stores
-from local_ai_memory._knowledge.embeddings import SentenceTransformerEmbedder
+from local_ai_memory._models.sentence_transformers import SentenceTransformerEmbedder
 from local_ai_memory._shared.naming import DirectoryGuard
+from local_ai_memory.backends import FileKnowledgeBackend
 from local_ai_memory.samples import build_corpus
 
 USER = "bench"
@@ -42,7 +43,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         config = MemoryConfig(runtime_data_dir=Path(tmp), search_mode="hybrid", fsync=False)
         embedder = SentenceTransformerEmbedder()
-        store = MemoryStore(DirectoryGuard(Path(tmp)), config, embedder=embedder)
+        store = MemoryStore(FileKnowledgeBackend(DirectoryGuard(Path(tmp)), config), config, embedder=embedder)
         for number in range(args.notes):
             note = corpus.notes[number % len(corpus.notes)]
             text = note.text.replace("\n", f" (copy {number})\n", 1)

@@ -57,6 +57,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from local_ai_memory.backends import FileKnowledgeBackend
+
 USER = "alice"
 QUERIES = 60
 REPEAT_QUERIES = 200
@@ -162,7 +164,7 @@ def child_ours(size: int) -> dict[str, Any]:
     index_path.unlink(missing_ok=True)
     result: dict[str, Any] = {"engine": "ours", "size": size}
 
-    store = MemoryStore(DirectoryGuard(root), config)
+    store = MemoryStore(FileKnowledgeBackend(DirectoryGuard(root), config), config)
     start = time.perf_counter()
     store.populate_index_from_files(None)
     result["build_s"] = time.perf_counter() - start
@@ -175,7 +177,7 @@ def child_ours(size: int) -> dict[str, Any]:
     del store
     gc.collect()
     start, start_cpu = time.perf_counter(), time.process_time()
-    store = MemoryStore(DirectoryGuard(root), config)
+    store = MemoryStore(FileKnowledgeBackend(DirectoryGuard(root), config), config)
     store.bm25_search(queries[0][0], 5, user_id=USER)
     result["open_first_query_s"] = time.perf_counter() - start
     result["open_first_query_cpu_s"] = time.process_time() - start_cpu  # every thread of the process
@@ -293,7 +295,10 @@ def _existing_index(root: Path) -> float:
     if (root / "memory_data" / "memory_index.json").exists():
         return 0.0
     start = time.perf_counter()
-    MemoryStore(DirectoryGuard(root), MemoryConfig(fsync=False, auto_watch=False)).ensure_index()
+    MemoryStore(
+        FileKnowledgeBackend(DirectoryGuard(root), MemoryConfig(fsync=False, auto_watch=False)),
+        MemoryConfig(fsync=False, auto_watch=False),
+    ).ensure_index()
     close_shared_stores()
     return time.perf_counter() - start
 
@@ -311,7 +316,7 @@ def child_default(size: int) -> dict[str, Any]:
     result: dict[str, Any] = {"engine": "default", "size": size, "index_build_s": _existing_index(root)}
     config = MemoryConfig(runtime_data_dir=root, fsync=False)
     start = time.perf_counter()
-    store = MemoryStore(DirectoryGuard(root), config)
+    store = MemoryStore(FileKnowledgeBackend(DirectoryGuard(root), config), config)
     store.search(queries[0][0], 5, user_id=USER)
     result["open_first_query_s"] = time.perf_counter() - start
     while not store.watched and time.perf_counter() - start < 30:
@@ -502,15 +507,21 @@ def quality(hybrid: bool) -> None:
     results: list[tuple[str, float, float]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for field in ("metadata", "content", "both"):
-            store = MemoryStore(DirectoryGuard(Path(tmp) / field), MemoryConfig(fsync=False), ranking_field=field)
+            store = MemoryStore(
+                FileKnowledgeBackend(DirectoryGuard(Path(tmp) / field), MemoryConfig(fsync=False)),
+                MemoryConfig(fsync=False),
+                ranking_field=field,
+            )
             write_corpus(store, USER, corpus=corpus)
             ranked = [store.bm25_search(q, 10, user_id=USER) for q in queries]
             results.append((f"ours BM25 over {FIELD_LABELS[field]}", *_score(ranked, expected)))
         if hybrid:
-            from local_ai_memory._knowledge.embeddings import SentenceTransformerEmbedder
+            from local_ai_memory._models.sentence_transformers import SentenceTransformerEmbedder
 
             store = MemoryStore(
-                DirectoryGuard(Path(tmp) / "hybrid"), MemoryConfig(fsync=False), embedder=SentenceTransformerEmbedder()
+                FileKnowledgeBackend(DirectoryGuard(Path(tmp) / "hybrid"), MemoryConfig(fsync=False)),
+                MemoryConfig(fsync=False),
+                embedder=SentenceTransformerEmbedder(),
             )
             write_corpus(store, USER, corpus=corpus)
             ranked = [store.hybrid_search(q, 10, user_id=USER) for q in queries]

@@ -40,6 +40,8 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from local_ai_memory.backends import FileKnowledgeBackend
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from quality_corpora import CORPORA
@@ -76,7 +78,7 @@ def timed(fn: Callable[[], list[list[str]]]) -> tuple[list[list[str]], float]:
 
 def make_store(corpus: SampleCorpus, folder: Path, **settings: object) -> MemoryStore:
     config = MemoryConfig(runtime_data_dir=folder, fsync=False, **settings)  # type: ignore[arg-type]
-    store = MemoryStore(DirectoryGuard(folder), config)
+    store = MemoryStore(FileKnowledgeBackend(DirectoryGuard(folder), config), config)
     write_corpus(store, USER, corpus=corpus)
     return store
 
@@ -93,7 +95,7 @@ def bm25_rows(
         rows.append(("ours: BM25 without stemming", *score(ranked, expected), ""))
         for field in ("metadata", "content"):
             config = MemoryConfig(runtime_data_dir=tmp / field, fsync=False)
-            other = MemoryStore(DirectoryGuard(tmp / field), config, ranking_field=field)  # type: ignore[arg-type]
+            other = MemoryStore(FileKnowledgeBackend(DirectoryGuard(tmp / field), config), config, ranking_field=field)  # type: ignore[arg-type]
             write_corpus(other, USER, corpus=corpus)
             ranked = [other.bm25_search(q, 10, user_id=USER) for q in queries]
             rows.append((f"ours: BM25 over {field} only", *score(ranked, expected), ""))
@@ -109,13 +111,15 @@ def model_rows(
     embedder: object,
     variants: bool,
 ) -> list[Row]:
-    from local_ai_memory._knowledge.embeddings import EmbeddingCache
+    from local_ai_memory._backends.files.vectors import EmbeddingCache
 
     rows: list[Row] = []
     hybrid = MemoryStore(
-        DirectoryGuard(tmp / "hybrid"),
+        FileKnowledgeBackend(
+            DirectoryGuard(tmp / "hybrid"), MemoryConfig(runtime_data_dir=tmp / "hybrid", fsync=False)
+        ),
         MemoryConfig(runtime_data_dir=tmp / "hybrid", fsync=False),
-        embedder=embedder,  # type: ignore[arg-type]
+        embedder=embedder,
     )
     write_corpus(hybrid, USER, corpus=corpus)
     start = time.perf_counter()
@@ -219,7 +223,7 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     embedder = None
     if not args.no_model:
-        from local_ai_memory._knowledge.embeddings import SentenceTransformerEmbedder
+        from local_ai_memory._models.sentence_transformers import SentenceTransformerEmbedder
 
         embedder = SentenceTransformerEmbedder()
         embedder.embed(["warm up"])

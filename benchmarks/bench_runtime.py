@@ -28,6 +28,7 @@ from local_ai_memory._runtime.scope import MemoryManager
 from local_ai_memory._runtime.tool_results import ToolResultStore
 from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.naming import DirectoryGuard
+from local_ai_memory.backends import FileRuntimeBackend
 
 
 def rate(operation: Callable[[int], object], seconds: float) -> float:
@@ -92,7 +93,9 @@ def measure(base: Path, durable: bool, content: str, seconds: float) -> list[Row
     """Rows ``(operation, mode, ours, json.dump, sqlite3)`` in ops/s for one fsync mode."""
     mode = "fsync" if durable else "no fsync"
     root = base / mode.replace(" ", "_")
-    manager = MemoryManager(DirectoryGuard(root), MemoryConfig(fsync=durable)).scoped("alice", "s1")
+    manager = MemoryManager(
+        FileRuntimeBackend.from_config(MemoryConfig(fsync=durable), DirectoryGuard(root)), MemoryConfig(fsync=durable)
+    ).scoped("alice", "s1")
     gone = Erasure("mallory")  # an erasure done earlier leaves memory/erasing/ in place (empty): the usual case
     manager.backend.begin_erasure(gone)
     manager.backend.end_erasure(gone)

@@ -30,11 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from local_ai_memory import MemoryConfig
 from local_ai_memory._runtime.compressor import WorkingMemoryCompressor
 from local_ai_memory._runtime.scope import MemoryManager
 from local_ai_memory._runtime.summary import COMPLETED, parse_summary
 from local_ai_memory._shared.naming import DirectoryGuard
 from local_ai_memory._shared.tokens import TokenCounter
+from local_ai_memory.backends import FileRuntimeBackend
 
 TASK_A = (
     "I need to add CSV bulk export to the orders API. The service is called ledger-api and lives in services/ledger."
@@ -184,7 +186,9 @@ def expected_goal(turn: int) -> str:
 
 def run(llm: Any, target: int, keep: int, counter: TokenCounter) -> Outcome:
     with tempfile.TemporaryDirectory() as root:
-        manager = MemoryManager(DirectoryGuard(Path(root))).scoped("dev", "export")
+        manager = MemoryManager(FileRuntimeBackend.from_config(MemoryConfig(), DirectoryGuard(Path(root)))).scoped(
+            "dev", "export"
+        )
         compressor = WorkingMemoryCompressor(manager, llm, counter, target_tokens=target)
         everything: list[dict[str, Any]] = []
         kept: list[dict[str, Any]] = []

@@ -19,6 +19,7 @@ from local_ai_memory._knowledge.retriever import MemoryRetriever
 from local_ai_memory._knowledge.store import MemoryStore
 from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.naming import DirectoryGuard
+from local_ai_memory.backends import FileKnowledgeBackend, InMemoryKnowledgeBackend
 
 WATCHER = "local-ai-memory-auto-watch"
 
@@ -30,7 +31,8 @@ def watchers() -> list[threading.Thread]:
 def make_store(root: Path, **settings: object) -> MemoryStore:
     """A store with the default ``auto_watch`` (the test suite turns it off elsewhere)."""
     settings.setdefault("auto_watch", True)
-    return MemoryStore(DirectoryGuard(root), MemoryConfig(fsync=False, **settings))  # type: ignore[arg-type]
+    config = MemoryConfig(fsync=False, **settings)  # type: ignore[arg-type]
+    return MemoryStore(FileKnowledgeBackend(DirectoryGuard(root), config), config)
 
 
 def wait_for(condition: Callable[[], bool], seconds: float = 10.0) -> float:
@@ -120,11 +122,13 @@ def test_stores_of_one_folder_share_index_and_rankers(tmp_path: Path) -> None:
     assert second.bm25_search("apples", user_id="alice") == ["alice_a.md"]
     assert second.index_reads == first.index_reads <= 1
     config = MemoryConfig(fsync=False, auto_watch=True)
-    other_categories = MemoryStore(DirectoryGuard(tmp_path), config, categories=["work"])
+    other_categories = MemoryStore(FileKnowledgeBackend(DirectoryGuard(tmp_path), config), config, categories=["work"])
     assert other_categories._parts is not first._parts
-    own_backend = MemoryStore(DirectoryGuard(tmp_path), config, backend=first.backend)
-    assert own_backend._parts is not first._parts
-    assert not own_backend.shared
+    same_folder = MemoryStore(first.backend, MemoryConfig(fsync=False, auto_watch=True), categories=first.categories)
+    assert same_folder._parts is first._parts  # the folder, not the backend object, is what is shared
+    in_process = MemoryStore(InMemoryKnowledgeBackend(), config)
+    assert in_process._parts is not first._parts
+    assert not in_process.shared
     # Retrievers over fresh stores of the folder reuse it as well.
     retriever = MemoryRetriever(make_store(tmp_path))
     assert retriever.store._parts is first._parts
@@ -177,7 +181,9 @@ def test_a_process_with_a_watcher_exits_cleanly_with_its_index_written(tmp_path:
         """
         import sys, time
         from local_ai_memory import DirectoryGuard, MemoryConfig, MemoryStore
-        store = MemoryStore(DirectoryGuard(sys.argv[1]), MemoryConfig(fsync=False, auto_watch=True))
+        from local_ai_memory.backends import FileKnowledgeBackend
+        config = MemoryConfig(fsync=False, auto_watch=True)
+        store = MemoryStore(FileKnowledgeBackend(DirectoryGuard(sys.argv[1]), config), config)
         store.write_file("knowledge/alice_a.md", "# A\\n\\napples")
         store.bm25_search("apples", user_id="alice")
         deadline = time.monotonic() + 10

@@ -19,11 +19,14 @@ from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.errors import InvalidInputError
 from local_ai_memory._shared.naming import DirectoryGuard
 from local_ai_memory._shared.records import BOOKKEEPING_KEY
+from local_ai_memory.backends import FileRuntimeBackend
 
 
 @pytest.fixture
 def manager(tmp_path: Path) -> MemoryManager:
-    return MemoryManager(DirectoryGuard(tmp_path), MemoryConfig(fsync=False)).scoped("alice", "s1")
+    return MemoryManager(
+        FileRuntimeBackend.from_config(MemoryConfig(fsync=False), DirectoryGuard(tmp_path)), MemoryConfig(fsync=False)
+    ).scoped("alice", "s1")
 
 
 def test_a_damaged_bookkeeping_value_is_replaced(manager: MemoryManager) -> None:
@@ -57,9 +60,11 @@ WRITER = textwrap.dedent(
     from local_ai_memory._shared.config import MemoryConfig
     from local_ai_memory._shared.naming import DirectoryGuard
     from local_ai_memory._runtime.scope import MemoryManager
+    from local_ai_memory.backends import FileRuntimeBackend
 
     root, label = sys.argv[1], sys.argv[2]
-    manager = MemoryManager(DirectoryGuard(root), MemoryConfig(fsync=False)).scoped("alice", "s1")
+    config = MemoryConfig(fsync=False)
+    manager = MemoryManager(FileRuntimeBackend.from_config(config, DirectoryGuard(root)), config).scoped("alice", "s1")
     for n in range(100):
         if n % 2:
             manager.update_bookkeeping({f"{label}-{n}": n})
@@ -73,7 +78,11 @@ def test_processes_writing_state_and_bookkeeping_lose_nothing(tmp_path: Path) ->
     workers = [subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), f"p{i}"]) for i in range(3)]
     for worker in workers:
         assert worker.wait(timeout=120) == 0
-    state = MemoryManager(DirectoryGuard(tmp_path)).scoped("alice", "s1").get_state()
+    state = (
+        MemoryManager(FileRuntimeBackend.from_config(MemoryConfig(), DirectoryGuard(tmp_path)))
+        .scoped("alice", "s1")
+        .get_state()
+    )
     books = state.pop(BOOKKEEPING_KEY)
     assert books == {f"p{i}-{n}": n for i in range(3) for n in range(1, 100, 2)}
     assert state == {f"p{i}-{n}": n for i in range(3) for n in range(0, 100, 2)}

@@ -34,11 +34,14 @@ from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.errors import InvalidInputError, RecordNotFoundError
 from local_ai_memory._shared.naming import DirectoryGuard
 from local_ai_memory._shared.records import AgentCheckpoint
+from local_ai_memory.backends import FileRuntimeBackend
 
 
 @pytest.fixture
 def manager(tmp_path: Path) -> MemoryManager:
-    return MemoryManager(DirectoryGuard(tmp_path), MemoryConfig(fsync=False)).scoped("alice", "s1")
+    return MemoryManager(
+        FileRuntimeBackend.from_config(MemoryConfig(fsync=False), DirectoryGuard(tmp_path)), MemoryConfig(fsync=False)
+    ).scoped("alice", "s1")
 
 
 def test_save_load_and_mark(manager: MemoryManager) -> None:
@@ -183,8 +186,13 @@ RUNNER = textwrap.dedent(
     from local_ai_memory._shared.config import MemoryConfig
     from local_ai_memory._shared.naming import DirectoryGuard
     from local_ai_memory._runtime.scope import MemoryManager
+    from local_ai_memory.backends import FileRuntimeBackend
 
-    manager = MemoryManager(DirectoryGuard(sys.argv[1]), MemoryConfig()).scoped("alice", "s1")
+    config = MemoryConfig()
+
+    backend = FileRuntimeBackend.from_config(config, DirectoryGuard(sys.argv[1]))
+
+    manager = MemoryManager(backend, config).scoped("alice", "s1")
     big = {"blob": "x" * 300_000}
     try:
         with CheckpointRun(manager, "job", task="long") as run:
@@ -216,7 +224,9 @@ def test_a_real_signal_leaves_interrupted_not_a_torn_file(tmp_path: Path, signum
         assert stored["step"] >= 1
         assert [p.name for p in plans.iterdir() if _fs.is_temp_file(p.name)] == []
         assert not list(plans.glob("*.bak"))
-        manager = MemoryManager(DirectoryGuard(tmp_path)).scoped("alice", "s1")
+        manager = MemoryManager(FileRuntimeBackend.from_config(MemoryConfig(), DirectoryGuard(tmp_path))).scoped(
+            "alice", "s1"
+        )
         resumable = find_resumable(manager)
         assert resumable is not None
         assert resumable.plan_id == "job"

@@ -28,6 +28,7 @@ from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.errors import InvalidInputError, ModelError
 from local_ai_memory._shared.naming import DirectoryGuard
 from local_ai_memory._shared.tokens import TokenCounter
+from local_ai_memory.backends import FileRuntimeBackend
 
 HEADINGS = [f"# {name}" for name in SECTIONS]
 COUNTER = TokenCounter()
@@ -68,7 +69,7 @@ class SlowLLM:
 
 @pytest.fixture
 def manager(tmp_path: Path) -> MemoryManager:
-    return MemoryManager(DirectoryGuard(tmp_path)).scoped("alice", "s1")
+    return MemoryManager(FileRuntimeBackend.from_config(MemoryConfig(), DirectoryGuard(tmp_path))).scoped("alice", "s1")
 
 
 @pytest.fixture
@@ -86,7 +87,7 @@ def headings(text: str) -> list[str]:
 
 
 def l1_bytes(manager: MemoryManager) -> bytes:
-    return manager.guard.resolve("memory", "working", f"{manager.scope}.md").read_bytes()
+    return manager.backend.guard.resolve("memory", "working", f"{manager.scope}.md").read_bytes()
 
 
 def sectioned(goal: str = "Ship the exporter", **sections: list[str]) -> str:
@@ -265,7 +266,7 @@ async def test_failure_async_and_timeout(manager: MemoryManager, events: pytest.
 
 def test_no_l1_file_stays_absent_on_failure(manager: MemoryManager) -> None:
     WorkingMemoryCompressor(manager, ScriptedLLM("nonsense")).compress(TRANSCRIPT)
-    assert not manager.guard.resolve("memory", "working", f"{manager.scope}.md").exists()
+    assert not manager.backend.guard.resolve("memory", "working", f"{manager.scope}.md").exists()
 
 
 def test_l0_sync(manager: MemoryManager, events: pytest.LogCaptureFixture) -> None:
@@ -431,14 +432,17 @@ def test_framework_messages(manager: MemoryManager) -> None:
 
 def test_disabled_and_empty_and_bad_arguments(tmp_path: Path) -> None:
     guard = DirectoryGuard(tmp_path)
-    off = MemoryManager(guard, MemoryConfig(working_memory_enabled=False)).scoped("a", "b")
+    off = MemoryManager(
+        FileRuntimeBackend.from_config(MemoryConfig(working_memory_enabled=False), guard),
+        MemoryConfig(working_memory_enabled=False),
+    ).scoped("a", "b")
     llm = ScriptedLLM()
     result = WorkingMemoryCompressor(off, llm).compress(TRANSCRIPT)
     assert result.ok
     assert not result.changed
     assert result.method == "none"
     assert not llm.prompts
-    on = MemoryManager(guard).scoped("a", "b")
+    on = MemoryManager(FileRuntimeBackend.from_config(MemoryConfig(), guard)).scoped("a", "b")
     assert not WorkingMemoryCompressor(on, llm).compress([]).changed
     assert not llm.prompts
     with pytest.raises(InvalidInputError):
@@ -519,7 +523,9 @@ class SlowDecider:
 def test_concurrent_updates_merge_instead_of_losing_one(tmp_path: Path) -> None:
     import threading
 
-    manager = MemoryManager(DirectoryGuard(tmp_path)).scoped("alice", "s1")
+    manager = MemoryManager(FileRuntimeBackend.from_config(MemoryConfig(), DirectoryGuard(tmp_path))).scoped(
+        "alice", "s1"
+    )
     manager.update_working_memory(render_summary(Summary(goal="Ship the exporter")))
     first = WorkingMemoryCompressor(manager, SlowDecider("Use allow_nan=False", 0.3))
     second = WorkingMemoryCompressor(manager, SlowDecider("Map NaN to null", 0.05))
@@ -539,7 +545,9 @@ def test_concurrent_updates_merge_instead_of_losing_one(tmp_path: Path) -> None:
 
 
 async def test_concurrent_async_updates_merge(tmp_path: Path) -> None:
-    manager = MemoryManager(DirectoryGuard(tmp_path)).scoped("alice", "s1")
+    manager = MemoryManager(FileRuntimeBackend.from_config(MemoryConfig(), DirectoryGuard(tmp_path))).scoped(
+        "alice", "s1"
+    )
     compressors = [WorkingMemoryCompressor(manager, SlowDecider(f"Decision {n}", 0.05 * (3 - n))) for n in range(3)]
     await asyncio.gather(*(c.aupdate_summary([{"role": "user", "content": "go"}]) for c in compressors))
     stored = manager.get_working_memory()
@@ -549,7 +557,9 @@ async def test_concurrent_async_updates_merge(tmp_path: Path) -> None:
 def test_extractive_summary_describes_externalized_outputs(tmp_path: Path) -> None:
     from local_ai_memory import ToolResultStore
 
-    manager = MemoryManager(DirectoryGuard(tmp_path)).scoped("alice", "s1")
+    manager = MemoryManager(FileRuntimeBackend.from_config(MemoryConfig(), DirectoryGuard(tmp_path))).scoped(
+        "alice", "s1"
+    )
     reply = ToolResultStore(manager).externalize("read_source", inspect.getsource(json))
     result = WorkingMemoryCompressor(manager).update_summary(
         [

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from local_ai_memory import MemoryConfig
 from local_ai_memory._runtime.context import (
     DATA_NOTE,
     ContextBuilder,
@@ -23,6 +24,7 @@ from local_ai_memory._shared.errors import InvalidInputError
 from local_ai_memory._shared.fencing import fence
 from local_ai_memory._shared.naming import DirectoryGuard
 from local_ai_memory._shared.tokens import TokenCounter
+from local_ai_memory.backends import FileRuntimeBackend
 
 COUNTER = TokenCounter()
 STATE = {"current_step": 2, "current_task": "gzip old logs", "plan_id": "p1", "notes": ["a", "b"]}
@@ -138,7 +140,7 @@ def test_framework_messages_are_accepted() -> None:
 
 @pytest.fixture
 def manager(tmp_path: Path) -> MemoryManager:
-    return MemoryManager(DirectoryGuard(tmp_path)).scoped("alice", "s1")
+    return MemoryManager(FileRuntimeBackend.from_config(MemoryConfig(), DirectoryGuard(tmp_path))).scoped("alice", "s1")
 
 
 async def test_builder_reads_the_scope(manager: MemoryManager) -> None:

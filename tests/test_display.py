@@ -11,6 +11,7 @@ from local_ai_memory import (
     MemoryRetriever,
     MemoryStore,
 )
+from local_ai_memory.backends import FileKnowledgeBackend
 
 
 def test_session_html_shows_every_level_escaped(tmp_path: Path) -> None:
@@ -30,7 +31,10 @@ def test_session_html_shows_every_level_escaped(tmp_path: Path) -> None:
 
 
 def test_retrieval_result_html_marks_loaded_files(tmp_path: Path) -> None:
-    store = MemoryStore(DirectoryGuard(tmp_path), MemoryConfig(runtime_data_dir=tmp_path))
+    store = MemoryStore(
+        FileKnowledgeBackend(DirectoryGuard(tmp_path), MemoryConfig(runtime_data_dir=tmp_path)),
+        MemoryConfig(runtime_data_dir=tmp_path),
+    )
     store.write_file("knowledge/alice_tea.md", "# Tea\n\nGreen tea & oolong <notes>.\n")
     store.write_file("knowledge/alice_coffee.md", "# Coffee\n\nEspresso and tea blends.\n")
     result = MemoryRetriever(store).retrieve_result("green tea", "alice", max_tokens=500)

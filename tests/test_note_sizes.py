@@ -19,12 +19,16 @@ from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.errors import InvalidInputError
 from local_ai_memory._shared.naming import DirectoryGuard
 from local_ai_memory._shared.tokens import TokenCounter
+from local_ai_memory.backends import FileKnowledgeBackend
 
 PARAGRAPH = ("Zebras graze on the savanna while the herd keeps watch for lions. " * 20 + "\n\n").encode()
 
 
 def make_store(root: Path) -> MemoryStore:
-    return MemoryStore(DirectoryGuard(root), MemoryConfig(fsync=False, auto_watch=False))
+    return MemoryStore(
+        FileKnowledgeBackend(DirectoryGuard(root), MemoryConfig(fsync=False, auto_watch=False)),
+        MemoryConfig(fsync=False, auto_watch=False),
+    )
 
 
 def write_huge(path: Path, megabytes: int) -> None:
@@ -119,6 +123,7 @@ COUNT_SKIPS = textwrap.dedent(
     """
     import json, logging, sys
     from local_ai_memory import DirectoryGuard, MemoryConfig, MemoryStore
+    from local_ai_memory.backends import FileKnowledgeBackend
 
     skips = []
 
@@ -130,7 +135,8 @@ COUNT_SKIPS = textwrap.dedent(
     logger = logging.getLogger("local_ai_memory")
     logger.addHandler(Count())
     logger.setLevel(logging.INFO)
-    store = MemoryStore(DirectoryGuard(sys.argv[1]), MemoryConfig(fsync=False, auto_watch=False))
+    config = MemoryConfig(fsync=False, auto_watch=False)
+    store = MemoryStore(FileKnowledgeBackend(DirectoryGuard(sys.argv[1]), config), config)
     found = [store.bm25_search("readable words", user_id="alice") for _ in range(3)]
     print(json.dumps({"skips": skips, "found": found[-1]}))
     """

@@ -32,7 +32,7 @@ def _store(root: Path) -> tuple[MemoryStore, CountingBackend]:
     config = MemoryConfig(runtime_data_dir=root, fsync=False, auto_watch=False)
     guard = DirectoryGuard(root)
     backend = CountingBackend(guard, config)
-    return MemoryStore(guard, config, backend=backend), backend
+    return MemoryStore(backend, config), backend
 
 
 def _texts(retriever: MemoryRetriever, query: str) -> list[str]:

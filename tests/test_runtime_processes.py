@@ -15,6 +15,7 @@ from local_ai_memory._runtime.scope import MemoryManager
 from local_ai_memory._shared import fs as _fs
 from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.naming import DirectoryGuard
+from local_ai_memory.backends import FileRuntimeBackend
 
 UPDATER = textwrap.dedent(
     """
@@ -22,9 +23,12 @@ UPDATER = textwrap.dedent(
     from local_ai_memory._shared.config import MemoryConfig
     from local_ai_memory._shared.naming import DirectoryGuard
     from local_ai_memory._runtime.scope import MemoryManager
+    from local_ai_memory.backends import FileRuntimeBackend
 
     root, label, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    manager = MemoryManager(DirectoryGuard(root), MemoryConfig(fsync=True)).scoped("shared", "session")
+    config = MemoryConfig(fsync=True)
+    backend = FileRuntimeBackend.from_config(config, DirectoryGuard(root))
+    manager = MemoryManager(backend, config).scoped("shared", "session")
     for n in range(count):
         manager.update_state({f"{label}-{n}": n, "last": label})
     """
@@ -35,7 +39,11 @@ def test_four_processes_times_500_updates_lose_nothing(tmp_path: Path) -> None:
     workers = [subprocess.Popen([sys.executable, "-c", UPDATER, str(tmp_path), f"p{i}", "500"]) for i in range(4)]
     for worker in workers:
         assert worker.wait(timeout=280) == 0
-    state = MemoryManager(DirectoryGuard(tmp_path)).scoped("shared", "session").get_state()
+    state = (
+        MemoryManager(FileRuntimeBackend.from_config(MemoryConfig(), DirectoryGuard(tmp_path)))
+        .scoped("shared", "session")
+        .get_state()
+    )
     expected = {f"p{i}-{n}": n for i in range(4) for n in range(500)}
     assert {key: value for key, value in state.items() if key != "last"} == expected
     folder = tmp_path / "memory/state"
@@ -49,8 +57,13 @@ KILLED = textwrap.dedent(
     from local_ai_memory._shared.config import MemoryConfig
     from local_ai_memory._shared.naming import DirectoryGuard
     from local_ai_memory._runtime.scope import MemoryManager
+    from local_ai_memory.backends import FileRuntimeBackend
 
-    manager = MemoryManager(DirectoryGuard(sys.argv[1]), MemoryConfig(fsync=True)).scoped("u", "s")
+    config = MemoryConfig(fsync=True)
+
+    backend = FileRuntimeBackend.from_config(config, DirectoryGuard(sys.argv[1]))
+
+    manager = MemoryManager(backend, config).scoped("u", "s")
     blobs = ["A" * 300_000, "B" * 300_000]
     manager.update_state({"warm": True})
     print("ready", flush=True)
@@ -88,7 +101,9 @@ def test_sigkill_mid_write_always_leaves_readable_state(tmp_path: Path) -> None:
         assert (working.read_text() if working.exists() else "") in ("", "A" * 300_000, "B" * 300_000)
     assert kills >= 50
     assert last_n >= 0  # some kills happened after real writes
-    manager = MemoryManager(DirectoryGuard(tmp_path), MemoryConfig(fsync=False)).scoped("u", "s")
+    manager = MemoryManager(
+        FileRuntimeBackend.from_config(MemoryConfig(fsync=False), DirectoryGuard(tmp_path)), MemoryConfig(fsync=False)
+    ).scoped("u", "s")
     state = manager.get_state()
     assert state["warm"] is True
     for folder in ("state", "working"):

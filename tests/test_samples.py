@@ -10,6 +10,7 @@ from local_ai_memory._knowledge.samples import SKIP, build_corpus, write_corpus
 from local_ai_memory._knowledge.store import MemoryStore
 from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.naming import DirectoryGuard
+from local_ai_memory.backends import FileKnowledgeBackend
 
 
 def test_corpus_is_real_and_large_enough() -> None:
@@ -49,7 +50,7 @@ def test_deterministic() -> None:
 
 def test_write_corpus_for_one_user(tmp_path: Path) -> None:
     config = MemoryConfig(runtime_data_dir=tmp_path, fsync=False)
-    store = MemoryStore(DirectoryGuard(tmp_path), config)
+    store = MemoryStore(FileKnowledgeBackend(DirectoryGuard(tmp_path), config), config)
     corpus = build_corpus()
     paths = write_corpus(store, "bob", modules=["json", "csv", "zipfile", "threading"], corpus=corpus)
     assert sorted(p.name for p in paths) == ["bob_csv.md", "bob_json.md", "bob_threading.md", "bob_zipfile.md"]

@@ -27,12 +27,14 @@ from local_ai_memory._shared.errors import (
     UnsupportedFormatError,
 )
 from local_ai_memory._shared.naming import DirectoryGuard, user_file_prefix
+from local_ai_memory.backends import FileKnowledgeBackend
 
 CATS = ["knowledge", "work"]
 
 
 def make_store(root: Path, **kwargs: object) -> MemoryStore:
-    return MemoryStore(DirectoryGuard(root), MemoryConfig(fsync=False), categories=CATS, **kwargs)  # type: ignore[arg-type]
+    config = MemoryConfig(fsync=False)
+    return MemoryStore(FileKnowledgeBackend(DirectoryGuard(root), config), config, categories=CATS, **kwargs)  # type: ignore[arg-type]
 
 
 def put(store: MemoryStore, user: str, name: str, text: str, category: str = "knowledge") -> Path:

@@ -25,13 +25,16 @@ from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.errors import InvalidInputError, RecordNotFoundError
 from local_ai_memory._shared.naming import DirectoryGuard
 from local_ai_memory._shared.records import AgentCheckpoint, ToolIndexEntry
+from local_ai_memory.backends import FileRuntimeBackend
 
 LIMIT = 6144
 
 
 @pytest.fixture
 def manager(tmp_path: Path) -> MemoryManager:
-    return MemoryManager(DirectoryGuard(tmp_path), MemoryConfig(fsync=False)).scoped("alice", "s1")
+    return MemoryManager(
+        FileRuntimeBackend.from_config(MemoryConfig(fsync=False), DirectoryGuard(tmp_path)), MemoryConfig(fsync=False)
+    ).scoped("alice", "s1")
 
 
 @pytest.fixture
@@ -40,7 +43,7 @@ def store(manager: MemoryManager) -> ToolResultStore:
 
 
 def stored_files(manager: MemoryManager) -> list[Path]:
-    folder = manager.guard.root / "memory/tool_results"
+    folder = manager.backend.guard.root / "memory/tool_results"
     return sorted(folder.glob("*.json")) if folder.exists() else []
 
 
@@ -95,7 +98,7 @@ def test_errors_always_stay_inline(store: ToolResultStore) -> None:
 
 def test_short_summary_has_no_ellipsis(tmp_path: Path) -> None:
     config = MemoryConfig(fsync=False, tool_result_inline_limit=10, tool_result_summary_max_chars=50)
-    store = ToolResultStore(MemoryManager(DirectoryGuard(tmp_path), config))
+    store = ToolResultStore(MemoryManager(FileRuntimeBackend.from_config(config, DirectoryGuard(tmp_path)), config))
     reference = json.loads(store.externalize("t", "y" * 20))
     assert reference["summary"] == "y" * 20
     assert summarize("abc", 2) == "ab…"
@@ -104,7 +107,10 @@ def test_short_summary_has_no_ellipsis(tmp_path: Path) -> None:
 
 def test_ids_are_short_random_and_distinct(tmp_path: Path) -> None:
     config = MemoryConfig(fsync=False, tool_result_inline_limit=0)
-    store = ToolResultStore(MemoryManager(DirectoryGuard(tmp_path), config), RetentionPolicy(max_count=None))
+    store = ToolResultStore(
+        MemoryManager(FileRuntimeBackend.from_config(config, DirectoryGuard(tmp_path)), config),
+        RetentionPolicy(max_count=None),
+    )
     ids = {json.loads(store.externalize("call_" + "x" * 5000, "z"))["result_id"] for _ in range(300)}
     assert len(ids) == 300
     assert all(len(result_id) == 16 and int(result_id, 16) >= 0 for result_id in ids)
@@ -231,7 +237,7 @@ def test_protected_ids_come_from_resumable_checkpoints_only() -> None:
 
 def test_prune_keeps_the_newest_and_anything_an_in_progress_checkpoint_needs(tmp_path: Path, events: Any) -> None:
     config = MemoryConfig(fsync=False, tool_result_inline_limit=10)
-    manager = MemoryManager(DirectoryGuard(tmp_path), config).scoped("u", "s")
+    manager = MemoryManager(FileRuntimeBackend.from_config(config, DirectoryGuard(tmp_path)), config).scoped("u", "s")
     store = ToolResultStore(manager, RetentionPolicy(max_count=None, max_bytes=None))
     ids = []
     for number in range(6):
@@ -261,7 +267,7 @@ def test_prune_keeps_the_newest_and_anything_an_in_progress_checkpoint_needs(tmp
 
 def test_prune_by_age_and_other_scopes_untouched(tmp_path: Path) -> None:
     config = MemoryConfig(fsync=False, tool_result_inline_limit=10)
-    root = MemoryManager(DirectoryGuard(tmp_path), config)
+    root = MemoryManager(FileRuntimeBackend.from_config(config, DirectoryGuard(tmp_path)), config)
     mine, theirs = root.scoped("u", "s1"), root.scoped("u", "s2")
     policy = RetentionPolicy(max_count=None, max_bytes=None, max_age_seconds=60)
     mine_id = json.loads(ToolResultStore(mine, policy).externalize("t", "m" * 50))["result_id"]
@@ -274,7 +280,7 @@ def test_prune_by_age_and_other_scopes_untouched(tmp_path: Path) -> None:
 
 def test_externalize_prunes_automatically_past_the_count_bound(tmp_path: Path) -> None:
     config = MemoryConfig(fsync=False, tool_result_inline_limit=10)
-    manager = MemoryManager(DirectoryGuard(tmp_path), config)
+    manager = MemoryManager(FileRuntimeBackend.from_config(config, DirectoryGuard(tmp_path)), config)
     store = ToolResultStore(manager, RetentionPolicy(max_count=3, max_bytes=None))
     ids = [json.loads(store.externalize("t", "z" * 100))["result_id"] for _ in range(10)]
     assert len(manager.list_tool_results()) == 3
@@ -284,7 +290,7 @@ def test_externalize_prunes_automatically_past_the_count_bound(tmp_path: Path) -
 
 def test_auto_prune_never_removes_the_result_just_stored(tmp_path: Path) -> None:
     config = MemoryConfig(fsync=False, tool_result_inline_limit=10)
-    manager = MemoryManager(DirectoryGuard(tmp_path), config)
+    manager = MemoryManager(FileRuntimeBackend.from_config(config, DirectoryGuard(tmp_path)), config)
     store = ToolResultStore(manager, RetentionPolicy(max_count=0, max_bytes=None))
     for _ in range(3):
         result_id = json.loads(store.externalize("t", "n" * 100))["result_id"]
@@ -294,7 +300,7 @@ def test_auto_prune_never_removes_the_result_just_stored(tmp_path: Path) -> None
 
 def test_bytes_bound_counts_stored_bytes(tmp_path: Path) -> None:
     config = MemoryConfig(fsync=False, tool_result_inline_limit=10)
-    manager = MemoryManager(DirectoryGuard(tmp_path), config)
+    manager = MemoryManager(FileRuntimeBackend.from_config(config, DirectoryGuard(tmp_path)), config)
     store = ToolResultStore(manager, RetentionPolicy(max_count=None, max_bytes=5_000))
     for _ in range(5):
         store.externalize("t", "b" * 2_000)
@@ -320,7 +326,9 @@ def test_a_large_output_is_written_without_copying_it_whole(store: ToolResultSto
 
 
 async def test_a_store_of_another_scope_cannot_page_a_result(tmp_path: Path) -> None:
-    root = MemoryManager(DirectoryGuard(tmp_path), MemoryConfig(fsync=False))
+    root = MemoryManager(
+        FileRuntimeBackend.from_config(MemoryConfig(fsync=False), DirectoryGuard(tmp_path)), MemoryConfig(fsync=False)
+    )
     alice = ToolResultStore(root.scoped("alice", "s1"))
     result_id = json.loads(alice.externalize("dump", "secret " * 2000))["result_id"]
     for user, session in (("bob", "s1"), ("alice", "s2"), ("alice_s1", "x")):

@@ -18,7 +18,6 @@ sample corpus for demos and benchmarks).
 
 from __future__ import annotations
 
-from local_ai_memory._knowledge.embeddings import SentenceTransformerEmbedder
 from local_ai_memory._knowledge.retriever import MemoryRetriever
 from local_ai_memory._knowledge.roots import close_shared_stores
 from local_ai_memory._knowledge.service import MemoryIndexService
@@ -30,6 +29,7 @@ from local_ai_memory._models.openai import (
     embedder_from_env,
     llm_from_env,
 )
+from local_ai_memory._models.sentence_transformers import SentenceTransformerEmbedder
 from local_ai_memory._runtime.checkpoints import CheckpointRun, RunInterrupted
 from local_ai_memory._runtime.compressor import WorkingMemoryCompressor
 from local_ai_memory._runtime.context import ContextBuilder

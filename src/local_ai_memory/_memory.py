@@ -25,9 +25,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from local_ai_memory._backends.files.runtime import FileRuntimeBackend
-from local_ai_memory._backends.memory.knowledge import InMemoryKnowledgeBackend
-from local_ai_memory._backends.memory.runtime import InMemoryRuntimeBackend
+from local_ai_memory._composition import compose, in_memory_backends
 from local_ai_memory._contracts.knowledge import KnowledgeBackend
 from local_ai_memory._contracts.runtime import Erasure, RuntimeBackend, ScopeInfo
 from local_ai_memory._knowledge.retriever import MemoryRetriever, RetrievalResult
@@ -43,7 +41,13 @@ from local_ai_memory._operations.lifecycle import (
     show_scope,
 )
 from local_ai_memory._operations.note_folders import export_notes, import_notes
-from local_ai_memory._runtime.checkpoints import CheckpointRun, find_resumable, list_checkpoints
+from local_ai_memory._runtime.checkpoints import (
+    CheckpointRun,
+    afind_resumable,
+    alist_checkpoints,
+    find_resumable,
+    list_checkpoints,
+)
 from local_ai_memory._runtime.compressor import CompressionResult, WorkingMemoryCompressor
 from local_ai_memory._runtime.context import BuiltContext, ContextBuilder
 from local_ai_memory._runtime.messages import MessageLike, SessionMessageStore
@@ -56,8 +60,11 @@ from local_ai_memory._shared.models import LLM, Embedder
 from local_ai_memory._shared.naming import DirectoryGuard, note_filename
 from local_ai_memory._shared.records import AgentCheckpoint, ToolResultPage
 from local_ai_memory._shared.tokens import TokenCounter
+from local_ai_memory._shared.twins import thread_twin
 
 __all__ = ["Knowledge", "Memory", "Session"]
+
+_PARTS = ("runtime", "knowledge", "llm", "embedder", "token_counter")
 
 
 class Session(MemoryManager):
@@ -70,7 +77,7 @@ class Session(MemoryManager):
     """
 
     def __init__(self, memory: Memory, user_id: str, session_id: str) -> None:
-        super().__init__(memory.guard, memory.config, user_id=user_id, session_id=session_id, backend=memory.runtime)
+        super().__init__(memory.runtime, memory.config, user_id=user_id, session_id=session_id)
         self.memory = memory
         self.tool_results = ToolResultStore(self)
         self.messages = SessionMessageStore.for_manager(self)
@@ -125,11 +132,23 @@ class Session(MemoryManager):
         """The newest ``in_progress`` or ``interrupted`` checkpoint, or ``None``."""
         return find_resumable(self)
 
+    async def acheckpoints(self) -> list[AgentCheckpoint]:
+        """Async twin of :meth:`checkpoints`."""
+        return await alist_checkpoints(self)
+
+    async def aresumable(self) -> AgentCheckpoint | None:
+        """Async twin of :meth:`resumable`."""
+        return await afind_resumable(self)
+
     # -- L1 ----------------------------------------------------------------------------
 
     def compress(self, messages: Iterable[MessageLike]) -> CompressionResult:
         """Rebuild L1 from a transcript."""
         return self.compressor.compress(messages)
+
+    async def acompress(self, messages: Iterable[MessageLike]) -> CompressionResult:
+        """Async twin of :meth:`compress`."""
+        return await self.compressor.acompress(messages)
 
     def finish_run(self, run_messages: Iterable[MessageLike], **options: Any) -> RunOutcome:
         """After a run: merge its messages into L1, then compact the session log if it grew too long."""
@@ -142,6 +161,10 @@ class Session(MemoryManager):
     def build_context(self, messages: Iterable[MessageLike] | None = None, **options: Any) -> BuiltContext:
         """State, working memory and messages for a model call, within ``max_tokens``."""
         return self.context.build(messages, **options)
+
+    async def abuild_context(self, messages: Iterable[MessageLike] | None = None, **options: Any) -> BuiltContext:
+        """Async twin of :meth:`build_context`."""
+        return await self.context.abuild(messages, **options)
 
     def _repr_html_(self) -> str:
         return memory_html(
@@ -159,9 +182,7 @@ class Knowledge:
 
     def __init__(self, memory: Memory) -> None:
         self.memory = memory
-        self.store = MemoryStore(
-            memory.guard, memory.config, embedder=memory.embedder, backend=memory.knowledge_backend
-        )
+        self.store = MemoryStore(memory.knowledge_backend, memory.config, embedder=memory.embedder)
         self.retriever = MemoryRetriever(self.store, memory.llm, memory.token_counter)
 
     def __repr__(self) -> str:
@@ -187,6 +208,11 @@ class Knowledge:
     def notes(self, user_id: str, *, category: str | None = None) -> list[str]:
         """File names of ``user_id``'s notes in ``category``, sorted."""
         return [path.name for path in self.store.list_user_files(user_id, category or self.store.categories[0])]
+
+    awrite_note = thread_twin(write_note)
+    aread_note = thread_twin(read_note)
+    adelete_note = thread_twin(delete_note)
+    anotes = thread_twin(notes)
 
     def search(
         self, query: str, user_id: str, *, k: int = 5, categories: Iterable[str] | None = None
@@ -251,24 +277,29 @@ class Memory:
         self.llm = llm
         self.embedder = embedder
         self._token_counter = token_counter
-        if self.config.database_url and (runtime is None or knowledge is None):
-            runtime, knowledge = _postgres_backends(self.config, runtime, knowledge)
-        files = runtime is None or knowledge is None
-        self.guard: DirectoryGuard | None = DirectoryGuard(self.config.runtime_data_dir) if files else None
-        self.runtime = runtime if runtime is not None else FileRuntimeBackend.from_config(self.config, self.guard)
-        self.knowledge_backend = knowledge  # None: the notes are Markdown files under the data folder
+        named = "runtime_data_dir" in self.config.model_fields_set
+        backends = compose(self.config, runtime, knowledge, folder_named=named)
+        self.guard: DirectoryGuard | None = backends.guard
+        self.runtime: RuntimeBackend = backends.runtime
+        self.knowledge_backend: KnowledgeBackend = backends.knowledge
         self._recovered = False
 
     @classmethod
     def open(cls, root: str | os.PathLike[str], **settings: Any) -> Memory:
-        """A memory on the folder ``root``; ``settings`` are :class:`MemoryConfig` keys or ``llm``/``embedder``."""
-        parts = {key: settings.pop(key) for key in ("llm", "embedder", "token_counter") if key in settings}
+        """A memory on the folder ``root``.
+
+        ``settings`` are :class:`MemoryConfig` keys, or the parts :class:`Memory` takes
+        (``runtime``, ``knowledge``, ``llm``, ``embedder``, ``token_counter``): a backend passed
+        here replaces the files of that kind, the other kind stays under ``root``.
+        """
+        parts = {key: settings.pop(key) for key in _PARTS if key in settings}
         return cls(MemoryConfig(runtime_data_dir=Path(root).expanduser(), **settings), **parts)
 
     @classmethod
     def in_memory(cls, config: MemoryConfig | None = None, **parts: Any) -> Memory:
         """A memory kept in this process only, runtime levels and notes alike (for tests and notebooks)."""
-        return cls(config, runtime=InMemoryRuntimeBackend(), knowledge=InMemoryKnowledgeBackend(), **parts)
+        runtime, knowledge = in_memory_backends()
+        return cls(config, runtime=runtime, knowledge=knowledge, **parts)
 
     def __repr__(self) -> str:
         return f"Memory({self.runtime!r})"
@@ -353,6 +384,16 @@ class Memory:
         self._recover()
         return import_archive(path, self.runtime, self.knowledge.store.backend, replace=replace)
 
+    asessions = thread_twin(sessions)
+    ausers = thread_twin(users)
+    ashow = thread_twin(show)
+    adelete_session = thread_twin(delete_session)
+    aforget_user = thread_twin(forget_user)
+    aexport = thread_twin(export)
+    aexport_notes = thread_twin(export_notes)
+    aimport_notes = thread_twin(import_notes)
+    aimport_archive = thread_twin(import_archive)
+
     @cached_property
     def knowledge(self) -> Knowledge:
         """Notes, search and retrieval over ``{root}/memory_data/``."""
@@ -366,9 +407,7 @@ class Memory:
         if "knowledge" in self.__dict__:  # built on first use; nothing to stop otherwise
             self.knowledge.store.stop_watching()
         self.runtime.close()
-        closer = getattr(self.knowledge_backend, "close", None)
-        if callable(closer):
-            closer()
+        self.knowledge_backend.close()
 
     def __enter__(self) -> Memory:
         return self
@@ -377,29 +416,3 @@ class Memory:
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
         self.close()
-
-
-def _postgres_backends(
-    config: MemoryConfig, runtime: RuntimeBackend | None, knowledge: KnowledgeBackend | None
-) -> tuple[RuntimeBackend, KnowledgeBackend]:
-    """Both PostgreSQL backends of ``config.database_url`` on one database handle, schema set up now.
-
-    Setting up at once (one short transaction; nothing to do when the schema is current) makes
-    a wrong URL or password fail here, with host and database named, not at the first write.
-    """
-    try:
-        from local_ai_memory._backends.postgres.knowledge import PostgresKnowledgeBackend
-        from local_ai_memory._backends.postgres.runtime import PostgresRuntimeBackend
-    except ImportError as exc:  # pragma: no cover - the extra is part of the test environment
-        from local_ai_memory._shared.errors import ConfigError
-
-        raise ConfigError(
-            f"database_url needs the PostgreSQL driver: pip install 'local-ai-memory[postgres]' ({exc})"
-        ) from None
-    pg_runtime = PostgresRuntimeBackend.from_config(config)
-    pg_runtime.setup()
-    if runtime is None:
-        runtime = pg_runtime
-    if knowledge is None:
-        knowledge = PostgresKnowledgeBackend.from_config(config, database=pg_runtime.db)
-    return runtime, knowledge

@@ -37,7 +37,6 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from local_ai_memory._backends.files.knowledge import DATA_DIR, FileKnowledgeBackend
 from local_ai_memory._cli import data as _cli_data
 from local_ai_memory._cli.common import (
     Categories,
@@ -54,10 +53,12 @@ from local_ai_memory._cli.common import (
     out,
     print_json,
 )
-from local_ai_memory._contracts.knowledge import NoteInfo
+from local_ai_memory._composition import compose
+from local_ai_memory._contracts.knowledge import DATA_DIR, NoteInfo
 from local_ai_memory._knowledge.store import MemoryStore
 from local_ai_memory._shared.models import LLM
 from local_ai_memory._shared.naming import DirectoryGuard
+from local_ai_memory.backends import FileKnowledgeBackend
 
 __all__ = ["app", "main"]
 
@@ -88,18 +89,18 @@ def _store(data_dir: Path | None, config_file: Path | None, *, read_only: bool =
     config = config_of(data_dir, config_file)
     embedder = None
     if config.search_mode == "hybrid":
-        from local_ai_memory._knowledge.embeddings import SentenceTransformerEmbedder
+        from local_ai_memory._models.sentence_transformers import SentenceTransformerEmbedder
 
         embedder = SentenceTransformerEmbedder()
     if config.database_url:  # the notes are in PostgreSQL: the store picks its backend from the config
-        return MemoryStore(None, config, embedder=embedder)
+        return MemoryStore(compose(config).knowledge, config, embedder=embedder)
     if read_only:
         guard = _existing_guard(config.runtime_data_dir)
         backend: FileKnowledgeBackend = _ReadOnlyFiles(guard, config)
     else:
         guard = DirectoryGuard(config.runtime_data_dir)
         backend = FileKnowledgeBackend(guard, config)
-    return MemoryStore(guard, config, embedder=embedder, backend=backend)
+    return MemoryStore(backend, config, embedder=embedder)
 
 
 def _llm(base_url: str | None, model: str | None) -> LLM | None:
@@ -194,7 +195,7 @@ def search(
             fail(f"--mode must be bm25 or hybrid, got {chosen!r}", 2)
         if chosen == "hybrid":
             if store.embedder is None:
-                from local_ai_memory._knowledge.embeddings import SentenceTransformerEmbedder
+                from local_ai_memory._models.sentence_transformers import SentenceTransformerEmbedder
 
                 store.embedder = SentenceTransformerEmbedder()
             found = store.hybrid_candidates(query, top, user_id=user, categories=category)

@@ -13,7 +13,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from local_ai_memory._knowledge.embeddings import EmbeddingCache
+from local_ai_memory._backends.files.vectors import EmbeddingCache
 from local_ai_memory._knowledge.store import MemoryStore
 from local_ai_memory._runtime.checkpoints import CheckpointRun
 from local_ai_memory._runtime.messages import SessionMessageStore
@@ -22,6 +22,7 @@ from local_ai_memory._runtime.tool_results import RetentionPolicy, ToolResultSto
 from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.naming import DirectoryGuard
 from local_ai_memory._shared.tokens import TokenCounter
+from local_ai_memory.backends import FileKnowledgeBackend, FileRuntimeBackend
 
 USER, SESSION = "crash user", "s_1é"  # a name that needs encoding
 
@@ -74,7 +75,10 @@ def _next(root: Path) -> int:
 
 
 def manager(root: Path, fsync: bool) -> MemoryManager:
-    return MemoryManager(DirectoryGuard(root / "data"), MemoryConfig(fsync=fsync)).scoped(USER, SESSION)
+    return MemoryManager(
+        FileRuntimeBackend.from_config(MemoryConfig(fsync=fsync), DirectoryGuard(root / "data")),
+        MemoryConfig(fsync=fsync),
+    ).scoped(USER, SESSION)
 
 
 def run(workload: str, root_text: str, seed: int) -> None:
@@ -114,7 +118,11 @@ def run(workload: str, root_text: str, seed: int) -> None:
                 _ack(root, f"{n} {saved.step}")
                 n += 1
     elif workload == "knowledge":
-        store = MemoryStore(DirectoryGuard(root / "data"), MemoryConfig(fsync=False), categories=["knowledge"])
+        store = MemoryStore(
+            FileKnowledgeBackend(DirectoryGuard(root / "data"), MemoryConfig(fsync=False)),
+            MemoryConfig(fsync=False),
+            categories=["knowledge"],
+        )
         while True:
             store.write_file(f"knowledge/crash%20user_doc{n % 4}.md", doc(n, n % 4))
             _ack(root, str(n))
@@ -127,7 +135,10 @@ def run(workload: str, root_text: str, seed: int) -> None:
             n += 1
     elif workload == "session":
         messages = SessionMessageStore(
-            DirectoryGuard(root / "data"), MemoryConfig(fsync=False), user_id=USER, session_id=SESSION
+            FileRuntimeBackend.from_config(MemoryConfig(fsync=False), DirectoryGuard(root / "data")),
+            MemoryConfig(fsync=False),
+            user_id=USER,
+            session_id=SESSION,
         )
         while True:
             messages.append([{"role": "user", "content": f"m{n} " + blob(n, 30_000)}])
@@ -135,7 +146,10 @@ def run(workload: str, root_text: str, seed: int) -> None:
             n += 1
     elif workload == "session_compact":
         messages = SessionMessageStore(
-            DirectoryGuard(root / "data"), MemoryConfig(fsync=False), user_id=USER, session_id=SESSION
+            FileRuntimeBackend.from_config(MemoryConfig(fsync=False), DirectoryGuard(root / "data")),
+            MemoryConfig(fsync=False),
+            user_id=USER,
+            session_id=SESSION,
         )
         while True:
             messages.append([{"role": "user", "content": f"m{n} " + blob(n, 30_000)}])

@@ -16,12 +16,15 @@ from local_ai_memory._runtime.scope import MemoryManager
 from local_ai_memory._runtime.tool_results import RetentionPolicy, ToolResultStore, render_page
 from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.naming import DirectoryGuard
+from local_ai_memory.backends import FileRuntimeBackend
 
 MB = 1 << 20
 
 
 def _manager(root: Path) -> MemoryManager:
-    return MemoryManager(DirectoryGuard(root), MemoryConfig(fsync=False)).scoped("alice", "s1")
+    return MemoryManager(
+        FileRuntimeBackend.from_config(MemoryConfig(fsync=False), DirectoryGuard(root)), MemoryConfig(fsync=False)
+    ).scoped("alice", "s1")
 
 
 def test_externalizing_100_mb_holds_no_extra_copy(tmp_path: Path) -> None:

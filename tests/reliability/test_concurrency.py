@@ -32,6 +32,7 @@ from local_ai_memory._runtime.scope import MemoryManager
 from local_ai_memory._runtime.tool_results import ToolResultStore
 from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.naming import DirectoryGuard
+from local_ai_memory.backends import FileKnowledgeBackend, FileRuntimeBackend
 
 WORKER = textwrap.dedent(
     """
@@ -42,14 +43,16 @@ WORKER = textwrap.dedent(
     from local_ai_memory._shared.errors import RecordNotFoundError
     from local_ai_memory._shared.naming import DirectoryGuard
     from local_ai_memory._runtime.scope import MemoryManager
+    from local_ai_memory.backends import FileRuntimeBackend
     from local_ai_memory._knowledge.retriever import MemoryRetriever
     from local_ai_memory._knowledge.store import MemoryStore
+    from local_ai_memory.backends import FileKnowledgeBackend
     from local_ai_memory._runtime.tool_results import RetentionPolicy, ToolResultStore
 
     root, label, seconds = Path(sys.argv[1]), sys.argv[2], float(sys.argv[3])
     guard = DirectoryGuard(root / "data")
     config = MemoryConfig(fsync=False, lock_timeout=60)
-    store = MemoryStore(guard, config, categories=["knowledge"])
+    store = MemoryStore(FileKnowledgeBackend(guard, config), config, categories=["knowledge"])
     retriever = MemoryRetriever(store)
     result = {"state": [], "plans": [], "results": {}, "files": {}, "ops": 0, "errors": [], "pruned_reads": 0}
     guard_result = threading.Lock()
@@ -61,10 +64,12 @@ WORKER = textwrap.dedent(
 
     def work(t):
         rng = random.Random(f"{label}-{t}")
-        manager = MemoryManager(guard, config).scoped("shared user", "shared_session")
+        backend = FileRuntimeBackend.from_config(config, guard)
+        manager = MemoryManager(backend, config).scoped("shared user", "shared_session")
         tools = ToolResultStore(manager, RetentionPolicy(max_count=None, max_bytes=None))
         bounded = ToolResultStore(
-            MemoryManager(guard, config).scoped("shared user", "bounded"), RetentionPolicy(max_count=4, max_bytes=None)
+            MemoryManager(backend, config).scoped("shared user", "bounded"),
+            RetentionPolicy(max_count=4, max_bytes=None),
         )
         end = time.monotonic() + seconds
         i = 0
@@ -160,7 +165,9 @@ def test_processes_and_threads_mixing_every_path(tmp_path: Path, seconds: int) -
     rs.COUNTS["documented_errors_pruned_read"] += sum(r["pruned_reads"] for r in results)
     assert ops > 100
 
-    manager = MemoryManager(DirectoryGuard(tmp_path / "data"), MemoryConfig()).scoped("shared user", "shared_session")
+    manager = MemoryManager(
+        FileRuntimeBackend.from_config(MemoryConfig(), DirectoryGuard(tmp_path / "data")), MemoryConfig()
+    ).scoped("shared user", "shared_session")
     state = manager.get_state()
     lost_state = [k for r in results for k in r["state"] if k not in state]
     plans = manager.list_plans()
@@ -177,7 +184,11 @@ def test_processes_and_threads_mixing_every_path(tmp_path: Path, seconds: int) -
 
     index = tmp_path / "data/memory_data/memory_index.json"
     assert parse_index(index.read_bytes())[0] == "ok"
-    store = MemoryStore(DirectoryGuard(tmp_path / "data"), MemoryConfig(), categories=["knowledge"])
+    store = MemoryStore(
+        FileKnowledgeBackend(DirectoryGuard(tmp_path / "data"), MemoryConfig()),
+        MemoryConfig(),
+        categories=["knowledge"],
+    )
     for r in results:
         for name, token in r["files"].items():
             assert store.bm25_search(token, user_id="u") == [name], f"index misses {name} at {token}"
@@ -192,16 +203,22 @@ def test_processes_and_threads_mixing_every_path(tmp_path: Path, seconds: int) -
         overlaps = [(a, b) for a, b in itertools.pairwise(spans) if b[0] < a[1]]
         assert overlaps == [], f"{log}: lock held by two writers at once: {overlaps[:3]}"
     assert rs.temp_files(tmp_path) == []
-    bounded = MemoryManager(DirectoryGuard(tmp_path / "data"), MemoryConfig()).scoped("shared user", "bounded")
+    bounded = MemoryManager(
+        FileRuntimeBackend.from_config(MemoryConfig(), DirectoryGuard(tmp_path / "data")), MemoryConfig()
+    ).scoped("shared user", "bounded")
     assert len(bounded.list_tool_results()) <= 4 + len(labels) * 2  # each writer may be mid-prune
 
 
 async def test_async_twins_in_one_event_loop(tmp_path: Path) -> None:
     """Tasks mixing every async twin on one scope: nothing lost, nothing raised."""
     guard = DirectoryGuard(tmp_path)
-    manager = MemoryManager(guard, MemoryConfig(fsync=False)).scoped("alice", "s1")
+    manager = MemoryManager(
+        FileRuntimeBackend.from_config(MemoryConfig(fsync=False), guard), MemoryConfig(fsync=False)
+    ).scoped("alice", "s1")
     tools = ToolResultStore(manager)
-    store = MemoryStore(guard, MemoryConfig(fsync=False), categories=["knowledge"])
+    store = MemoryStore(
+        FileKnowledgeBackend(guard, MemoryConfig(fsync=False)), MemoryConfig(fsync=False), categories=["knowledge"]
+    )
     retriever = MemoryRetriever(store)
 
     async def task(n: int) -> str:

@@ -25,7 +25,7 @@ import reliability_support as rs
 from crash_workloads import SESSION, USER, FakeEmbedder, blob, doc, tool_output
 
 from local_ai_memory._backends.files.jsonl import parse_lines
-from local_ai_memory._knowledge.embeddings import EmbeddingCache, EmbeddingManifest
+from local_ai_memory._backends.files.vectors import EmbeddingCache, EmbeddingManifest
 from local_ai_memory._knowledge.index_file import parse_index
 from local_ai_memory._knowledge.store import MemoryStore
 from local_ai_memory._runtime.checkpoints import load_checkpoint
@@ -33,12 +33,16 @@ from local_ai_memory._runtime.scope import MemoryManager
 from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.naming import DirectoryGuard, scope_name
 from local_ai_memory._shared.records import StoredMessage
+from local_ai_memory.backends import FileKnowledgeBackend, FileRuntimeBackend
 
 SCOPE = scope_name(USER, SESSION)
 
 
 def _manager(root: Path) -> MemoryManager:
-    return MemoryManager(DirectoryGuard(root / "data"), MemoryConfig(fsync=False)).scoped(USER, SESSION)
+    return MemoryManager(
+        FileRuntimeBackend.from_config(MemoryConfig(fsync=False), DirectoryGuard(root / "data")),
+        MemoryConfig(fsync=False),
+    ).scoped(USER, SESSION)
 
 
 def _loss(what: str) -> None:
@@ -147,7 +151,11 @@ def check_knowledge(root: Path) -> None:
 
 def check_knowledge_index(root: Path) -> None:
     """A restarted store finds every file by the token of the version on disk."""
-    store = MemoryStore(DirectoryGuard(root / "data"), MemoryConfig(fsync=False), categories=["knowledge"])
+    store = MemoryStore(
+        FileKnowledgeBackend(DirectoryGuard(root / "data"), MemoryConfig(fsync=False)),
+        MemoryConfig(fsync=False),
+        categories=["knowledge"],
+    )
     for path in sorted((root / "data/memory_data/knowledge").glob("*.md")):
         match = _VERSION.search(path.read_text())
         assert match is not None

@@ -29,7 +29,7 @@ import reliability_support as rs
 from crash_workloads import FakeEmbedder
 
 from local_ai_memory import StorageError, close_shared_stores
-from local_ai_memory._knowledge.embeddings import EmbeddingCache
+from local_ai_memory._backends.files.vectors import EmbeddingCache
 from local_ai_memory._knowledge.index_file import parse_index
 from local_ai_memory._knowledge.store import MemoryStore
 from local_ai_memory._runtime.checkpoints import CheckpointRun, load_checkpoint, mark_status
@@ -40,21 +40,24 @@ from local_ai_memory._runtime.tool_results import RetentionPolicy, ToolResultSto
 from local_ai_memory._shared import fs as _fs
 from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.naming import DirectoryGuard
+from local_ai_memory.backends import FileKnowledgeBackend, FileRuntimeBackend
 
 CONFIG = MemoryConfig(fsync=True, lock_timeout=3.0, auto_watch=False)  # no watcher thread under injected faults
 BIG = "x" * 150_000  # several write() calls per file
 
 
 def _manager(root: Path) -> MemoryManager:
-    return MemoryManager(DirectoryGuard(root), CONFIG).scoped("alice", "s1")
+    return MemoryManager(FileRuntimeBackend.from_config(CONFIG, DirectoryGuard(root)), CONFIG).scoped("alice", "s1")
 
 
 def _store(root: Path) -> MemoryStore:
-    return MemoryStore(DirectoryGuard(root), CONFIG, categories=["knowledge"])
+    return MemoryStore(FileKnowledgeBackend(DirectoryGuard(root), CONFIG), CONFIG, categories=["knowledge"])
 
 
 def _messages(root: Path) -> SessionMessageStore:
-    return SessionMessageStore(DirectoryGuard(root), CONFIG, user_id="alice", session_id="s1")
+    return SessionMessageStore(
+        FileRuntimeBackend.from_config(CONFIG, DirectoryGuard(root)), CONFIG, user_id="alice", session_id="s1"
+    )
 
 
 @dataclass
@@ -153,7 +156,7 @@ def _setup_prune(root: Path) -> ToolResultStore:
 
 
 def _setup_migration(root: Path) -> MemoryManager:
-    unscoped = MemoryManager(DirectoryGuard(root), CONFIG)
+    unscoped = MemoryManager(FileRuntimeBackend.from_config(CONFIG, DirectoryGuard(root)), CONFIG)
     unscoped.update_state({"from": "unscoped", "big": BIG})
     unscoped.save_plan("p", {"v": 1})
     unscoped.save_tool_result("r1", "payload")

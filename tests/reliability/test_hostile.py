@@ -24,6 +24,7 @@ from local_ai_memory._runtime.scope import MemoryManager
 from local_ai_memory._runtime.tool_results import ToolResultStore
 from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.naming import DirectoryGuard
+from local_ai_memory.backends import FileKnowledgeBackend, FileRuntimeBackend
 
 CONFIG = MemoryConfig(fsync=False, auto_watch=False)  # files change behind the store's back, then a search
 
@@ -100,9 +101,9 @@ def _attempt(root: Path, sibling: Path, action: Callable[[], Any]) -> str:
 def test_hostile_ids_and_names_everywhere(world: tuple[Path, Path]) -> None:
     root, sibling = world
     guard = DirectoryGuard(root)
-    base = MemoryManager(guard, CONFIG)
+    base = MemoryManager(FileRuntimeBackend.from_config(CONFIG, guard), CONFIG)
     alice = base.scoped("alice", "s1")
-    store = MemoryStore(guard, CONFIG, categories=["knowledge"])
+    store = MemoryStore(FileKnowledgeBackend(guard, CONFIG), CONFIG, categories=["knowledge"])
     retriever = MemoryRetriever(store)
     store.write_file("knowledge/alice_ok.md", "# Ok\n\nhello world\n")
     accepted: list[str] = []
@@ -110,15 +111,15 @@ def test_hostile_ids_and_names_everywhere(world: tuple[Path, Path]) -> None:
         actions: dict[str, Callable[[], Any]] = {
             "scoped user": lambda n=name: base.scoped(n, "s").update_state({"x": 1}),
             "scoped session": lambda n=name: base.scoped("u", n).update_working_memory("x"),
-            "session store": lambda n=name: SessionMessageStore(guard, CONFIG, user_id=n, session_id="s").append(
-                [{"role": "user", "content": "x"}]
-            ),
+            "session store": lambda n=name: SessionMessageStore(
+                FileRuntimeBackend.from_config(CONFIG, guard), CONFIG, user_id=n, session_id="s"
+            ).append([{"role": "user", "content": "x"}]),
             "plan id": lambda n=name: alice.save_plan(n, {"x": 1}),
             "load plan": lambda n=name: alice.load_plan(n),
             "tool result id": lambda n=name: alice.save_tool_result(n, "x"),
             "load tool result": lambda n=name: alice.load_tool_result(n),
             "tool name": lambda n=name: ToolResultStore(alice).externalize(n, "y" * 7000),
-            "category": lambda n=name: MemoryStore(guard, CONFIG, categories=[n]),
+            "category": lambda n=name: MemoryStore(FileKnowledgeBackend(guard, CONFIG), CONFIG, categories=[n]),
             "write_file name": lambda n=name: store.write_file(f"knowledge/{n}", "text"),
             "write_file path": lambda n=name: store.write_file(n, "text"),
             "read_file": lambda n=name: store.read_file(n),
@@ -149,7 +150,7 @@ def test_hostile_ids_and_names_everywhere(world: tuple[Path, Path]) -> None:
 def test_lone_surrogate_in_a_path_is_a_library_error(world: tuple[Path, Path], call: str) -> None:
     root, sibling = world
     guard = DirectoryGuard(root)
-    store = MemoryStore(guard, CONFIG, categories=["knowledge"])
+    store = MemoryStore(FileKnowledgeBackend(guard, CONFIG), CONFIG, categories=["knowledge"])
     actions: dict[str, Callable[[], Any]] = {
         "resolve": lambda: guard.resolve("memory_data", "knowledge", "alice_\ud800.md"),
         "read_file": lambda: store.read_file("knowledge/alice_\ud800.md"),
@@ -173,15 +174,15 @@ CONTROL_NAMES = [
 @pytest.mark.parametrize("path", CONTROL_NAMES, ids=[repr(n) for n in CONTROL_NAMES])
 def test_write_file_refuses_control_and_bidi_names(world: tuple[Path, Path], path: str) -> None:
     root, sibling = world
-    store = MemoryStore(DirectoryGuard(root), CONFIG, categories=["knowledge"])
+    store = MemoryStore(FileKnowledgeBackend(DirectoryGuard(root), CONFIG), CONFIG, categories=["knowledge"])
     assert _attempt(root, sibling, lambda: store.write_file(path, "# x\n")) == "error"
 
 
 def test_symlinks_inside_the_root_pointing_outside(world: tuple[Path, Path]) -> None:
     root, sibling = world
     guard = DirectoryGuard(root)
-    store = MemoryStore(guard, CONFIG, categories=["knowledge", "work"])
-    manager = MemoryManager(guard, CONFIG).scoped("alice", "s1")
+    store = MemoryStore(FileKnowledgeBackend(guard, CONFIG), CONFIG, categories=["knowledge", "work"])
+    manager = MemoryManager(FileRuntimeBackend.from_config(CONFIG, guard), CONFIG).scoped("alice", "s1")
     manager.update_state({"x": 1})
     knowledge = root / "memory_data/knowledge"
     knowledge.mkdir(parents=True, exist_ok=True)
@@ -224,7 +225,7 @@ def _events(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 def test_binary_invalid_and_huge_markdown_files(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger="local_ai_memory")
-    store = MemoryStore(DirectoryGuard(tmp_path), CONFIG, categories=["knowledge"])
+    store = MemoryStore(FileKnowledgeBackend(DirectoryGuard(tmp_path), CONFIG), CONFIG, categories=["knowledge"])
     folder = tmp_path / "memory_data/knowledge"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "alice_binary.md").write_bytes(b"# B\n\x00\x01\x02 needle " * 100)
@@ -282,7 +283,7 @@ def test_hostile_index_files(
     root, sibling = world
     caplog.set_level(logging.DEBUG, logger="local_ai_memory")
     guard = DirectoryGuard(root)
-    first = MemoryStore(guard, CONFIG, categories=["knowledge"])
+    first = MemoryStore(FileKnowledgeBackend(guard, CONFIG), CONFIG, categories=["knowledge"])
     first.write_file("knowledge/alice_n.md", "# N\n\nneedle here\n")
     first.write_file("knowledge/bob_secret.md", "# Bob\n\nbob private needle\n")
     index = root / "memory_data/memory_index.json"
@@ -290,7 +291,7 @@ def test_hostile_index_files(
     index.write_bytes(original[: len(original) // 2] if data is None else data)
     rs.COUNTS["hostile_inputs"] += 1
     close_shared_stores()  # the next store starts as a new process would, from the damaged file
-    store = MemoryStore(guard, CONFIG, categories=["knowledge"])
+    store = MemoryStore(FileKnowledgeBackend(guard, CONFIG), CONFIG, categories=["knowledge"])
     if expect == "refused":
         with pytest.raises(UnsupportedFormatError):
             store.bm25_search("needle", user_id="alice")
@@ -312,7 +313,9 @@ def test_damaged_runtime_files_are_quarantined_not_fatal(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, folder: str, suffix: str, content: bytes
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="local_ai_memory")
-    manager = MemoryManager(DirectoryGuard(tmp_path), CONFIG).scoped("alice", "s1")
+    manager = MemoryManager(FileRuntimeBackend.from_config(CONFIG, DirectoryGuard(tmp_path)), CONFIG).scoped(
+        "alice", "s1"
+    )
     path = tmp_path / "memory" / folder / f"{manager.stem}{suffix}"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(content)
@@ -342,7 +345,7 @@ def test_damaged_bm25_snapshot_is_ignored(tmp_path: Path, damage: str) -> None:
     import pickle
 
     guard = DirectoryGuard(tmp_path)
-    store = MemoryStore(guard, CONFIG, categories=["knowledge"])
+    store = MemoryStore(FileKnowledgeBackend(guard, CONFIG), CONFIG, categories=["knowledge"])
     store.write_file("knowledge/alice_a.md", "# A\n\nneedle alpha\n")
     store.write_file("knowledge/alice_b.md", "# B\n\nbeta only\n")
     store.bm25_search("needle", user_id="alice")
@@ -360,7 +363,7 @@ def test_damaged_bm25_snapshot_is_ignored(tmp_path: Path, damage: str) -> None:
             }[damage]
         )
     rs.COUNTS["hostile_inputs"] += 1
-    fresh = MemoryStore(guard, CONFIG, categories=["knowledge"])
+    fresh = MemoryStore(FileKnowledgeBackend(guard, CONFIG), CONFIG, categories=["knowledge"])
     assert fresh.bm25_search("needle", user_id="alice") == ["alice_a.md"]
     assert fresh.bm25_search("beta", user_id="alice") == ["alice_b.md"]
 
@@ -386,7 +389,9 @@ def _nested(depth: int) -> Any:
     ids=["nan", "inf", "int-key", "set", "bytes", "deep", "object"],
 )
 def test_hostile_payloads_get_a_library_error_and_store_nothing(tmp_path: Path, payload: Any) -> None:
-    manager = MemoryManager(DirectoryGuard(tmp_path), CONFIG).scoped("alice", "s1")
+    manager = MemoryManager(FileRuntimeBackend.from_config(CONFIG, DirectoryGuard(tmp_path)), CONFIG).scoped(
+        "alice", "s1"
+    )
     manager.update_state({"keep": 1})
     manager.save_plan("p", {"keep": 1})
     before = rs.snapshot(tmp_path)
@@ -405,7 +410,9 @@ def test_hostile_payloads_get_a_library_error_and_store_nothing(tmp_path: Path, 
 
 
 def test_hostile_tool_output_round_trips_exactly(tmp_path: Path) -> None:
-    manager = MemoryManager(DirectoryGuard(tmp_path), CONFIG).scoped("alice", "s1")
+    manager = MemoryManager(FileRuntimeBackend.from_config(CONFIG, DirectoryGuard(tmp_path)), CONFIG).scoped(
+        "alice", "s1"
+    )
     store = ToolResultStore(manager)
     # A str holding a surrogate *pair* as two code points comes back as one astral character
     # (JSON cannot tell them apart); lone surrogates round-trip.

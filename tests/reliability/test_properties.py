@@ -23,6 +23,7 @@ from local_ai_memory._knowledge.store import MemoryStore
 from local_ai_memory._runtime.scope import MemoryManager, merge_patch
 from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.naming import DirectoryGuard
+from local_ai_memory.backends import FileKnowledgeBackend, FileRuntimeBackend
 
 # Edits behind the store's back must be seen by the very next search here: that is the listing
 # comparison (a watcher, on by default, sees them within a second; see tests/test_auto_watch.py).
@@ -43,7 +44,10 @@ class ManagerModel(RuleBasedStateMachine):
         super().__init__()
         self.root = Path(tempfile.mkdtemp(prefix="lam-model-"))
         self.guard = DirectoryGuard(self.root)
-        self.managers = {scope: MemoryManager(self.guard, CONFIG).scoped(*scope) for scope in SCOPES}
+        self.managers = {
+            scope: MemoryManager(FileRuntimeBackend.from_config(CONFIG, self.guard), CONFIG).scoped(*scope)
+            for scope in SCOPES
+        }
         self.state: dict[tuple[str, str], dict[str, Any]] = {s: {} for s in SCOPES}
         self.working: dict[tuple[str, str], str] = dict.fromkeys(SCOPES, "")
         self.plans: dict[tuple[str, str], dict[str, Any]] = {s: {} for s in SCOPES}
@@ -111,22 +115,32 @@ class ManagerModel(RuleBasedStateMachine):
         """A new process: fresh guard and managers on the same folder."""
         self._step()
         self.guard = DirectoryGuard(self.root)
-        self.managers = {scope: MemoryManager(self.guard, CONFIG).scoped(*scope) for scope in SCOPES}
+        self.managers = {
+            scope: MemoryManager(FileRuntimeBackend.from_config(CONFIG, self.guard), CONFIG).scoped(*scope)
+            for scope in SCOPES
+        }
 
     @invariant()
     def fresh_reader_agrees(self) -> None:
         guard = DirectoryGuard(self.root)
         for scope in SCOPES:
-            fresh = MemoryManager(guard, CONFIG).scoped(*scope)
+            fresh = MemoryManager(FileRuntimeBackend.from_config(CONFIG, guard), CONFIG).scoped(*scope)
             assert fresh.get_state() == self.state[scope]
             assert fresh.get_working_memory() == self.working[scope]
             assert fresh.list_plans() == self.plans[scope]
         for result_id, (owner, payload) in self.results.items():
-            assert MemoryManager(guard, CONFIG).scoped(*owner).load_tool_result(result_id) == payload
+            assert (
+                MemoryManager(FileRuntimeBackend.from_config(CONFIG, guard), CONFIG)
+                .scoped(*owner)
+                .load_tool_result(result_id)
+                == payload
+            )
             for other in SCOPES:
                 if other != owner:
                     try:
-                        MemoryManager(guard, CONFIG).scoped(*other).load_tool_result(result_id)
+                        MemoryManager(FileRuntimeBackend.from_config(CONFIG, guard), CONFIG).scoped(
+                            *other
+                        ).load_tool_result(result_id)
                     except RecordNotFoundError:
                         continue
                     raise AssertionError(f"{other} loaded {owner}'s result {result_id}")
@@ -154,7 +168,9 @@ class IndexModel(RuleBasedStateMachine):
         super().__init__()
         self.root = Path(tempfile.mkdtemp(prefix="lam-index-"))
         self.folder = self.root / "memory_data" / "knowledge"
-        self.store = MemoryStore(DirectoryGuard(self.root), CONFIG, categories=["knowledge"])
+        self.store = MemoryStore(
+            FileKnowledgeBackend(DirectoryGuard(self.root), CONFIG), CONFIG, categories=["knowledge"]
+        )
         self.model: dict[str, str] = {}  # filename -> unique token of its current version
         self.gone: list[str] = []  # tokens of deleted or overwritten versions
         self.version = 0
@@ -222,7 +238,9 @@ class IndexModel(RuleBasedStateMachine):
     def restart(self) -> None:
         rs.COUNTS["model_steps"] += 1
         self.store.flush()
-        self.store = MemoryStore(DirectoryGuard(self.root), CONFIG, categories=["knowledge"])
+        self.store = MemoryStore(
+            FileKnowledgeBackend(DirectoryGuard(self.root), CONFIG), CONFIG, categories=["knowledge"]
+        )
 
     @invariant()
     def search_sees_the_model(self) -> None:
@@ -248,7 +266,7 @@ TestIndexModel.settings = settings(
 
 def test_same_size_edit_in_one_tick_is_seen(tmp_path: Path) -> None:
     """An editor saves a same-size change within the filesystem's timestamp granularity."""
-    store = MemoryStore(DirectoryGuard(tmp_path), CONFIG, categories=["knowledge"])
+    store = MemoryStore(FileKnowledgeBackend(DirectoryGuard(tmp_path), CONFIG), CONFIG, categories=["knowledge"])
     path = tmp_path / "memory_data/knowledge/alice_n.md"
     store.write_file("knowledge/alice_n.md", "# N\n\ntokaaaax\n")
     assert store.bm25_search("tokaaaax", user_id="alice") == ["alice_n.md"]

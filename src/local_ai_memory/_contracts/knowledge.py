@@ -27,12 +27,13 @@ with a serial id, blobs by name); the sync methods are the contract, and each as
 from __future__ import annotations
 
 import asyncio
+import os
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
-from local_ai_memory._shared.naming import owner_of
+from local_ai_memory._shared.naming import DirectoryGuard, owner_of
 
 if TYPE_CHECKING:
     import numpy as np
@@ -40,7 +41,17 @@ if TYPE_CHECKING:
 
     from local_ai_memory._shared.models import Embedder
 
-__all__ = ["ERASING_DIR", "KnowledgeBackend", "NoteChanges", "NoteInfo", "NoteKey", "VectorCache", "is_note_name"]
+__all__ = [
+    "DATA_DIR",
+    "ERASING_DIR",
+    "KnowledgeBackend",
+    "NoteChanges",
+    "NoteInfo",
+    "NoteKey",
+    "VectorCache",
+    "WatchedFolder",
+    "is_note_name",
+]
 
 NoteKey = tuple[str, str]
 """``(category, name)`` of one note."""
@@ -51,6 +62,8 @@ def is_note_name(name: str) -> bool:
     return name.endswith(".md") and not name.startswith(".") and owner_of(name) is not None
 
 
+DATA_DIR = "memory_data"
+"""Where a data folder keeps its notes: ``{folder}/memory_data/{category}/{user}_{name}.md``."""
 ERASING_DIR = ".erasing"
 """Blobs ``.erasing/{user prefix}`` mark users being forgotten (see :mod:`local_ai_memory._operations.lifecycle`)."""
 
@@ -85,7 +98,7 @@ class NoteChanges:
 
 
 class VectorCache(Protocol):
-    """Unit vectors of texts by one embedder, cached by content (see :class:`.._embeddings.EmbeddingCache`)."""
+    """Unit vectors of texts by one embedder, cached by content (files: ``memory_data/.embeddings/``)."""
 
     def vectors_for(self, items: Sequence[tuple[str, str]]) -> npt.NDArray[np.float32]:
         """One unit vector per ``(key, text)`` pair, in order."""
@@ -107,6 +120,28 @@ class VectorCache(Protocol):
         """
 
 
+@runtime_checkable
+class WatchedFolder(Protocol):
+    """What a backend over a folder offers a watcher (the file backend does): a change feed it
+    opens, fills from file-system events and closes. A backend that keeps its own complete
+    change feed (a database, process memory) needs no watcher and does not offer this."""
+
+    def start_feed(self) -> None:
+        """From now on every change is reported through :meth:`record_paths`."""
+
+    def stop_feed(self) -> None:
+        """The watcher stopped: the feed answers ``None`` again (compare listings)."""
+
+    def record_paths(self, paths: Iterable[str | os.PathLike[str]]) -> int:
+        """Record changed, created or deleted paths; return how many notes they named."""
+
+    def request_rescan(self) -> None:
+        """The watcher lost events: the next change query asks for a full comparison."""
+
+    def follow_markers(self, active: bool = True) -> None:
+        """Whether erasure markers arrive through :meth:`record_paths` (native watching) or are asked for."""
+
+
 class KnowledgeBackend(ABC):
     """Storage of knowledge notes, their change feed and data derived from them.
 
@@ -119,6 +154,11 @@ class KnowledgeBackend(ABC):
     """True when a note's version changes on every write (a row version). False for file
     timestamps, which may tick too coarsely to tell two quick writes apart; the engines then
     also compare content hashes of notes written very recently."""
+
+    folder: DirectoryGuard | None = None
+    """The data folder when the notes are plain files that other programs may change (the file
+    backend): the stores of one folder in a process then share their index and rankers, and a
+    watcher may follow the folder. ``None`` for a database or process memory."""
 
     # -- notes ---------------------------------------------------------------------------------
     @abstractmethod
@@ -201,6 +241,10 @@ class KnowledgeBackend(ABC):
     def recover(self) -> int:
         """Clear what interrupted writes may have left (temporary files); return how many leftovers."""
         return 0
+
+    def close(self) -> None:
+        """Release connections and handles (``Memory.close`` calls it); the default holds none."""
+        return
 
     # -- async twins ---------------------------------------------------------------------------
     async def aread_note(self, category: str, name: str) -> bytes | None:

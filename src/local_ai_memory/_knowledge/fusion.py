@@ -34,7 +34,6 @@ __all__ = [
     "convex_fusion",
     "cosine_scores",
     "cosine_top_n",
-    "normalize_rows",
     "reciprocal_rank_fusion",
     "top_rows",
     "unit_scores",
@@ -124,19 +123,6 @@ def convex_fusion(
     fused = [(bm25_weight * lex[n] + (1.0 - bm25_weight) * sem[n], n) for n in names]
     fused.sort(key=lambda item: (-item[0], order.get(item[1], len(order)), item[1]))
     return [(name, score) for score, name in fused]
-
-
-def normalize_rows(matrix: npt.ArrayLike) -> npt.NDArray[np.float32]:
-    """``matrix`` as float32 with every row scaled to unit length (all-zero rows stay zero)."""
-    array = np.asarray(matrix, dtype=np.float32)
-    if array.ndim == 1:
-        array = array.reshape(1, -1)
-    if array.ndim != 2:
-        raise InvalidInputError(f"expected a 2-D matrix of vectors, got {array.ndim} dimensions")
-    norms = np.linalg.norm(array, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    out: npt.NDArray[np.float32] = (array / norms).astype(np.float32, copy=False)
-    return out
 
 
 def cosine_scores(matrix: npt.ArrayLike, query: npt.ArrayLike) -> npt.NDArray[np.float32]:

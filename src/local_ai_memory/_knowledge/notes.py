@@ -33,8 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from local_ai_memory._backends.files.knowledge import DATA_DIR, FileKnowledgeBackend
-from local_ai_memory._contracts.knowledge import ERASING_DIR, KnowledgeBackend, VectorCache, is_note_name
+from local_ai_memory._contracts.knowledge import DATA_DIR, ERASING_DIR, KnowledgeBackend, VectorCache, is_note_name
 from local_ai_memory._knowledge.index import INDEX_NAME, KnowledgeIndex
 from local_ai_memory._knowledge.index_file import (
     INDEX_VERSION,
@@ -47,8 +46,9 @@ from local_ai_memory._knowledge.index_file import (
 )
 from local_ai_memory._knowledge.indexer import NoteIndexer, Scanned, StaleEntry, decode_head
 from local_ai_memory._knowledge.rankers import RankerCache
-from local_ai_memory._knowledge.roots import RootKey, RootParts, shared_parts, start_watching
+from local_ai_memory._knowledge.roots import RootKey, RootParts, shared_parts
 from local_ai_memory._knowledge.search import embedding_text
+from local_ai_memory._knowledge.service import watch_automatically
 from local_ai_memory._shared import fs as _fs
 from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.errors import (
@@ -98,22 +98,21 @@ class KnowledgeNotes:
 
     def __init__(
         self,
-        guard: DirectoryGuard | None,
+        backend: KnowledgeBackend,
         config: MemoryConfig | None = None,
         *,
         categories: Iterable[str] | None = None,
         embedder: Embedder | None = None,
         ranking_field: RankingField = DEFAULT_RANKING_FIELD,
         auto_refresh: bool = True,
-        backend: KnowledgeBackend | None = None,
     ) -> None:
+        if not isinstance(backend, KnowledgeBackend):
+            raise InvalidInputError(
+                f"a knowledge store needs a KnowledgeBackend, got {type(backend).__name__}; "
+                "use Memory.open(root).knowledge for the notes under a folder"
+            )
         self.config = config if config is not None else MemoryConfig()
-        if backend is None and self.config.database_url:
-            from local_ai_memory._backends.postgres.shared import shared_backends
-
-            backend = shared_backends(self.config)[1]
-        if guard is None and backend is None:
-            raise InvalidInputError("a knowledge store needs a data folder (guard) or a backend")
+        guard = backend.folder
         self.guard = guard
         cats = tuple(categories) if categories is not None else self.config.categories
         if not cats:
@@ -124,18 +123,15 @@ class KnowledgeNotes:
         self.embedder = embedder
         self.ranking_field: RankingField = ranking_field
         self.auto_refresh = auto_refresh
-        self.shared = backend is None and guard is not None
-        """True when this store shares its index and rankers with the other stores of its
-        folder in this process (it built its own file backend; see :mod:`._shared_roots`)."""
-        if backend is None:
-            assert guard is not None
-            self._parts = shared_parts(
-                self._root_key(guard), lambda: self._build_parts(FileKnowledgeBackend(guard, self.config))
-            )
+        self.shared = guard is not None
+        """True when the notes are files in a folder: this store then shares its index and
+        rankers with the other stores of that folder in this process (see :mod:`.roots`)."""
+        if guard is not None:
+            self._parts = shared_parts(self._root_key(guard), lambda: self._build_parts(backend))
         else:
             self._parts = self._build_parts(backend)
         self.backend: KnowledgeBackend = self._parts.backend
-        # Where the notes would be on disk; without a guard only a name (paths are then relative).
+        # Where the notes would be on disk; without a folder only a name (paths are then relative).
         self.data_dir = guard.resolve(DATA_DIR) if guard is not None else Path(DATA_DIR)
         self.index_path = self.data_dir / INDEX_NAME
         self._lock = self._parts.lock
@@ -636,8 +632,16 @@ class KnowledgeNotes:
         self._parts.defer_writes = active and coalesce
 
     def _start_watching(self) -> None:
-        """Start the folder's automatic watcher (see :func:`~._index_service.watch_automatically`)."""
-        start_watching(self._parts, self.guard, self.config, self.categories, self.ranking_field)
+        """Start the folder's automatic watcher (see :func:`.service.watch_automatically`)."""
+        watch_automatically(
+            self._parts,
+            lambda: type(self)(
+                self._parts.backend,
+                self.config.replace(auto_watch=False),
+                categories=self.categories,
+                ranking_field=self.ranking_field,
+            ),
+        )
 
     def stop_watching(self) -> None:
         """Stop the automatic watcher of this store's folder, if one runs (queries then compare

@@ -78,8 +78,6 @@ class RootParts:
     """Small notes' texts as Stage 3 last read them, each valid for one index entry."""
 
 
-WatchStarter = Callable[..., object]
-_starter: WatchStarter | None = None
 _registry: OrderedDict[RootKey, RootParts] = OrderedDict()
 _registry_lock = threading.Lock()
 _exit_hook = False
@@ -107,19 +105,6 @@ def registered(parts: RootParts) -> bool:
     """Whether ``parts`` are still the registry's parts of their folder (only those are watched)."""
     with _registry_lock:
         return parts.key is not None and _registry.get(parts.key) is parts
-
-
-def set_watch_starter(starter: WatchStarter) -> None:
-    """Register how a folder's automatic watcher is started (:mod:`._index_service` does, at
-    import), so the stores need not import the watcher's module."""
-    global _starter
-    _starter = starter
-
-
-def start_watching(parts: RootParts, *args: object) -> None:
-    """Start the automatic watcher of ``parts`` with the registered starter (if any)."""
-    if _starter is not None:
-        _starter(parts, *args)
 
 
 def note_watcher_started() -> None:

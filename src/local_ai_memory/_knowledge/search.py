@@ -9,7 +9,7 @@ vector (by yielding a request), scores the entries by cosine similarity and fuse
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Awaitable, Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -19,6 +19,7 @@ import numpy.typing as npt
 from local_ai_memory._contracts.knowledge import VectorCache
 from local_ai_memory._knowledge.fusion import convex_fusion, top_rows, unit_scores
 from local_ai_memory._knowledge.index_file import IndexEntry, lead_text
+from local_ai_memory._shared.drive import adrive, drive
 
 __all__ = [
     "Candidate",
@@ -117,26 +118,16 @@ def hybrid_flow(
 
 def run_hybrid(flow: HybridFlow, cache: VectorCache) -> list[Candidate]:
     """Drive :func:`hybrid_flow` with the cache's sync embedding calls."""
-    try:
-        request = next(flow)
-        while True:
-            answer = cache.vectors_for(request[1]) if request[0] == "vectors" else cache.embed_query(request[1])
-            request = flow.send(answer)
-    except StopIteration as done:
-        result: list[Candidate] = done.value
-        return result
+    return drive(
+        flow,
+        lambda request: cache.vectors_for(request[1]) if request[0] == "vectors" else cache.embed_query(request[1]),
+    )
 
 
 async def arun_hybrid(flow: HybridFlow, cache: VectorCache) -> list[Candidate]:
     """Drive :func:`hybrid_flow` with the cache's async embedding calls (the embedder's ``aembed``)."""
-    try:
-        request = next(flow)
-        while True:
-            if request[0] == "vectors":
-                answer = await cache.avectors_for(request[1])
-            else:
-                answer = await cache.aembed_query(request[1])
-            request = flow.send(answer)
-    except StopIteration as done:
-        result: list[Candidate] = done.value
-        return result
+
+    def answer(request: Request) -> Awaitable[Vector]:
+        return cache.avectors_for(request[1]) if request[0] == "vectors" else cache.aembed_query(request[1])
+
+    return await adrive(flow, answer)

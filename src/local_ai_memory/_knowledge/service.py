@@ -33,24 +33,47 @@ import asyncio
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
 from types import TracebackType
-from typing import Literal
+from typing import Literal, Protocol
 
 import watchfiles
 
-from local_ai_memory._backends.files.knowledge import FileKnowledgeBackend
-from local_ai_memory._knowledge.index_file import RankingField
-from local_ai_memory._knowledge.roots import RootParts, note_watcher_started, registered, set_watch_starter
-from local_ai_memory._knowledge.store import MemoryStore
-from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._contracts.knowledge import KnowledgeBackend, WatchedFolder
+from local_ai_memory._knowledge.roots import RootParts, note_watcher_started, registered
 from local_ai_memory._shared.errors import InvalidInputError
 from local_ai_memory._shared.events import Event, log_event
 from local_ai_memory._shared.models import LLM
-from local_ai_memory._shared.naming import DirectoryGuard
 
 __all__ = ["AutoWatch", "MemoryIndexService", "watch_automatically"]
 
 FULL_RESCAN_ABOVE = 20_000
+
+
+class WatchedNotes(Protocol):
+    """What a watcher needs of the notes it keeps indexed (a :class:`~.store.MemoryStore`)."""
+
+    backend: KnowledgeBackend
+    data_dir: Path
+    watched: bool
+
+    @property
+    def dirty(self) -> bool: ...
+
+    def ensure_index(self, llm: LLM | None = None) -> None: ...
+
+    def apply_changes(self) -> int: ...
+
+    def refresh_stale_entries(self, user_id: str | None = None, categories: Iterable[str] | None = None) -> int: ...
+
+    def follow_watcher(self, active: bool, *, coalesce: bool = True) -> None: ...
+
+    def stop_watching(self) -> None: ...
+
+    def flush(self) -> bool: ...
+
+    def save_rankers(self) -> int: ...
 
 
 class MemoryIndexService:
@@ -58,7 +81,7 @@ class MemoryIndexService:
 
     def __init__(
         self,
-        store: MemoryStore,
+        store: WatchedNotes,
         *,
         mode: Literal["auto", "watch", "poll"] = "auto",
         poll_interval: float = 3.0,
@@ -117,15 +140,15 @@ class MemoryIndexService:
         if self._thread is not None:
             self._thread.join(timeout=30.0)
             self._thread = None
-        if isinstance(self.store.backend, FileKnowledgeBackend):
+        if isinstance(self.store.backend, WatchedFolder):
             self.store.backend.stop_feed()
         self.store.follow_watcher(False)
         self.store.flush()
         self.store.save_rankers()
 
-    def _backend(self) -> FileKnowledgeBackend:
+    def _backend(self) -> WatchedFolder:
         backend = self.store.backend
-        if not isinstance(backend, FileKnowledgeBackend):
+        if backend.folder is None or not isinstance(backend, WatchedFolder):
             raise InvalidInputError(
                 f"MemoryIndexService watches files; {backend!r} keeps its own change feed and needs no watcher"
             )
@@ -235,7 +258,7 @@ class AutoWatch(MemoryIndexService):
     listings (the polling fallback without a thread).
     """
 
-    def __init__(self, store: MemoryStore, parts: RootParts) -> None:
+    def __init__(self, store: WatchedNotes, parts: RootParts) -> None:
         super().__init__(store, mode="watch", flush_interval=0.0, debounce_ms=100)
         self.parts = parts
         self._feeding = False
@@ -306,31 +329,21 @@ class AutoWatch(MemoryIndexService):
             log_event(Event.INDEX_WRITE_DEFERRED, level=logging.WARNING, path="at watcher stop", reason=repr(exc))
 
 
-def watch_automatically(
-    parts: RootParts,
-    guard: DirectoryGuard | None,
-    config: MemoryConfig,
-    categories: tuple[str, ...],
-    ranking_field: RankingField,
-) -> AutoWatch | None:
+def watch_automatically(parts: RootParts, view: Callable[[], WatchedNotes]) -> AutoWatch | None:
     """Start the automatic watcher of a shared folder (once; thread-safe); ``None`` if not started.
 
-    The watcher works through a store of its own over the shared ``parts``, so it keeps no
-    user's store (or embedder) alive.
+    The watcher works through a store of its own over the shared ``parts`` (``view`` makes
+    it), so it keeps no user's store (or embedder) alive.
     """
-    if guard is None or not isinstance(parts.backend, FileKnowledgeBackend):
+    if parts.backend.folder is None or not isinstance(parts.backend, WatchedFolder):
         return None
     with parts.start_lock:
         if parts.auto is not None or parts.auto_failed or parts.watched or not registered(parts):
             return None
-        view = MemoryStore(guard, config.replace(auto_watch=False), categories=categories, ranking_field=ranking_field)
-        if view._parts is not parts:  # the registry moved on meanwhile
+        watcher = AutoWatch(view(), parts)
+        if not registered(parts):  # the registry moved on meanwhile: the view has other parts
             return None
-        watcher = AutoWatch(view, parts)
         parts.auto = watcher
         note_watcher_started()
         watcher.start()
         return watcher
-
-
-set_watch_starter(watch_automatically)

@@ -50,13 +50,13 @@ __all__ = ["Candidate", "MemoryStore", "StaleEntry"]
 class MemoryStore(KnowledgeNotes):
     """Knowledge notes, their index and Stage 1 search, stored by ``backend``.
 
-    ``backend`` defaults to a :class:`~._backends.file_knowledge.FileKnowledgeBackend` over
-    ``guard``'s root (the files of 0.1.0, unchanged). With a backend, ``guard`` may be ``None``:
-    nothing then touches the disk and paths the store returns are relative (``memory_data/...``).
+    The store is given its backend (:class:`~local_ai_memory.Memory` chooses it from a config).
+    Over a folder (the file backend) it shares its index and rankers with the folder's other
+    stores in the process; otherwise nothing touches the disk and the paths it returns are
+    relative (``memory_data/...``).
 
-    >>> import tempfile
-    >>> from local_ai_memory import DirectoryGuard
-    >>> store = MemoryStore(DirectoryGuard(tempfile.mkdtemp()), categories=["knowledge"])
+    >>> from local_ai_memory.backends import InMemoryKnowledgeBackend
+    >>> store = MemoryStore(InMemoryKnowledgeBackend(), categories=["knowledge"])
     >>> _ = store.write_file("knowledge/alice_python.md", "# Python\\n\\nLists, dicts and loops.")
     >>> store.bm25_search("python loops", user_id="alice")
     ['alice_python.md']

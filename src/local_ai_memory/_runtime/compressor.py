@@ -64,7 +64,7 @@ import asyncio
 import threading
 from collections.abc import Generator, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from local_ai_memory._runtime.extractive import extract_summary
 from local_ai_memory._runtime.merge_cursor import MergeCursor, plan_merge
@@ -86,6 +86,7 @@ from local_ai_memory._runtime.summary import (
     render_summary,
     summary_budget,
 )
+from local_ai_memory._shared.drive import adrive, drive
 from local_ai_memory._shared.errors import InvalidInputError, LocalMemoryError
 from local_ai_memory._shared.events import Event, log_event
 from local_ai_memory._shared.models import LLM
@@ -149,21 +150,6 @@ _Op = _Read | _Ask | _Save | _ReadState | _SetState
 _Flow = Generator[_Op, Any, CompressionResult]
 _MergeFlow = Generator[_Op, Any, "CompressionResult | None"]
 Outcome = TypeVar("Outcome")
-
-
-@dataclass(frozen=True)
-class _Finished(Generic[Outcome]):
-    """What a flow returned."""
-
-    value: Outcome
-
-
-def _advance(flow: Generator[_Op, Any, Outcome], reply: Any, error: BaseException | None) -> _Op | _Finished[Outcome]:
-    """Resume ``flow`` with the last step's reply (or its error): its next step, or what it returned."""
-    try:
-        return flow.throw(error) if error is not None else flow.send(reply)
-    except StopIteration as stop:
-        return _Finished(stop.value)
 
 
 class WorkingMemoryCompressor:
@@ -266,45 +252,33 @@ class WorkingMemoryCompressor:
         return str(box["answer"])
 
     def _run_sync(self, flow: Generator[_Op, Any, Outcome]) -> Outcome:
-        reply: Any = None
-        error: BaseException | None = None
-        while not isinstance(op := _advance(flow, reply, error), _Finished):
-            reply, error = None, None
-            try:
-                if isinstance(op, _Read):
-                    reply = self.manager.get_working_memory()
-                elif isinstance(op, _Ask):
-                    reply = self._call_sync(op.prompt)
-                elif isinstance(op, _Save):
-                    reply = self.manager.swap_working_memory(op.expected, op.text)
-                elif isinstance(op, _ReadState):
-                    reply = self.manager.get_state()
-                else:
-                    self.manager.update_state(op.patch)
-            except Exception as exc:
-                error = exc
-        return op.value
+        return drive(flow, self._answer)
 
     async def _run_async(self, flow: Generator[_Op, Any, Outcome]) -> Outcome:
-        reply: Any = None
-        error: BaseException | None = None
-        while not isinstance(op := _advance(flow, reply, error), _Finished):
-            reply, error = None, None
-            try:
-                if isinstance(op, _Read):
-                    reply = await self.manager.aget_working_memory()
-                elif isinstance(op, _Ask):
-                    assert self.llm is not None
-                    reply = await asyncio.wait_for(self.llm.acomplete(op.prompt), self.timeout)
-                elif isinstance(op, _Save):
-                    reply = await self.manager.aswap_working_memory(op.expected, op.text)
-                elif isinstance(op, _ReadState):
-                    reply = await self.manager.aget_state()
-                else:
-                    await self.manager.aupdate_state(op.patch)
-            except Exception as exc:
-                error = exc
-        return op.value
+        return await adrive(flow, self._aanswer)
+
+    def _answer(self, op: _Op) -> Any:
+        if isinstance(op, _Read):
+            return self.manager.get_working_memory()
+        if isinstance(op, _Ask):
+            return self._call_sync(op.prompt)
+        if isinstance(op, _Save):
+            return self.manager.swap_working_memory(op.expected, op.text)
+        if isinstance(op, _ReadState):
+            return self.manager.get_state()
+        return self.manager.update_state(op.patch)
+
+    async def _aanswer(self, op: _Op) -> Any:
+        if isinstance(op, _Read):
+            return await self.manager.aget_working_memory()
+        if isinstance(op, _Ask):
+            assert self.llm is not None
+            return await asyncio.wait_for(self.llm.acomplete(op.prompt), self.timeout)
+        if isinstance(op, _Save):
+            return await self.manager.aswap_working_memory(op.expected, op.text)
+        if isinstance(op, _ReadState):
+            return await self.manager.aget_state()
+        return await self.manager.aupdate_state(op.patch)
 
     # ---- the shared flows
 

@@ -21,12 +21,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from local_ai_memory._backends.files.runtime import FileRuntimeBackend
 from local_ai_memory._contracts.runtime import RuntimeBackend, Scope
 from local_ai_memory._runtime.scope import MemoryManager
 from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.errors import InvalidInputError
-from local_ai_memory._shared.naming import DirectoryGuard
 from local_ai_memory._shared.records import StoredMessage
 
 __all__ = [
@@ -184,34 +182,23 @@ class SessionMessageStore:
 
     def __init__(
         self,
-        guard: DirectoryGuard | None = None,
+        backend: RuntimeBackend,
         config: MemoryConfig | None = None,
         *,
         user_id: str | None = None,
         session_id: str | None = None,
-        backend: RuntimeBackend | None = None,
     ) -> None:
         self.config = config if config is not None else MemoryConfig()
         self.scope_info = Scope.of(user_id, session_id)
         self.scope = self.scope_info.key if self.scope_info.scoped else None
         self.user_id = user_id
         self.session_id = session_id
-        if backend is None:
-            backend = FileRuntimeBackend.from_config(self.config, guard)
-            guard = backend.guard
-        self.guard = guard
         self.backend: RuntimeBackend = backend
 
     @classmethod
     def for_manager(cls, manager: MemoryManager) -> SessionMessageStore:
         """The store of the scope a ``MemoryManager`` is bound to, on the same backend."""
-        return cls(
-            manager.guard,
-            manager.config,
-            user_id=manager.user_id,
-            session_id=manager.session_id,
-            backend=manager.backend,
-        )
+        return cls(manager.backend, manager.config, user_id=manager.user_id, session_id=manager.session_id)
 
     def __repr__(self) -> str:
         return f"SessionMessageStore(user_id={self.user_id!r}, session_id={self.session_id!r})"

@@ -22,11 +22,10 @@ import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from local_ai_memory._backends.files.runtime import FileRuntimeBackend
 from local_ai_memory._contracts.runtime import GLOBAL_STEM, RuntimeBackend, Scope, StateChange
 from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.errors import InvalidInputError, RecordNotFoundError
-from local_ai_memory._shared.naming import DirectoryGuard, validate_id
+from local_ai_memory._shared.naming import validate_id
 from local_ai_memory._shared.records import BOOKKEEPING_KEY, ToolIndexEntry, ToolResultPage, check_json_value
 
 __all__ = ["GLOBAL_STEM", "MemoryManager", "merge_patch"]
@@ -86,39 +85,34 @@ def _check_page_bounds(offset: object, limit: object) -> None:
 class MemoryManager:
     """L0-L3 runtime memory of one ``(user_id, session_id)`` scope (or the unscoped memory).
 
-    >>> import tempfile
-    >>> manager = MemoryManager(DirectoryGuard(tempfile.mkdtemp())).scoped("alice", "s1")
+    >>> from local_ai_memory.backends import InMemoryRuntimeBackend
+    >>> manager = MemoryManager(InMemoryRuntimeBackend()).scoped("alice", "s1")
     >>> manager.update_state({"current_task": "refactor auth", "current_step": 1})
     {'current_task': 'refactor auth', 'current_step': 1}
     >>> manager.save_plan("auth", {"steps": ["read", "write"]})
     >>> manager.load_plan("auth")
     {'steps': ['read', 'write']}
 
-    ``backend`` defaults to the file backend under ``guard`` (itself defaulting to
-    ``config.runtime_data_dir``), or to PostgreSQL when ``config.database_url`` is set.
+    The manager is given its backend; :class:`~local_ai_memory.Memory` chooses it from a config.
     """
 
     def __init__(
         self,
-        guard: DirectoryGuard | None = None,
+        backend: RuntimeBackend,
         config: MemoryConfig | None = None,
         *,
         user_id: str | None = None,
         session_id: str | None = None,
-        backend: RuntimeBackend | None = None,
     ) -> None:
+        if not isinstance(backend, RuntimeBackend):
+            raise InvalidInputError(
+                f"MemoryManager needs a RuntimeBackend, got {type(backend).__name__}; "
+                "use Memory.open(root).session(user_id, session_id) for the files under a folder"
+            )
         self.config = config if config is not None else MemoryConfig()
         self.scope_info = Scope.of(user_id, session_id)
         self.user_id = user_id
         self.session_id = session_id
-        if backend is None and self.config.database_url:
-            from local_ai_memory._backends.postgres.shared import shared_backends
-
-            backend = shared_backends(self.config)[0]
-        if backend is None:
-            backend = FileRuntimeBackend.from_config(self.config, guard)
-            guard = backend.guard
-        self.guard = guard
         self.backend: RuntimeBackend = backend
 
     @property
@@ -140,7 +134,7 @@ class MemoryManager:
 
         Raises :class:`InvalidInputError` for a hostile or malformed id, before touching storage.
         """
-        return MemoryManager(self.guard, self.config, user_id=user_id, session_id=session_id, backend=self.backend)
+        return MemoryManager(self.backend, self.config, user_id=user_id, session_id=session_id)
 
     def cleanup_temp_files(self) -> int:
         """Remove what writers that crashed left behind; return how many leftovers."""

@@ -1,4 +1,4 @@
-"""Rules the vector caches of the in-memory and PostgreSQL knowledge backends share.
+"""Rules every vector cache shares: the embedder's identity, text keys, unit rows.
 
 A vector is kept by the SHA-256 of its text (:func:`text_digest`), so a note whose text is
 unchanged never costs a second call to the embedder; what an embedder answers is checked and
@@ -13,11 +13,18 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from local_ai_memory._knowledge.fusion import normalize_rows
-from local_ai_memory._shared.errors import ModelError
+from local_ai_memory._shared.errors import InvalidInputError, ModelError
 from local_ai_memory._shared.models import Embedder
 
-__all__ = ["QueryEmbedding", "stacked", "text_digest", "unit_vectors"]
+__all__ = [
+    "QueryEmbedding",
+    "model_id_of",
+    "normalize_rows",
+    "stacked",
+    "text_digest",
+    "text_hash",
+    "unit_vectors",
+]
 
 
 def text_digest(text: str) -> str:
@@ -60,3 +67,33 @@ class QueryEmbedding:
     async def aembed_query(self, text: str) -> npt.NDArray[np.float32]:
         vector: npt.NDArray[np.float32] = unit_vectors([text], await self.embedder.aembed([text]))[0]
         return vector
+
+
+def model_id_of(embedder: object) -> str:
+    """The name recorded for ``embedder``: its ``model_name`` attribute, else its class name."""
+    name = getattr(embedder, "model_name", None)
+    if isinstance(name, str) and name:
+        return name
+    kind = type(embedder)
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def text_hash(model: str, text: str) -> str:
+    """Cache key of ``text`` embedded by ``model`` (hex SHA-256)."""
+    digest = hashlib.sha256(model.encode("utf-8"))
+    digest.update(b"\x00")
+    digest.update(text.encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
+
+
+def normalize_rows(matrix: npt.ArrayLike) -> npt.NDArray[np.float32]:
+    """``matrix`` as float32 with every row scaled to unit length (all-zero rows stay zero)."""
+    array = np.asarray(matrix, dtype=np.float32)
+    if array.ndim == 1:
+        array = array.reshape(1, -1)
+    if array.ndim != 2:
+        raise InvalidInputError(f"expected a 2-D matrix of vectors, got {array.ndim} dimensions")
+    norms = np.linalg.norm(array, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    out: npt.NDArray[np.float32] = (array / norms).astype(np.float32, copy=False)
+    return out

@@ -27,13 +27,13 @@ from pathlib import Path
 
 import pytest
 
-from local_ai_memory._backends.memory.knowledge import InMemoryKnowledgeBackend
 from local_ai_memory._contracts.knowledge import KnowledgeBackend
 from local_ai_memory._knowledge.index_file import ranking_tokens
 from local_ai_memory._knowledge.store import MemoryStore
 from local_ai_memory._shared.config import MemoryConfig
-from local_ai_memory._shared.naming import DirectoryGuard, user_file_prefix
+from local_ai_memory._shared.naming import user_file_prefix
 from local_ai_memory._shared.text import EXACT, LEAD, Analyzer
+from local_ai_memory.backends import InMemoryKnowledgeBackend
 
 __all__ = ["KnowledgeBackendTests", "reference_bm25"]
 
@@ -92,7 +92,7 @@ class KnowledgeBackendTests:
 
     def store(self, backend: KnowledgeBackend, root: Path) -> MemoryStore:
         """A store over ``backend`` (``root`` is only the guard's root; the backend keeps the data)."""
-        return MemoryStore(DirectoryGuard(root), MemoryConfig(fsync=False), categories=CATEGORIES, backend=backend)
+        return MemoryStore(backend, MemoryConfig(fsync=False), categories=CATEGORIES)
 
     # -- notes -----------------------------------------------------------------------------
     @pytest.mark.parametrize("label", list(NOTE_TEXTS))

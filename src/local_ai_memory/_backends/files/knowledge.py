@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from local_ai_memory._contracts.knowledge import (
+    DATA_DIR,
     ERASING_DIR,
     KnowledgeBackend,
     NoteChanges,
@@ -50,9 +51,8 @@ from local_ai_memory._shared.naming import DirectoryGuard, check_component, vali
 if TYPE_CHECKING:
     from local_ai_memory._shared.models import Embedder
 
-__all__ = ["DATA_DIR", "FileKnowledgeBackend"]
+__all__ = ["FileKnowledgeBackend"]
 
-DATA_DIR = "memory_data"
 _LOG_LIMIT = 100_000  # more pending changes than this: the feed asks for one full comparison
 
 
@@ -79,6 +79,7 @@ class FileKnowledgeBackend(KnowledgeBackend):
 
     def __init__(self, guard: DirectoryGuard, config: MemoryConfig | None = None) -> None:
         self.guard = guard
+        self.folder = guard
         self.config = config if config is not None else MemoryConfig()
         self.data_dir = _fs.ensure_dir(guard.resolve(DATA_DIR))
         self._folders: dict[str, Path] = {}
@@ -316,6 +317,6 @@ class FileKnowledgeBackend(KnowledgeBackend):
         return str(_fs.quarantine(path))
 
     def vector_cache(self, embedder: Embedder) -> VectorCache:
-        from local_ai_memory._knowledge.embeddings import EmbeddingCache
+        from local_ai_memory._backends.files.vectors import EmbeddingCache
 
         return EmbeddingCache(self.guard, embedder, self.config)

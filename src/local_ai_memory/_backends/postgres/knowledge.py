@@ -289,7 +289,7 @@ class _PgVectors(QueryEmbedding):
     """
 
     def __init__(self, backend: PostgresKnowledgeBackend, embedder: Embedder) -> None:
-        from local_ai_memory._knowledge.embeddings import model_id_of
+        from local_ai_memory._shared.vectors import model_id_of
 
         self.backend = backend
         self.embedder = embedder

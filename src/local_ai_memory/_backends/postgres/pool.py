@@ -26,6 +26,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from local_ai_memory._shared.drive import adrive, drive
 from local_ai_memory._shared.errors import ConfigError, LockTimeoutError, StorageError
 
 __all__ = ["Database", "DatabaseSettings", "Op", "Stmt", "describe_url"]
@@ -220,20 +221,15 @@ class Database:
                 conn.transaction(),
                 conn.cursor(binary=True) as cur,
             ):
-                answer: Any = None
-                while True:
-                    try:
-                        stmt = op.send(answer)
-                    except StopIteration as done:
-                        result: T = done.value
-                        break
+
+                def execute(stmt: Stmt) -> Any:
                     if stmt.many is not None:
                         cur.executemany(stmt.query, stmt.many)
-                        answer = None
-                        continue
+                        return None
                     cur.execute(stmt.query, stmt.params)
-                    answer = _result(cur, stmt.fetch)
-            return result
+                    return _result(cur, stmt.fetch)
+
+                return drive(op, execute)
         except (psycopg.Error, PoolTimeout) as exc:
             raise self._error(what, exc) from exc
         finally:
@@ -247,20 +243,15 @@ class Database:
                 conn.transaction(),
                 conn.cursor(binary=True) as cur,
             ):
-                answer: Any = None
-                while True:
-                    try:
-                        stmt = op.send(answer)
-                    except StopIteration as done:
-                        result: T = done.value
-                        break
+
+                async def execute(stmt: Stmt) -> Any:
                     if stmt.many is not None:
                         await cur.executemany(stmt.query, stmt.many)
-                        answer = None
-                        continue
+                        return None
                     await cur.execute(stmt.query, stmt.params)
-                    answer = await _aresult(cur, stmt.fetch)
-            return result
+                    return await _aresult(cur, stmt.fetch)
+
+                return await adrive(op, execute)
         except (psycopg.Error, PoolTimeout) as exc:
             raise self._error(what, exc) from exc
         finally:
