@@ -18,6 +18,7 @@ retriever per request costs next to nothing.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Iterable, Sequence
 from functools import cached_property
@@ -26,7 +27,7 @@ from types import TracebackType
 from typing import Any
 
 from local_ai_memory._composition import compose, in_memory_backends
-from local_ai_memory._contracts.knowledge import KnowledgeBackend
+from local_ai_memory._contracts.knowledge import KnowledgeBackend, NoteInfo
 from local_ai_memory._contracts.runtime import Erasure, RuntimeBackend, ScopeInfo
 from local_ai_memory._knowledge.retriever import MemoryRetriever, RetrievalResult
 from local_ai_memory._knowledge.store import Candidate, MemoryStore
@@ -205,6 +206,15 @@ class Knowledge:
         """Delete ``user_id``'s note ``name`` and its index entry; return whether it existed."""
         return self.store.delete_file(self._path(user_id, name, category))
 
+    def note_info(self, user_id: str, name: str, *, category: str | None = None) -> NoteInfo | None:
+        """Size, version and write time of ``user_id``'s note ``name`` without reading it; ``None`` if there is none."""
+        folder, _, filename = self._path(user_id, name, category).partition("/")
+        return self.store.backend.note_info(folder, filename) if folder in self.store.categories else None
+
+    async def anote_info(self, user_id: str, name: str, *, category: str | None = None) -> NoteInfo | None:
+        """Async twin of :meth:`note_info`."""
+        return await asyncio.to_thread(self.note_info, user_id, name, category=category)
+
     def notes(self, user_id: str, *, category: str | None = None) -> list[str]:
         """File names of ``user_id``'s notes in ``category``, sorted."""
         return [path.name for path in self.store.list_user_files(user_id, category or self.store.categories[0])]
@@ -250,6 +260,38 @@ class Knowledge:
     ) -> RetrievalResult:
         """Async twin of :meth:`retrieve`."""
         return await self.retriever.aretrieve_result(query, user_id, categories, max_tokens, k=k)
+
+    def _retriever_with(self, llm: LLM | None) -> MemoryRetriever:
+        if llm is self.retriever.llm:
+            return self.retriever
+        return MemoryRetriever(store=self.store, llm=llm, token_counter=self.retriever.token_counter)
+
+    def retrieve_with(
+        self,
+        query: str,
+        user_id: str,
+        *,
+        llm: LLM | None,
+        categories: Iterable[str] | None = None,
+        max_tokens: int = 2000,
+        k: int | None = None,
+    ) -> RetrievalResult:
+        """:meth:`retrieve` with ``llm`` making the Stage 2 pick instead of the memory's (``None``:
+        none), for a caller that traces or swaps the model per call; index and caches stay the memory's."""
+        return self._retriever_with(llm).retrieve_result(query, user_id, categories, max_tokens, k=k)
+
+    async def aretrieve_with(
+        self,
+        query: str,
+        user_id: str,
+        *,
+        llm: LLM | None,
+        categories: Iterable[str] | None = None,
+        max_tokens: int = 2000,
+        k: int | None = None,
+    ) -> RetrievalResult:
+        """Async twin of :meth:`retrieve_with`."""
+        return await self._retriever_with(llm).aretrieve_result(query, user_id, categories, max_tokens, k=k)
 
 
 class Memory:

@@ -23,7 +23,7 @@ from langchain_core.tools import tool
 from langchain_local_ai_memory import LocalMemoryMiddleware
 from lc_fakes import ScriptedChatModel, paging_policy, real_text
 
-from local_ai_memory import MemoryConfig
+from local_ai_memory import Memory
 
 BIG = 200 * 1024
 
@@ -42,8 +42,8 @@ def main() -> None:
         return real_text(BIG)
 
     model = ScriptedChatModel(policy=paging_policy(stall_before_page=stall, stall_marker=root / "stalled"))
-    config = MemoryConfig(runtime_data_dir=root / "data", fsync=True)
-    middleware = LocalMemoryMiddleware("alice", "s1", config=config)
+    memory = Memory.open(root / "data", fsync=True)
+    middleware = LocalMemoryMiddleware("alice", "s1", memory=memory)
     agent = create_agent(model, tools=[big_tool], middleware=[middleware])
     task = {"messages": [HumanMessage("Read the big document.")]}
     if graceful:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from local_ai_memory import DirectoryGuard, MemoryConfig
+from local_ai_memory import Memory, MemoryConfig
 
 sys.path.insert(0, str(Path(__file__).parent))  # lets tests and the child process import lc_fakes
 
@@ -19,5 +20,7 @@ def config(tmp_path: Path) -> MemoryConfig:
 
 
 @pytest.fixture
-def guard(config: MemoryConfig) -> DirectoryGuard:
-    return DirectoryGuard(config.runtime_data_dir)
+def memory(config: MemoryConfig) -> Iterator[Memory]:
+    """The memory on :func:`config`'s folder, closed after the test."""
+    with Memory(config) as opened:
+        yield opened

@@ -26,8 +26,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field, PrivateAttr
 
-from local_ai_memory import DirectoryGuard, MemoryConfig
-from local_ai_memory._knowledge.store import MemoryStore
+from local_ai_memory import Memory, MemoryConfig
 
 Policy = Callable[[Sequence[BaseMessage]], AIMessage]
 
@@ -152,10 +151,17 @@ NOTES = {
 }
 
 
+def add_notes(memory: Memory) -> Memory:
+    """:data:`NOTES` written into ``memory``'s knowledge (indexed at once); returns ``memory``."""
+    for filename, text in NOTES.items():
+        user_id, _, name = filename.partition("_")
+        memory.knowledge.write_note(user_id, name, text)
+    memory.knowledge.store.flush()  # the index on disk too, for another process or Memory
+    return memory
+
+
 def write_notes(root: Path) -> MemoryConfig:
+    """:data:`NOTES` in the folder ``root``; returns its settings (for ``config=``)."""
     config = MemoryConfig(runtime_data_dir=root, fsync=False)
-    store = MemoryStore(DirectoryGuard(root), config)
-    for name, text in NOTES.items():
-        store.write_file(f"knowledge/{name}", text)
-    store.flush()
+    add_notes(Memory(config))
     return config

@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessage
 from langchain_local_ai_memory import ChatModelLLM, EmbeddingsEmbedder, LocalMemoryRetriever, as_embedder, as_llm
 from lc_fakes import ScriptedChatModel, TextLLM, write_notes
 
-from local_ai_memory import LLM, Embedder, InvalidInputError
+from local_ai_memory import LLM, Embedder, InvalidInputError, Memory
 
 
 class Starts(BaseCallbackHandler):
@@ -69,11 +69,15 @@ async def test_embeddings_embedder_sync_and_async() -> None:
         as_embedder("nope")  # type: ignore[arg-type]
 
 
-async def test_hybrid_retrieval_through_langchain_embeddings(tmp_path: Path) -> None:
+@pytest.mark.parametrize("wiring", ["memory", "config"])
+async def test_hybrid_retrieval_through_langchain_embeddings(tmp_path: Path, wiring: str) -> None:
     config = write_notes(tmp_path / "data").replace(search_mode="hybrid")
-    retriever = LocalMemoryRetriever(
-        config=config, user_id="alice", embeddings=DeterministicFakeEmbedding(size=16), k=5
-    )
+    embeddings = DeterministicFakeEmbedding(size=16)
+    if wiring == "memory":  # the memory's embedder ranks its notes, for every object on it
+        retriever = LocalMemoryRetriever(memory=Memory(config, embedder=as_embedder(embeddings)), user_id="alice", k=5)
+    else:  # the shortcut builds Memory(config, embedder=...) for this retriever
+        retriever = LocalMemoryRetriever(config=config, user_id="alice", embeddings=embeddings, k=5)
+    assert retriever.memory.embedder is not None
     docs = retriever.invoke("python json")
     adocs = await retriever.ainvoke("python json")
     assert docs
@@ -85,3 +89,8 @@ async def test_hybrid_retrieval_through_langchain_embeddings(tmp_path: Path) -> 
         "alice_rust.md",
     }
     assert [d.metadata["filename"] for d in adocs] == [d.metadata["filename"] for d in docs]
+
+
+def test_embeddings_beside_a_ready_memory_are_refused() -> None:
+    with pytest.raises(InvalidInputError, match="its own embedder"):
+        LocalMemoryRetriever(memory=Memory.in_memory(), embeddings=DeterministicFakeEmbedding(size=4))

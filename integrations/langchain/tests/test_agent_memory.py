@@ -17,11 +17,9 @@ from langchain_core.tools import tool
 from langchain_local_ai_memory import LocalMemoryMiddleware
 from lc_fakes import ScriptedChatModel, paging_policy, real_text
 
-from local_ai_memory import DirectoryGuard, MemoryConfig
-from local_ai_memory._runtime.checkpoints import load_checkpoint
-from local_ai_memory._runtime.scope import MemoryManager
+from local_ai_memory import Memory, MemoryConfig
 from local_ai_memory._shared.records import BOOKKEEPING_KEY
-from local_ai_memory.integration import scope_name
+from local_ai_memory.integration import load_checkpoint, scope_name
 
 BIG = 200 * 1024
 CHILD = Path(__file__).parent / "agent_child.py"
@@ -70,28 +68,28 @@ def _check_run(config: MemoryConfig, model: ScriptedChatModel, text: str, answer
     assert "# Current Goal" in (memory / "working" / f"{scope}.md").read_text()
     assert (memory / "plans" / f"{scope}.json").is_file()
     assert (memory / "tool_results" / f"{reference['result_id']}.json").is_file()
-    manager = MemoryManager(DirectoryGuard(config.runtime_data_dir), config).scoped("alice", "s1")
-    checkpoint = load_checkpoint(manager, "agent")
+    with Memory(config) as reader:  # another Memory on the folder reads what the run left
+        checkpoint = load_checkpoint(reader.session("alice", "s1"), "agent")
     assert checkpoint.status == "completed"
     assert checkpoint.tool_result_ids == [reference["result_id"]]
 
 
-def test_agent_run_externalizes_and_pages_sync(config: MemoryConfig) -> None:
+def test_agent_run_externalizes_and_pages_sync(config: MemoryConfig, memory: Memory) -> None:
     calls: list[int] = []
     big_tool, text = _big_tool(calls)
     model = ScriptedChatModel(policy=paging_policy())
-    agent = create_agent(model, tools=[big_tool], middleware=[LocalMemoryMiddleware("alice", "s1", config=config)])
+    agent = create_agent(model, tools=[big_tool], middleware=[LocalMemoryMiddleware("alice", "s1", memory=memory)])
     result = agent.invoke({"messages": [HumanMessage("Read the big document.")]})
     assert "load_tool_result" in model.bound_tools
     assert calls == [1]
     _check_run(config, model, text, result["messages"][-1].text)
 
 
-async def test_agent_run_externalizes_and_pages_async(config: MemoryConfig) -> None:
+async def test_agent_run_externalizes_and_pages_async(config: MemoryConfig, memory: Memory) -> None:
     calls: list[int] = []
     big_tool, text = _big_tool(calls)
     model = ScriptedChatModel(policy=paging_policy())
-    agent = create_agent(model, tools=[big_tool], middleware=[LocalMemoryMiddleware("alice", "s1", config=config)])
+    agent = create_agent(model, tools=[big_tool], middleware=[LocalMemoryMiddleware("alice", "s1", memory=memory)])
     result = await agent.ainvoke({"messages": [HumanMessage("Read the big document.")]})
     _check_run(config, model, text, result["messages"][-1].text)
 
@@ -130,8 +128,7 @@ def test_killed_run_resumes_from_checkpoint(
     child.communicate(timeout=30)
     assert child.returncode == (130 if graceful else -signum)
 
-    config = MemoryConfig(runtime_data_dir=tmp_path / "data")
-    manager = MemoryManager(DirectoryGuard(config.runtime_data_dir), config).scoped("alice", "s1")
+    manager = Memory.open(tmp_path / "data").session("alice", "s1")
     stopped = load_checkpoint(manager, "agent")
     assert stopped.status == status
     if graceful:
@@ -152,24 +149,24 @@ def test_killed_run_resumes_from_checkpoint(
     assert manager.get_state()[BOOKKEEPING_KEY]["resumed_from_step"] == 5
 
 
-def test_scope_from_runtime_context_reaches_the_load_tool(config: MemoryConfig) -> None:
+def test_scope_from_runtime_context_reaches_the_load_tool(config: MemoryConfig, memory: Memory) -> None:
     calls: list[int] = []
     big_tool, text = _big_tool(calls)
     model = ScriptedChatModel(policy=paging_policy(page_chars=20_000))
-    agent = create_agent(model, tools=[big_tool], middleware=[LocalMemoryMiddleware(config=config)])
+    agent = create_agent(model, tools=[big_tool], middleware=[LocalMemoryMiddleware(memory=memory)])
     result = agent.invoke(
         {"messages": [HumanMessage("Read the big document.")]}, context={"user_id": "dana", "session_id": "d-7"}
     )
     assert result["messages"][-1].text == f"read {len(text)} characters"
     pages = _pages(model)
     assert "".join(str(p.content).split("\n", 1)[1] for p in pages) == text
-    dana = MemoryManager(DirectoryGuard(config.runtime_data_dir), config).scoped("dana", "d-7")
+    dana = memory.session("dana", "d-7")
     assert len(dana.list_tool_results()) == 1
     assert load_checkpoint(dana, "agent").status == "completed"
     assert not (config.runtime_data_dir / "memory" / "plans" / f"{scope_name('alice', 's1')}.json").exists()
 
 
-def test_signal_marks_context_scoped_run_interrupted(config: MemoryConfig) -> None:
+def test_signal_marks_context_scoped_run_interrupted(memory: Memory) -> None:
     # The scope comes from the runtime context, not from the middleware: handle_signals still finds the run.
     def policy(messages: list[BaseMessage]) -> AIMessage:
         if any(isinstance(m, ToolMessage) for m in messages):
@@ -178,11 +175,11 @@ def test_signal_marks_context_scoped_run_interrupted(config: MemoryConfig) -> No
         return AIMessage(content="", tool_calls=[{"name": "big_tool", "args": {}, "id": "c1"}])
 
     big_tool, _ = _big_tool([])
-    middleware = LocalMemoryMiddleware(config=config)
+    middleware = LocalMemoryMiddleware(memory=memory)
     agent = create_agent(ScriptedChatModel(policy=policy), tools=[big_tool], middleware=[middleware])
     with pytest.raises(KeyboardInterrupt), middleware.handle_signals():
         agent.invoke({"messages": [HumanMessage("Read it.")]}, context={"user_id": "erin", "session_id": "e1"})
-    erin = MemoryManager(DirectoryGuard(config.runtime_data_dir), config).scoped("erin", "e1")
+    erin = memory.session("erin", "e1")
     stopped = load_checkpoint(erin, "agent")
     assert stopped.status == "interrupted"
     assert stopped.reason == "SIGTERM"

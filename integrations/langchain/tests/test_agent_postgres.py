@@ -39,9 +39,10 @@ def test_agent_run_pages_a_200_kb_output_back_from_postgres(
         return text
 
     model = ScriptedChatModel(policy=paging_policy())
-    request.addfinalizer(close_shared_backends)  # the middleware's managers share one pool per setting
-    agent = create_agent(model, tools=[big_tool], middleware=[LocalMemoryMiddleware("alice", "s1", config=config)])
-    result = agent.invoke({"messages": [HumanMessage("Read the big document.")]})
+    request.addfinalizer(close_shared_backends)  # a store of the memory may share one pool per setting
+    with Memory(config) as running:  # the agent's memory: both backends on the database
+        agent = create_agent(model, tools=[big_tool], middleware=[LocalMemoryMiddleware("alice", "s1", memory=running)])
+        result = agent.invoke({"messages": [HumanMessage("Read the big document.")]})
     pages = [m for m in model.received[-1] if isinstance(m, ToolMessage) and m.name == "load_tool_result"]
     assert len(pages) == 11
     assert "".join(str(p.content).split("\n", 1)[1] for p in pages) == text

@@ -11,8 +11,7 @@ from langchain_core.tools import tool
 from langchain_local_ai_memory import LocalMemoryCallbackHandler
 from lc_fakes import ScriptedChatModel, TextLLM
 
-from local_ai_memory import DirectoryGuard, MemoryConfig
-from local_ai_memory._runtime.scope import MemoryManager
+from local_ai_memory import Memory
 
 DOC = "report line\n" * 2000  # 24,000 bytes
 
@@ -32,10 +31,6 @@ def fetch_title() -> str:
 SUMMARY = "# Current Goal\nSummarize the report\n\n# Completed\n* fetched the report\n"
 
 
-def _manager(config: MemoryConfig) -> MemoryManager:
-    return MemoryManager(DirectoryGuard(config.runtime_data_dir), config).scoped("alice", "s1")
-
-
 def _chain(model: ScriptedChatModel) -> RunnableLambda[str, str]:
     def inner(question: str, config: RunnableConfig) -> str:
         fetch_title.invoke({}, config)
@@ -51,40 +46,42 @@ def _chain(model: ScriptedChatModel) -> RunnableLambda[str, str]:
     return RunnableLambda(lambda q: q, name="outer") | nested
 
 
-def _check(config: MemoryConfig, handler: LocalMemoryCallbackHandler, model: ScriptedChatModel, llm: TextLLM) -> None:
+def _check(memory: Memory, handler: LocalMemoryCallbackHandler, model: ScriptedChatModel, llm: TextLLM) -> None:
     # The model received the whole report: a callback cannot change that...
     assert DOC in str(model.received[0][0].content)
     # ...but the large output is now in L3, and the small one is not.
     (result_id,) = handler.stored_result_ids
-    assert _manager(config).load_tool_result(result_id)["content"] == DOC
+    assert memory.session("alice", "s1").load_tool_result(result_id)["content"] == DOC
     # One top-level run -> one L1 merge, with the run's transcript (large output as its reference).
     assert len(llm.prompts) == 1
     assert "Summarize the report" in llm.prompts[0]
     assert result_id in llm.prompts[0]
     assert "Q3 report" in llm.prompts[0]
     assert "the summary" in llm.prompts[0]
-    assert "Summarize the report" in _manager(config).get_working_memory()
+    assert "Summarize the report" in memory.session("alice", "s1").get_working_memory()
 
 
-def test_chain_run_sync(config: MemoryConfig) -> None:
+def test_chain_run_sync(memory: Memory) -> None:
     llm = TextLLM(SUMMARY)
-    handler = LocalMemoryCallbackHandler("alice", "s1", config=config, llm=llm)
+    handler = LocalMemoryCallbackHandler("alice", "s1", memory=memory, llm=llm)
+    assert handler.memory is memory
+    assert handler.session is handler.manager
     model = ScriptedChatModel(script=[AIMessage(content="the summary")])
     assert _chain(model).invoke("Summarize the report", config={"callbacks": [handler]}) == "the summary"
-    _check(config, handler, model, llm)
+    _check(memory, handler, model, llm)
 
 
-async def test_chain_run_async(config: MemoryConfig) -> None:
+async def test_chain_run_async(memory: Memory) -> None:
     llm = TextLLM(SUMMARY)
-    handler = LocalMemoryCallbackHandler("alice", "s1", config=config, llm=llm)
+    handler = LocalMemoryCallbackHandler("alice", "s1", memory=memory, llm=llm)
     model = ScriptedChatModel(script=[AIMessage(content="the summary")])
     assert await _chain(model).ainvoke("Summarize the report", config={"callbacks": [handler]}) == "the summary"
-    _check(config, handler, model, llm)
+    _check(memory, handler, model, llm)
 
 
-def test_failed_run_leaves_working_memory_alone(config: MemoryConfig) -> None:
+def test_failed_run_leaves_working_memory_alone(memory: Memory) -> None:
     llm = TextLLM(SUMMARY)
-    handler = LocalMemoryCallbackHandler("alice", "s1", config=config, llm=llm)
+    handler = LocalMemoryCallbackHandler("alice", "s1", memory=memory, llm=llm)
 
     def broken(_: Any) -> str:
         raise RuntimeError("boom")
@@ -92,7 +89,7 @@ def test_failed_run_leaves_working_memory_alone(config: MemoryConfig) -> None:
     with pytest.raises(RuntimeError, match="boom"):
         RunnableLambda(broken).invoke("x", config={"callbacks": [handler]})
     assert llm.prompts == []
-    assert _manager(config).get_working_memory() == ""
+    assert memory.session("alice", "s1").get_working_memory() == ""
 
 
 def test_docstring_says_callbacks_only_observe() -> None:

@@ -258,20 +258,19 @@ def test_middleware_under_a_checkpointer_counts_steps_and_marks_interruptions(tm
     from langchain_local_ai_memory import LocalMemoryMiddleware
     from lc_fakes import ScriptedChatModel, paging_policy
 
-    from local_ai_memory import MemoryConfig
-
     @tool
     def big_tool() -> str:
         """Return a large document."""
         return real_text(BIG)
 
-    config = MemoryConfig(runtime_data_dir=tmp_path, fsync=False)
-    middleware = LocalMemoryMiddleware("alice", "s1", config=config)
+    middleware = LocalMemoryMiddleware("alice", "s1", memory=Memory.open(tmp_path, fsync=False))
+    saver = middleware.checkpointer()
+    assert saver.memory is middleware.memory  # one memory: the saver is on the middleware's own
     agent = create_agent(
         ScriptedChatModel(policy=paging_policy(page_chars=20_000)),
         tools=[big_tool],
         middleware=[middleware],
-        checkpointer=middleware.checkpointer(),
+        checkpointer=saver,
     )
     thread: RunnableConfig = {"configurable": {"thread_id": "s1"}}
     result = agent.invoke({"messages": [HumanMessage("Read the big document.")]}, thread)

@@ -14,7 +14,7 @@ from langchain_local_ai_memory._scope import lookup, resolve_scope
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
-from local_ai_memory import InvalidInputError, MemoryConfig
+from local_ai_memory import InvalidInputError, Memory
 
 
 def _request(name: str = "reader") -> ToolCallRequest:
@@ -25,8 +25,8 @@ def _run(middleware: ToolResultMiddleware, result: Any, name: str = "reader") ->
     return middleware.wrap_tool_call(_request(name), lambda request: result)
 
 
-def test_text_blocks_are_externalized_other_blocks_and_commands_are_not(config: MemoryConfig) -> None:
-    middleware = ToolResultMiddleware("alice", "s1", config=config)
+def test_text_blocks_are_externalized_other_blocks_and_commands_are_not(memory: Memory) -> None:
+    middleware = ToolResultMiddleware("alice", "s1", memory=memory)
     blocks = ToolMessage(content=[{"type": "text", "text": "a" * 7000}], tool_call_id="c1", name="reader")
     shrunk = _run(middleware, blocks)
     assert json.loads(shrunk.content)["size"] == 7000
@@ -45,8 +45,8 @@ def test_text_blocks_are_externalized_other_blocks_and_commands_are_not(config: 
     assert reference_of(_run(middleware, over)) is not None
 
 
-async def test_async_wrap_and_inline_tools_option(config: MemoryConfig) -> None:
-    middleware = ToolResultMiddleware("alice", "s1", config=config, inline_tools=["reader"], register_tool=False)
+async def test_async_wrap_and_inline_tools_option(memory: Memory) -> None:
+    middleware = ToolResultMiddleware("alice", "s1", memory=memory, inline_tools=["reader"], register_tool=False)
     assert list(middleware.tools) == []
     big = ToolMessage(content="z" * 9000, tool_call_id="c1", name="reader")
 

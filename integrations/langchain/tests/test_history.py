@@ -8,7 +8,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_local_ai_memory import LocalMemoryChatMessageHistory
 from lc_fakes import ScriptedChatModel, TextLLM
 
-from local_ai_memory import MemoryConfig
+from local_ai_memory import Memory, MemoryConfig
 
 SUMMARY = "# Current Goal\nPlan the trip to Lisbon\n\n# Decisions\n* travel by train\n"
 
@@ -17,11 +17,11 @@ def _exchange(n: int) -> list[HumanMessage | AIMessage]:
     return [HumanMessage(f"question {n}"), AIMessage(f"answer {n}")]
 
 
-def test_exchange_compresses_and_compacts(config: MemoryConfig) -> None:
+def test_exchange_compresses_and_compacts(memory: Memory) -> None:
     llm = TextLLM(SUMMARY)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        history = LocalMemoryChatMessageHistory("alice", "trip", config=config, llm=llm, keep_last=2)
+        history = LocalMemoryChatMessageHistory("alice", "trip", memory=memory, llm=llm, keep_last=2)
         assert history.messages == []
         history.add_messages(_exchange(1))
         history.add_user_message("question 2")  # not an exchange end yet: nothing compacted
@@ -38,12 +38,13 @@ def test_exchange_compresses_and_compacts(config: MemoryConfig) -> None:
     assert "question 2" in llm.prompts[1]
     assert "answer 2" in llm.prompts[1]
     assert "question 1" not in llm.prompts[1].split("Conversation:")[-1]
-    assert (config.runtime_data_dir / "memory" / "sessions" / "alice_trip.jsonl").is_file()
+    assert memory.root is not None
+    assert (memory.root / "memory" / "sessions" / "alice_trip.jsonl").is_file()
 
 
-async def test_async_twins_with_chat_model_summarizer(config: MemoryConfig) -> None:
+async def test_async_twins_with_chat_model_summarizer(memory: Memory) -> None:
     summarizer = ScriptedChatModel(script=[AIMessage(content=SUMMARY)] * 3)
-    history = LocalMemoryChatMessageHistory("alice", "trip", config=config, llm=summarizer)
+    history = LocalMemoryChatMessageHistory("alice", "trip", memory=memory, llm=summarizer)
     await history.aadd_messages(_exchange(1))
     messages = await history.aget_messages()
     assert "Plan the trip to Lisbon" in str(messages[0].content)
@@ -53,26 +54,27 @@ async def test_async_twins_with_chat_model_summarizer(config: MemoryConfig) -> N
     assert await history.aget_messages() == []
 
 
-def test_default_keep_last_and_extractive_summary(config: MemoryConfig) -> None:
-    history = LocalMemoryChatMessageHistory("bob", "s", config=config)
+def test_default_keep_last_and_extractive_summary(memory: Memory) -> None:
+    history = LocalMemoryChatMessageHistory("bob", "s", memory=memory)
     for n in range(5):
         history.add_messages(_exchange(n))
     stored = history.messages[1:]
-    assert len(stored) == config.working_memory_compact_keep_last == 6
+    assert len(stored) == memory.config.working_memory_compact_keep_last == 6
     assert stored[-1].content == "answer 4"
-    assert "# Current Goal" in history.manager.get_working_memory()
-    other = LocalMemoryChatMessageHistory("bob", "other", config=config)
+    assert "# Current Goal" in history.session.get_working_memory()
+    assert history.manager is history.session  # the older name
+    other = LocalMemoryChatMessageHistory("bob", "other", memory=memory)
     assert other.messages == []
 
 
-async def test_runnable_with_message_history_keeps_memory_across_turns(config: MemoryConfig) -> None:
+async def test_runnable_with_message_history_keeps_memory_across_turns(memory: Memory) -> None:
     from langchain_core.runnables.history import RunnableWithMessageHistory
 
     model = ScriptedChatModel(script=[AIMessage(content="Lisbon by train."), AIMessage(content="Yes, the train.")])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         chain = RunnableWithMessageHistory(
-            model, lambda session_id: LocalMemoryChatMessageHistory("alice", session_id, config=config)
+            model, lambda session_id: LocalMemoryChatMessageHistory("alice", session_id, memory=memory)
         )
         scope = {"configurable": {"session_id": "trip"}}
         chain.invoke([HumanMessage("Where and how do we travel?")], config=scope)

@@ -17,12 +17,11 @@ from langchain_local_ai_memory import (
     ToolResultMiddleware,
     WorkingMemoryMiddleware,
 )
-from lc_fakes import ScriptedChatModel, TextLLM, write_notes
+from lc_fakes import ScriptedChatModel, TextLLM, add_notes
 
-from local_ai_memory import DirectoryGuard, MemoryConfig
-from local_ai_memory._runtime.checkpoints import load_checkpoint
-from local_ai_memory._runtime.scope import MemoryManager
+from local_ai_memory import InvalidInputError, Memory
 from local_ai_memory._shared.records import BOOKKEEPING_KEY
+from local_ai_memory.integration import load_checkpoint
 
 LARGE = "x" * 10_000
 
@@ -52,50 +51,46 @@ def _calls(*names: str) -> AIMessage:
     return AIMessage(content="", tool_calls=[{"name": n, "args": {}, "id": f"id_{n}"} for n in names])
 
 
-def _manager(config: MemoryConfig, user: str = "alice", session: str = "s1") -> MemoryManager:
-    return MemoryManager(DirectoryGuard(config.runtime_data_dir), config).scoped(user, session)
-
-
 def _tool_messages(model: ScriptedChatModel) -> dict[str, ToolMessage]:
     return {str(m.name): m for m in model.received[-1] if isinstance(m, ToolMessage)}
 
 
-def test_only_large_successful_results_are_externalized(config: MemoryConfig) -> None:
+def test_only_large_successful_results_are_externalized(memory: Memory) -> None:
     model = ScriptedChatModel(script=[_calls("large", "small", "failing"), AIMessage(content="done")])
     agent = create_agent(
-        model, tools=[large, small, failing], middleware=[ToolResultMiddleware("alice", "s1", config=config)]
+        model, tools=[large, small, failing], middleware=[ToolResultMiddleware("alice", "s1", memory=memory)]
     )
     agent.invoke({"messages": [HumanMessage("go")]})
     seen = _tool_messages(model)
     reference = json.loads(str(seen["large"].content))
     assert reference["size"] == 10_000
     assert reference["summary"] == "x" * 1000 + "…"
-    assert _manager(config).load_tool_result(reference["result_id"])["content"] == LARGE
+    assert memory.session("alice", "s1").load_tool_result(reference["result_id"])["content"] == LARGE
     assert seen["small"].content == "tiny"
     assert seen["failing"].status == "error"
     assert "EEEE" in str(seen["failing"].content)  # error results stay inline, whatever their size
     assert "load_tool_result" in model.bound_tools
 
 
-async def test_async_externalization_with_scope_from_context(config: MemoryConfig) -> None:
+async def test_async_externalization_with_scope_from_context(memory: Memory) -> None:
     model = ScriptedChatModel(script=[_calls("large"), AIMessage(content="done")])
-    agent = create_agent(model, tools=[large], middleware=[ToolResultMiddleware(config=config)])
+    agent = create_agent(model, tools=[large], middleware=[ToolResultMiddleware(memory=memory)])
     await agent.ainvoke({"messages": [HumanMessage("go")]}, context={"user_id": "carol", "session_id": "c-1"})
     reference = json.loads(str(_tool_messages(model)["large"].content))
-    assert _manager(config, "carol", "c-1").list_tool_results().keys() == {reference["result_id"]}
+    assert memory.session("carol", "c-1").list_tool_results().keys() == {reference["result_id"]}
 
 
 def _system_texts(model: ScriptedChatModel) -> list[str]:
     return [str(call[0].content) for call in model.received if isinstance(call[0], SystemMessage)]
 
 
-def test_prompt_gets_working_memory_and_state_without_touching_messages(config: MemoryConfig) -> None:
-    manager = _manager(config)
+def test_prompt_gets_working_memory_and_state_without_touching_messages(memory: Memory) -> None:
+    manager = memory.session("alice", "s1")
     manager.update_working_memory("# Current Goal\nShip the parser\n")
     manager.update_state({"current_task": "ship the parser", "current_step": 3})
     model = ScriptedChatModel(script=[AIMessage(content="ok")])
     agent = create_agent(
-        model, system_prompt="You are terse.", middleware=[MemoryPromptMiddleware("alice", "s1", config=config)]
+        model, system_prompt="You are terse.", middleware=[MemoryPromptMiddleware("alice", "s1", memory=memory)]
     )
     result = agent.invoke({"messages": [HumanMessage("hi")]})
     (system,) = _system_texts(model)
@@ -107,29 +102,29 @@ def test_prompt_gets_working_memory_and_state_without_touching_messages(config: 
     assert [type(m) for m in result["messages"]] == [HumanMessage, AIMessage]
 
 
-async def test_prompt_async_without_system_prompt(config: MemoryConfig) -> None:
-    _manager(config).update_working_memory("# Current Goal\nAsync goal\n")
+async def test_prompt_async_without_system_prompt(memory: Memory) -> None:
+    memory.session("alice", "s1").update_working_memory("# Current Goal\nAsync goal\n")
     model = ScriptedChatModel(script=[AIMessage(content="ok")])
-    agent = create_agent(model, middleware=[MemoryPromptMiddleware("alice", "s1", config=config)])
+    agent = create_agent(model, middleware=[MemoryPromptMiddleware("alice", "s1", memory=memory)])
     await agent.ainvoke({"messages": [HumanMessage("hi")]})
     (system,) = _system_texts(model)
     assert "Async goal" in system
 
 
-def test_empty_memory_leaves_prompt_alone(config: MemoryConfig) -> None:
+def test_empty_memory_leaves_prompt_alone(memory: Memory) -> None:
     model = ScriptedChatModel(script=[AIMessage(content="ok")])
-    agent = create_agent(model, middleware=[MemoryPromptMiddleware("alice", "s1", config=config)])
+    agent = create_agent(model, middleware=[MemoryPromptMiddleware("alice", "s1", memory=memory)])
     agent.invoke({"messages": [HumanMessage("hi")]})
     assert _system_texts(model) == []
 
 
-def test_checkpoint_and_state_each_step(config: MemoryConfig) -> None:
+def test_checkpoint_and_state_each_step(memory: Memory) -> None:
     model = ScriptedChatModel(script=[_calls("small"), _calls("small"), AIMessage(content="done")])
     agent = create_agent(
-        model, tools=[small], middleware=[CheckpointMiddleware("alice", "s1", config=config, plan_id="job-1")]
+        model, tools=[small], middleware=[CheckpointMiddleware("alice", "s1", memory=memory, plan_id="job-1")]
     )
     agent.invoke({"messages": [HumanMessage("Count twice")]})
-    manager = _manager(config)
+    manager = memory.session("alice", "s1")
     checkpoint = load_checkpoint(manager, "job-1")
     assert checkpoint.status == "completed"
     assert checkpoint.step == 3
@@ -142,7 +137,7 @@ def test_checkpoint_and_state_each_step(config: MemoryConfig) -> None:
     }
 
 
-async def test_async_resume_restores_the_conversation(config: MemoryConfig) -> None:
+async def test_async_resume_restores_the_conversation(memory: Memory) -> None:
     # A first run that raised mid-way leaves an in_progress checkpoint...
     boom = ScriptedChatModel(script=[_calls("small")])
 
@@ -152,11 +147,11 @@ async def test_async_resume_restores_the_conversation(config: MemoryConfig) -> N
         return _calls("small")
 
     boom.policy = explode
-    middleware = [CheckpointMiddleware("alice", "s1", config=config)]
+    middleware = [CheckpointMiddleware("alice", "s1", memory=memory)]
     first = create_agent(boom, tools=[small], middleware=middleware)
     with pytest.raises(RuntimeError, match="model crashed"):
         await first.ainvoke({"messages": [HumanMessage("Task A")]})
-    assert load_checkpoint(_manager(config), "agent").status == "in_progress"
+    assert load_checkpoint(memory.session("alice", "s1"), "agent").status == "in_progress"
     # ...and a new run with the same task continues from it instead of starting over.
     model = ScriptedChatModel(script=[AIMessage(content="finished")])
     second = create_agent(model, tools=[small], middleware=middleware)
@@ -165,34 +160,34 @@ async def test_async_resume_restores_the_conversation(config: MemoryConfig) -> N
     assert [type(m) for m in received] == [HumanMessage, AIMessage, ToolMessage]
     assert received[2].content == "tiny"
     assert [type(m) for m in result["messages"]] == [HumanMessage, AIMessage, ToolMessage, AIMessage]
-    assert load_checkpoint(_manager(config), "agent").status == "completed"
-    assert _manager(config).get_state()[BOOKKEEPING_KEY]["resumed_from_step"] == 1
+    assert load_checkpoint(memory.session("alice", "s1"), "agent").status == "completed"
+    assert memory.session("alice", "s1").get_state()[BOOKKEEPING_KEY]["resumed_from_step"] == 1
 
 
-def test_working_memory_after_run_sync_and_no_double_merge(config: MemoryConfig) -> None:
+def test_working_memory_after_run_sync_and_no_double_merge(memory: Memory) -> None:
     summary = "# Current Goal\nWrite the report\n\n# Completed\n* gathered data\n"
     llm = TextLLM(summary)
     model = ScriptedChatModel(script=[AIMessage(content="report written")])
-    agent = create_agent(model, middleware=[WorkingMemoryMiddleware("alice", "s1", config=config, llm=llm)])
+    agent = create_agent(model, middleware=[WorkingMemoryMiddleware("alice", "s1", memory=memory, llm=llm)])
     agent.invoke({"messages": [HumanMessage("Write the report")]})
-    manager = _manager(config)
+    manager = memory.session("alice", "s1")
     assert "Write the report" in manager.get_working_memory()
     assert "gathered data" in manager.get_working_memory()
     assert "report written" in llm.prompts[0]
     assert manager.get_state()["current_task"] == "Write the report"
 
 
-async def test_working_memory_async_with_chat_model_summarizer(config: MemoryConfig) -> None:
+async def test_working_memory_async_with_chat_model_summarizer(memory: Memory) -> None:
     summarizer = ScriptedChatModel(script=[AIMessage(content="# Current Goal\nAsync report\n")])
     model = ScriptedChatModel(script=[AIMessage(content="ok")])
-    agent = create_agent(model, middleware=[WorkingMemoryMiddleware("alice", "s1", config=config, llm=summarizer)])
+    agent = create_agent(model, middleware=[WorkingMemoryMiddleware("alice", "s1", memory=memory, llm=summarizer)])
     await agent.ainvoke({"messages": [HumanMessage("Write it")]})
-    assert "Async report" in _manager(config).get_working_memory()
+    assert "Async report" in memory.session("alice", "s1").get_working_memory()
     assert "Write it" in str(summarizer.received[0][0].content)
 
 
-def test_combined_middleware_parts_and_switches(config: MemoryConfig) -> None:
-    both = LocalMemoryMiddleware("alice", "s1", config=config)
+def test_combined_middleware_parts_and_switches(memory: Memory) -> None:
+    both = LocalMemoryMiddleware("alice", "s1", memory=memory)
     assert [type(p).__name__ for p in both.parts()] == [
         "ToolResultMiddleware",
         "CheckpointMiddleware",
@@ -203,18 +198,18 @@ def test_combined_middleware_parts_and_switches(config: MemoryConfig) -> None:
     agent = create_agent(model, tools=[large], middleware=both.parts())
     agent.invoke({"messages": [HumanMessage("go")]})
     assert json.loads(str(_tool_messages(model)["large"].content))["size"] == 10_000
-    assert load_checkpoint(_manager(config), "agent").status == "completed"
-    only_prompt = LocalMemoryMiddleware("alice", "s1", config=config, externalize=False, checkpoint=False)
+    assert load_checkpoint(memory.session("alice", "s1"), "agent").status == "completed"
+    only_prompt = LocalMemoryMiddleware("alice", "s1", memory=memory, externalize=False, checkpoint=False)
     assert [type(p).__name__ for p in only_prompt.parts()] == ["MemoryPromptMiddleware", "WorkingMemoryMiddleware"]
     assert list(only_prompt.tools) == []
 
 
 def test_prompt_adds_knowledge_once_per_question(tmp_path: Any) -> None:
-    notes = write_notes(tmp_path / "notes")
+    notes = add_notes(Memory.open(tmp_path / "notes", fsync=False))
     selector = TextLLM('["alice_json.md"]')
-    retriever = LocalMemoryRetriever(config=notes, llm=selector)
+    retriever = LocalMemoryRetriever(memory=notes, llm=selector)
     model = ScriptedChatModel(script=[_calls("small"), AIMessage(content="done")])
-    middleware = LocalMemoryMiddleware("alice", "s1", config=notes, retriever=retriever, prompt_max_tokens=2000)
+    middleware = LocalMemoryMiddleware("alice", "s1", memory=notes, retriever=retriever, prompt_max_tokens=2000)
     agent = create_agent(model, tools=[small], middleware=[middleware])
     agent.invoke({"messages": [HumanMessage("how do I parse json?")]})
     systems = _system_texts(model)
@@ -225,9 +220,9 @@ def test_prompt_adds_knowledge_once_per_question(tmp_path: Any) -> None:
 
 
 async def test_prompt_knowledge_async_uses_the_context_user(tmp_path: Any) -> None:
-    notes = write_notes(tmp_path / "notes")
+    notes = add_notes(Memory.in_memory())
     model = ScriptedChatModel(script=[AIMessage(content="done")])
-    prompt = MemoryPromptMiddleware(config=notes, retriever=LocalMemoryRetriever(config=notes), max_tokens=2000)
+    prompt = MemoryPromptMiddleware(memory=notes, retriever=LocalMemoryRetriever(memory=notes), max_tokens=2000)
     agent = create_agent(model, middleware=[prompt])
     await agent.ainvoke({"messages": [HumanMessage("python secrets")]}, context={"user_id": "bob", "session_id": "b"})
     (system,) = _system_texts(model)
@@ -239,22 +234,27 @@ PARTS = [ToolResultMiddleware, MemoryPromptMiddleware, CheckpointMiddleware, Wor
 
 
 @pytest.mark.parametrize("kind", [*PARTS, LocalMemoryMiddleware])
-def test_middleware_refuses_unknown_arguments_by_name(config: MemoryConfig, kind: type[Any]) -> None:
+def test_middleware_refuses_unknown_arguments_by_name(memory: Memory, kind: type[Any]) -> None:
     with pytest.raises(TypeError, match="'usr_id'"):
-        kind(usr_id="alice", session_id="s1", config=config)
+        kind(usr_id="alice", session_id="s1", memory=memory)
     with pytest.raises(TypeError, match="'search_kwargs'"):
-        kind("alice", "s1", config=config, search_kwargs={"k": 1})
+        kind("alice", "s1", memory=memory, search_kwargs={"k": 1})
+    with pytest.raises(TypeError, match="'guard'"):  # the memory holds the folder: no guard of its own
+        kind("alice", "s1", memory=memory, guard=None)
+    with pytest.raises(InvalidInputError, match="not both"):
+        kind("alice", "s1", memory=memory, config=memory.config)
+    assert kind("alice", "s1", memory=memory).memory is memory
 
 
 BOOKKEEPING_WORDS = ("plan_id", "job-7", "resumed_from_step", "merge_cursor", BOOKKEEPING_KEY)
 
 
-async def test_prompt_shows_the_agents_state_not_the_bookkeeping(config: MemoryConfig) -> None:
+async def test_prompt_shows_the_agents_state_not_the_bookkeeping(memory: Memory) -> None:
     """Through a finished run, a crashed one and its resume (sync and async), the model's system prompt
     carries the task, the step and the working memory, never the middleware's or the core's records."""
-    memory = LocalMemoryMiddleware("alice", "s1", config=config, plan_id="job-7")
+    middleware = LocalMemoryMiddleware("alice", "s1", memory=memory, plan_id="job-7")
     first = ScriptedChatModel(script=[_calls("small"), AIMessage(content="done")])
-    create_agent(first, tools=[small], middleware=[memory]).invoke({"messages": [HumanMessage("Count once")]})
+    create_agent(first, tools=[small], middleware=[middleware]).invoke({"messages": [HumanMessage("Count once")]})
 
     crashing = ScriptedChatModel()
 
@@ -265,11 +265,15 @@ async def test_prompt_shows_the_agents_state_not_the_bookkeeping(config: MemoryC
 
     crashing.policy = crash_after_one_step
     with pytest.raises(RuntimeError, match="model crashed"):
-        create_agent(crashing, tools=[small], middleware=[memory]).invoke({"messages": [HumanMessage("Count again")]})
+        create_agent(crashing, tools=[small], middleware=[middleware]).invoke(
+            {"messages": [HumanMessage("Count again")]}
+        )
     resumed = ScriptedChatModel(script=[AIMessage(content="finished")])
-    await create_agent(resumed, tools=[small], middleware=[memory]).ainvoke({"messages": [HumanMessage("Count again")]})
+    await create_agent(resumed, tools=[small], middleware=[middleware]).ainvoke(
+        {"messages": [HumanMessage("Count again")]}
+    )
 
-    books = _manager(config).get_state()[BOOKKEEPING_KEY]
+    books = memory.session("alice", "s1").get_state()[BOOKKEEPING_KEY]
     assert books["plan_id"] == "job-7"  # the records exist, so their absence below means something
     assert books["resumed_from_step"] == 1
     assert "merge_cursor" in books

@@ -45,6 +45,7 @@ def test_readme_examples_run(
     assert "## alice_json.md" in out
     assert "Working memory:" in out
     assert re.search(r"^editor \{'content': 'Alice edits in Helix, dark theme', 'since': 2024\} \d", out, re.M)
+    assert re.search(r"^alice_editor\.md$", out, re.M)  # the store's note, found by the retriever of one memory
     memory = tmp_path / "agent-memory" / "memory"
     for level in ("state", "working", "plans", "tool_results"):
         assert any((memory / level).iterdir()), level

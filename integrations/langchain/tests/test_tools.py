@@ -16,19 +16,16 @@ from langchain_local_ai_memory import (
     create_memory_tools,
 )
 from langchain_tests.unit_tests import ToolsUnitTests
-from lc_fakes import write_notes
+from lc_fakes import add_notes
 from pydantic import ValidationError
 
-from local_ai_memory import DirectoryGuard, MemoryConfig
-from local_ai_memory._runtime.scope import MemoryManager
-from local_ai_memory._runtime.tool_results import ToolResultStore
+from local_ai_memory import InvalidInputError, Memory
 
 TEXT = "".join(f"line {n}: é ü — {n * 7}\n" for n in range(2000))  # non-ASCII on purpose
 
 
-def externalize(config: MemoryConfig, user: str = "alice", session: str = "s1") -> str:
-    manager = MemoryManager(DirectoryGuard(config.runtime_data_dir), config).scoped(user, session)
-    reference = ToolResultStore(manager).externalize("reader", TEXT)
+def externalize(memory: Memory, user: str = "alice", session: str = "s1") -> str:
+    reference = memory.session(user, session).externalize("reader", TEXT)
     return str(json.loads(reference)["result_id"])
 
 
@@ -39,7 +36,7 @@ class TestLoadToolResultStandard(ToolsUnitTests):
 
     @property
     def tool_constructor_params(self) -> dict[str, Any]:
-        return {"user_id": "alice", "session_id": "s1"}
+        return {"memory": Memory.in_memory(), "user_id": "alice", "session_id": "s1"}
 
     @property
     def tool_invoke_params_example(self) -> dict[str, Any]:
@@ -53,7 +50,7 @@ class TestKnowledgeSearchStandard(ToolsUnitTests):
 
     @property
     def tool_constructor_params(self) -> dict[str, Any]:
-        return {"retriever": LocalMemoryRetriever(user_id="alice")}
+        return {"retriever": LocalMemoryRetriever(memory=Memory.in_memory(), user_id="alice")}
 
     @property
     def tool_invoke_params_example(self) -> dict[str, Any]:
@@ -70,9 +67,9 @@ def _body(message: ToolMessage) -> str:
     return str(message.content).split("\n", 1)[1]
 
 
-def test_pages_cover_the_whole_result(config: MemoryConfig) -> None:
-    result_id = externalize(config)
-    (tool,) = create_memory_tools("alice", "s1", config=config)
+def test_pages_cover_the_whole_result(memory: Memory) -> None:
+    result_id = externalize(memory)
+    (tool,) = create_memory_tools("alice", "s1", memory=memory)
     pieces, offset = [], 0
     while True:
         page = _call(tool, {"result_id": result_id, "offset": offset, "limit": 7000})
@@ -88,9 +85,9 @@ def test_pages_cover_the_whole_result(config: MemoryConfig) -> None:
     assert set(tool.tool_call_schema.model_json_schema()["properties"]) == {"result_id", "offset", "limit"}
 
 
-async def test_async_page_and_scope_from_configurable(config: MemoryConfig) -> None:
-    result_id = externalize(config, "bob", "chat-9")
-    (tool,) = create_memory_tools(config=config)
+async def test_async_page_and_scope_from_configurable(memory: Memory) -> None:
+    result_id = externalize(memory, "bob", "chat-9")
+    (tool,) = create_memory_tools(memory=memory)
     scope = {"configurable": {"user_id": "bob", "session_id": "chat-9"}}
     message = await tool.ainvoke(
         {"type": "tool_call", "name": tool.name, "args": {"result_id": result_id, "limit": 50}, "id": "c1"},
@@ -102,10 +99,10 @@ async def test_async_page_and_scope_from_configurable(config: MemoryConfig) -> N
     assert "no user_id" in str(missing.content)
 
 
-async def test_other_scopes_cannot_load_a_result(config: MemoryConfig) -> None:
-    result_id = externalize(config, "alice", "s1")
+async def test_other_scopes_cannot_load_a_result(memory: Memory) -> None:
+    result_id = externalize(memory, "alice", "s1")
     for user, session in (("alice", "s2"), ("bob", "s1")):
-        (other,) = create_memory_tools(user, session, config=config)
+        (other,) = create_memory_tools(user, session, memory=memory)
         for message in (
             _call(other, {"result_id": result_id}),
             await other.ainvoke({"type": "tool_call", "name": other.name, "args": {"result_id": result_id}, "id": "c"}),
@@ -115,13 +112,13 @@ async def test_other_scopes_cannot_load_a_result(config: MemoryConfig) -> None:
             assert "line 1:" not in str(message.content)
 
 
-def test_other_sessions_results_and_bad_ids_are_errors(config: MemoryConfig) -> None:
-    result_id = externalize(config, "alice", "s1")
-    (other,) = create_memory_tools("alice", "s2", config=config)
+def test_other_sessions_results_and_bad_ids_are_errors(memory: Memory) -> None:
+    result_id = externalize(memory, "alice", "s1")
+    (other,) = create_memory_tools("alice", "s2", memory=memory)
     message = _call(other, {"result_id": result_id})
     assert message.status == "error"
     assert "no tool result" in str(message.content)
-    (mine,) = create_memory_tools("alice", "s1", config=config)
+    (mine,) = create_memory_tools("alice", "s1", memory=memory)
     bad = _call(mine, {"result_id": "../../etc/passwd"})
     assert bad.status == "error"
     assert _call(mine, {"result_id": result_id, "offset": 10**9}).content.startswith(  # type: ignore[union-attr]
@@ -132,8 +129,8 @@ def test_other_sessions_results_and_bad_ids_are_errors(config: MemoryConfig) -> 
 
 
 def test_search_tool_sync_bound_by_the_factory(tmp_path: Path) -> None:
-    notes = write_notes(tmp_path / "notes")
-    retriever = LocalMemoryRetriever(config=notes)
+    notes = add_notes(Memory.open(tmp_path / "notes", fsync=False))
+    retriever = LocalMemoryRetriever(memory=notes)
     tools = create_memory_tools("alice", "s1", retriever=retriever)
     assert [t.name for t in tools] == ["load_tool_result", "search_memory"]
     search = tools[1]
@@ -151,16 +148,38 @@ def test_search_tool_sync_bound_by_the_factory(tmp_path: Path) -> None:
 
 
 async def test_search_tool_async(tmp_path: Path) -> None:
-    notes = write_notes(tmp_path / "notes")
-    search = create_memory_tools(retriever=LocalMemoryRetriever(config=notes, user_id="bob"))[1]
+    notes = add_notes(Memory.open(tmp_path / "notes", fsync=False))
+    search = create_memory_tools(retriever=LocalMemoryRetriever(memory=notes, user_id="bob"))[1]
     text = await search.ainvoke({"query": "python secrets"})
     assert "```\n## bob_python.md\n" in text
 
 
-def test_tools_refuse_unknown_arguments_by_name(config: MemoryConfig) -> None:
+def test_tools_refuse_unknown_arguments_by_name(memory: Memory) -> None:
     with pytest.raises(ValidationError, match="usr_id") as info:
-        LoadToolResultTool(config=config, usr_id="alice", session_id="s1")
+        LoadToolResultTool(memory=memory, usr_id="alice", session_id="s1")
     assert [error["type"] for error in info.value.errors()] == ["extra_forbidden"]
-    retriever = LocalMemoryRetriever(config=config, user_id="alice")
+    retriever = LocalMemoryRetriever(memory=memory, user_id="alice")
     with pytest.raises(ValidationError, match="top_k"):
         KnowledgeSearchTool(retriever=retriever, top_k=3)
+    with pytest.raises(InvalidInputError, match="not both"):
+        KnowledgeSearchTool(retriever=retriever, memory=Memory.in_memory())
+
+
+def test_tools_on_one_memory_read_what_its_sessions_and_notes_hold(tmp_path: Path) -> None:
+    """The load tool pages a result stored through the memory's session; the search tool built
+    from a memory (no retriever given) searches that memory's notes. The config= shortcut builds
+    a Memory of its own on the folder, which finds the same files."""
+    memory = add_notes(Memory.open(tmp_path / "data", fsync=False))
+    result_id = externalize(memory)
+    (load,) = create_memory_tools("alice", "s1", memory=memory)
+    assert isinstance(load, LoadToolResultTool)
+    assert load.memory is memory
+    assert _body(_call(load, {"result_id": result_id, "limit": 40})) == TEXT[:40]
+    search = KnowledgeSearchTool(memory=memory, user_id="alice")
+    assert search.memory is memory
+    assert "```\n## alice_json.md\n" in str(_call(search, {"query": "parse json"}).content)
+    shortcut = LoadToolResultTool(config=memory.config, user_id="alice", session_id="s1")
+    assert shortcut.memory is not memory
+    assert _body(_call(shortcut, {"result_id": result_id, "limit": 40})) == TEXT[:40]
+    with pytest.raises(InvalidInputError, match="not both"):
+        create_memory_tools("alice", "s1", memory=memory, config=memory.config)

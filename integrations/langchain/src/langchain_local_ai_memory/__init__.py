@@ -8,6 +8,10 @@
 * :class:`LocalMemoryChatMessageHistory`: a ``BaseChatMessageHistory`` over the session files.
 * :class:`LocalMemoryStore`: a LangGraph ``BaseStore`` whose items are knowledge notes.
 * :class:`ChatModelLLM`, :class:`EmbeddingsEmbedder`: LangChain models as the core's model protocols.
+
+Each memory class takes a :class:`~local_ai_memory.Memory` (``memory=``) and uses that very
+object: hand one memory to all of them and they share its backends, index and caches.
+``config=`` is a shortcut that builds ``Memory(config)`` for one object.
 """
 
 from __future__ import annotations

@@ -28,18 +28,17 @@ from langchain_core.outputs import ChatGeneration, LLMResult
 
 from local_ai_memory import (
     LLM,
-    DirectoryGuard,
     LocalMemoryError,
+    Memory,
     MemoryConfig,
-    MemoryManager,
+    Session,
     TokenCounter,
-    ToolResultStore,
     WorkingMemoryCompressor,
 )
 from local_ai_memory.integration import parse_reference
 
 from ._adapters import as_llm
-from ._scope import MemoryLocation, resolve_scope
+from ._scope import memory_of, resolve_scope
 
 __all__ = ["LocalMemoryCallbackHandler", "text_of"]
 
@@ -76,8 +75,10 @@ class LocalMemoryCallbackHandler(BaseCallbackHandler):
     is stored, but the model still got it whole. For agents built with ``create_agent`` use
     the middleware, which replaces the output by a reference before the model sees it.
 
-    ``llm`` (a LangChain chat model or a core ``LLM``) writes the L1 summary; without it the
-    extractive summary is used. Memory errors are logged, never raised into the run.
+    It keeps ``memory.session(user_id, session_id)`` of ``memory`` (``config=`` builds
+    ``Memory(config)``). ``llm`` (a LangChain chat model or a core ``LLM``; default: the
+    memory's) writes the L1 summary; without one the extractive summary is used. Memory errors
+    are logged, never raised into the run.
     """
 
     raise_error: bool = False
@@ -87,20 +88,22 @@ class LocalMemoryCallbackHandler(BaseCallbackHandler):
         user_id: str,
         session_id: str,
         *,
+        memory: Memory | None = None,
         config: MemoryConfig | None = None,
-        guard: DirectoryGuard | None = None,
         llm: BaseLanguageModel[Any] | LLM | None = None,
         persist_tool_outputs: bool = True,
         compress: bool = True,
         token_counter: TokenCounter | None = None,
     ) -> None:
         super().__init__()
-        location = MemoryLocation(config, guard)
+        self.memory = memory_of(memory, config)
         self.user_id, self.session_id = resolve_scope(user_id, session_id)
-        self.manager: MemoryManager = location.manager(self.user_id, self.session_id)
-        self.tool_results = ToolResultStore(self.manager)
+        self.session: Session = self.memory.session(self.user_id, self.session_id)
+        self.tool_results = self.session.tool_results
         self.compressor = WorkingMemoryCompressor(
-            self.manager, as_llm(llm), token_counter or TokenCounter(location.config.token_encoding)
+            self.session,
+            as_llm(llm) if llm is not None else self.memory.llm,
+            token_counter or self.memory.token_counter,
         )
         self.persist_tool_outputs = persist_tool_outputs
         self.compress = compress
@@ -108,6 +111,11 @@ class LocalMemoryCallbackHandler(BaseCallbackHandler):
         self._lock = threading.Lock()
         self._root_of: dict[UUID, UUID] = {}
         self._transcripts: dict[UUID, list[dict[str, str]]] = {}
+
+    @property
+    def manager(self) -> Session:
+        """The session (an older name of :attr:`session`)."""
+        return self.session
 
     # -- run bookkeeping -------------------------------------------------------------------------
 

@@ -58,8 +58,10 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from local_ai_memory import InvalidInputError, Memory
+from local_ai_memory import InvalidInputError, Memory, MemoryConfig
 from local_ai_memory.backends import PlanSteps, RuntimeBackend, Scope, ScopeInfo
+
+from ._scope import memory_of
 
 __all__ = ["LocalMemorySaver", "fold_log"]
 
@@ -216,13 +218,21 @@ def _send(op: Op[T], reply: Any) -> _Call | CheckpointTuple | _Done[T]:
 class LocalMemorySaver(BaseCheckpointSaver[str]):
     """LangGraph checkpoints kept in a :class:`~local_ai_memory.Memory` (see the module docstring).
 
+    ``memory`` keeps the checkpoints (``config=`` is a shortcut that builds ``Memory(config)``).
     ``user_id`` names whose sessions the threads are; a thread id is a session id, so it is
     checked the same way (hostile ids raise :class:`~local_ai_memory.InvalidInputError`).
     """
 
-    def __init__(self, memory: Memory, user_id: str = "langgraph", *, serde: SerializerProtocol | None = None) -> None:
+    def __init__(
+        self,
+        memory: Memory | None = None,
+        user_id: str = "langgraph",
+        *,
+        config: MemoryConfig | None = None,
+        serde: SerializerProtocol | None = None,
+    ) -> None:
         super().__init__(serde=serde)
-        self.memory = memory
+        self.memory = memory_of(memory, config)
         self.user_id = user_id
         Scope.of(user_id, "check")  # refuse a hostile user id now, not at the first step
         self._registered: set[FoldKey] = set()  # logs this saver registered with their session's plans

@@ -30,9 +30,9 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 
 from local_ai_memory import (
     LLM,
-    DirectoryGuard,
+    Memory,
     MemoryConfig,
-    SessionMessageStore,
+    Session,
     TokenCounter,
     WorkingMemoryCompressor,
 )
@@ -40,7 +40,7 @@ from local_ai_memory.integration import afinish_run, assemble_context, finish_ru
 from local_ai_memory.types import Message
 
 from ._adapters import as_llm
-from ._scope import MemoryLocation, resolve_scope
+from ._scope import memory_of, resolve_scope
 
 __all__ = ["LocalMemoryChatMessageHistory", "to_langchain"]
 
@@ -64,9 +64,10 @@ class LocalMemoryChatMessageHistory(BaseChatMessageHistory):
     """Chat history of one ``(user_id, session_id)`` with L1 working memory and compaction.
 
     Deprecated upstream (``BaseChatMessageHistory``, langchain-core 1.6.4); prefer
-    ``create_agent`` with ``LocalMemoryMiddleware``. ``llm`` writes the L1 summary (a
-    LangChain chat model or a core ``LLM``; extractive without one). ``keep_last`` defaults to
-    the config's ``working_memory_compact_keep_last``.
+    ``create_agent`` with ``LocalMemoryMiddleware``. The history is ``memory.session(user_id,
+    session_id)`` of ``memory`` (``config=`` builds ``Memory(config)``). ``llm`` writes the L1
+    summary (a LangChain chat model or a core ``LLM``; default: the memory's; extractive
+    without one). ``keep_last`` defaults to the config's ``working_memory_compact_keep_last``.
     """
 
     def __init__(
@@ -74,28 +75,35 @@ class LocalMemoryChatMessageHistory(BaseChatMessageHistory):
         user_id: str,
         session_id: str,
         *,
+        memory: Memory | None = None,
         config: MemoryConfig | None = None,
-        guard: DirectoryGuard | None = None,
         llm: BaseLanguageModel[Any] | LLM | None = None,
         keep_last: int | None = None,
         max_memory_tokens: int = 1024,
         token_counter: TokenCounter | None = None,
     ) -> None:
         super().__init__()
-        location = MemoryLocation(config, guard)
+        self.memory = memory_of(memory, config)
         self.user_id, self.session_id = resolve_scope(user_id, session_id)
-        self.manager = location.manager(self.user_id, self.session_id)
-        self.store = SessionMessageStore.for_manager(self.manager)
-        self.counter = token_counter or TokenCounter(location.config.token_encoding)
-        self.compressor = WorkingMemoryCompressor(self.manager, as_llm(llm), self.counter)
+        self.session: Session = self.memory.session(self.user_id, self.session_id)
+        self.store = self.session.messages
+        self.counter = token_counter or self.memory.token_counter
+        self.compressor = WorkingMemoryCompressor(
+            self.session, as_llm(llm) if llm is not None else self.memory.llm, self.counter
+        )
         self.max_memory_tokens = max_memory_tokens
-        self.keep_last = keep_last if keep_last is not None else location.config.working_memory_compact_keep_last
+        self.keep_last = keep_last if keep_last is not None else self.memory.config.working_memory_compact_keep_last
 
     def __repr__(self) -> str:
         return f"LocalMemoryChatMessageHistory(user_id={self.user_id!r}, session_id={self.session_id!r})"
 
+    @property
+    def manager(self) -> Session:
+        """The session (an older name of :attr:`session`)."""
+        return self.session
+
     def _read(self) -> list[BaseMessage]:
-        working = self.manager.get_working_memory() if self.manager.config.working_memory_enabled else ""
+        working = self.session.get_working_memory() if self.session.config.working_memory_enabled else ""
         memory = assemble_context({}, working, "", [], self.counter, self.max_memory_tokens).text
         head: list[BaseMessage] = [SystemMessage(content=memory)] if memory else []
         return head + [to_langchain(m) for m in self.store.messages()]
@@ -140,7 +148,7 @@ class LocalMemoryChatMessageHistory(BaseChatMessageHistory):
     def clear(self) -> None:
         """Delete the session's messages and its L1 working memory."""
         self.store.clear()
-        self.manager.update_working_memory("")
+        self.session.update_working_memory("")
         self.compressor.forget_merged()
 
     async def aclear(self) -> None:

@@ -21,8 +21,11 @@ does all of the following, and each part is also available alone:
 * :class:`WorkingMemoryMiddleware` (``after_agent``): merges the messages of the run into L1
   with the core's ``WorkingMemoryCompressor`` (an LLM if given, else the extractive summary).
 
-The user and session are bound at construction or read per run from the runtime context
-(``agent.invoke(..., context={"user_id": ..., "session_id": ...})``) or ``configurable``.
+Every part works on one :class:`~local_ai_memory.Memory` (``memory=``; ``config=`` is a
+shortcut that builds ``Memory(config)``): :class:`LocalMemoryMiddleware` hands its memory to
+its parts, and :meth:`LocalMemoryMiddleware.checkpointer` puts a LangGraph checkpointer on that
+same memory. The user and session are bound at construction or read per run from the runtime
+context (``agent.invoke(..., context={"user_id": ..., "session_id": ...})``) or ``configurable``.
 Every hook has a sync and an async variant; the async ones run the file I/O in a worker thread.
 """
 
@@ -61,15 +64,14 @@ from local_ai_memory import (
     LLM,
     CheckpointRun,
     ContextBuilder,
-    DirectoryGuard,
     InvalidInputError,
     LocalMemoryError,
     Memory,
     MemoryConfig,
-    MemoryManager,
     RecordNotFoundError,
     RetentionPolicy,
     RunInterrupted,
+    Session,
     TokenCounter,
     ToolResultStore,
     WorkingMemoryCompressor,
@@ -79,7 +81,7 @@ from local_ai_memory.types import AgentCheckpoint
 
 from ._adapters import as_llm
 from ._retriever import LocalMemoryRetriever
-from ._scope import MemoryLocation, resolve_scope
+from ._scope import MemoryLocation, memory_of, resolve_scope
 from ._tools import LOAD_TOOL_RESULT, LoadToolResultTool
 
 if TYPE_CHECKING:
@@ -135,34 +137,50 @@ def _graph_persists() -> bool:
 
 
 class _Scoped:
-    """Shared by the parts: where memory lives and how a call's scope is found."""
+    """Shared by the parts: the memory, and how a call's scope is found."""
 
     def __init__(
         self,
         user_id: str | None,
         session_id: str | None,
+        memory: Memory | None,
         config: MemoryConfig | None,
-        guard: DirectoryGuard | None,
     ) -> None:
-        self.location = MemoryLocation(config, guard)
+        self.location = MemoryLocation(memory_of(memory, config))
         self.user_id = user_id
         self.session_id = session_id
         if user_id is not None and session_id is not None:
             resolve_scope(user_id, session_id)  # fail early on a malformed id
 
     @property
+    def memory(self) -> Memory:
+        return self.location.memory
+
+    @property
     def config(self) -> MemoryConfig:
         return self.location.config
 
-    def manager(self, runtime: Any, config: Any = None) -> MemoryManager:
+    def manager(self, runtime: Any, config: Any = None) -> Session:
+        """The session of the call (bound ids, else the runtime context / configurable)."""
         run_config = config if config is not None else getattr(runtime, "config", None) or _current_config()
-        return self.location.manager(*resolve_scope(self.user_id, self.session_id, runtime, run_config))
+        return self.location.session(*resolve_scope(self.user_id, self.session_id, runtime, run_config))
+
+
+class _MemoryPart(AgentMiddleware[AgentState[Any], Any, Any]):
+    """A middleware on one memory: :attr:`memory`, and the scope of each call."""
+
+    _scope: _Scoped
+
+    @property
+    def memory(self) -> Memory:
+        """The :class:`~local_ai_memory.Memory` this middleware keeps."""
+        return self._scope.memory
 
 
 # --------------------------------------------------------------------------- L3: tool results
 
 
-class ToolResultMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
+class ToolResultMiddleware(_MemoryPart):
     """Moves large successful tool outputs to L3; the model gets a reference and ``load_tool_result``."""
 
     def __init__(
@@ -170,25 +188,22 @@ class ToolResultMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         user_id: str | None = None,
         session_id: str | None = None,
         *,
+        memory: Memory | None = None,
         config: MemoryConfig | None = None,
-        guard: DirectoryGuard | None = None,
         retention: RetentionPolicy | None = None,
         inline_tools: Sequence[str] = (),
         register_tool: bool = True,
     ) -> None:
         super().__init__()
-        self._scope = _Scoped(user_id, session_id, config, guard)
+        self._scope = _Scoped(user_id, session_id, memory, config)
         self.retention = retention
         self.inline_tools = frozenset({LOAD_TOOL_RESULT, *inline_tools})
         self.tools: Sequence[BaseTool] = (
-            [
-                LoadToolResultTool(
-                    config=self._scope.config, user_id=user_id, session_id=session_id, guard=self._scope.location.guard
-                )
-            ]
-            if register_tool
-            else []
+            [LoadToolResultTool(memory=self.memory, user_id=user_id, session_id=session_id)] if register_tool else []
         )
+
+    def _store(self, session: Session) -> ToolResultStore:
+        return session.tool_results if self.retention is None else ToolResultStore(session, self.retention)
 
     def _shrink(self, request: ToolCallRequest, result: ToolMessage | Command[Any]) -> ToolMessage | Command[Any]:
         if not isinstance(result, ToolMessage) or result.status == "error":
@@ -202,8 +217,7 @@ class ToolResultMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             content = message_text(result)
         else:
             return result  # images or other blocks: not ours to rewrite
-        store = ToolResultStore(self._scope.manager(request.runtime), self.retention)
-        reference = store.externalize(name, content)
+        reference = self._store(self._scope.manager(request.runtime)).externalize(name, content)
         if reference == content:
             return result
         return result.model_copy(update={"content": reference})
@@ -238,7 +252,7 @@ def _with_memory(system: SystemMessage | None, memory: str) -> SystemMessage:
     return system.model_copy(update={"content": [*system.content, {"type": "text", "text": memory}]})
 
 
-class MemoryPromptMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
+class MemoryPromptMiddleware(_MemoryPart):
     """Adds the L0 state and L1 working memory (and, with a retriever, knowledge) to the system message.
 
     With ``retriever`` (a :class:`~langchain_local_ai_memory.LocalMemoryRetriever`), the
@@ -252,16 +266,16 @@ class MemoryPromptMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         user_id: str | None = None,
         session_id: str | None = None,
         *,
+        memory: Memory | None = None,
         config: MemoryConfig | None = None,
-        guard: DirectoryGuard | None = None,
         max_tokens: int = 1024,
         token_counter: TokenCounter | None = None,
         retriever: LocalMemoryRetriever | None = None,
     ) -> None:
         super().__init__()
-        self._scope = _Scoped(user_id, session_id, config, guard)
+        self._scope = _Scoped(user_id, session_id, memory, config)
         self.max_tokens = max_tokens
-        self.counter = token_counter or TokenCounter(self._scope.config.token_encoding)
+        self.counter = token_counter or self.memory.token_counter
         self.retriever = retriever
         self._found: dict[tuple[str, str], str] = {}
         self._found_lock = threading.Lock()
@@ -360,7 +374,7 @@ class _TrackedRun:
         return seen.id == self.last.id if self.last.id else seen == self.last
 
 
-class CheckpointMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
+class CheckpointMiddleware(_MemoryPart):
     """Keeps L2 for an agent run: the step counter in L0, and resuming a run that was cut short.
 
     **With a LangGraph checkpointer** (``create_agent(..., checkpointer=...)``, for example
@@ -382,20 +396,20 @@ class CheckpointMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         user_id: str | None = None,
         session_id: str | None = None,
         *,
+        memory: Memory | None = None,
         config: MemoryConfig | None = None,
-        guard: DirectoryGuard | None = None,
         plan_id: str = DEFAULT_PLAN_ID,
         resume: bool = True,
     ) -> None:
         super().__init__()
-        self._scope = _Scoped(user_id, session_id, config, guard)
+        self._scope = _Scoped(user_id, session_id, memory, config)
         self.plan_id = plan_id
         self.resume = resume
         self._running: set[tuple[str | None, str | None]] = set()
         self._runs: dict[tuple[str | None, str | None], _TrackedRun] = {}
         self._running_lock = threading.Lock()
 
-    def _started(self, manager: MemoryManager, running: bool) -> None:
+    def _started(self, manager: Session, running: bool) -> None:
         with self._running_lock:
             scope = (manager.user_id, manager.session_id)
             if running:
@@ -404,14 +418,14 @@ class CheckpointMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 self._running.discard(scope)
                 self._runs.pop(scope, None)
 
-    def _previous(self, manager: MemoryManager) -> AgentCheckpoint | None:
+    def _previous(self, manager: Session) -> AgentCheckpoint | None:
         try:
             checkpoint = load_checkpoint(manager, self.plan_id)
         except RecordNotFoundError:
             return None
         return checkpoint if checkpoint.resumable else None
 
-    def _begin(self, manager: MemoryManager, messages: Sequence[BaseMessage]) -> _TrackedRun:
+    def _begin(self, manager: Session, messages: Sequence[BaseMessage]) -> _TrackedRun:
         """Start (or resume) this scope's run; a resumable checkpoint is continued unless ``resume`` is off."""
         run = CheckpointRun(manager, self.plan_id, task=_task_of(messages), resume=self.resume, handle_signals=False)
         run.start()
@@ -421,12 +435,12 @@ class CheckpointMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             self._runs[(manager.user_id, manager.session_id)] = tracked
         return tracked
 
-    def _tracked(self, manager: MemoryManager, messages: Sequence[BaseMessage]) -> _TrackedRun:
+    def _tracked(self, manager: Session, messages: Sequence[BaseMessage]) -> _TrackedRun:
         with self._running_lock:
             tracked = self._runs.get((manager.user_id, manager.session_id))
         return tracked if tracked is not None else self._begin(manager, messages)
 
-    def _save(self, manager: MemoryManager, tracked: _TrackedRun, messages: Sequence[BaseMessage]) -> AgentCheckpoint:
+    def _save(self, manager: Session, tracked: _TrackedRun, messages: Sequence[BaseMessage]) -> AgentCheckpoint:
         """Append what is new since the last save (one step-log entry); rewrite only if the history changed."""
         run = tracked.run
         intact = tracked.continues(messages)
@@ -447,13 +461,12 @@ class CheckpointMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self, user_id: str | None = None, session_id: str | None = None, *, reason: str = "SIGINT"
     ) -> bool:
         """Mark this scope's unfinished checkpoint ``interrupted``; return whether there was one."""
-        scope = _Scoped(
-            user_id if user_id is not None else self._scope.user_id,
-            session_id if session_id is not None else self._scope.session_id,
-            self._scope.config,
-            self._scope.location.guard,
+        manager = self._scope.location.session(
+            *resolve_scope(
+                user_id if user_id is not None else self._scope.user_id,
+                session_id if session_id is not None else self._scope.session_id,
+            )
         )
-        manager = scope.manager(None, {})
         if self._previous(manager) is None:
             if manager.bookkeeping().get("run_status") != "in_progress":
                 return False
@@ -484,7 +497,7 @@ class CheckpointMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                         logger.warning("could not mark the run of %s/%s interrupted: %s", user, session, exc)
                 raise
 
-    def _count_steps(self, manager: MemoryManager, messages: Sequence[BaseMessage], status: str) -> None:
+    def _count_steps(self, manager: Session, messages: Sequence[BaseMessage], status: str) -> None:
         """L0 and the run status when LangGraph's checkpointer keeps the run."""
         manager.update_state({"current_task": _task_of(messages), "current_step": _step_of(messages)})
         manager.update_bookkeeping({"run_status": status, "stop_reason": None})
@@ -555,7 +568,7 @@ class CheckpointMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 # --------------------------------------------------------------------------- L1 after the run
 
 
-class WorkingMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
+class WorkingMemoryMiddleware(_MemoryPart):
     """Merges each run's new messages into the L1 working memory after the run.
 
     The core's merge cursor remembers what was merged, so a conversation kept by a LangGraph
@@ -567,19 +580,19 @@ class WorkingMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         user_id: str | None = None,
         session_id: str | None = None,
         *,
+        memory: Memory | None = None,
         config: MemoryConfig | None = None,
-        guard: DirectoryGuard | None = None,
         llm: BaseLanguageModel[Any] | LLM | None = None,
         token_counter: TokenCounter | None = None,
         target_tokens: int | None = None,
     ) -> None:
         super().__init__()
-        self._scope = _Scoped(user_id, session_id, config, guard)
-        self.llm = as_llm(llm)
-        self.counter = token_counter or TokenCounter(self._scope.config.token_encoding)
+        self._scope = _Scoped(user_id, session_id, memory, config)
+        self.llm = as_llm(llm) if llm is not None else self.memory.llm
+        self.counter = token_counter or self.memory.token_counter
         self.target_tokens = target_tokens
 
-    def _compressor(self, manager: MemoryManager) -> WorkingMemoryCompressor:
+    def _compressor(self, manager: Session) -> WorkingMemoryCompressor:
         return WorkingMemoryCompressor(manager, self.llm, self.counter, self.target_tokens)
 
     def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
@@ -601,8 +614,10 @@ class WorkingMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 class LocalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     """All four parts in one middleware: L3 externalization, L0/L1 prompt, L2 checkpoints, L1 compression.
 
-    ``llm`` (a LangChain chat model or a core ``LLM``) writes the L1 summary; without it the
-    extractive summary is used. ``retriever`` adds matching knowledge notes to the prompt.
+    All parts keep ``memory`` (``config=`` builds ``Memory(config)``), and so does
+    :meth:`checkpointer`. ``llm`` (a LangChain chat model or a core ``LLM``; default: the
+    memory's) writes the L1 summary; without one the extractive summary is used.
+    ``retriever`` adds matching knowledge notes to the prompt.
     Switch parts off with ``externalize``, ``inject``, ``checkpoint`` and ``compress``, or use
     :meth:`parts` to get them as separate middleware. ``plan_id`` names the L2 checkpoint
     (one resumable run per plan id and scope); :meth:`handle_signals` marks a run stopped by
@@ -614,8 +629,8 @@ class LocalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         user_id: str | None = None,
         session_id: str | None = None,
         *,
+        memory: Memory | None = None,
         config: MemoryConfig | None = None,
-        guard: DirectoryGuard | None = None,
         llm: BaseLanguageModel[Any] | LLM | None = None,
         plan_id: str = DEFAULT_PLAN_ID,
         resume: bool = True,
@@ -628,10 +643,9 @@ class LocalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         compress: bool = True,
     ) -> None:
         super().__init__()
-        location = MemoryLocation(config, guard)
-        self._location = location
+        self.memory = memory_of(memory, config)
         self._user_id = user_id
-        shared: dict[str, Any] = {"config": location.config, "guard": location.guard}
+        shared: dict[str, Any] = {"memory": self.memory}
         self.tool_results = (
             ToolResultMiddleware(user_id, session_id, retention=retention, **shared) if externalize else None
         )
@@ -647,7 +661,8 @@ class LocalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self.tools: Sequence[BaseTool] = list(self.tool_results.tools) if self.tool_results is not None else []
 
     def checkpointer(self, user_id: str | None = None) -> LocalMemorySaver:
-        """A LangGraph checkpointer on this middleware's memory: pass it to ``create_agent(checkpointer=...)``.
+        """A LangGraph checkpointer on this middleware's memory (``saver.memory is self.memory``):
+        pass it to ``create_agent(checkpointer=...)``.
 
         Threads are sessions of ``user_id`` (default: this middleware's user), so run with
         ``{"configurable": {"thread_id": session_id}}`` and ``context`` naming the same user and
@@ -659,9 +674,7 @@ class LocalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         user = user_id if user_id is not None else self._user_id
         if user is None:
             raise InvalidInputError("give the user whose sessions the threads are: checkpointer(user_id=...)")
-        location = self._location
-        config = location.config.model_copy(update={"runtime_data_dir": location.guard.root})
-        return LocalMemorySaver(Memory(config), user_id=user)
+        return LocalMemorySaver(self.memory, user_id=user)
 
     @contextlib.contextmanager
     def handle_signals(self, user_id: str | None = None, session_id: str | None = None) -> Iterator[None]:

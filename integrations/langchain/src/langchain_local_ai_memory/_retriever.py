@@ -1,8 +1,13 @@
-"""``LocalMemoryRetriever``: the knowledge memory as a LangChain ``BaseRetriever``.
+"""``LocalMemoryRetriever``: the knowledge memory of a ``Memory`` as a LangChain ``BaseRetriever``.
+
+``LocalMemoryRetriever(memory=memory, user_id="alice")`` searches ``memory.knowledge``: the
+same notes, index and caches as every other object built on that memory (a note written
+through a ``LocalMemoryStore`` of it is found at once). ``config=`` is a shortcut that builds
+``Memory(config)`` for this retriever alone (with ``embeddings`` as its embedder).
 
 Each call runs the core's three stages for one user: Stage 1 ranks the user's indexed
 Markdown files (BM25, or BM25 fused with embeddings when ``search_mode="hybrid"``), Stage 2
-lets ``llm`` (any LangChain chat model, or a core ``LLM``; optional) pick the files to load,
+lets ``llm`` (any LangChain chat model, or a core ``LLM``; default: the memory's, if any) pick the files to load,
 Stage 3 loads them within ``max_tokens``. The result is one ``Document`` per loaded file with
 ``filename``, ``title``, ``category``, ``score``, ``stage`` (2 when the LLM chose the file,
 1 when Stage 1's order was used) and ``tokens`` in its metadata.
@@ -31,20 +36,11 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnableConfig, ensure_config
 from pydantic import ConfigDict, Field, PrivateAttr
 
-from local_ai_memory import (
-    LLM,
-    DirectoryGuard,
-    Embedder,
-    InvalidInputError,
-    MemoryConfig,
-    MemoryRetriever,
-    MemoryStore,
-    TokenCounter,
-)
+from local_ai_memory import LLM, InvalidInputError, Memory, MemoryConfig
 from local_ai_memory.types import RetrievalResult
 
 from ._adapters import ChatModelLLM, as_embedder, as_llm
-from ._scope import lookup, resolve_user
+from ._scope import lookup, memory_of, resolve_user
 
 __all__ = ["LocalMemoryRetriever", "documents_of"]
 
@@ -72,49 +68,47 @@ def documents_of(result: RetrievalResult, k: int) -> list[Document]:
 
 
 class LocalMemoryRetriever(BaseRetriever):
-    """Three-stage retrieval over one user's Markdown knowledge files (see the module docstring)."""
+    """Three-stage retrieval over one user's Markdown knowledge notes (see the module docstring)."""
 
-    config: MemoryConfig = Field(default_factory=MemoryConfig, description="Settings; runtime_data_dir is the root.")
+    memory: Memory = Field(exclude=True, description="The Memory whose knowledge is searched.")
     user_id: str | None = Field(default=None, description="Bound user; else given per call.")
     categories: list[str] | None = Field(default=None, description="Categories searched (default: all configured).")
     k: int = Field(default=4, ge=1, le=MAX_K, description="Documents returned at most.")
     max_tokens: int = Field(default=2000, ge=1, description="Token budget of the loaded files together.")
-    llm: Any = Field(default=None, description="Stage 2 selector: a LangChain chat model or a core LLM (optional).")
-    embeddings: Any = Field(default=None, description="LangChain Embeddings or a core Embedder (hybrid search).")
-    guard: DirectoryGuard | None = Field(default=None, exclude=True)
-    store: MemoryStore | None = Field(default=None, exclude=True, description="A shared MemoryStore (built if absent).")
+    llm: Any = Field(
+        default=None, description="Stage 2 selector: a LangChain chat model or a core LLM (default: the memory's)."
+    )
+    embeddings: Any = Field(
+        default=None, description="With config= only: LangChain Embeddings or a core Embedder (hybrid search)."
+    )
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
-    _store: MemoryStore | None = PrivateAttr(None)
     _llm: LLM | None = PrivateAttr(None)
-    _counter: TokenCounter | None = PrivateAttr(None)
-    _embedder: Embedder | None = PrivateAttr(None)
+
+    def __init__(self, *, memory: Memory | None = None, config: MemoryConfig | None = None, **fields: Any) -> None:
+        """``memory`` (or ``config``, a shortcut for ``Memory(config)``; not both), then the fields."""
+        fields["memory"] = memory_of(memory, config, embedder=as_embedder(fields.get("embeddings")))
+        super().__init__(**fields)
 
     def model_post_init(self, context: Any, /) -> None:
-        """Check the model objects once; the store is opened lazily on first use."""
-        self._llm = as_llm(self.llm)
-        self._embedder = as_embedder(self.embeddings)
+        """Check the model objects once."""
+        self._llm = as_llm(self.llm) if self.llm is not None else self.memory.llm
         if self.user_id is not None:
             resolve_user(self.user_id)
 
+    @property
+    def config(self) -> MemoryConfig:
+        """The memory's settings."""
+        return self.memory.config
+
     # -- plumbing ----------------------------------------------------------------------------
 
-    def _memory_store(self) -> MemoryStore:
-        if self.store is not None:
-            return self.store
-        if self._store is None:
-            guard = self.guard if self.guard is not None else DirectoryGuard(self.config.runtime_data_dir)
-            self._store = MemoryStore(guard, self.config, embedder=self._embedder)
-        return self._store
-
-    def _engine(self, callbacks: Callbacks) -> MemoryRetriever:
+    def _selector(self, callbacks: Callbacks) -> LLM | None:
         llm = self._llm
         if isinstance(llm, ChatModelLLM) and callbacks is not None:
             llm = llm.with_callbacks(callbacks, run_name="local_ai_memory_stage2")
-        if self._counter is None:
-            self._counter = TokenCounter(self.config.token_encoding)
-        return MemoryRetriever(self._memory_store(), llm, self._counter, self.config)
+        return llm
 
     def _k(self, k: int | None) -> int:
         value = self.k if k is None else k
@@ -175,7 +169,9 @@ class LocalMemoryRetriever(BaseRetriever):
         ``max(k, 5)`` Stage 1 candidates (``k`` defaults to the retriever's)."""
         user = resolve_user(user_id if user_id is not None else self.user_id)
         count = max(self._k(k), MIN_CANDIDATES)
-        return self._engine(callbacks).retrieve_result(query, user, self.categories, self.max_tokens, k=count)
+        return self.memory.knowledge.retrieve_with(
+            query, user, llm=self._selector(callbacks), categories=self.categories, max_tokens=self.max_tokens, k=count
+        )
 
     async def aretrieve_result(
         self, query: str, *, user_id: str | None = None, callbacks: Callbacks = None, k: int | None = None
@@ -183,7 +179,9 @@ class LocalMemoryRetriever(BaseRetriever):
         """Async twin of :meth:`retrieve_result`."""
         user = resolve_user(user_id if user_id is not None else self.user_id)
         count = max(self._k(k), MIN_CANDIDATES)
-        return await self._engine(callbacks).aretrieve_result(query, user, self.categories, self.max_tokens, k=count)
+        return await self.memory.knowledge.aretrieve_with(
+            query, user, llm=self._selector(callbacks), categories=self.categories, max_tokens=self.max_tokens, k=count
+        )
 
     def _search_user(self, user_id: str | None, config: RunnableConfig | None) -> str | None:
         if user_id is not None:

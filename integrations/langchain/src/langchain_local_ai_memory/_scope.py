@@ -1,8 +1,10 @@
-"""Where memory lives and whose it is: the root folder, and the ``(user_id, session_id)`` of a call.
+"""Which memory, and whose: the :class:`~local_ai_memory.Memory`, and the ``(user_id, session_id)`` of a call.
 
-Every class of this package takes ``config`` (a :class:`~local_ai_memory.MemoryConfig`; its
-``runtime_data_dir`` is the root folder) and optionally a ready ``DirectoryGuard``. The user
-and session are either bound when the object is made, or read per call from, in order:
+Every class of this package takes ``memory`` (a :class:`~local_ai_memory.Memory`: its data
+root, backends, index and caches). ``config=`` (a :class:`~local_ai_memory.MemoryConfig`) is a
+shortcut that builds ``Memory(config)`` for that one object; objects meant to share one index
+and one set of caches are given the same ``memory``. The user and session are either bound
+when the object is made, or read per call from, in order:
 
 1. the LangGraph runtime context (``agent.invoke(..., context={"user_id": ..., "session_id": ...})``,
    a mapping or any object with ``user_id`` / ``session_id`` attributes),
@@ -20,41 +22,71 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from local_ai_memory import DirectoryGuard, InvalidInputError, MemoryConfig, MemoryManager
+from local_ai_memory import Embedder, InvalidInputError, Memory, MemoryConfig, Session
 from local_ai_memory.integration import validate_name
 
-__all__ = ["MemoryLocation", "lookup", "resolve_scope", "resolve_user"]
+__all__ = ["MemoryLocation", "lookup", "memory_of", "resolve_scope", "resolve_user"]
 
-MANAGER_CACHE = 256
+SESSION_CACHE = 256
 _RUNTIME_KEY = "__pregel_runtime"  # where LangGraph keeps its Runtime inside the configurable dict
 
 
-class MemoryLocation:
-    """The root folder and settings shared by the objects of one application.
+def memory_of(memory: Any, config: MemoryConfig | None, *, embedder: Embedder | None = None) -> Memory:
+    """``memory``, or ``Memory(config, embedder=embedder)`` when only ``config`` (or nothing) is given.
 
-    Scoped managers are reused (the most recent :data:`MANAGER_CACHE` scopes), so the one-time
-    checks a manager makes on first use are not repeated on every model or tool call.
+    Giving both is an :class:`InvalidInputError`: ``config=`` only builds a memory, and a
+    ready memory has its own settings. So is an ``embedder`` beside a ready memory (the
+    memory's own embedder ranks its notes).
+    """
+    if memory is None:
+        return Memory(config, embedder=embedder)
+    if config is not None:
+        raise InvalidInputError(
+            "give memory= or config=, not both: config= is a shortcut that builds Memory(config), "
+            "and the memory has its settings already (memory.config)"
+        )
+    if not isinstance(memory, Memory):
+        hint = ": pass config=... or Memory(config)" if isinstance(memory, MemoryConfig) else ""
+        raise InvalidInputError(f"memory must be a local_ai_memory.Memory, got {type(memory).__name__}{hint}")
+    if embedder is not None:
+        raise InvalidInputError(
+            "a ready memory ranks with its own embedder: build it as Memory(config, embedder=...) "
+            "instead of passing embeddings= beside memory="
+        )
+    return memory
+
+
+class MemoryLocation:
+    """The :class:`~local_ai_memory.Memory` of an object and the sessions it handed out.
+
+    Sessions (``memory.session(user_id, session_id)``) are reused (the most recent
+    :data:`SESSION_CACHE` scopes), so the one-time checks a session makes on first use are not
+    repeated on every model or tool call. They are views: the data and caches are the memory's.
     """
 
-    def __init__(self, config: MemoryConfig | None = None, guard: DirectoryGuard | None = None) -> None:
-        self.config = config if config is not None else MemoryConfig()
-        self.guard = guard if guard is not None else DirectoryGuard(self.config.runtime_data_dir)
-        self._managers: OrderedDict[tuple[str, str], MemoryManager] = OrderedDict()
+    def __init__(self, memory: Memory) -> None:
+        self.memory = memory
+        self._sessions: OrderedDict[tuple[str, str], Session] = OrderedDict()
         self._lock = threading.Lock()
 
-    def manager(self, user_id: str, session_id: str) -> MemoryManager:
+    @property
+    def config(self) -> MemoryConfig:
+        """The memory's settings."""
+        return self.memory.config
+
+    def session(self, user_id: str, session_id: str) -> Session:
         """The runtime memory of one scope."""
         key = (user_id, session_id)
         with self._lock:
-            found = self._managers.get(key)
+            found = self._sessions.get(key)
             if found is not None:
-                self._managers.move_to_end(key)
+                self._sessions.move_to_end(key)
                 return found
-        created = MemoryManager(self.guard, self.config).scoped(user_id, session_id)
+        created = self.memory.session(user_id, session_id)
         with self._lock:
-            self._managers[key] = created
-            while len(self._managers) > MANAGER_CACHE:
-                self._managers.popitem(last=False)
+            self._sessions[key] = created
+            while len(self._sessions) > SESSION_CACHE:
+                self._sessions.popitem(last=False)
         return created
 
 

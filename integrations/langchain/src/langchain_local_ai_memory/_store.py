@@ -29,10 +29,10 @@ from langgraph.store.base import (
     SearchOp,
 )
 
-from local_ai_memory import InvalidInputError, Memory, RecordNotFoundError, UnsupportedFormatError
-from local_ai_memory.integration import note_filename
+from local_ai_memory import InvalidInputError, Memory, MemoryConfig, RecordNotFoundError, UnsupportedFormatError
 from local_ai_memory.types import Candidate
 
+from ._scope import memory_of
 from ._store_filter import check_filter, matches
 from ._store_items import StoredItem, check_value, key_to_name, name_to_key, parse_note, plain_item, render_note
 from ._store_namespaces import Place, check_labels, namespace_of, place_of, places_under, select_namespaces
@@ -82,9 +82,10 @@ class LocalMemoryStore(BaseStore):
 
     supports_ttl = False
 
-    def __init__(self, memory: Memory) -> None:
-        self.memory = memory
-        self.knowledge = memory.knowledge
+    def __init__(self, memory: Memory | None = None, *, config: MemoryConfig | None = None) -> None:
+        """The notes of ``memory`` (``config=`` is a shortcut that builds ``Memory(config)``)."""
+        self.memory = memory_of(memory, config)
+        self.knowledge = self.memory.knowledge
         self.categories: tuple[str, ...] = tuple(self.knowledge.store.categories)
 
     def __repr__(self) -> str:
@@ -122,20 +123,28 @@ class LocalMemoryStore(BaseStore):
 
     # -- notes -------------------------------------------------------------------------------
     @staticmethod
-    def _filename(user_id: str, key: str) -> str:
-        return note_filename(user_id, key_to_name(key) + ".md")
+    def _name(key: str) -> str:
+        """The note name of an item key (the user's prefix is the naming rule's, added by ``Knowledge``)."""
+        return key_to_name(key) + ".md"
 
-    def _read(self, category: str, filename: str) -> StoredItem | None:
-        """The item of one note, ``None`` if there is none (or it is not UTF-8 text)."""
+    @staticmethod
+    def _name_of(filename: str) -> str:
+        """The note name of a user's note file (what follows the encoded user id and ``_``)."""
+        return filename.partition("_")[2]
+
+    def _read(self, user_id: str, category: str, name: str) -> StoredItem | None:
+        """The item of ``user_id``'s note ``name``, ``None`` if there is none (or it is not UTF-8 text)."""
         try:
-            text = self.knowledge.store.read_file(f"{category}/{filename}")
+            text = self.knowledge.read_note(user_id, name, category=category)
         except (RecordNotFoundError, UnsupportedFormatError):
             return None
-        key = name_to_key(filename.partition("_")[2].removesuffix(".md"))
+        except InvalidInputError:  # a hand-made file that no note name maps to (``alice_.md``)
+            return None
+        key = name_to_key(name.removesuffix(".md"))
         stored = parse_note(text, key)
         if stored is not None:
             return stored
-        info = self.knowledge.store.backend.note_info(category, filename)
+        info = self.knowledge.note_info(user_id, name, category=category)
         return plain_item(text, key, info.modified if info is not None else 0.0)
 
     def _item(self, user_id: str, category: str, stored: StoredItem, score: float | None = None) -> SearchItem:
@@ -148,7 +157,7 @@ class LocalMemoryStore(BaseStore):
         except InvalidInputError:
             return None  # nothing can be stored there
         category = place.categories[0]
-        stored = self._read(category, self._filename(place.user_id, key))
+        stored = self._read(place.user_id, category, self._name(key))
         if stored is None:
             return None
         return Item(
@@ -163,8 +172,8 @@ class LocalMemoryStore(BaseStore):
         place = place_of(namespace, self.categories)
         checked = check_value(value)
         category = place.categories[0]
-        name = key_to_name(key) + ".md"
-        previous = self._read(category, note_filename(place.user_id, name))  # its created_at is kept
+        name = self._name(key)
+        previous = self._read(place.user_id, category, name)  # its created_at is kept
         now = datetime.now(timezone.utc)
         text = render_note(key, checked, previous.created_at if previous is not None else now, now)
         self.knowledge.write_note(place.user_id, name, text, category=category)
@@ -174,7 +183,7 @@ class LocalMemoryStore(BaseStore):
             place = place_of(namespace, self.categories)
         except InvalidInputError:
             return
-        self.knowledge.delete_note(place.user_id, key_to_name(key) + ".md", category=place.categories[0])
+        self.knowledge.delete_note(place.user_id, self._name(key), category=place.categories[0])
 
     # -- search ------------------------------------------------------------------------------
     def _users(self) -> list[str]:
@@ -211,8 +220,8 @@ class LocalMemoryStore(BaseStore):
 
     def _all_items(self, place: Place) -> Iterator[SearchItem]:
         for category in place.categories:
-            for path in self.knowledge.store.list_user_files(place.user_id, category):
-                stored = self._read(category, path.name)
+            for filename in self.knowledge.notes(place.user_id, category=category):
+                stored = self._read(place.user_id, category, self._name_of(filename))
                 if stored is not None:
                     yield self._item(place.user_id, category, stored)
 
@@ -236,6 +245,6 @@ class LocalMemoryStore(BaseStore):
         hits = [(p.user_id, hit) for p in places for hit in self._stage1(query, p.user_id, p.categories, wanted)]
         hits.sort(key=lambda pair: -pair[1].score)  # stable: one user's order is kept on ties
         for user_id, hit in hits:
-            stored = self._read(hit.category, hit.filename)
+            stored = self._read(user_id, hit.category, self._name_of(hit.filename))
             if stored is not None:
                 yield self._item(user_id, hit.category, stored, hit.score)

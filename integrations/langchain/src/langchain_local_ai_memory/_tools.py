@@ -8,6 +8,10 @@
 * :class:`KnowledgeSearchTool` (``search_memory``): runs the three retrieval stages for the
   bound user and returns the loaded files as text.
 
+Both work on a :class:`~local_ai_memory.Memory` (``memory=``; ``config=`` is a shortcut that
+builds ``Memory(config)``): the load tool reads the memory's sessions, the search tool its
+knowledge, through a :class:`~langchain_local_ai_memory.LocalMemoryRetriever`.
+
 The user and session are bound through :func:`create_memory_tools` or read per call from the
 runtime context / ``configurable`` (see :mod:`._scope`); they are never arguments the model sets.
 """
@@ -21,10 +25,10 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, ToolException
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from local_ai_memory import DirectoryGuard, LocalMemoryError, MemoryConfig, ToolResultStore
+from local_ai_memory import InvalidInputError, LocalMemoryError, Memory, MemoryConfig, ToolResultStore
 from local_ai_memory.integration import DEFAULT_PAGE_CHARS
 
-from ._scope import MemoryLocation, resolve_scope
+from ._scope import MemoryLocation, memory_of, resolve_scope
 
 if TYPE_CHECKING:
     from ._retriever import LocalMemoryRetriever
@@ -66,31 +70,30 @@ class LoadToolResultTool(BaseTool):
     args_schema: type[BaseModel] = LoadToolResultInput
     handle_tool_error: bool = True
 
-    config: MemoryConfig = Field(default_factory=MemoryConfig, description="Settings; runtime_data_dir is the root.")
+    memory: Memory = Field(exclude=True, description="The Memory whose sessions hold the stored results.")
     user_id: str | None = Field(default=None, description="Bound user (else read from the runtime context per call).")
     session_id: str | None = Field(
         default=None, description="Bound session (else read from the runtime context per call)."
     )
-    guard: DirectoryGuard | None = Field(default=None, exclude=True)
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
-    _stores: dict[tuple[str, str], ToolResultStore] = PrivateAttr(default_factory=dict)
-    _location: MemoryLocation | None = PrivateAttr(None)
+    _location: MemoryLocation = PrivateAttr()
+
+    def __init__(self, *, memory: Memory | None = None, config: MemoryConfig | None = None, **fields: Any) -> None:
+        """``memory`` (or ``config``, a shortcut for ``Memory(config)``; not both), then the fields."""
+        super().__init__(memory=memory_of(memory, config), **fields)
+
+    def model_post_init(self, context: Any, /) -> None:
+        """The sessions this tool reads are the memory's (reused per scope)."""
+        self._location = MemoryLocation(self.memory)
 
     def _store(self, config: RunnableConfig | None) -> ToolResultStore:
         """The store of the bound (or per-call) scope; a missing or bad scope is a tool error."""
         try:
-            scope = resolve_scope(self.user_id, self.session_id, None, config)
-            store = self._stores.get(scope)
-            if store is None:
-                if self._location is None:
-                    self._location = MemoryLocation(self.config, self.guard)
-                store = ToolResultStore(self._location.manager(*scope))
-                self._stores[scope] = store
+            return self._location.session(*resolve_scope(self.user_id, self.session_id, None, config)).tool_results
         except LocalMemoryError as exc:
             raise ToolException(str(exc)) from exc
-        return store
 
     def _load(self, store: ToolResultStore, result_id: str, offset: int, limit: int) -> str:
         # The core checks that the result belongs to this scope: another session's id is "not found".
@@ -152,6 +155,28 @@ class KnowledgeSearchTool(BaseTool):
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
+    def __init__(
+        self,
+        *,
+        retriever: LocalMemoryRetriever | None = None,
+        memory: Memory | None = None,
+        config: MemoryConfig | None = None,
+        **fields: Any,
+    ) -> None:
+        """A ``retriever``, or ``memory`` (or ``config``) to search with a default one over it."""
+        from ._retriever import LocalMemoryRetriever
+
+        if retriever is None:
+            retriever = LocalMemoryRetriever(memory=memory, config=config)
+        elif config is not None or (memory is not None and getattr(retriever, "memory", None) is not memory):
+            raise InvalidInputError("give retriever= or memory=/config=, not both: the retriever has its memory")
+        super().__init__(retriever=retriever, **fields)
+
+    @property
+    def memory(self) -> Memory:
+        """The memory searched (the retriever's)."""
+        return self._retriever().memory
+
     def _retriever(self) -> LocalMemoryRetriever:
         from ._retriever import LocalMemoryRetriever
 
@@ -184,18 +209,22 @@ def create_memory_tools(
     user_id: str | None = None,
     session_id: str | None = None,
     *,
+    memory: Memory | None = None,
     config: MemoryConfig | None = None,
-    guard: DirectoryGuard | None = None,
     retriever: LocalMemoryRetriever | None = None,
 ) -> list[BaseTool]:
     """The memory tools for one user and session: ``load_tool_result``, plus ``search_memory`` with a retriever.
 
-    Leave ``user_id`` / ``session_id`` out to read them per call from the runtime context
-    (``agent.invoke(..., context={"user_id": ..., "session_id": ...})``) or from
-    ``config["configurable"]``.
+    ``load_tool_result`` reads the sessions of ``memory`` (``config=`` builds ``Memory(config)``;
+    given neither, the retriever's memory). Leave ``user_id`` / ``session_id`` out to read them
+    per call from the runtime context (``agent.invoke(..., context={"user_id": ..., "session_id": ...})``)
+    or from ``config["configurable"]``.
     """
-    settings = config if config is not None else (retriever.config if retriever is not None else MemoryConfig())
-    tools: list[BaseTool] = [LoadToolResultTool(config=settings, user_id=user_id, session_id=session_id, guard=guard)]
+    if memory is None and config is None and retriever is not None:
+        memory = retriever.memory
+    tools: list[BaseTool] = [
+        LoadToolResultTool(memory=memory_of(memory, config), user_id=user_id, session_id=session_id)
+    ]
     if retriever is not None:
         tools.append(KnowledgeSearchTool(retriever=retriever, user_id=user_id))
     return tools
