@@ -462,9 +462,9 @@ def script(messages, **kwargs):
 
 ours = LocalMemory(config)  # local_ai_memory.Memory (LlamaIndex has a Memory class of its own)
 manager = ours.session("alice", "notebook")
-spec = LocalMemoryToolSpec(manager)
+spec = LocalMemoryToolSpec(memory=ours, user_id="alice", session_id="notebook")
 tools = [*spec.wrap_tools([FunctionTool.from_defaults(fn=read_source)]), *spec.to_tool_list()]
-block = LocalWorkingMemoryBlock.from_manager(manager)
+block = LocalWorkingMemoryBlock(memory=ours, user_id="alice", session_id="notebook")
 agent = FunctionAgent(tools=tools, llm=MockFunctionCallingLLM(response_generator=script), streaming=False)
 
 from llama_index.core.memory import Memory
@@ -482,8 +482,9 @@ manager  # L0, L1, L2 and L3 of this scope
 """),
     md("A restarted agent builds a new block on the same scope: `Memory` puts L1 into its system message."),
     code("""
-restarted = LocalMemory(config).session("alice", "notebook")
-fresh = Memory.from_defaults(memory_blocks=[LocalWorkingMemoryBlock.from_manager(restarted)])
+restarted = LocalMemory(config)  # a new process: a new local_ai_memory.Memory on the same folder
+again = LocalWorkingMemoryBlock(memory=restarted, user_id="alice", session_id="notebook")
+fresh = Memory.from_defaults(memory_blocks=[again])
 system = (await fresh.aget(input="Where were we?"))[0].content
 print(system[:600])
 """),

@@ -1,7 +1,9 @@
-"""The ``local-ai-memory`` command, run as a real subprocess."""
+"""The ``local-ai-memory`` command, run as a real subprocess; and, in this process, the
+``memory.knowledge`` calls behind ``index`` and ``watch``."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -291,3 +293,62 @@ def test_index_in_hybrid_mode_embeds_the_notes(data: Path) -> None:
     assert report["embedded"] == 3
     shards = list((data / "memory_data" / ".embeddings").glob("shard-*.npz"))
     assert shards  # the vectors are on disk for the first query of any process
+
+
+class _KeywordLLM:
+    """A scripted model for keyword refinement: answers every prompt with the same keywords."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def complete(self, prompt: str) -> str:
+        self.calls.append("sync")
+        return '["scripted", "keywords", "refined"]'
+
+    async def acomplete(self, prompt: str) -> str:
+        self.calls.append("async")
+        return '["scripted", "keywords", "refined"]'
+
+
+class _LetterEmbedder:
+    """A tiny deterministic embedder (letter counts), so embedding needs no model download."""
+
+    model_name = "letter-counts"
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        return [[float(text.lower().count(letter)) + 0.5 for letter in "aeiou"] for text in texts]
+
+    async def aembed(self, texts: list[str]) -> list[list[float]]:
+        return self.embed(texts)
+
+
+async def test_the_knowledge_calls_behind_index_and_watch(data: Path) -> None:
+    """What ``index`` and ``watch`` call on ``memory.knowledge``, sync and async, in this process."""
+    from local_ai_memory import ConfigError, Memory
+
+    llm = _KeywordLLM()
+    with Memory.open(data, fsync=False, llm=llm, embedder=_LetterEmbedder(), search_mode="hybrid") as memory:
+        knowledge = memory.knowledge
+        seen: list[tuple[int, int]] = []
+        assert knowledge.build_index(progress=lambda done, total: seen.append((done, total))) == 3
+        assert seen[-1] == (3, 3)
+        assert llm.calls == ["sync"] * 3  # the memory's LLM refined each note's keywords
+        assert await knowledge.abuild_index("alice") == 2
+        assert llm.calls[3:] == ["async"] * 2
+        entry = knowledge.store.find_entry("alice_rust.md")
+        assert entry is not None
+        assert "scripted" in entry.keywords
+        assert knowledge.embed_notes("alice") == 2
+        assert await knowledge.aembed_notes() == 3
+    with Memory.open(data, fsync=False) as plain:
+        with pytest.raises(ConfigError):
+            plain.knowledge.embed_notes()
+        with pytest.raises(ConfigError):
+            await plain.knowledge.aembed_notes()
+        async with plain.knowledge.watch(mode="poll", poll_interval=0.1) as service:
+            assert service.active_mode == "poll"
+            (data / "memory_data" / "knowledge" / "alice_go.md").write_text("# Go Channels\n\nGoroutines.\n")
+            deadline = time.monotonic() + 20
+            while not plain.knowledge.search("goroutines", "alice") and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            assert [c.filename for c in plain.knowledge.search("goroutines", "alice")] == ["alice_go.md"]

@@ -20,16 +20,17 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import cached_property
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 from local_ai_memory._composition import compose, in_memory_backends
 from local_ai_memory._contracts.knowledge import KnowledgeBackend, NoteInfo
 from local_ai_memory._contracts.runtime import Erasure, RuntimeBackend, ScopeInfo
 from local_ai_memory._knowledge.retriever import MemoryRetriever, RetrievalResult
+from local_ai_memory._knowledge.service import MemoryIndexService
 from local_ai_memory._knowledge.store import Candidate, MemoryStore
 from local_ai_memory._operations.archive import ArchiveManifest, ImportReport, export_archive, import_archive
 from local_ai_memory._operations.lifecycle import (
@@ -292,6 +293,64 @@ class Knowledge:
     ) -> RetrievalResult:
         """Async twin of :meth:`retrieve_with`."""
         return await self._retriever_with(llm).aretrieve_result(query, user_id, categories, max_tokens, k=k)
+
+    # -- keeping the index current (the command line's index and watch) ----------------------
+
+    def build_index(
+        self,
+        user_id: str | None = None,
+        categories: Iterable[str] | None = None,
+        *,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
+        """Index every note of ``user_id`` (``None``: all users) from scratch; return how many.
+
+        The memory's LLM, when it has one, refines each note's keywords (a failed call keeps
+        the heuristic ones). ``progress(done, total)`` is called while notes are read.
+        """
+        return self.store.populate_index_from_files(user_id, categories, llm=self.memory.llm, progress=progress)
+
+    async def abuild_index(
+        self,
+        user_id: str | None = None,
+        categories: Iterable[str] | None = None,
+        *,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
+        """Async twin of :meth:`build_index` (the LLM through ``acomplete``)."""
+        return await self.store.apopulate_index_from_files(user_id, categories, llm=self.memory.llm, progress=progress)
+
+    def embed_notes(
+        self,
+        user_id: str | None = None,
+        categories: Iterable[str] | None = None,
+        *,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
+        """Embed now what hybrid search compares, so the first query does not wait; return how
+        many notes. Needs the memory's embedder (:class:`ConfigError` without one)."""
+        return self.store.embed_notes(user_id, categories, progress)
+
+    async def aembed_notes(
+        self,
+        user_id: str | None = None,
+        categories: Iterable[str] | None = None,
+        *,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
+        """Async twin of :meth:`embed_notes` (runs it in a worker thread)."""
+        return await asyncio.to_thread(self.store.embed_notes, user_id, categories, progress)
+
+    def watch(
+        self, *, mode: Literal["auto", "watch", "poll"] = "auto", poll_interval: float = 3.0
+    ) -> MemoryIndexService:
+        """A watcher that keeps the index current from file events while it runs (not started yet).
+
+        Use it as a context manager, ``with`` or ``async with`` (so it needs no async twin);
+        ``mode="poll"`` scans every ``poll_interval`` seconds instead of native watching. At
+        start it loads or builds the index (with the memory's LLM when it must build it).
+        """
+        return MemoryIndexService(self.store, mode=mode, poll_interval=poll_interval, llm=self.memory.llm)
 
 
 class Memory:

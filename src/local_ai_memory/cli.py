@@ -1,5 +1,5 @@
 """The ``local-ai-memory`` command line: index, search, retrieve, watch and stats here; the
-commands that list, show, export, import and erase data live in :mod:`._cli_data`.
+commands that list, show, export, import and erase data live in :mod:`._cli.data`.
 
 Every command takes ``--data-dir`` (default: ``$LOCAL_AI_MEMORY_DATA_DIR``, else ``--config``'s
 ``app.runtime_data_dir``, else ``~/.local-ai``) and ``--json`` for scripts. Tables and
@@ -53,10 +53,9 @@ from local_ai_memory._cli.common import (
     out,
     print_json,
 )
-from local_ai_memory._composition import compose
 from local_ai_memory._contracts.knowledge import DATA_DIR, NoteInfo
-from local_ai_memory._knowledge.store import MemoryStore
-from local_ai_memory._shared.models import LLM
+from local_ai_memory._memory import Knowledge, Memory
+from local_ai_memory._shared.models import LLM, Embedder
 from local_ai_memory._shared.naming import DirectoryGuard
 from local_ai_memory.backends import FileKnowledgeBackend
 
@@ -84,23 +83,33 @@ def _existing_guard(root: Path) -> DirectoryGuard:
     return guard
 
 
-def _store(data_dir: Path | None, config_file: Path | None, *, read_only: bool = False) -> MemoryStore:
-    """The store of the data folder; ``read_only`` refuses a missing folder instead of creating one."""
+def _open(
+    data_dir: Path | None,
+    config_file: Path | None,
+    *,
+    read_only: bool = False,
+    llm: LLM | None = None,
+    search_mode: str | None = None,
+) -> Memory:
+    """The one :class:`Memory` a command works through, built from its options.
+
+    ``read_only`` refuses a data folder without ``memory_data/`` instead of creating one, and
+    reads the notes through a file backend that creates no missing category folder.
+    ``search_mode`` overrides the configured one (``search --mode``); hybrid search gets the
+    local embedding model.
+    """
     config = config_of(data_dir, config_file)
-    embedder = None
+    if search_mode is not None and search_mode != config.search_mode:
+        config = config.replace(search_mode=search_mode)
+    embedder: Embedder | None = None
     if config.search_mode == "hybrid":
         from local_ai_memory._models.sentence_transformers import SentenceTransformerEmbedder
 
         embedder = SentenceTransformerEmbedder()
-    if config.database_url:  # the notes are in PostgreSQL: the store picks its backend from the config
-        return MemoryStore(compose(config).knowledge, config, embedder=embedder)
-    if read_only:
-        guard = _existing_guard(config.runtime_data_dir)
-        backend: FileKnowledgeBackend = _ReadOnlyFiles(guard, config)
-    else:
-        guard = DirectoryGuard(config.runtime_data_dir)
-        backend = FileKnowledgeBackend(guard, config)
-    return MemoryStore(backend, config, embedder=embedder)
+    if read_only and not config.database_url:  # notes in PostgreSQL: nothing to create or refuse on disk
+        files = _ReadOnlyFiles(_existing_guard(config.runtime_data_dir), config)
+        return Memory(config, knowledge=files, llm=llm, embedder=embedder)
+    return Memory(config, llm=llm, embedder=embedder)
 
 
 def _llm(base_url: str | None, model: str | None) -> LLM | None:
@@ -124,21 +133,21 @@ def index(
     as_json: JsonFlag = False,
 ) -> None:
     """Build the index from the files (with a progress bar)."""
-    with errors():
-        store = _store(data_dir, config)
-        llm = _llm(llm_base_url, llm_model)
+    with errors(), _open(data_dir, config, llm=_llm(llm_base_url, llm_model)) as memory:
+        knowledge = memory.knowledge
+        store = knowledge.store
         start = time.perf_counter()
         if as_json or not err.is_terminal:
-            count = store.populate_index_from_files(user, category, llm=llm)
+            count = knowledge.build_index(user, category)
         else:
             with Progress(
                 TextColumn("indexing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err
             ) as bar:
                 task = bar.add_task("index", total=None)
-                count = store.populate_index_from_files(
-                    user, category, llm=llm, progress=lambda done, total: bar.update(task, completed=done, total=total)
+                count = knowledge.build_index(
+                    user, category, progress=lambda done, total: bar.update(task, completed=done, total=total)
                 )
-        embedded = _embed(store, user, category, quiet=as_json or not err.is_terminal)
+        embedded = _embed(memory, user, category, quiet=as_json or not err.is_terminal)
         seconds = time.perf_counter() - start
         skipped = [
             {"category": n.category, "filename": n.filename, "size": n.size, "reason": n.reason}
@@ -163,15 +172,16 @@ def index(
                     )
 
 
-def _embed(store: MemoryStore, user: str | None, categories: list[str] | None, *, quiet: bool) -> int:
+def _embed(memory: Memory, user: str | None, categories: list[str] | None, *, quiet: bool) -> int:
     """In hybrid mode, embed the notes now (with a progress bar on a terminal), not at the first query."""
-    if store.embedder is None:
+    if memory.embedder is None:
         return 0
+    knowledge: Knowledge = memory.knowledge
     if quiet:
-        return store.embed_notes(user, categories)
+        return knowledge.embed_notes(user, categories)
     with Progress(TextColumn("embedding"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err) as bar:
         task = bar.add_task("embed", total=None)
-        return store.embed_notes(
+        return knowledge.embed_notes(
             user, categories, progress=lambda done, total: bar.update(task, completed=done, total=total)
         )
 
@@ -188,19 +198,15 @@ def search(
     as_json: JsonFlag = False,
 ) -> None:
     """Stage 1 search (no LLM): the best-matching files of one user."""
-    with errors():
-        store = _store(data_dir, config, read_only=True)
-        chosen = mode or store.config.search_mode
-        if chosen not in ("bm25", "hybrid"):
-            fail(f"--mode must be bm25 or hybrid, got {chosen!r}", 2)
+    known = mode in (None, "bm25", "hybrid")
+    with errors(), _open(data_dir, config, read_only=True, search_mode=mode if known else None) as memory:
+        if not known:
+            fail(f"--mode must be bm25 or hybrid, got {mode!r}", 2)
+        chosen = memory.config.search_mode
         if chosen == "hybrid":
-            if store.embedder is None:
-                from local_ai_memory._models.sentence_transformers import SentenceTransformerEmbedder
-
-                store.embedder = SentenceTransformerEmbedder()
-            found = store.hybrid_candidates(query, top, user_id=user, categories=category)
+            found = memory.knowledge.store.hybrid_candidates(query, top, user_id=user, categories=category)
         else:
-            found = store.search(query, top, user_id=user, categories=category)
+            found = memory.knowledge.search(query, user, k=top, categories=category)
         if as_json:
             print_json(
                 [
@@ -243,13 +249,10 @@ def retrieve(
     as_json: JsonFlag = False,
 ) -> None:
     """Three-stage retrieval: Stage 1 search, Stage 2 LLM pick (if an LLM is given), budgeted load."""
-    with errors():
-        from local_ai_memory._knowledge.retriever import MemoryRetriever
-
-        store = _store(data_dir, config, read_only=True)
-        llm = _llm(llm_base_url, llm_model)
+    with errors(), _open(data_dir, config, read_only=True, llm=_llm(llm_base_url, llm_model)) as memory:
+        llm = memory.llm
         with _SelectionFallbacks() as fallbacks:
-            result = MemoryRetriever(store, llm).retrieve_result(query, user, category, max_tokens, k=top)
+            result = memory.knowledge.retrieve(query, user, categories=category, max_tokens=max_tokens, k=top)
         reason = fallbacks.reason or (result.notes[0] if result.notes else None)
         if llm is not None and result.selection_fallback and result.candidates:
             err.print(
@@ -312,10 +315,8 @@ def watch(
     ] = None,
 ) -> None:
     """Keep the index up to date while files change (Ctrl-C to stop)."""
-    from local_ai_memory._knowledge.service import MemoryIndexService
-
-    with errors():
-        store = _store(data_dir, config)
+    with errors(), _open(data_dir, config) as memory:
+        store = memory.knowledge.store
         handler = _RefreshPrinter()
         logger = logging.getLogger("local_ai_memory")
         logger.addHandler(handler)
@@ -324,7 +325,7 @@ def watch(
         stop = threading.Event()
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         try:
-            with MemoryIndexService(store, mode="poll" if poll else "auto", poll_interval=interval) as service:
+            with memory.knowledge.watch(mode="poll" if poll else "auto", poll_interval=interval) as service:
                 err.print(
                     f"watching {store.data_dir} ({service.active_mode}); {len(store.read_index().files)} file(s)"
                     " indexed; Ctrl-C to stop",
@@ -368,8 +369,8 @@ class _RefreshPrinter(logging.Handler):
 @app.command()
 def stats(data_dir: DataDir = None, config: ConfigFile = None, as_json: JsonFlag = False) -> None:
     """Files per category and per user, and the index size."""
-    with errors():
-        store = _store(data_dir, config, read_only=True)
+    with errors(), _open(data_dir, config, read_only=True) as memory:
+        store = memory.knowledge.store
         store.ensure_index()
         store.refresh_stale_entries()
         data = store.stats()

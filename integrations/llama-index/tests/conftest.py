@@ -1,5 +1,6 @@
-"""Fixtures for the LlamaIndex integration tests: a data root, scoped managers, knowledge files,
-a 200 KB real text, and a scripted function-calling LLM for ``FunctionAgent`` runs.
+"""Fixtures for the LlamaIndex integration tests: a ``local_ai_memory.Memory`` on a data root,
+one session of it, knowledge notes, a 200 KB real text, and a scripted function-calling LLM for
+``FunctionAgent`` runs.
 
 The scripted LLM is LlamaIndex's own ``MockFunctionCallingLLM`` with a response generator
 that plays a list of steps; every step gets the messages the agent sent, so a test can read
@@ -8,7 +9,7 @@ what the model would have seen (tool outputs included) and decide the next tool 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,9 +30,8 @@ from llama_index.core.llms.mock import MockFunctionCallingLLM
 from llama_index.core.memory import Memory
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from local_ai_memory import DirectoryGuard, MemoryConfig
-from local_ai_memory._knowledge.store import MemoryStore
-from local_ai_memory._runtime.scope import MemoryManager
+from local_ai_memory import Memory as LocalMemory
+from local_ai_memory import MemoryConfig, Session
 
 BIG_SIZE = 200 * 1024
 
@@ -44,36 +44,48 @@ def config(tmp_path: Path) -> MemoryConfig:
 
 
 @pytest.fixture
-def guard(config: MemoryConfig) -> DirectoryGuard:
-    return DirectoryGuard(config.runtime_data_dir)
+def memory(config: MemoryConfig) -> Iterator[LocalMemory]:
+    """The memory every adapter of a test is built from (closed afterwards: no watcher left running)."""
+    with LocalMemory(config) as ours:
+        yield ours
 
 
 @pytest.fixture
-def manager(guard: DirectoryGuard, config: MemoryConfig) -> MemoryManager:
-    return MemoryManager(guard, config).scoped("alice", "s1")
+def session(memory: LocalMemory) -> Session:
+    return memory.session("alice", "s1")
 
 
-KNOWLEDGE = {
-    "knowledge/alice_python.md": (
+# (user, name, category, text): stored as {category}/{user}_{name}.md
+KNOWLEDGE = [
+    (
+        "alice",
+        "python",
+        "knowledge",
         "# Python Basics\n\nLists, dictionaries and for loops in Python. "
-        "A list comprehension builds a list in one line.\n"
+        "A list comprehension builds a list in one line.\n",
     ),
-    "knowledge/alice_rust.md": (
-        "# Rust Ownership\n\nEvery value in Rust has one owner; borrowing lends it without moving it.\n"
+    (
+        "alice",
+        "rust",
+        "knowledge",
+        "# Rust Ownership\n\nEvery value in Rust has one owner; borrowing lends it without moving it.\n",
     ),
-    "work/alice_deploy.md": (
-        "# Deploy Checklist\n\nRun the migrations, then restart the workers. The deploy window is Tuesday.\n"
+    (
+        "alice",
+        "deploy",
+        "work",
+        "# Deploy Checklist\n\nRun the migrations, then restart the workers. The deploy window is Tuesday.\n",
     ),
-    "knowledge/bob_python.md": "# Bob's Python secrets\n\nBob keeps his python notes here: password hunter2.\n",
-}
+    ("bob", "python", "knowledge", "# Bob's Python secrets\n\nBob keeps his python notes here: password hunter2.\n"),
+]
 
 
 @pytest.fixture
-def store(guard: DirectoryGuard, config: MemoryConfig) -> MemoryStore:
-    memory_store = MemoryStore(guard, config)
-    for path, text in KNOWLEDGE.items():
-        memory_store.write_file(path, text)
-    return memory_store
+def notes(memory: LocalMemory) -> LocalMemory:
+    """``memory`` with the KNOWLEDGE notes written through ``memory.knowledge``."""
+    for user, name, category, text in KNOWLEDGE:
+        memory.knowledge.write_note(user, name, text, category=category)
+    return memory
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,7 @@ from llama_index.memory.local_ai_memory import LocalWorkingMemoryBlock
 from llama_index.tools.local_ai_memory import ExternalizingTool, LocalMemoryToolSpec
 from workflows.context.state_store import UnserializableKeyWarning
 
-from local_ai_memory._runtime.scope import MemoryManager
+from local_ai_memory import Memory, Session
 
 PAGE = 3000
 
@@ -65,8 +65,8 @@ def _paging_script(tool_call: Callable[..., ChatMessage], last_tool_output: Call
     return [first, second, third, answer]
 
 
-def _tools(manager: MemoryManager, big_text: str) -> list[Any]:
-    spec = LocalMemoryToolSpec(manager)
+def _tools(memory: Memory, big_text: str) -> list[Any]:
+    spec = LocalMemoryToolSpec(memory=memory, user_id="alice", session_id="s1")
     return [*spec.wrap_tools([_read_source_tool(big_text)]), *spec.to_tool_list()]
 
 
@@ -90,37 +90,49 @@ def _check_paging(script: Any, big_text: str) -> None:
 
 
 async def test_function_agent_externalizes_and_pages_back(
-    manager: MemoryManager, big_text: str, scripted_llm: Any, tool_call: Any, last_tool_output: Any, make_memory: Any
+    memory: Memory,
+    session: Session,
+    big_text: str,
+    scripted_llm: Any,
+    tool_call: Any,
+    last_tool_output: Any,
+    make_memory: Any,
 ) -> None:
     llm, script = scripted_llm(_paging_script(tool_call, last_tool_output))
-    block = LocalWorkingMemoryBlock.from_manager(manager)
-    memory = make_memory(session_id="s1", memory_blocks=[block], token_limit=30_000)
-    agent = FunctionAgent(tools=_tools(manager, big_text), llm=llm, streaming=False)
+    block = LocalWorkingMemoryBlock(memory=memory, user_id="alice", session_id="s1")
+    chat = make_memory(session_id="s1", memory_blocks=[block], token_limit=30_000)
+    agent = FunctionAgent(tools=_tools(memory, big_text), llm=llm, streaming=False)
 
-    response = await agent.run("Read the sources and tell me what you decided.", memory=memory)
+    response = await agent.run("Read the sources and tell me what you decided.", memory=chat)
 
     assert "page by page" in str(response)
     _check_paging(script, big_text)
-    stored = [m.content or "" for m in await memory.aget_all()]
+    stored = [m.content or "" for m in await chat.aget_all()]
     assert all(len(text) < 10_000 for text in stored)
-    assert manager.list_tool_results()
+    assert session.list_tool_results()
 
-    result = await block.asummarize_memory(memory)
+    result = await block.asummarize_memory(chat)
     assert result is not None
     assert result.ok
-    working = manager.get_working_memory()
+    working = session.get_working_memory()
     assert "# Current Goal" in working
     assert "* read_source:" in working  # tool results are named after their calls
     assert "Read the sources" in working
     # Summarizing the same memory again adds nothing new.
-    assert await block.asummarize_memory(memory) is None
+    assert await block.asummarize_memory(chat) is None
 
 
 async def test_streaming_agent_workflow_same_behaviour(
-    manager: MemoryManager, big_text: str, scripted_llm: Any, tool_call: Any, last_tool_output: Any, make_memory: Any
+    memory: Memory,
+    session: Session,
+    big_text: str,
+    scripted_llm: Any,
+    tool_call: Any,
+    last_tool_output: Any,
+    make_memory: Any,
 ) -> None:
     llm, script = scripted_llm(_paging_script(tool_call, last_tool_output))
-    agent = FunctionAgent(name="reader", description="Reads sources.", tools=_tools(manager, big_text), llm=llm)
+    agent = FunctionAgent(name="reader", description="Reads sources.", tools=_tools(memory, big_text), llm=llm)
     workflow = AgentWorkflow(agents=[agent], root_agent="reader")
 
     handler = workflow.run(user_msg="Read the sources.")
@@ -132,31 +144,37 @@ async def test_streaming_agent_workflow_same_behaviour(
 
 
 async def test_flushed_messages_reach_l1_and_restarted_agent_sees_it(
-    manager: MemoryManager, big_text: str, scripted_llm: Any, tool_call: Any, last_tool_output: Any, make_memory: Any
+    memory: Memory,
+    session: Session,
+    big_text: str,
+    scripted_llm: Any,
+    tool_call: Any,
+    last_tool_output: Any,
+    make_memory: Any,
 ) -> None:
     def reply(messages: list[ChatMessage]) -> ChatMessage:
         return ChatMessage(role=MessageRole.ASSISTANT, content="Noted.")
 
     llm, _ = scripted_llm([*_paging_script(tool_call, last_tool_output), reply])
-    block = LocalWorkingMemoryBlock.from_manager(manager)
+    block = LocalWorkingMemoryBlock(memory=memory, user_id="alice", session_id="s1")
     # A small token limit makes Memory flush the first turn into the block when the second one arrives.
-    memory = make_memory(session_id="s1", memory_blocks=[block], token_limit=1000, token_flush_size=200)
-    agent = FunctionAgent(tools=_tools(manager, big_text), llm=llm, streaming=False)
-    await agent.run("Read the sources and keep notes.", memory=memory)
-    assert manager.get_working_memory() == ""
-    handler = agent.run("Thanks, continue.", memory=memory)
+    chat = make_memory(session_id="s1", memory_blocks=[block], token_limit=1000, token_flush_size=200)
+    agent = FunctionAgent(tools=_tools(memory, big_text), llm=llm, streaming=False)
+    await agent.run("Read the sources and keep notes.", memory=chat)
+    assert session.get_working_memory() == ""
+    handler = agent.run("Thanks, continue.", memory=chat)
     await handler
 
-    working = manager.get_working_memory()
+    working = session.get_working_memory()
     assert "Read the sources and keep notes." in working, working
     # LlamaIndex cannot serialize the memory: a restored Context comes back without it.
     with pytest.warns(UnserializableKeyWarning, match="memory"):
         saved = handler.ctx.to_dict()
 
-    # A new process would build everything again: new manager, new block, new Memory.
-    restarted = MemoryManager(manager.guard, manager.config).scoped("alice", "s1")
-    new_block = LocalWorkingMemoryBlock.from_manager(restarted)
-    new_memory = make_memory(session_id="fresh", memory_blocks=[new_block])
+    # A new process would build everything again: a new local_ai_memory.Memory, new block, new chat Memory.
+    restarted = Memory(memory.config)
+    new_block = LocalWorkingMemoryBlock(memory=restarted, user_id="alice", session_id="s1")
+    new_chat = make_memory(session_id="fresh", memory_blocks=[new_block])
     seen: list[list[ChatMessage]] = []
 
     def capture(messages: list[ChatMessage]) -> ChatMessage:
@@ -166,15 +184,16 @@ async def test_flushed_messages_reach_l1_and_restarted_agent_sees_it(
     new_llm, _ = scripted_llm([capture])
     new_agent = FunctionAgent(tools=_tools(restarted, big_text), llm=new_llm, streaming=False)
     restored = Context.from_dict(new_agent, saved)
-    await new_agent.run("Where were we?", memory=new_memory, ctx=restored)
+    await new_agent.run("Where were we?", memory=new_chat, ctx=restored)
     system = [m.content or "" for m in seen[0] if m.role == MessageRole.SYSTEM]
     assert system
     assert "Read the sources and keep notes." in system[0]
     assert "<working_memory>" in system[0]
+    restarted.close()
 
 
-def test_sync_tools_outside_an_agent(manager: MemoryManager, big_text: str) -> None:
-    spec = LocalMemoryToolSpec(MemoryManager(manager.guard, manager.config), user_id="alice", session_id="s1")
+def test_sync_tools_outside_an_agent(memory: Memory, big_text: str) -> None:
+    spec = LocalMemoryToolSpec(memory, user_id="alice", session_id="s1")
     [wrapped] = spec.wrap_tools([_read_source_tool(big_text)])
     assert isinstance(wrapped, ExternalizingTool)
     reference = _reference_of(wrapped.call().content)

@@ -8,16 +8,14 @@ from typing import Any
 import pytest
 from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.llms.types import ChatMessage, ImageBlock, MessageRole, TextBlock
+from llama_index.core.llms import MockLLM
 from llama_index.core.tools import AsyncBaseTool, FunctionTool, ToolMetadata, ToolOutput
 from llama_index.core.workflow import Context
 from llama_index.memory.local_ai_memory import LocalWorkingMemoryBlock
-from llama_index.retrievers.local_ai_memory import LocalMemoryRetriever
+from llama_index.retrievers.local_ai_memory import LlamaIndexLLMAdapter
 from llama_index.tools.local_ai_memory import ExternalizingTool, LocalMemoryToolSpec, externalize_tools
 
-from local_ai_memory import InvalidInputError, RecordNotFoundError
-from local_ai_memory._knowledge.store import MemoryStore
-from local_ai_memory._runtime.scope import MemoryManager
-from local_ai_memory._runtime.tool_results import ToolResultStore
+from local_ai_memory import InvalidInputError, Memory, RecordNotFoundError, Session
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:The `__fields__` attribute is deprecated:DeprecationWarning"),
@@ -61,22 +59,31 @@ def _big(n: int = 10_000) -> FunctionTool:
     return FunctionTool.from_defaults(fn=lambda: "z" * n, name="big", description="Big output.")
 
 
-def test_spec_needs_a_scope_and_checks_arguments(manager: MemoryManager) -> None:
-    unscoped = MemoryManager(manager.guard, manager.config)
-    with pytest.raises(InvalidInputError):
-        LocalMemoryToolSpec(unscoped)
-    with pytest.raises(InvalidInputError):
-        LocalMemoryToolSpec(unscoped, user_id="alice")
-    with pytest.raises(InvalidInputError):
-        LocalMemoryToolSpec(unscoped, user_id="../x", session_id="s1")
-    with pytest.raises(InvalidInputError):
-        LocalMemoryToolSpec(manager, max_page_chars=0)
-    assert [t.metadata.name for t in LocalMemoryToolSpec(manager).to_tool_list()] == ["load_tool_result"]
+def _spec(memory: Memory, **kwargs: Any) -> LocalMemoryToolSpec:
+    return LocalMemoryToolSpec(memory=memory, user_id="alice", session_id="s1", **kwargs)
 
 
-async def test_load_tool_result_pages_clamps_and_reports_missing(manager: MemoryManager) -> None:
-    spec = LocalMemoryToolSpec(manager, max_page_chars=100)
-    reference = json.loads(ExternalizingTool(_big(), spec.store).call().content)
+def test_spec_needs_a_scope_and_checks_arguments(memory: Memory, session: Session) -> None:
+    with pytest.raises(TypeError, match="session_id"):
+        LocalMemoryToolSpec(memory=memory, user_id="alice")  # type: ignore[call-arg]
+    with pytest.raises(InvalidInputError):
+        LocalMemoryToolSpec(memory=memory, user_id="../x", session_id="s1")
+    with pytest.raises(InvalidInputError):
+        LocalMemoryToolSpec(memory=memory, user_id="alice", session_id="")
+    with pytest.raises(InvalidInputError):
+        _spec(memory, max_page_chars=0)
+    with pytest.raises(InvalidInputError, match="Session"):
+        LocalMemoryToolSpec(memory=session, user_id="alice", session_id="s1")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="not both"):
+        _spec(memory, config=memory.config)
+    with pytest.raises(InvalidInputError, match="config= only"):
+        _spec(memory, llm=MockLLM())
+    assert [t.metadata.name for t in _spec(memory).to_tool_list()] == ["load_tool_result"]
+
+
+async def test_load_tool_result_pages_clamps_and_reports_missing(memory: Memory) -> None:
+    spec = _spec(memory, max_page_chars=100)
+    reference = json.loads(ExternalizingTool(_big(), memory, user_id="alice", session_id="s1").call().content)
     [load] = spec.to_tool_list()
     page = load.call(result_id=reference["result_id"], offset=9_950, limit=10_000).content
     header, body = page.split("\n", 1)
@@ -92,48 +99,54 @@ async def test_load_tool_result_pages_clamps_and_reports_missing(manager: Memory
         spec.load_tool_result(reference["result_id"], limit=0)
 
 
-async def test_another_scopes_result_id_loads_nothing(manager: MemoryManager) -> None:
-    reference = json.loads(ExternalizingTool(_big(), LocalMemoryToolSpec(manager).store).call().content)
+async def test_another_scopes_result_id_loads_nothing(memory: Memory) -> None:
+    [wrapped] = _spec(memory).wrap_tools([_big()])
+    reference = json.loads(wrapped.call().content)
     for user, session in (("bob", "s1"), ("alice", "s2")):
-        [load] = LocalMemoryToolSpec(manager, user_id=user, session_id=session).to_tool_list()
+        [load] = LocalMemoryToolSpec(memory=memory, user_id=user, session_id=session).to_tool_list()
         with pytest.raises(RecordNotFoundError):
             load.call(result_id=reference["result_id"])
         with pytest.raises(RecordNotFoundError):
             await load.acall(result_id=reference["result_id"])
 
 
-def test_load_tool_result_is_never_wrapped(manager: MemoryManager) -> None:
-    spec = LocalMemoryToolSpec(manager)
+def test_load_tool_result_is_never_wrapped(memory: Memory) -> None:
+    spec = _spec(memory)
     tools = spec.wrap_tools([*spec.to_tool_list(), _big()])
     assert not isinstance(tools[0], ExternalizingTool)
     assert isinstance(tools[1], ExternalizingTool)
-    assert externalize_tools(tools, spec.store)[1] is tools[1]
+    assert externalize_tools(tools, memory, user_id="alice", session_id="s1")[1] is tools[1]
     direct = FunctionTool.from_defaults(fn=lambda: "d" * 10_000, name="d", description="d", return_direct=True)
-    assert externalize_tools([direct], spec.store) == [direct]
+    assert externalize_tools([direct], memory, user_id="alice", session_id="s1") == [direct]
 
 
-async def test_errors_and_non_text_outputs_stay_inline(manager: MemoryManager) -> None:
-    store = ToolResultStore(manager)
+async def test_errors_and_non_text_outputs_stay_inline(memory: Memory, session: Session) -> None:
+    def wrap(tool: Any) -> ExternalizingTool:
+        return ExternalizingTool(tool, memory, user_id="alice", session_id="s1")
 
     def broken() -> str:
         """Always fails."""
         raise ValueError("disk on fire")
 
-    wrapped = ExternalizingTool(FunctionTool.from_defaults(fn=broken), store)
+    wrapped = wrap(FunctionTool.from_defaults(fn=broken))
     with pytest.raises(ValueError, match="disk on fire"):
         wrapped.call()
-    erroring_wrapped = ExternalizingTool(_ErrorTool(), store)
+    erroring_wrapped = wrap(_ErrorTool())
     assert (await erroring_wrapped.acall()).content == "e" * 10_000
     assert erroring_wrapped.call().is_error
     image = ImageBlock(image=b"\x89PNG", image_mimetype="image/png")
     mixed = FunctionTool.from_defaults(fn=lambda: [TextBlock(text="x" * 10_000), image], name="m", description="m")
-    out = ExternalizingTool(mixed, store).call()
+    out = wrap(mixed).call()
     assert len(out.blocks) == 2
-    assert manager.list_tool_results() == {}
+    assert session.list_tool_results() == {}
+    with pytest.raises(InvalidInputError, match="not both"):
+        ExternalizingTool(mixed, memory, user_id="alice", session_id="s1", config=memory.config)
+    with pytest.raises(InvalidInputError, match="memory must be"):
+        ExternalizingTool(mixed, "not a memory", user_id="alice", session_id="s1")  # type: ignore[arg-type]
 
 
 async def test_context_tools_keep_their_context_in_an_agent(
-    manager: MemoryManager, scripted_llm: Any, tool_call: Any, last_tool_output: Any
+    memory: Memory, scripted_llm: Any, tool_call: Any, last_tool_output: Any
 ) -> None:
     async def remember(ctx: Context, topic: str) -> str:
         """Store the topic in the workflow state and return a long report."""
@@ -142,7 +155,7 @@ async def test_context_tools_keep_their_context_in_an_agent(
 
     # This module postpones annotations; LlamaIndex finds the Context parameter by its real annotation.
     remember.__annotations__["ctx"] = Context
-    spec = LocalMemoryToolSpec(manager)
+    spec = _spec(memory)
     [wrapped] = spec.wrap_tools([FunctionTool.from_defaults(fn=remember)])
     assert isinstance(wrapped, ExternalizingTool)
     assert wrapped.requires_context
@@ -163,10 +176,10 @@ async def test_context_tools_keep_their_context_in_an_agent(
     assert reference["size"] == len("report on tides: ") + 8000
 
 
-def test_block_sync_paths_through_memory(manager: MemoryManager, make_memory: Any) -> None:
-    block = LocalWorkingMemoryBlock.from_manager(manager)
-    memory = make_memory(session_id="sync", memory_blocks=[block], token_limit=200, token_flush_size=50)
-    memory.put_messages(
+def test_block_sync_paths_through_memory(memory: Memory, session: Session, make_memory: Any) -> None:
+    block = LocalWorkingMemoryBlock(memory=memory, user_id="alice", session_id="s1")
+    chat = make_memory(session_id="sync", memory_blocks=[block], token_limit=200, token_flush_size=50)
+    chat.put_messages(
         [
             ChatMessage(role="user", content="Plan the database migration for the billing tables."),
             ChatMessage(role="assistant", content="We decided to migrate the invoices table first. " * 20),
@@ -174,50 +187,66 @@ def test_block_sync_paths_through_memory(manager: MemoryManager, make_memory: An
             ChatMessage(role="assistant", content="Done: rollback.sql drops the new columns."),
         ]
     )
-    working = manager.get_working_memory()
+    working = session.get_working_memory()
     assert "billing tables" in working  # the flushed first turn reached L1
-    messages = memory.get()
+    messages = chat.get()
     system = [m.content or "" for m in messages if m.role == MessageRole.SYSTEM]
     assert system
     assert "billing tables" in system[0]
     assert block.get_text() == working
-    block.summarize_memory(memory)
-    assert "rollback" in manager.get_working_memory()
-    assert block.summarize_memory(memory) is None
+    block.summarize_memory(chat)
+    assert "rollback" in session.get_working_memory()
+    assert block.summarize_memory(chat) is None
 
 
-async def test_block_with_a_llama_index_llm_and_disabled_memory(manager: MemoryManager, answer_llm: Any) -> None:
+async def test_block_with_a_llama_index_llm_and_disabled_memory(
+    memory: Memory, session: Session, answer_llm: Any
+) -> None:
     llm = answer_llm(answer=SUMMARY)
-    block = LocalWorkingMemoryBlock.from_manager(manager, llm=llm)
+    # config= builds the block's own Memory, with the LlamaIndex LLM as its model.
+    block = LocalWorkingMemoryBlock(config=memory.config, user_id="alice", session_id="s1", llm=llm)
     result = await block.asummarize_messages([ChatMessage(role="user", content="Fix the parser")])
     assert result is not None
     assert result.method == "llm"
     assert llm.async_calls == 1
     assert "Keep the old API" in await block.aget()
-    failing = LocalWorkingMemoryBlock.from_manager(manager, llm=answer_llm(fail=True))
-    before = manager.get_working_memory()
-    failed = failing.summarize_messages([ChatMessage(role="user", content="Another goal")])
-    assert failed is not None
-    assert not failed.ok
-    assert manager.get_working_memory() == before
-    # A failed merge is retried next time instead of being marked as done.
-    assert failing.summarize_messages([ChatMessage(role="user", content="Another goal")]) is not None
+    # With memory=, the model is the memory's own.
+    with Memory(memory.config, llm=LlamaIndexLLMAdapter(answer_llm(fail=True))) as failing_memory:
+        failing = LocalWorkingMemoryBlock(memory=failing_memory, user_id="alice", session_id="s1")
+        before = session.get_working_memory()
+        failed = failing.summarize_messages([ChatMessage(role="user", content="Another goal")])
+        assert failed is not None
+        assert not failed.ok
+        assert session.get_working_memory() == before
+        # A failed merge is retried next time instead of being marked as done.
+        assert failing.summarize_messages([ChatMessage(role="user", content="Another goal")]) is not None
 
-    off = MemoryManager(manager.guard, manager.config.replace(working_memory_enabled=False)).scoped("alice", "s1")
-    disabled = LocalWorkingMemoryBlock.from_manager(off)
+    disabled = LocalWorkingMemoryBlock(
+        config=memory.config.replace(working_memory_enabled=False), user_id="alice", session_id="s1"
+    )
     assert await disabled.aget() == ""
     assert disabled.summarize_messages([ChatMessage(role="user", content="x")]) is None
     with pytest.raises(InvalidInputError):
-        LocalWorkingMemoryBlock.from_manager(MemoryManager(manager.guard, manager.config))
+        LocalWorkingMemoryBlock(memory=memory, user_id="alice", session_id="../s1")
+    with pytest.raises(InvalidInputError, match="config= only"):
+        LocalWorkingMemoryBlock(memory=memory, user_id="alice", session_id="s1", llm=llm)
+    for built in (block, disabled):
+        built.memory.close()
 
 
-async def test_from_config_builds_the_same_scope(store: MemoryStore, manager: MemoryManager) -> None:
-    retriever = LocalMemoryRetriever.from_store(store, user_id="alice")
-    spec = LocalMemoryToolSpec.from_config(manager.config, user_id="alice", session_id="s1", retriever=retriever)
-    assert spec.manager.scope == manager.scope
+async def test_from_config_builds_the_same_scope(notes: Memory, session: Session) -> None:
+    spec = LocalMemoryToolSpec.from_config(notes.config, user_id="alice", session_id="s1", search=True)
+    assert spec.memory is not notes
+    assert spec.session.scope == session.scope
     assert "## alice_rust.md" in await spec.asearch_memory("rust ownership")
-    manager.update_working_memory("# Current Goal\nShip it\n")
-    block = LocalWorkingMemoryBlock.from_config(manager.config, user_id="alice", session_id="s1")
+    session.update_working_memory("# Current Goal\nShip it\n")
+    block = LocalWorkingMemoryBlock.from_config(notes.config, user_id="alice", session_id="s1")
     assert await block.aget() == "# Current Goal\nShip it\n"
     with pytest.raises(InvalidInputError):
-        LocalMemoryToolSpec(manager, retriever="nope")  # type: ignore[arg-type]
+        _spec(notes, search="yes")
+    with pytest.raises(InvalidInputError, match="search=True"):
+        _spec(notes).search_memory("rust")
+    with pytest.raises(InvalidInputError, match="unknown categories"):
+        _spec(notes, search=True, categories=["recipes"])
+    spec.memory.close()
+    block.memory.close()

@@ -6,15 +6,18 @@ block connects that to the library's L1 working memory of one ``(user_id, sessio
 
 * **reading** (``aget``): the block returns the stored L1 Markdown, which ``Memory`` puts
   into the system message of every LLM call;
-* **writing** (``aput``): messages flushed out of the queue are merged into L1 by
-  :class:`~local_ai_memory._runtime.compressor.WorkingMemoryCompressor` (with an LLM, or the
-  deterministic extractive summary when none is configured);
+* **writing** (``aput``): messages flushed out of the queue are merged into L1 by the
+  session's compressor (``session.compressor``: with the memory's LLM, or the deterministic
+  extractive summary when it has none);
 * **end of a run**: :meth:`LocalWorkingMemoryBlock.asummarize_memory` merges the messages
   still in the queue, so L1 is current even when nothing overflowed.
 
-L1 lives in a plain file, so an agent that is restarted (a new process, a new ``Memory``,
-a workflow ``Context`` restored from ``to_dict()``, which does not carry the memory) gets
-its working memory back as soon as the block is attached again.
+The block works through ``memory.session(user_id, session_id)`` of a
+:class:`local_ai_memory.Memory` (not to be confused with LlamaIndex's ``Memory``, which holds
+the block). With the default file backend L1 lives in a plain file, so an agent that is
+restarted (a new process, a new ``Memory``, a workflow ``Context`` restored from
+``to_dict()``, which does not carry the memory) gets its working memory back as soon as the
+block is attached again.
 
 What was already merged is remembered by the core's merge cursor (kept with the scope, so it
 survives restarts): a message is merged once even if it is first seen at the end of one run
@@ -30,21 +33,12 @@ from typing import Any
 from llama_index.core.base.llms.types import ChatMessage, TextBlock, ToolCallBlock
 from llama_index.core.bridge.pydantic import ConfigDict, Field, PrivateAttr
 from llama_index.core.memory import BaseMemory, BaseMemoryBlock
-from llama_index.retrievers.local_ai_memory._adapters import as_core_llm
+from llama_index.retrievers.local_ai_memory._adapters import resolve_memory
 
-from local_ai_memory import (
-    DirectoryGuard,
-    InvalidInputError,
-    MemoryConfig,
-    MemoryManager,
-    TokenCounter,
-    WorkingMemoryCompressor,
-)
+from local_ai_memory import Memory, MemoryConfig, Session, WorkingMemoryCompressor
 from local_ai_memory.types import CompressionResult
 
 __all__ = ["LocalWorkingMemoryBlock", "to_core_message", "to_core_messages"]
-
-_NEEDS_SCOPE = "LocalWorkingMemoryBlock needs a scoped manager: manager.scoped(user_id, session_id)"
 
 
 def _tool_call_names(message: ChatMessage) -> tuple[str, ...]:
@@ -97,11 +91,16 @@ def to_core_messages(messages: Iterable[ChatMessage]) -> list[dict[str, Any]]:
 
 
 class LocalWorkingMemoryBlock(BaseMemoryBlock[str]):
-    """Serves the L1 working memory of one scope to ``Memory`` and merges flushed messages into it.
+    """Serves the L1 working memory of one scope to LlamaIndex's ``Memory`` and merges flushed
+    messages into it.
 
-    Build it with :meth:`from_manager` (or pass ``manager`` and ``compressor`` directly)::
+    ``memory=`` is the :class:`local_ai_memory.Memory` whose ``session(user_id, session_id)``
+    the block serves (share it with the tool spec and the retriever); ``config=`` instead
+    builds one ``Memory(config)`` for the block, with ``llm`` (LlamaIndex or core) writing the
+    summaries. The other keywords are the block's fields (``name``, ``priority``, ...)::
 
-        block = LocalWorkingMemoryBlock.from_manager(manager.scoped("alice", "s1"), llm=Settings.llm)
+        ours = local_ai_memory.Memory.open("~/.local-ai", llm=LlamaIndexLLMAdapter(Settings.llm))
+        block = LocalWorkingMemoryBlock(memory=ours, user_id="alice", session_id="s1")
         memory = Memory.from_defaults(session_id="s1", memory_blocks=[block])
     """
 
@@ -110,65 +109,55 @@ class LocalWorkingMemoryBlock(BaseMemoryBlock[str]):
         default="The agent's working memory: goal, completed steps, discoveries, open issues and decisions."
     )
     priority: int = Field(default=0, description="0: never truncated (L1 already has its own token budget).")
-    manager: MemoryManager = Field(exclude=True, description="A MemoryManager scoped to (user_id, session_id).")
-    compressor: WorkingMemoryCompressor = Field(exclude=True, description="Merges messages into L1.")
+    session: Session = Field(exclude=True, description="The (user_id, session_id) runtime memory served.")
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")  # a misspelt argument is an error
 
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
-    def model_post_init(self, context: Any, /) -> None:
-        """Check that the manager is scoped and the compressor writes to the same manager."""
-        super().model_post_init(context)
-        if self.manager.scope is None:
-            raise InvalidInputError(_NEEDS_SCOPE)
-        if self.compressor.manager is not self.manager:
-            raise InvalidInputError("the compressor must write to the block's manager")
-
-    @classmethod
-    def from_manager(
-        cls,
-        manager: MemoryManager,
-        llm: Any = None,
-        *,
-        target_tokens: int | None = None,
-        token_counter: TokenCounter | None = None,
-        name: str = "working_memory",
-        priority: int = 0,
-    ) -> LocalWorkingMemoryBlock:
-        """A block over ``manager``'s L1; ``llm`` is a LlamaIndex LLM, a core LLM or ``None`` (extractive)."""
-        if not isinstance(manager, MemoryManager) or manager.scope is None:
-            raise InvalidInputError(_NEEDS_SCOPE)
-        compressor = WorkingMemoryCompressor(manager, as_core_llm(llm), token_counter, target_tokens)
-        return cls(name=name, priority=priority, manager=manager, compressor=compressor)
-
-    @classmethod
-    def from_config(
-        cls,
-        config: MemoryConfig | None = None,
+    def __init__(
+        self,
+        memory: Memory | None = None,
         *,
         user_id: str,
         session_id: str,
+        config: MemoryConfig | None = None,
         llm: Any = None,
-        **kwargs: Any,
+        **fields: Any,
+    ) -> None:
+        ours = resolve_memory(memory, config, llm=llm)
+        # mypy checks this call against the base class's fields; ``session`` is this class's own.
+        super().__init__(session=ours.session(user_id, session_id), **fields)  # type: ignore[call-arg]
+
+    @classmethod
+    def from_config(
+        cls, config: MemoryConfig | None = None, *, user_id: str, session_id: str, **kwargs: Any
     ) -> LocalWorkingMemoryBlock:
-        """A block over the L1 of ``(user_id, session_id)`` under ``config.runtime_data_dir``."""
-        config = config if config is not None else MemoryConfig()
-        manager = MemoryManager(DirectoryGuard(config.runtime_data_dir), config).scoped(user_id, session_id)
-        return cls.from_manager(manager, llm, **kwargs)
+        """``LocalWorkingMemoryBlock(config=config, ...)``: over one new ``Memory(config)``."""
+        return cls(config=config, user_id=user_id, session_id=session_id, **kwargs)
+
+    @property
+    def memory(self) -> Memory:
+        """The :class:`local_ai_memory.Memory` the block's session belongs to."""
+        return self.session.memory
+
+    @property
+    def compressor(self) -> WorkingMemoryCompressor:
+        """What merges messages into L1: the session's compressor."""
+        return self.session.compressor
 
     # -- reading
 
     def get_text(self) -> str:
         """The L1 text the block serves (``""`` when none, or when working memory is disabled)."""
-        if not self.manager.config.working_memory_enabled:
+        if not self.session.config.working_memory_enabled:
             return ""
-        return self.manager.get_working_memory()
+        return self.session.get_working_memory()
 
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
-        if not self.manager.config.working_memory_enabled:
+        if not self.session.config.working_memory_enabled:
             return ""
-        return await self.manager.aget_working_memory()
+        return await self.session.aget_working_memory()
 
     # -- writing
 
@@ -178,14 +167,14 @@ class LocalWorkingMemoryBlock(BaseMemoryBlock[str]):
 
     def summarize_messages(self, messages: Sequence[ChatMessage]) -> CompressionResult | None:
         """Merge the messages L1 has not seen yet; ``None`` when there was nothing new."""
-        if not self.manager.config.working_memory_enabled:
+        if not self.session.config.working_memory_enabled:
             return None
         with self._lock:  # one merge at a time per block: the cursor is read, then advanced
             return self.compressor.merge_new(self._worth_merging(messages))
 
     async def asummarize_messages(self, messages: Sequence[ChatMessage]) -> CompressionResult | None:
         """Async twin of :meth:`summarize_messages`."""
-        if not self.manager.config.working_memory_enabled:
+        if not self.session.config.working_memory_enabled:
             return None
         return await self.compressor.amerge_new(self._worth_merging(messages))
 
@@ -201,4 +190,4 @@ class LocalWorkingMemoryBlock(BaseMemoryBlock[str]):
         await self.asummarize_messages(messages)
 
     def __repr__(self) -> str:
-        return f"LocalWorkingMemoryBlock(name={self.name!r}, scope={self.manager.scope!r})"
+        return f"LocalWorkingMemoryBlock(name={self.name!r}, scope={self.session.scope!r})"

@@ -7,6 +7,9 @@ classes translate. A failing model call becomes :class:`~local_ai_memory.ModelEr
 ``RuntimeError``) with the original exception chained, which the engines know how to degrade
 on (Stage 2 keeps the Stage 1 order, the compressor leaves L1 unchanged).
 
+:func:`resolve_memory` is the one rule every adapter here follows to get its
+:class:`~local_ai_memory.Memory`: the one passed as ``memory=``, or one built from ``config=``.
+
 This module lives in the retrievers package; the postprocessor, tools and memory packages of
 the same distribution import it from here, so there is one copy of the adapter logic.
 """
@@ -18,9 +21,9 @@ from typing import Any
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from llama_index.core.llms import LLM as LlamaIndexLLM  # noqa: N811
 
-from local_ai_memory import LLM, Embedder, InvalidInputError, ModelError
+from local_ai_memory import LLM, Embedder, InvalidInputError, Memory, MemoryConfig, ModelError, Session
 
-__all__ = ["LlamaIndexEmbedderAdapter", "LlamaIndexLLMAdapter", "as_core_embedder", "as_core_llm"]
+__all__ = ["LlamaIndexEmbedderAdapter", "LlamaIndexLLMAdapter", "as_core_embedder", "as_core_llm", "resolve_memory"]
 
 
 class LlamaIndexLLMAdapter:
@@ -115,3 +118,34 @@ def as_core_embedder(embed_model: Any) -> Embedder | None:
     raise InvalidInputError(
         f"embed_model must be a LlamaIndex BaseEmbedding or have embed()/aembed(), got {type(embed_model).__name__}"
     )
+
+
+def resolve_memory(
+    memory: Memory | None, config: MemoryConfig | None, *, llm: Any = None, embed_model: Any = None
+) -> Memory:
+    """The :class:`~local_ai_memory.Memory` an adapter works through.
+
+    ``memory`` itself when given: adapters built from one memory share its backends, caches and
+    knowledge index. Otherwise one ``Memory(config)`` (default config: ``~/.local-ai``) whose
+    models are ``llm`` and ``embed_model`` (LlamaIndex or core). A given memory keeps its own
+    models, so ``llm``/``embed_model`` next to it, or ``config`` next to it, is an error rather
+    than a setting silently ignored.
+    """
+    if memory is None:
+        if config is not None and not isinstance(config, MemoryConfig):
+            raise InvalidInputError(f"config must be a MemoryConfig, got {type(config).__name__}")
+        return Memory(config, llm=as_core_llm(llm), embedder=as_core_embedder(embed_model))
+    if isinstance(memory, Session):
+        raise InvalidInputError(
+            "memory must be a Memory, got a Session: pass memory=session.memory with its user_id and session_id"
+        )
+    if not isinstance(memory, Memory):
+        raise InvalidInputError(f"memory must be a local_ai_memory.Memory, got {type(memory).__name__}")
+    if config is not None:
+        raise InvalidInputError("give memory= or config=, not both (a Memory already has its config)")
+    if llm is not None or embed_model is not None:
+        raise InvalidInputError(
+            "llm= and embed_model= go with config= only; a given Memory uses its own models: "
+            "Memory(config, llm=LlamaIndexLLMAdapter(llm), embedder=LlamaIndexEmbedderAdapter(embed_model))"
+        )
+    return memory

@@ -1,7 +1,7 @@
 """``LocalMemoryRetriever``: the knowledge memory as a LlamaIndex ``BaseRetriever``.
 
-Each query runs the core's three-stage retrieval for one bound user (Stage 1 BM25 or hybrid,
-Stage 2 LLM selection when an LLM is given, Stage 3 loading within ``max_tokens``) and
+Each query runs ``memory.knowledge.retrieve`` for one bound user (Stage 1 BM25 or hybrid,
+Stage 2 LLM selection when the memory has an LLM, Stage 3 loading within ``max_tokens``) and
 returns one ``NodeWithScore`` per loaded file:
 
 * the node's text is the whole file, its score the Stage 1 score (BM25, positive, or
@@ -29,13 +29,13 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
-from local_ai_memory import DirectoryGuard, InvalidInputError, MemoryConfig, MemoryRetriever, MemoryStore
+from local_ai_memory import InvalidInputError, Knowledge, Memory, MemoryConfig, MemoryStore
 from local_ai_memory.integration import validate_id, validate_name
 from local_ai_memory.types import RetrievalResult, RetrievedFile
 
-from ._adapters import as_core_embedder, as_core_llm
+from ._adapters import resolve_memory
 
-__all__ = ["LocalMemoryRetriever", "file_node", "node_id_for"]
+__all__ = ["LocalMemoryRetriever", "file_node", "known_categories", "node_id_for"]
 
 DEFAULT_TOP_K = 5
 MAX_TOP_K = 100
@@ -46,6 +46,20 @@ _HIDDEN_KEYS = ["keywords", "last_modified"]
 def node_id_for(category: str, filename: str) -> str:
     """The stable node id of a knowledge file: a UUID5 of ``category/filename``."""
     return str(uuid.uuid5(_NODE_NAMESPACE, f"{category}/{filename}"))
+
+
+def known_categories(memory: Memory, categories: Sequence[str] | str | None) -> list[str] | None:
+    """``categories`` checked against the memory's configured ones (``None``: all of them)."""
+    if categories is None:
+        return None
+    if isinstance(categories, str):
+        categories = [categories]
+    chosen = [validate_id(c, "category") for c in categories]
+    configured = list(memory.knowledge.store.categories)
+    unknown = sorted(set(chosen) - set(configured))
+    if unknown:
+        raise InvalidInputError(f"unknown categories {unknown}: the memory has {configured}")
+    return chosen
 
 
 def file_node(file: RetrievedFile, keywords: Sequence[str], last_modified: float | None) -> NodeWithScore:
@@ -67,30 +81,36 @@ def file_node(file: RetrievedFile, keywords: Sequence[str], last_modified: float
 
 
 class LocalMemoryRetriever(BaseRetriever):
-    """Retrieves a bound user's Markdown knowledge files as nodes.
+    """Retrieves a bound user's Markdown knowledge files as nodes, through a
+    :class:`~local_ai_memory.Memory`'s knowledge (``memory.knowledge``).
 
-    >>> import tempfile
-    >>> from local_ai_memory import MemoryConfig
-    >>> config = MemoryConfig(runtime_data_dir=tempfile.mkdtemp(), fsync=False)
-    >>> retriever = LocalMemoryRetriever.from_config(config, user_id="alice")
-    >>> _ = retriever.store.write_file("knowledge/alice_tea.md", "# Tea\\n\\nGreen tea steeps at 80 C.")
+    Pass ``memory=`` to share one memory with the other adapters (a note written through
+    ``memory.knowledge.write_note`` is found at the next query); ``config=`` instead builds one
+    ``Memory(config)`` for this retriever, with ``llm`` (Stage 2) and ``embed_model`` (hybrid
+    search) as its models. With ``memory=`` the memory's own models are used.
+
+    >>> from local_ai_memory import Memory
+    >>> memory = Memory.in_memory()
+    >>> retriever = LocalMemoryRetriever(memory=memory, user_id="alice")
+    >>> _ = memory.knowledge.write_note("alice", "tea", "# Tea\\n\\nGreen tea steeps at 80 C.")
     >>> [n.node.metadata["filename"] for n in retriever.retrieve("green tea")]
     ['alice_tea.md']
     """
 
     def __init__(
         self,
-        retriever: MemoryRetriever,
+        memory: Memory | None = None,
         *,
         user_id: str,
+        config: MemoryConfig | None = None,
+        llm: Any = None,
+        embed_model: Any = None,
         categories: Sequence[str] | None = None,
         max_tokens: int = 2000,
         similarity_top_k: int = DEFAULT_TOP_K,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> None:
-        if not isinstance(retriever, MemoryRetriever):
-            raise InvalidInputError(f"expected a local_ai_memory MemoryRetriever, got {type(retriever).__name__}")
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise InvalidInputError(f"max_tokens must be a positive integer, got {max_tokens!r}")
         if (
@@ -101,59 +121,28 @@ class LocalMemoryRetriever(BaseRetriever):
             raise InvalidInputError(
                 f"similarity_top_k must be a whole number from 1 to {MAX_TOP_K}, got {similarity_top_k!r}"
             )
-        if isinstance(categories, str):
-            categories = [categories]
-        self.similarity_top_k = similarity_top_k
-        self.memory_retriever = retriever
         self.user_id = validate_name(user_id, "user_id")
-        self.categories = [validate_id(c, "category") for c in categories] if categories is not None else None
-        unknown = sorted(set(self.categories or ()) - set(retriever.store.categories))
-        if unknown:
-            raise InvalidInputError(f"unknown categories {unknown}: the store has {list(retriever.store.categories)}")
+        self.memory = resolve_memory(memory, config, llm=llm, embed_model=embed_model)
+        self.categories = known_categories(self.memory, categories)
+        self.similarity_top_k = similarity_top_k
         self.max_tokens = max_tokens
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     @classmethod
-    def from_store(
-        cls,
-        store: MemoryStore,
-        *,
-        user_id: str,
-        llm: Any = None,
-        categories: Sequence[str] | None = None,
-        max_tokens: int = 2000,
-        **kwargs: Any,
-    ) -> LocalMemoryRetriever:
-        """Over an existing ``MemoryStore``; ``llm`` (LlamaIndex or core) enables Stage 2."""
-        return cls(
-            MemoryRetriever(store, as_core_llm(llm)),
-            user_id=user_id,
-            categories=categories,
-            max_tokens=max_tokens,
-            **kwargs,
-        )
+    def from_config(cls, config: MemoryConfig | None = None, *, user_id: str, **kwargs: Any) -> LocalMemoryRetriever:
+        """``LocalMemoryRetriever(config=config, ...)``: over one new ``Memory(config)`` (default ``~/.local-ai``)."""
+        return cls(config=config, user_id=user_id, **kwargs)
 
-    @classmethod
-    def from_config(
-        cls,
-        config: MemoryConfig | None = None,
-        *,
-        user_id: str,
-        llm: Any = None,
-        embed_model: Any = None,
-        categories: Sequence[str] | None = None,
-        max_tokens: int = 2000,
-        **kwargs: Any,
-    ) -> LocalMemoryRetriever:
-        """Over ``config.runtime_data_dir`` (default ``~/.local-ai``); ``embed_model`` serves hybrid search."""
-        config = config if config is not None else MemoryConfig()
-        store = MemoryStore(DirectoryGuard(config.runtime_data_dir), config, embedder=as_core_embedder(embed_model))
-        return cls.from_store(store, user_id=user_id, llm=llm, categories=categories, max_tokens=max_tokens, **kwargs)
+    @property
+    def knowledge(self) -> Knowledge:
+        """The knowledge memory read by this retriever (``memory.knowledge``)."""
+        return self.memory.knowledge
 
     @property
     def store(self) -> MemoryStore:
-        """The ``MemoryStore`` read by this retriever (write knowledge files through it)."""
-        return self.memory_retriever.store
+        """The note store under ``memory.knowledge`` (for code written against it; new code
+        writes notes with ``memory.knowledge.write_note``)."""
+        return self.memory.knowledge.store
 
     def __repr__(self) -> str:
         return f"LocalMemoryRetriever(user_id={self.user_id!r}, categories={self.categories!r})"
@@ -168,13 +157,21 @@ class LocalMemoryRetriever(BaseRetriever):
         return details
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        result = self.memory_retriever.retrieve_result(
-            query_bundle.query_str, self.user_id, self.categories, self.max_tokens, k=self.similarity_top_k
+        result = self.knowledge.retrieve(
+            query_bundle.query_str,
+            self.user_id,
+            categories=self.categories,
+            max_tokens=self.max_tokens,
+            k=self.similarity_top_k,
         )
         return [file_node(*item) for item in self._details(result)][: self.similarity_top_k]
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        result = await self.memory_retriever.aretrieve_result(
-            query_bundle.query_str, self.user_id, self.categories, self.max_tokens, k=self.similarity_top_k
+        result = await self.knowledge.aretrieve(
+            query_bundle.query_str,
+            self.user_id,
+            categories=self.categories,
+            max_tokens=self.max_tokens,
+            k=self.similarity_top_k,
         )
         return [file_node(*item) for item in await asyncio.to_thread(self._details, result)][: self.similarity_top_k]

@@ -3,10 +3,11 @@
 ``FunctionAgent`` puts every tool output into its scratchpad and then into its memory, and
 sends it to the model on every later step. :class:`ExternalizingTool` wraps any LlamaIndex
 tool: after the tool runs, a successful, text-only output above
-``config.tool_result_inline_limit`` UTF-8 bytes (6,144 by default) is stored on disk by
-:class:`~local_ai_memory._runtime.tool_results.ToolResultStore` and the agent receives the short JSON
+``config.tool_result_inline_limit`` UTF-8 bytes (6,144 by default) is stored as an L3 tool
+result of ``memory.session(user_id, session_id)`` and the agent receives the short JSON
 reference ``{"result_id", "summary", "size"}`` instead. The model pages the full text back
-with the ``load_tool_result`` tool of :class:`LocalMemoryToolSpec`.
+with the ``load_tool_result`` tool of a :class:`LocalMemoryToolSpec` built from the same
+:class:`~local_ai_memory.Memory` and scope.
 
 The wrapper is a ``FunctionTool`` so that agents still pass the workflow ``Context`` to a
 wrapped tool that asks for one. Error outputs and outputs with non-text blocks (images,
@@ -21,8 +22,9 @@ from typing import Any
 
 from llama_index.core.base.llms.types import TextBlock
 from llama_index.core.tools import BaseTool, FunctionTool, ToolOutput, adapt_to_async_tool
+from llama_index.retrievers.local_ai_memory._adapters import resolve_memory
 
-from local_ai_memory import InvalidInputError, ToolResultStore
+from local_ai_memory import InvalidInputError, Memory, MemoryConfig, RetentionPolicy, ToolResultStore
 
 __all__ = ["ExternalizingTool", "externalizable_text", "externalize_tools", "replace_output"]
 
@@ -53,24 +55,39 @@ def replace_output(output: ToolOutput, text: str, stored: str) -> ToolOutput:
 
 
 class ExternalizingTool(FunctionTool):
-    """A tool whose large outputs go to L3 storage before the agent sees them.
+    """A tool whose large outputs go to L3 storage of one ``(user_id, session_id)`` before the
+    agent sees them.
 
-    >>> import tempfile
-    >>> from local_ai_memory import DirectoryGuard, MemoryManager, ToolResultStore
-    >>> manager = MemoryManager(DirectoryGuard(tempfile.mkdtemp())).scoped("alice", "s1")
+    ``memory=`` is the :class:`~local_ai_memory.Memory` to store in (``config=`` instead builds
+    one ``Memory(config)``); ``retention`` overrides the configured bounds of the scope's
+    stored outputs.
+
+    >>> from local_ai_memory import Memory
+    >>> memory = Memory.in_memory()
     >>> big = FunctionTool.from_defaults(fn=lambda: "x" * 10_000, name="big", description="Big output.")
-    >>> out = ExternalizingTool(big, ToolResultStore(manager)).call()
+    >>> out = ExternalizingTool(big, memory=memory, user_id="alice", session_id="s1").call()
     >>> out.content.startswith('{"result_id"')
     True
     """
 
-    def __init__(self, tool: BaseTool, store: ToolResultStore) -> None:
+    def __init__(
+        self,
+        tool: BaseTool,
+        memory: Memory | None = None,
+        *,
+        user_id: str,
+        session_id: str,
+        config: MemoryConfig | None = None,
+        retention: RetentionPolicy | None = None,
+    ) -> None:
         if not isinstance(tool, BaseTool):
             raise InvalidInputError(f"expected a LlamaIndex tool, got {type(tool).__name__}")
-        if not isinstance(store, ToolResultStore):
-            raise InvalidInputError(f"expected a ToolResultStore, got {type(store).__name__}")
+        if retention is not None and not isinstance(retention, RetentionPolicy):
+            raise InvalidInputError(f"retention must be a RetentionPolicy, got {type(retention).__name__}")
+        self.memory = resolve_memory(memory, config)
+        self.session = self.memory.session(user_id, session_id)
         self.wrapped = tool
-        self.store = store
+        self.store = self.session.tool_results if retention is None else ToolResultStore(self.session, retention)
         self._inner = adapt_to_async_tool(tool)
         super().__init__(fn=self._run_text, async_fn=self._arun_text, metadata=tool.metadata)
         # Agents inject the workflow Context only into FunctionTools that declare it: mirror the wrapped tool.
@@ -108,17 +125,23 @@ class ExternalizingTool(FunctionTool):
 
 def externalize_tools(
     tools: Iterable[BaseTool],
-    store: ToolResultStore,
+    memory: Memory | None = None,
     *,
+    user_id: str,
+    session_id: str,
+    config: MemoryConfig | None = None,
+    retention: RetentionPolicy | None = None,
     skip: Sequence[str] = tuple(NEVER_EXTERNALIZED),
 ) -> list[BaseTool]:
-    """Wrap each tool in :class:`ExternalizingTool`, except those named in ``skip``, those already
-    wrapped, and ``return_direct`` tools (their output is the agent's final answer to the user,
-    which must stay the real text)."""
+    """Wrap each tool in :class:`ExternalizingTool` over ``memory``'s ``(user_id, session_id)``
+    (``config=``: one ``Memory(config)`` for them all), except those named in ``skip``, those
+    already wrapped, and ``return_direct`` tools (their output is the agent's final answer to
+    the user, which must stay the real text)."""
+    memory = resolve_memory(memory, config)
     wrapped: list[BaseTool] = []
     for tool in tools:
         if isinstance(tool, ExternalizingTool) or tool.metadata.name in skip or tool.metadata.return_direct:
             wrapped.append(tool)
         else:
-            wrapped.append(ExternalizingTool(tool, store))
+            wrapped.append(ExternalizingTool(tool, memory, user_id=user_id, session_id=session_id, retention=retention))
     return wrapped

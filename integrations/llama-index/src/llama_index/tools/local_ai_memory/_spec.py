@@ -5,11 +5,14 @@ agent needs):
 
 * ``load_tool_result(result_id, offset=0, limit=4000)`` pages an externalized tool output
   back by characters. Its own output is never externalized again.
-* ``search_memory(query)`` runs the knowledge retrieval (Stage 1, Stage 2 when an LLM is
-  configured, Stage 3 within ``max_tokens``) over the bound user's files.
+* ``search_memory(query)`` (with ``search=True``) runs ``memory.knowledge.retrieve``
+  (Stage 1, Stage 2 when the memory has an LLM, Stage 3 within ``max_tokens``) over the bound
+  user's notes.
 
 ``user_id`` and ``session_id`` are fixed when the spec is built and are not parameters of the
-tools, so the model can neither see nor change whose memory it reads.
+tools, so the model can neither see nor change whose memory it reads. The spec works through
+``memory.session(user_id, session_id)``, so the memory block and the externalizing wrappers
+built from the same :class:`~local_ai_memory.Memory` see the same stored outputs.
 """
 
 from __future__ import annotations
@@ -20,18 +23,10 @@ from typing import Any
 from llama_index.core.tools import BaseTool, FunctionTool
 from llama_index.core.tools.tool_spec.base import SPEC_FUNCTION_TYPE, BaseToolSpec
 from llama_index.core.tools.types import ToolMetadata
-from llama_index.retrievers.local_ai_memory.base import LocalMemoryRetriever
+from llama_index.retrievers.local_ai_memory._adapters import resolve_memory
+from llama_index.retrievers.local_ai_memory.base import known_categories
 
-from local_ai_memory import (
-    DirectoryGuard,
-    InvalidInputError,
-    MemoryConfig,
-    MemoryManager,
-    MemoryRetriever,
-    RetentionPolicy,
-    ToolResultStore,
-    render_page,
-)
+from local_ai_memory import InvalidInputError, Memory, MemoryConfig, RetentionPolicy, ToolResultStore, render_page
 from local_ai_memory.integration import DEFAULT_PAGE_CHARS
 
 from ._externalize import externalize_tools
@@ -53,72 +48,67 @@ _SEARCH_DESCRIPTION = (
 
 
 class LocalMemoryToolSpec(BaseToolSpec):
-    """``load_tool_result`` and ``search_memory`` as LlamaIndex tools for one ``(user_id, session_id)``.
+    """``load_tool_result`` and (with ``search=True``) ``search_memory`` as LlamaIndex tools for
+    one ``(user_id, session_id)`` of a :class:`~local_ai_memory.Memory`.
 
-    ``manager`` is a :class:`~local_ai_memory._runtime.scope.MemoryManager`, already scoped or scoped
-    here with ``user_id`` and ``session_id``. ``retriever`` (a core ``MemoryRetriever`` or a
-    :class:`LocalMemoryRetriever`, whose engine is used) enables ``search_memory`` over the
-    scope's user; without it only ``load_tool_result`` is offered.
+    Pass ``memory=`` to share one memory with the other adapters; ``config=`` instead builds one
+    ``Memory(config)`` for this spec (``llm`` and ``embed_model`` then serve ``search_memory``).
+    ``retention`` overrides the configured bounds of the stored outputs of this scope.
+
+    >>> from local_ai_memory import Memory
+    >>> spec = LocalMemoryToolSpec(memory=Memory.in_memory(), user_id="alice", session_id="s1", search=True)
+    >>> [tool.metadata.name for tool in spec.to_tool_list()]
+    ['load_tool_result', 'search_memory']
     """
 
-    spec_functions: list[SPEC_FUNCTION_TYPE]  # set per instance: search_memory only with a retriever
+    spec_functions: list[SPEC_FUNCTION_TYPE]  # set per instance: search_memory only with search=True
 
     def __init__(
         self,
-        manager: MemoryManager,
+        memory: Memory | None = None,
         *,
-        user_id: str | None = None,
-        session_id: str | None = None,
-        retriever: MemoryRetriever | LocalMemoryRetriever | None = None,
+        user_id: str,
+        session_id: str,
+        config: MemoryConfig | None = None,
+        llm: Any = None,
+        embed_model: Any = None,
+        search: bool = False,
         categories: Sequence[str] | None = None,
         max_tokens: int = 2000,
         max_page_chars: int = 20_000,
         retention: RetentionPolicy | None = None,
     ) -> None:
-        if not isinstance(manager, MemoryManager):
-            raise InvalidInputError(f"expected a MemoryManager, got {type(manager).__name__}")
-        if user_id is not None or session_id is not None:
-            if user_id is None or session_id is None:
-                raise InvalidInputError("give both user_id and session_id, or neither")
-            manager = manager.scoped(user_id, session_id)
-        if manager.scope is None or manager.user_id is None:
-            raise InvalidInputError("the tools need a scoped manager: pass user_id and session_id")
+        if not isinstance(search, bool):
+            raise InvalidInputError(f"search must be True or False, got {search!r}")
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise InvalidInputError(f"max_tokens must be a positive integer, got {max_tokens!r}")
         if isinstance(max_page_chars, bool) or not isinstance(max_page_chars, int) or max_page_chars < 1:
             raise InvalidInputError(f"max_page_chars must be a positive integer, got {max_page_chars!r}")
-        self.manager = manager
-        self.user_id: str = manager.user_id
-        self.store = ToolResultStore(manager, retention)
-        if isinstance(retriever, LocalMemoryRetriever):
-            retriever = retriever.memory_retriever
-        if retriever is not None and not isinstance(retriever, MemoryRetriever):
-            raise InvalidInputError(f"retriever must be a MemoryRetriever, got {type(retriever).__name__}")
-        self.retriever: MemoryRetriever | None = retriever
-        self.categories = list(categories) if categories is not None else None
+        if retention is not None and not isinstance(retention, RetentionPolicy):
+            raise InvalidInputError(f"retention must be a RetentionPolicy, got {type(retention).__name__}")
+        self.memory = resolve_memory(memory, config, llm=llm, embed_model=embed_model)
+        self.session = self.memory.session(user_id, session_id)
+        self.user_id: str = user_id
+        self.session_id: str = session_id
+        self.retention = retention
+        self.store = self.session.tool_results if retention is None else ToolResultStore(self.session, retention)
+        self.search_enabled = search
+        self.categories = known_categories(self.memory, categories) if search else None
         self.max_tokens = max_tokens
         self.max_page_chars = max_page_chars
         self.spec_functions = [("load_tool_result", "aload_tool_result")]
-        if retriever is not None:
+        if search:
             self.spec_functions.append(("search_memory", "asearch_memory"))
 
     @classmethod
     def from_config(
-        cls,
-        config: MemoryConfig | None = None,
-        *,
-        user_id: str,
-        session_id: str,
-        retriever: MemoryRetriever | LocalMemoryRetriever | None = None,
-        **kwargs: Any,
+        cls, config: MemoryConfig | None = None, *, user_id: str, session_id: str, **kwargs: Any
     ) -> LocalMemoryToolSpec:
-        """Tools for ``(user_id, session_id)`` over ``config.runtime_data_dir`` (default ``~/.local-ai``)."""
-        config = config if config is not None else MemoryConfig()
-        manager = MemoryManager(DirectoryGuard(config.runtime_data_dir), config)
-        return cls(manager, user_id=user_id, session_id=session_id, retriever=retriever, **kwargs)
+        """``LocalMemoryToolSpec(config=config, ...)``: over one new ``Memory(config)`` (default ``~/.local-ai``)."""
+        return cls(config=config, user_id=user_id, session_id=session_id, **kwargs)
 
     def __repr__(self) -> str:
-        return f"LocalMemoryToolSpec(scope={self.manager.scope!r}, search={self.retriever is not None})"
+        return f"LocalMemoryToolSpec(scope={self.session.scope!r}, search={self.search_enabled})"
 
     # -- load_tool_result
 
@@ -137,20 +127,23 @@ class LocalMemoryToolSpec(BaseToolSpec):
 
     # -- search_memory
 
-    def _require_retriever(self) -> MemoryRetriever:
-        if self.retriever is None:
-            raise InvalidInputError("search_memory needs a retriever: LocalMemoryToolSpec(..., retriever=...)")
-        return self.retriever
+    def _require_search(self) -> None:
+        if not self.search_enabled:
+            raise InvalidInputError("search_memory is off: build the spec with search=True")
 
     def search_memory(self, query: str) -> str:
-        """The bound user's most relevant knowledge files for ``query``, within ``max_tokens``."""
-        retriever = self._require_retriever()
-        return retriever.retrieve_result(query, self.user_id, self.categories, self.max_tokens).for_model()
+        """The bound user's most relevant knowledge notes for ``query``, within ``max_tokens``."""
+        self._require_search()
+        knowledge = self.memory.knowledge
+        return knowledge.retrieve(
+            query, self.user_id, categories=self.categories, max_tokens=self.max_tokens
+        ).for_model()
 
     async def asearch_memory(self, query: str) -> str:
         """Async twin of :meth:`search_memory`."""
-        retriever = self._require_retriever()
-        result = await retriever.aretrieve_result(query, self.user_id, self.categories, self.max_tokens)
+        self._require_search()
+        knowledge = self.memory.knowledge
+        result = await knowledge.aretrieve(query, self.user_id, categories=self.categories, max_tokens=self.max_tokens)
         return result.for_model()
 
     # -- tools
@@ -178,4 +171,6 @@ class LocalMemoryToolSpec(BaseToolSpec):
 
     def wrap_tools(self, tools: Iterable[BaseTool]) -> list[BaseTool]:
         """``tools`` wrapped so their large outputs are stored in this scope and replaced by references."""
-        return externalize_tools(tools, self.store)
+        return externalize_tools(
+            tools, self.memory, user_id=self.user_id, session_id=self.session_id, retention=self.retention
+        )
