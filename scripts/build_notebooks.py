@@ -183,7 +183,7 @@ from pathlib import Path
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-from local_ai_memory import Memory, MemoryConfig
+from local_ai_memory import Memory
 from local_ai_memory.samples import build_corpus, write_corpus
 
 
@@ -206,17 +206,16 @@ class ScriptedChatModel(BaseChatModel):
 
 
 root = Path(tempfile.mkdtemp(prefix="lam-langchain-"))
-config = MemoryConfig(runtime_data_dir=root)
+memory = Memory.open(root)  # one memory: every adapter below is handed this one
 print("data root:", root)
 """),
     md("## The knowledge retriever and the memory tools"),
     code("""
 from langchain_local_ai_memory import LocalMemoryRetriever, create_memory_tools
 
-memory = Memory(config)  # the same folder the LangChain parts use
 write_corpus(memory.knowledge.store, "alice")
 question = next(q for q in build_corpus().queries if q.module == "shutil")
-retriever = LocalMemoryRetriever(config=config, user_id="alice")  # llm=chat_model adds Stage 2
+retriever = LocalMemoryRetriever(memory=memory, user_id="alice")  # llm=chat_model adds Stage 2
 for doc in retriever.invoke(question.text, k=3):
     meta = doc.metadata
     print(meta["filename"], round(meta["score"], 2), "stage", meta["stage"], len(doc.page_content), "chars")
@@ -270,7 +269,7 @@ def paging_policy(messages):
 
 
 model = ScriptedChatModel(policy=paging_policy)
-middleware = LocalMemoryMiddleware("alice", "agent-run", config=config)
+middleware = LocalMemoryMiddleware("alice", "agent-run", memory=memory)
 agent = create_agent(model, tools=[read_source], middleware=[middleware])
 result = agent.invoke({"messages": [{"role": "user", "content": "How does argparse dispatch subcommands?"}]})
 print(result["messages"][-1].content)
@@ -302,7 +301,7 @@ def flaky_policy(messages):
 
 runs["read_source"] = 0
 model = ScriptedChatModel(policy=flaky_policy)
-resumable = LocalMemoryMiddleware("alice", "resumable", config=config)
+resumable = LocalMemoryMiddleware("alice", "resumable", memory=memory)
 agent = create_agent(model, tools=[read_source], middleware=[resumable])
 task = {"messages": [{"role": "user", "content": "How does argparse dispatch subcommands?"}]}
 try:
@@ -329,7 +328,7 @@ checkpoint of its own. Resuming is LangGraph's: `agent.invoke(None, thread)` con
 runs["read_source"] = 0
 interrupted["done"] = False  # interrupt once more, at the same point
 model = ScriptedChatModel(policy=flaky_policy)
-graph_memory = LocalMemoryMiddleware("alice", "graph-thread", config=config)
+graph_memory = LocalMemoryMiddleware("alice", "graph-thread", memory=memory)
 agent = create_agent(
     model, tools=[read_source], middleware=[graph_memory], checkpointer=graph_memory.checkpointer()
 )
@@ -372,16 +371,16 @@ from pathlib import Path
 from llama_index.core.llms import MockLLM
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.retrievers.local_ai_memory import LocalMemoryRetriever
-from local_ai_memory import MemoryConfig
+from local_ai_memory import Memory as LocalMemory
 from local_ai_memory.samples import build_corpus, write_corpus
 
 # The installed `workflows` package touches deprecated pydantic attributes when agents are built.
 warnings.filterwarnings("ignore", category=DeprecationWarning, module="pydantic")
 
 root = Path(tempfile.mkdtemp(prefix="lam-llamaindex-"))
-config = MemoryConfig(runtime_data_dir=root)
-retriever = LocalMemoryRetriever.from_config(config, user_id="alice", max_tokens=2000)
-notes = write_corpus(retriever.store, "alice")
+ours = LocalMemory.open(root)  # local_ai_memory.Memory: one memory for every adapter below
+retriever = LocalMemoryRetriever(memory=ours, user_id="alice", max_tokens=2000)
+notes = write_corpus(ours.knowledge.store, "alice")
 print(len(notes), "notes for alice under", root / "memory_data" / "knowledge")
 """),
     md("## A query engine over the knowledge memory"),
@@ -427,7 +426,6 @@ from llama_index.core.llms.mock import MockFunctionCallingLLM
 from llama_index.core.tools import FunctionTool
 from llama_index.memory.local_ai_memory import LocalWorkingMemoryBlock
 from llama_index.tools.local_ai_memory import LocalMemoryToolSpec
-from local_ai_memory import Memory as LocalMemory
 
 source = inspect.getsource(argparse_module) * 2  # about 200 KB of real text
 
@@ -460,8 +458,7 @@ def script(messages, **kwargs):
     return ChatMessage(role=MessageRole.ASSISTANT, content="Decision: explain subparsers from the pages read.")
 
 
-ours = LocalMemory(config)  # local_ai_memory.Memory (LlamaIndex has a Memory class of its own)
-manager = ours.session("alice", "notebook")
+manager = ours.session("alice", "notebook")  # the same memory the retriever uses
 spec = LocalMemoryToolSpec(memory=ours, user_id="alice", session_id="notebook")
 tools = [*spec.wrap_tools([FunctionTool.from_defaults(fn=read_source)]), *spec.to_tool_list()]
 block = LocalWorkingMemoryBlock(memory=ours, user_id="alice", session_id="notebook")
@@ -482,7 +479,7 @@ manager  # L0, L1, L2 and L3 of this scope
 """),
     md("A restarted agent builds a new block on the same scope: `Memory` puts L1 into its system message."),
     code("""
-restarted = LocalMemory(config)  # a new process: a new local_ai_memory.Memory on the same folder
+restarted = LocalMemory.open(root)  # a new process: a new local_ai_memory.Memory on the same folder
 again = LocalWorkingMemoryBlock(memory=restarted, user_id="alice", session_id="notebook")
 fresh = Memory.from_defaults(memory_blocks=[again])
 system = (await fresh.aget(input="Where were we?"))[0].content

@@ -13,6 +13,8 @@ calls it instead of re-implementing it:
 * :func:`raise_on_signals` turns SIGINT/SIGTERM into :class:`RunInterrupted` for a run;
 * :func:`finish_run` merges a finished run into L1 and compacts the session log;
 * :func:`load_checkpoint`, :func:`save_checkpoint` and :func:`mark_status` work on L2 checkpoints;
+* :func:`drive` and :func:`adrive` run a sans-IO generator flow (one that yields requests and
+  is sent the answers) blocking or async, so an integration writes its logic once;
 * :func:`log_event` emits the library's named log events;
 * :func:`note_filename` is the file name of a user's note (the naming rule that keeps
   ``bob`` out of ``bob_admin``'s notes), for integrations that address notes by name.
@@ -29,15 +31,18 @@ from local_ai_memory._runtime.context import assemble_context
 from local_ai_memory._runtime.messages import to_message, to_messages
 from local_ai_memory._runtime.run import afinish_run, finish_run
 from local_ai_memory._runtime.tool_results import DEFAULT_PAGE_CHARS, make_reference, parse_reference
+from local_ai_memory._shared.drive import adrive, drive
 from local_ai_memory._shared.events import log_event
 from local_ai_memory._shared.naming import note_filename, scope_name, validate_id, validate_name
 
 __all__ = [
     "DEFAULT_PAGE_CHARS",
     "SelectionCandidate",
+    "adrive",
     "afinish_run",
     "assemble_context",
     "build_selection_prompt",
+    "drive",
     "finish_run",
     "load_checkpoint",
     "log_event",

@@ -12,7 +12,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage, ToolMessage
 from langchain_core.tools import tool
@@ -20,13 +19,12 @@ from langchain_local_ai_memory import LocalMemoryMiddleware
 from lc_fakes import ScriptedChatModel, paging_policy, real_text
 
 from local_ai_memory import Memory, MemoryConfig
-from local_ai_memory._backends.postgres.shared import close_shared_backends
 
 BIG = 200 * 1024
 
 
 def test_agent_run_pages_a_200_kb_output_back_from_postgres(
-    postgres_url: str, postgres_schema: str, tmp_path: Path, request: pytest.FixtureRequest
+    postgres_url: str, postgres_schema: str, tmp_path: Path
 ) -> None:
     config = MemoryConfig(
         runtime_data_dir=tmp_path / "data", fsync=False, database_url=postgres_url, database_schema=postgres_schema
@@ -39,7 +37,6 @@ def test_agent_run_pages_a_200_kb_output_back_from_postgres(
         return text
 
     model = ScriptedChatModel(policy=paging_policy())
-    request.addfinalizer(close_shared_backends)  # a store of the memory may share one pool per setting
     with Memory(config) as running:  # the agent's memory: both backends on the database
         agent = create_agent(model, tools=[big_tool], middleware=[LocalMemoryMiddleware("alice", "s1", memory=running)])
         result = agent.invoke({"messages": [HumanMessage("Read the big document.")]})

@@ -60,6 +60,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from local_ai_memory import InvalidInputError, Memory, MemoryConfig
 from local_ai_memory.backends import PlanSteps, RuntimeBackend, Scope, ScopeInfo
+from local_ai_memory.integration import adrive, drive
 
 from ._scope import memory_of
 
@@ -475,7 +476,7 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
         return item.value
 
     def _run(self, op: Op[T]) -> T:
-        return _returned(self._stream(op))
+        return drive(op, lambda call: cast(_Call, call).on(self.memory.runtime))  # only listing finds checkpoints
 
     async def _astream(self, op: Op[None]) -> AsyncIterator[CheckpointTuple]:
         reply: Any = None
@@ -483,10 +484,7 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
             reply = (await item.aon(self.memory.runtime)) if isinstance(item, _Call) else (yield item)
 
     async def _arun(self, op: Op[T]) -> T:
-        reply: Any = None
-        while not isinstance(item := _send(op, reply), _Done):
-            reply = await cast(_Call, item).aon(self.memory.runtime)  # only listing yields checkpoints
-        return item.value
+        return await adrive(op, lambda call: cast(_Call, call).aon(self.memory.runtime))
 
     # -- BaseCheckpointSaver --------------------------------------------------------------------
 
@@ -555,15 +553,6 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         await self._arun(self._copy_op(source_thread_id, target_thread_id))
-
-
-def _returned(steps: Generator[CheckpointTuple, None, T]) -> T:
-    """The return value of a driven operation that finds no checkpoints."""
-    try:
-        while True:
-            next(steps)
-    except StopIteration as done:
-        return cast(T, done.value)
 
 
 def _saved_config(config: RunnableConfig, checkpoint: Checkpoint) -> RunnableConfig:
