@@ -405,9 +405,9 @@ from llama_index.postprocessor.local_ai_memory import LocalMemoryFileSelector
 
 nodes = retriever.retrieve(question.text)
 bad_model = MockLLM(max_tokens=4)
-ours = LocalMemoryFileSelector(llm=bad_model, top_n=3).postprocess_nodes(nodes, query_str=question.text)
+kept = LocalMemoryFileSelector(llm=bad_model, top_n=3).postprocess_nodes(nodes, query_str=question.text)
 theirs = LLMRerank(llm=bad_model, top_n=3).postprocess_nodes(nodes, QueryBundle(question.text))
-print("LocalMemoryFileSelector keeps:", [n.node.metadata["filename"] for n in ours])
+print("LocalMemoryFileSelector keeps:", [n.node.metadata["filename"] for n in kept])
 print("LLMRerank keeps:           ", [n.node.metadata["filename"] for n in theirs])
 """),
     md("""

@@ -110,3 +110,13 @@ def test_engines_take_a_backend_not_a_folder(tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError, match=r"needs a KnowledgeBackend.*Memory\.open"):
         MemoryStore(DirectoryGuard(tmp_path))  # type: ignore[arg-type]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_session_cannot_be_turned_into_another_scope() -> None:
+    """A ``Session`` is bound to its scope: ``scoped`` is refused, the memory hands out others."""
+    memory = Memory.in_memory()
+    session = memory.session("alice", "s1")
+    session.update_state({"mine": True})
+    with pytest.raises(InvalidInputError, match=r"memory\.session\('bob', 's1'\)"):
+        session.scoped("bob", "s1")
+    assert memory.session("bob", "s1").get_state() == {}

@@ -58,6 +58,7 @@ from local_ai_memory._runtime.scope import MemoryManager
 from local_ai_memory._runtime.tool_results import DEFAULT_PAGE_CHARS, ToolResultStore
 from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.display import memory_html
+from local_ai_memory._shared.errors import InvalidInputError
 from local_ai_memory._shared.models import LLM, Embedder
 from local_ai_memory._shared.naming import DirectoryGuard, note_filename
 from local_ai_memory._shared.records import AgentCheckpoint, ToolResultPage
@@ -86,6 +87,12 @@ class Session(MemoryManager):
 
     def __repr__(self) -> str:
         return f"Session(user_id={self.user_id!r}, session_id={self.session_id!r})"
+
+    def scoped(self, user_id: str, session_id: str) -> MemoryManager:
+        """Refused: a session is bound to its one scope (ask the memory for another one)."""
+        raise InvalidInputError(
+            f"{self!r} is bound to its scope; use memory.session({user_id!r}, {session_id!r}) for another one"
+        )
 
     @cached_property
     def compressor(self) -> WorkingMemoryCompressor:
