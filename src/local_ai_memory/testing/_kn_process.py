@@ -115,11 +115,14 @@ def _run(job: Job) -> Any:
             for i in range(job.count):
                 knowledge.write_note(job.user, f"n{i}", f"# Note {i}\n\n{job.extra['word']}{i} shared words")
             return job.count
-        if job.kind == "search":  # what a freshly started process answers
+        if job.kind == "search":  # what a freshly started process answers, user after user
             knowledge = _memory(backend, job.categories).knowledge
-            found = [c.filename for c in knowledge.search(job.extra["query"], job.user, k=20)]
-            listed = sorted(twin(backend, "list_notes", job.categories[0], prefix))
-            return found, listed
+            answers = {}
+            for user in job.extra["users"]:
+                found = [c.filename for c in twin(knowledge, "search", job.extra["query"], user, k=20)]
+                listed = sorted(twin(backend, "list_notes", job.categories[0], user_file_prefix(user)))
+                answers[user] = (found, listed)
+            return answers
         raise ValueError(f"unknown job {job.kind!r}")
     finally:
         twin(backend, "close")
