@@ -13,12 +13,14 @@ without deletes, a delete that is not idempotent, erasure markers kept in proces
 from __future__ import annotations
 
 import functools
+import os
 import re
 import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -262,25 +264,40 @@ MUTANTS: dict[str, tuple[str, set[str]]] = {
 BASES = {"VectorsBase": "memory", "SqliteKnowledgeBackend": "sqlite"}
 
 
-def run_kit(kind: str, flavour: str, folder: Path) -> subprocess.CompletedProcess[str]:
-    """Run the whole kit against class ``kind`` of this module in a fresh pytest process that
-    has no configuration (its own root folder: no ini file, no conftest, no asyncio setting)."""
+def start_kit(kind: str, flavour: str, folder: Path) -> subprocess.Popen[str]:
+    """Start the whole kit against class ``kind`` of this module in a fresh pytest process that
+    has no configuration: its own root folder (no ini file, no conftest, no asyncio setting)
+    and no plugins but pytest's own."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "test_kit.py").write_text(
         textwrap.dedent(f"""\
             import sys
             sys.path[:0] = [{str(TESTS)!r}, {str(EXAMPLES)!r}]
             from test_knowledge_mutants import {kind}, {flavour}_suite
-            from sqlite_backend.knowledge import SqliteKnowledgeBackend
 
             TestKit = {flavour}_suite({kind})
         """)
     )
-    args = ["-x", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "--rootdir", str(folder), str(folder)]
+    args = ["-x", "-q", "-p", "no:cacheprovider", "--rootdir", str(folder), str(folder)]
     code = f"import sys, pytest; sys.exit(pytest.main({args!r}))"
-    return subprocess.run(
-        [sys.executable, "-c", code], cwd=folder, capture_output=True, text=True, timeout=300, check=False
+    env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    return subprocess.Popen(
+        [sys.executable, "-c", code], cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
     )
+
+
+@pytest.fixture(scope="module")
+def kit_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future[tuple[int, str]]]]:
+    """Every run of the kit (bases and mutants), three at a time, started on first use."""
+
+    def run(kind: str, flavour: str) -> tuple[int, str]:
+        proc = start_kit(kind, flavour, tmp_path_factory.mktemp(kind))
+        out, _ = proc.communicate(timeout=300)
+        return proc.returncode, out
+
+    kinds = {**BASES, **{kind: flavour for kind, (flavour, _) in MUTANTS.items()}}
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        yield {kind: pool.submit(run, kind, flavour) for kind, flavour in kinds.items()}
 
 
 def _first_failure(output: str) -> str | None:
@@ -289,16 +306,16 @@ def _first_failure(output: str) -> str | None:
 
 
 @pytest.mark.parametrize("kind", list(BASES))
-def test_the_unmutated_bases_pass(kind: str, tmp_path: Path) -> None:
-    result = run_kit(kind, BASES[kind], tmp_path)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert re.search(r"\d+ passed", result.stdout)
+def test_the_unmutated_bases_pass(kind: str, kit_runs: dict[str, Future[tuple[int, str]]]) -> None:
+    code, output = kit_runs[kind].result()
+    assert code == 0, output[-4000:]
+    assert re.search(r"\d+ passed", output)
 
 
 @pytest.mark.parametrize("kind", list(MUTANTS))
-def test_the_kit_catches_the_planted_bug(kind: str, tmp_path: Path) -> None:
-    flavour, expected = MUTANTS[kind]
-    result = run_kit(kind, flavour, tmp_path)
-    assert result.returncode == 1, f"the kit passed {kind} (exit {result.returncode}):\n{result.stdout[-3000:]}"
-    failed = _first_failure(result.stdout)
-    assert failed in expected, f"{kind} was caught by {failed}, not by a test about its bug:\n{result.stdout[-3000:]}"
+def test_the_kit_catches_the_planted_bug(kind: str, kit_runs: dict[str, Future[tuple[int, str]]]) -> None:
+    code, output = kit_runs[kind].result()
+    assert code == 1, f"the kit passed {kind} (exit {code}):\n{output[-4000:]}"
+    failed = _first_failure(output)
+    expected = MUTANTS[kind][1]
+    assert failed in expected, f"{kind} was caught by {failed}, not by a test about its bug:\n{output[-4000:]}"
