@@ -19,6 +19,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -208,6 +209,26 @@ class ErasureMarkersInMemory(SqliteKnowledgeBackend):
         return super().delete_blob(name)
 
 
+class CursorOutsideTheWriteLock(SqliteKnowledgeBackend):
+    """Takes the next change id as ``max(id) + 1`` without SQLite's write lock (no ``BEGIN
+    IMMEDIATE``): right in one process (the object's lock), wrong across processes, where two
+    writers take the same id, so versions repeat and one change overwrites another in the feed."""
+
+    def write_note(self, category: str, name: str, data: bytes) -> NoteInfo:
+        data, modified = bytes(data), time.time()
+        with self._lock:
+            version = int(self._db.execute("SELECT coalesce(max(id), 0) + 1 FROM changes").fetchone()[0])
+            self._db.execute(
+                "INSERT OR REPLACE INTO changes (id, category, name) VALUES (?, ?, ?)", (version, category, name)
+            )
+            self._db.execute(
+                "INSERT OR REPLACE INTO notes (category, name, data, size, version, modified)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (category, name, data, len(data), version, modified),
+            )
+        return NoteInfo(category, name, len(data), version, modified)
+
+
 # ---- the suites the child pytest runs ------------------------------------------------------------
 def memory_suite(kind: type[KnowledgeBackend]) -> type[KnowledgeBackendTests]:
     """The kit over ``kind()`` (a variant of the reference backend: change feed, no disk)."""
@@ -240,6 +261,15 @@ def sqlite_suite(kind: type[SqliteKnowledgeBackend]) -> type[KnowledgeBackendTes
     return Suite
 
 
+def sqlite_processes_suite(kind: type[SqliteKnowledgeBackend]) -> type[KnowledgeBackendTests]:
+    """The kit over a SQLite variant in several processes at once."""
+
+    class Suite(sqlite_suite(kind)):  # type: ignore[misc]
+        capabilities = frozenset({"change_feed", "cross_process"})
+
+    return Suite
+
+
 # mutant -> the tests allowed to be the first to fail (the ones about its bug)
 MUTANTS: dict[str, tuple[str, set[str]]] = {
     "NotUnitVectors": (
@@ -256,6 +286,7 @@ MUTANTS: dict[str, tuple[str, set[str]]] = {
     "PrefixAsLikePattern": ("memory", {"test_listing_per_user_is_exact", "test_store_search_isolates_users"}),
     "FeedDropsDeletes": ("memory", {"test_change_feed_sees_inserts_modifications_and_deletes"}),
     "DeleteNotIdempotent": ("memory", {"test_delete_is_idempotent"}),
+    "CursorOutsideTheWriteLock": ("sqlite_processes", {"test_processes_writing_notes_lose_nothing"}),
     "ErasureMarkersInMemory": (
         "sqlite",
         {"test_a_pending_erasure_survives_a_restart", "test_everything_survives_a_reopen"},

@@ -142,9 +142,10 @@ class WordEmbedder:
     async def aembed(self, texts: list[str]) -> list[list[float]]:
         return self.embed(texts)
 
-    def unit(self, text: str) -> np.ndarray[Any, np.dtype[np.float64]]:
+    def unit(self, text: str) -> list[float]:
+        """The unit vector this embedder's answer for ``text`` must come back as."""
         vector = np.asarray(self._vector(text), dtype=np.float64)
-        return vector / np.linalg.norm(vector)
+        return [float(x) for x in vector / np.linalg.norm(vector)]
 
 
 class _NaNEmbedder(WordEmbedder):
@@ -339,7 +340,13 @@ class KnowledgeBackendTests:
         threads = [threading.Thread(target=write, args=(t,)) for t in range(4)]
         for thread in threads:
             thread.start()
-        waiter = threading.Thread(target=lambda: ([t.join() for t in threads], done.set()))
+
+        def wait_for_writers() -> None:
+            for thread in threads:
+                thread.join()
+            done.set()
+
+        waiter = threading.Thread(target=wait_for_writers)
         waiter.start()
         seen: set[NoteKey] = set()
         while True:  # a reader following the feed while others write sees every write, at last
@@ -378,7 +385,7 @@ class KnowledgeBackendTests:
         assert not backend.blob_known_absent(marker)
         assert twin(backend, "blob_size", erasure_marker("bob")) is None
 
-    def test_close_keeps_nothing_open(self, backend: KnowledgeBackend, twin: Twin) -> None:
+    def test_close_is_harmless_twice(self, backend: KnowledgeBackend, twin: Twin) -> None:
         twin(backend, "write_note", "knowledge", _note("alice", "a"), b"a")
         twin(backend, "close")
         backend.close()  # twice is harmless
@@ -393,9 +400,9 @@ class KnowledgeBackendTests:
             assert len(rows) == 2
             for row, (_, text) in zip(rows, items, strict=True):
                 assert np.linalg.norm(row) == pytest.approx(1.0, abs=1e-5)
-                assert row == pytest.approx(list(embedder.unit(text)), abs=1e-5)
+                assert row == pytest.approx(embedder.unit(text), abs=1e-5)
         query = _rows([twin(cache, "embed_query", "cherry golf")])[0]
-        assert query == pytest.approx(list(embedder.unit("cherry golf")), abs=1e-5)
+        assert query == pytest.approx(embedder.unit("cherry golf"), abs=1e-5)
 
     def test_vectors_come_in_the_order_asked(self, backend: KnowledgeBackend, twin: Twin) -> None:
         embedder = WordEmbedder()
@@ -406,7 +413,7 @@ class KnowledgeBackendTests:
         rows = _rows(twin(cache, "vectors_for", [(f"k/{i}", t) for i, t in enumerate(asked)]))
         assert len(rows) == len(asked)
         for row, text in zip(rows, asked, strict=True):
-            assert row == pytest.approx(list(embedder.unit(text)), abs=1e-5), text
+            assert row == pytest.approx(embedder.unit(text), abs=1e-5), text
         assert sorted(embedder.texts) == sorted(texts), "each text is embedded once"
 
     def test_vectors_are_kept_per_model_identity(self, backend: KnowledgeBackend, twin: Twin) -> None:
@@ -414,8 +421,8 @@ class KnowledgeBackendTests:
         items = [("knowledge/alice_a.md", "apple banana banana")]
         a = _rows(twin(backend.vector_cache(first), "vectors_for", items))
         b = _rows(twin(backend.vector_cache(second), "vectors_for", items))
-        assert a[0] == pytest.approx(list(first.unit(items[0][1])), abs=1e-5)
-        assert b[0] == pytest.approx(list(second.unit(items[0][1])), abs=1e-5), "another model's vector was returned"
+        assert a[0] == pytest.approx(first.unit(items[0][1]), abs=1e-5)
+        assert b[0] == pytest.approx(second.unit(items[0][1]), abs=1e-5), "another model's vector was returned"
         assert second.texts == [items[0][1]]
         again = _rows(twin(backend.vector_cache(WordEmbedder("kit-model-a")), "vectors_for", items))
         assert again[0] == pytest.approx(a[0], abs=1e-5)
@@ -430,7 +437,7 @@ class KnowledgeBackendTests:
         embedder.texts.clear()
         rows = _rows(twin(cache, "vectors_for", items))
         assert embedder.texts == ["kilo lima"], "a discarded vector must be embedded again, the other kept"
-        assert rows[0] == pytest.approx(list(embedder.unit("kilo lima")), abs=1e-5)
+        assert rows[0] == pytest.approx(embedder.unit("kilo lima"), abs=1e-5)
 
     def test_a_bad_embedder_answer_is_refused(self, backend: KnowledgeBackend, twin: Twin) -> None:
         cache = backend.vector_cache(_NaNEmbedder("kit-nan"))
@@ -635,7 +642,7 @@ class KnowledgeBackendTests:
             )
         assert twin(backend, "read_note", "knowledge", hot) in {f"{u} turn {count - 1}".encode() for u in users}
         if backend.exact_versions:  # every write of the shared note got its own version
-            assert len(set(versions)) == len(versions)
+            assert len(set(versions)) == len(versions), "two processes' writes got the same version"
             assert listed[hot].version == max(versions)
         if feed is not None:
             assert {("knowledge", name) for name in expected} - seen == set()
