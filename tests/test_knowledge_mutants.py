@@ -7,7 +7,8 @@ The unmutated bases must pass the same runs.
 These were the bugs a backend written from the public contract alone once shipped with while
 passing the suites: vectors not of unit length or in the wrong order, a vector cache shared
 between models, ``discard`` doing nothing, unfiltered or leaking listings, a change feed
-without deletes, a delete that is not idempotent, erasure markers kept in process memory.
+without deletes, a delete that is not idempotent, erasure markers kept in process memory;
+and one more that only real processes reveal: a change id taken outside the write lock.
 """
 
 from __future__ import annotations
