@@ -293,7 +293,7 @@ MUTANTS: dict[str, tuple[str, set[str]]] = {
         {"test_a_pending_erasure_survives_a_restart", "test_everything_survives_a_reopen"},
     ),
 }
-BASES = {"VectorsBase": "memory", "SqliteKnowledgeBackend": "sqlite"}
+BASES = {"InMemoryKnowledgeBackend": "memory", "VectorsBase": "memory", "SqliteKnowledgeBackend": "sqlite"}
 
 
 def start_kit(kind: str, flavour: str, folder: Path) -> subprocess.Popen[str]:
