@@ -3,8 +3,10 @@ plus what only the file backend does: 0.1.0 files, its watcher-fed change feed."
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,10 +20,23 @@ from local_ai_memory._shared.naming import DirectoryGuard
 from local_ai_memory.testing import KnowledgeBackendTests
 
 
+def _file_backend(root: Path) -> FileKnowledgeBackend:
+    return FileKnowledgeBackend(DirectoryGuard(root), MemoryConfig(fsync=False))
+
+
 class TestFileKnowledgeBackend(KnowledgeBackendTests):
+    """With its watcher-fed change feed (the feed covers this process's writes and the
+    watcher's events, so it does not claim cross-process feeds; the suite without it does)."""
+
+    capabilities = frozenset({"change_feed", "durable"})
+
     @pytest.fixture
     def backend(self, tmp_path: Path) -> FileKnowledgeBackend:
-        return FileKnowledgeBackend(DirectoryGuard(tmp_path / "data"), MemoryConfig(fsync=False))
+        return _file_backend(tmp_path / "data")
+
+    @pytest.fixture
+    def backend_factory(self, tmp_path: Path) -> Callable[[], KnowledgeBackend]:
+        return functools.partial(_file_backend, tmp_path / "data")
 
     def open_feed(self, backend: KnowledgeBackend) -> None:
         assert isinstance(backend, FileKnowledgeBackend)
@@ -31,12 +46,20 @@ class TestFileKnowledgeBackend(KnowledgeBackendTests):
 class TestFileKnowledgeBackendWithoutFeed(KnowledgeBackendTests):
     """Files edited by other programs with no watcher: searches compare stat() listings."""
 
+    capabilities = frozenset({"durable", "cross_process"})
+
     @pytest.fixture
     def backend(self, tmp_path: Path) -> FileKnowledgeBackend:
-        return FileKnowledgeBackend(DirectoryGuard(tmp_path / "data"), MemoryConfig(fsync=False))
+        return _file_backend(tmp_path / "data")
+
+    @pytest.fixture
+    def backend_factory(self, tmp_path: Path) -> Callable[[], KnowledgeBackend]:
+        return functools.partial(_file_backend, tmp_path / "data")
 
 
 class TestInMemoryKnowledgeBackend(KnowledgeBackendTests):
+    capabilities = frozenset({"change_feed"})
+
     @pytest.fixture
     def backend(self) -> InMemoryKnowledgeBackend:
         return InMemoryKnowledgeBackend()

@@ -102,7 +102,7 @@ def test_the_rules_see_what_they_check() -> None:
         f"{p}._runtime.scope": f"{p}._backends.files.runtime",  # an engine naming a backend
         f"{p}._shared.errors": f"{p}._runtime.scope",  # the bottom reaching up
         f"{p}._runtime.run": f"{p}._knowledge.store",  # one engine into the other
-        f"{p}._backends.files.knowledge": f"{p}._knowledge.embeddings",  # a backend into an engine
+        f"{p}._backends.files.knowledge": f"{p}._knowledge.store",  # a backend into an engine
         f"{p}._backends.memory.runtime": f"{p}._backends.files.records",  # a backend into another
         f"{p}._contracts.runtime": f"{p}._models.openai",  # a contract into a model client
     }

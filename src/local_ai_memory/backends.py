@@ -17,8 +17,19 @@ from local_ai_memory._backends.files.knowledge import FileKnowledgeBackend
 from local_ai_memory._backends.files.runtime import FileRuntimeBackend
 from local_ai_memory._backends.memory.knowledge import InMemoryKnowledgeBackend
 from local_ai_memory._backends.memory.runtime import InMemoryRuntimeBackend
-from local_ai_memory._contracts.knowledge import KnowledgeBackend, NoteChanges, NoteInfo, VectorCache
+from local_ai_memory._contracts.knowledge import (
+    ERASING_DIR,
+    KnowledgeBackend,
+    NoteChanges,
+    NoteInfo,
+    NoteKey,
+    VectorCache,
+    erasure_marker,
+    is_note_name,
+)
 from local_ai_memory._contracts.runtime import Erasure, PlanSteps, RuntimeBackend, Scope, ScopeInfo
+from local_ai_memory._shared.naming import note_filename, owner_of, user_file_prefix
+from local_ai_memory._shared.vectors import model_id_of, text_digest, unit_vectors
 
 if TYPE_CHECKING:
     from local_ai_memory._backends.postgres.knowledge import PostgresKnowledgeBackend
@@ -40,6 +51,22 @@ __all__ = [
     "Scope",
     "ScopeInfo",
     "VectorCache",
+]
+
+# What a knowledge backend author needs besides the contract: the naming rules (which names are
+# notes, whose they are), the erasure markers, and the vector rules (identity, unit scaling).
+# See docs/writing-a-backend-knowledge.md.
+__all__ += [
+    "ERASING_DIR",
+    "NoteKey",
+    "erasure_marker",
+    "is_note_name",
+    "model_id_of",
+    "note_filename",
+    "owner_of",
+    "text_digest",
+    "unit_vectors",
+    "user_file_prefix",
 ]
 
 _POSTGRES = {

@@ -1,27 +1,35 @@
 """``KnowledgeBackend``: what the knowledge engines need from storage, and nothing more.
 
-The engines (change detection, the index, ranking, hybrid search; see :mod:`.._store`) never
-see paths, ``os.stat`` or rows. They ask a backend for:
+The engines (change detection, the index, ranking, hybrid search) never see paths, ``os.stat``
+or rows. They ask a backend for:
 
-* **notes**: Markdown text stored by ``(category, name)``, where ``name`` is a knowledge file
-  name (``{user prefix}{title}.md``, see :func:`.._guard.user_file_prefix`). Notes are
-  stored and returned as exact bytes (CRLF, emoji and empty texts survive unchanged). Each
-  has a cheap :class:`NoteInfo` (size and a version that changes on every write), listed per
-  category and, optionally, per user, where a user's notes are exactly those whose name
-  starts with that user's prefix (so ``bob`` never lists ``bob_admin``'s notes).
+* **notes**: Markdown text stored by ``(category, name)``. A *note name* is
+  ``{user prefix}{title}.md`` where the user prefix is :func:`user_file_prefix` (the
+  percent-encoded user id and ``_``; an encoded id never contains ``_``, so the first ``_``
+  ends it). :func:`is_note_name` says whether a name is one. Notes are stored and returned as
+  exact bytes (CRLF, emoji, NUL and empty texts survive unchanged). Each has a cheap
+  :class:`NoteInfo` (size in bytes and a version that changes on every write).
+* **listings**: :meth:`KnowledgeBackend.list_notes` without a prefix returns exactly the
+  stored names of the category for which :func:`is_note_name` is true (other names a backend
+  may hold, ``README.md`` or ``.alice_x.md.tmp``, are never listed); with a user prefix it
+  returns exactly the names that start with that prefix and end in ``.md``, so ``bob`` never
+  lists ``bob_admin``'s notes (theirs start with ``bob%5Fadmin_``).
 * **a change feed**: :meth:`KnowledgeBackend.changes` names the notes written or deleted
   since a cursor, so a search refreshes only those. A backend that cannot know every change
   (plain files edited by other programs, with no watcher running) answers ``None`` and the
   engines compare :meth:`~KnowledgeBackend.list_notes` with their index instead.
 * **derived data**: opaque named blobs (``memory_index.json``, ranker snapshots under
-  ``.bm25/``) and an embedding cache, all of which can be rebuilt from the notes. Blobs under
-  :data:`ERASING_DIR` are the one exception: they mark users being forgotten, and every search
-  checks for one; :meth:`KnowledgeBackend.blob_known_absent` lets a backend that follows them
-  spare that check.
+  ``.bm25/``) and a :class:`VectorCache` per embedder, all of which can be rebuilt from the
+  notes. Blobs under :data:`ERASING_DIR` are the one exception: they mark users being
+  forgotten, they must be kept as durably as the notes (a forgetting interrupted by a crash is
+  finished by the next search that meets its marker, in any process), and every search checks
+  for one; :meth:`KnowledgeBackend.blob_known_absent` lets a backend that follows them spare
+  that check.
 
 A database implements this with three tables (notes with a version column, a change log
-with a serial id, blobs by name); the sync methods are the contract, and each async twin
-``a...`` runs its sync method in a worker thread unless a natively async backend overrides it.
+with a serial id, blobs by name) and a fourth for vectors; the sync methods are the contract,
+and each async twin ``a...`` runs its sync method in a worker thread unless a natively async
+backend overrides it. :mod:`local_ai_memory.testing` checks every promise below, on both.
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
-from local_ai_memory._shared.naming import DirectoryGuard, owner_of
+from local_ai_memory._shared.naming import DirectoryGuard, owner_of, user_file_prefix
 
 if TYPE_CHECKING:
     import numpy as np
@@ -50,6 +58,7 @@ __all__ = [
     "NoteKey",
     "VectorCache",
     "WatchedFolder",
+    "erasure_marker",
     "is_note_name",
 ]
 
@@ -58,23 +67,37 @@ NoteKey = tuple[str, str]
 
 
 def is_note_name(name: str) -> bool:
-    """Whether ``name`` is a knowledge note name (``{user prefix}{name}.md``, not hidden)."""
+    """Whether ``name`` is a knowledge note name: ends in ``.md``, does not start with ``.``,
+    and starts with a well-formed user prefix (``alice_tea.md`` yes; ``README.md``,
+    ``_x.md``, ``.alice_x.md`` and ``alice_x.txt`` no). An unprefixed listing holds exactly these."""
     return name.endswith(".md") and not name.startswith(".") and owner_of(name) is not None
 
 
 DATA_DIR = "memory_data"
 """Where a data folder keeps its notes: ``{folder}/memory_data/{category}/{user}_{name}.md``."""
 ERASING_DIR = ".erasing"
-"""Blobs ``.erasing/{user prefix}`` mark users being forgotten (see :mod:`local_ai_memory._operations.lifecycle`)."""
+"""Folder of the erasure markers: blob ``f"{ERASING_DIR}/{user_file_prefix(user)}"`` exists
+while ``user`` is being forgotten. A backend stores these blobs like any other, durably and
+visible to every process that shares the store; a search of ``user`` that finds one finishes
+the forgetting before it answers."""
+
+
+def erasure_marker(user_id: str) -> str:
+    """The blob name that marks ``user_id`` as being forgotten (``.erasing/alice_``)."""
+    return f"{ERASING_DIR}/{user_file_prefix(user_id)}"
 
 
 class NoteInfo(NamedTuple):
     """What a listing says about one note without reading it.
 
-    ``version`` changes whenever the note is written (the file's ``st_mtime_ns``; a row
-    version in a database) and ``modified`` is the write time in seconds since the epoch.
-    Together with ``size`` they form the signature the index compares. (A named tuple: a
-    listing makes one per note on every query that compares listings, so it must be cheap.)
+    ``size`` is the note's length in bytes (``len(data)``, not characters). ``version`` changes
+    whenever the note is written and never goes backwards: the file's ``st_mtime_ns``, or a row
+    version in a database, which grows on every write (then declare
+    :attr:`KnowledgeBackend.exact_versions`). ``modified`` is the write time in seconds since
+    the epoch. Together they form the signature the index compares; :meth:`KnowledgeBackend.note_info`,
+    :meth:`~KnowledgeBackend.list_notes` and the return of :meth:`~KnowledgeBackend.write_note`
+    agree on it. (A named tuple: a listing makes one per note on every query that compares
+    listings, so it must be cheap.)
     """
 
     category: str
@@ -88,8 +111,17 @@ class NoteInfo(NamedTuple):
 class NoteChanges:
     """Notes written or deleted after a cursor, and the cursor to ask from next time.
 
-    ``complete`` is false when the feed cannot cover the asked range (first call, a log
-    trimmed, a whole folder moved): the caller then compares every listing once.
+    Semantics, for a cursor ``c`` this backend returned earlier:
+
+    * ``keys`` holds every ``(category, name)`` written or deleted after ``c`` up to ``cursor``
+      (deletes included; a key written several times appears once). It may hold more, never less.
+    * A reader that got ``cursor`` has seen every change up to it: a write that commits later
+      gets a later cursor, in every process sharing the store (cursors follow commit order).
+    * Asked again with the ``cursor`` it returned and nothing written since, the feed answers
+      no keys and the same ``cursor``.
+    * ``complete`` is false when the feed cannot cover the asked range (first call with
+      ``since=None``, a log trimmed, a whole folder moved, a cursor it does not know): the
+      caller then compares every listing once. ``keys`` is then not to be relied on.
     """
 
     cursor: int
@@ -98,25 +130,45 @@ class NoteChanges:
 
 
 class VectorCache(Protocol):
-    """Unit vectors of texts by one embedder, cached by content (files: ``memory_data/.embeddings/``)."""
+    """Unit vectors of texts by one embedder, cached by content.
+
+    What :meth:`KnowledgeBackend.vector_cache` returns for one embedder. The rules:
+
+    * **identity**: vectors are kept per model identity, :func:`model_id_of` of the embedder
+      (its ``model_name`` attribute when it is a non-empty string, else its class's full
+      name), and per text (:func:`text_digest`). Two embedders of different identity never see
+      each other's vectors, even for the same text in the same store; one identity's vectors
+      may be shared by every cache of that identity (in every process).
+    * **checked and scaled**: what the embedder answers goes through :func:`unit_vectors`
+      (one finite, non-empty vector per text, else :class:`~local_ai_memory.ModelError`) before
+      anything keeps it, so every row returned has unit length.
+    * **order**: row ``i`` of the result is the vector of ``items[i]``'s text, whichever rows
+      were cached and which were embedded now, duplicates included.
+    * **embedded once**: a text whose vector is kept is not sent to the embedder again.
+    """
 
     def vectors_for(self, items: Sequence[tuple[str, str]]) -> npt.NDArray[np.float32]:
-        """One unit vector per ``(key, text)`` pair, in order."""
+        """One unit vector (a row) per ``(key, text)`` pair, in the order asked.
+
+        ``key`` is the caller's name of the item (``"knowledge/alice_tea.md"``); it lets
+        :meth:`discard` find the vectors of a user's notes. Texts not yet kept are embedded
+        (through ``embedder.embed``) and kept."""
 
     async def avectors_for(self, items: Sequence[tuple[str, str]]) -> npt.NDArray[np.float32]:
         """Async twin of :meth:`vectors_for` (calls the embedder's ``aembed``)."""
 
     def embed_query(self, text: str) -> npt.NDArray[np.float32]:
-        """Unit vector of a query."""
+        """Unit vector of a query (checked like any other; keeping it is optional)."""
 
     async def aembed_query(self, text: str) -> npt.NDArray[np.float32]:
         """Async twin of :meth:`embed_query`."""
 
     def discard(self, items: Sequence[tuple[str, str]]) -> int:
-        """Delete the stored vectors of ``(key, text)`` items for good (a forgotten user's notes).
+        """Delete the kept vectors of ``(key, text)`` items for good (a forgotten user's notes).
 
-        Returns how many items had one. A vector that an identical text elsewhere shares may go
-        too; it is embedded again when next needed.
+        Returns how many items had one (a second call for the same items returns 0). Afterwards
+        :meth:`vectors_for` of those items embeds their texts again. A vector that an identical
+        text elsewhere shares may go too; it is embedded again when next needed.
         """
 
 
@@ -145,9 +197,15 @@ class WatchedFolder(Protocol):
 class KnowledgeBackend(ABC):
     """Storage of knowledge notes, their change feed and data derived from them.
 
-    Implementations must be safe to call from several threads. Names given to a backend
-    were validated by the caller (categories by :func:`.._guard.validate_id`, note names as
-    knowledge file names); a backend still refuses anything that would leave its storage.
+    Implementations must be safe to call from several threads. Categories given to a backend
+    match ``[A-Za-z0-9_-]{1,128}``; note names are single file-name components (usually note
+    names, but a backend must store and return any such name it is given, and list only note
+    names, see :meth:`list_notes`); blob names are ``/``-separated components. A backend still
+    refuses anything that would leave its storage.
+
+    Several backend objects may open the same store (in one process or many, see
+    ``docs/architecture.md``): then a write through one is read, listed and reported by the
+    change feed of every other, and no concurrent write is lost.
     """
 
     exact_versions: bool = False
@@ -190,7 +248,12 @@ class KnowledgeBackend(ABC):
 
     @abstractmethod
     def list_notes(self, category: str, user_prefix: str | None = None) -> dict[str, NoteInfo]:
-        """``{name: info}`` of the notes in ``category``; with ``user_prefix`` only names starting with it."""
+        """``{name: info}`` of the notes in ``category`` (``{}`` for an unknown category).
+
+        Without ``user_prefix``: every stored name for which :func:`is_note_name` is true, and
+        no other. With ``user_prefix`` (a :func:`user_file_prefix`): every stored name that
+        starts with it and ends in ``.md``, and no other. ``info`` equals :meth:`note_info`.
+        """
 
     @abstractmethod
     def list_categories(self) -> list[str]:
@@ -199,9 +262,10 @@ class KnowledgeBackend(ABC):
     # -- change feed ---------------------------------------------------------------------------
     @abstractmethod
     def changes(self, since: int | None) -> NoteChanges | None:
-        """Notes written or deleted after cursor ``since`` (``None``: from the beginning).
+        """Notes written or deleted after cursor ``since`` (``None``: start following now).
 
         ``None`` means this backend keeps no complete feed right now; compare listings instead.
+        See :class:`NoteChanges` for what a returned feed promises.
         """
 
     # -- derived data --------------------------------------------------------------------------
@@ -236,15 +300,20 @@ class KnowledgeBackend(ABC):
 
     @abstractmethod
     def vector_cache(self, embedder: Embedder) -> VectorCache:
-        """The embedding cache of ``embedder`` kept by this backend."""
+        """The embedding cache of ``embedder`` kept by this backend (see :class:`VectorCache`
+        for its rules: unit rows in the order asked, one set of vectors per model identity)."""
 
     def recover(self) -> int:
         """Clear what interrupted writes may have left (temporary files); return how many leftovers."""
         return 0
 
-    def close(self) -> None:
-        """Release connections and handles (``Memory.close`` calls it); the default holds none."""
-        return
+    def close(self) -> None:  # noqa: B027 (optional: most backends hold nothing to release)
+        """Release connections, file handles and threads; the default has none to release.
+
+        Everything written before stays stored (a durable backend keeps it for the next
+        opening). The backend is not used after this; calling it twice is harmless.
+        :meth:`local_ai_memory.Memory.close` calls it.
+        """
 
     # -- async twins ---------------------------------------------------------------------------
     async def aread_note(self, category: str, name: str) -> bytes | None:
@@ -286,3 +355,23 @@ class KnowledgeBackend(ABC):
     async def aquarantine_blob(self, name: str) -> str | None:
         """Async twin of :meth:`quarantine_blob`."""
         return await asyncio.to_thread(self.quarantine_blob, name)
+
+    async def aread_note_head(self, category: str, name: str, size: int) -> tuple[bytes, bool] | None:
+        """Async twin of :meth:`read_note_head`."""
+        return await asyncio.to_thread(self.read_note_head, category, name, size)
+
+    async def alist_categories(self) -> list[str]:
+        """Async twin of :meth:`list_categories`."""
+        return await asyncio.to_thread(self.list_categories)
+
+    async def adelete_blob(self, name: str) -> bool:
+        """Async twin of :meth:`delete_blob`."""
+        return await asyncio.to_thread(self.delete_blob, name)
+
+    async def arecover(self) -> int:
+        """Async twin of :meth:`recover`."""
+        return await asyncio.to_thread(self.recover)
+
+    async def aclose(self) -> None:
+        """Async twin of :meth:`close`."""
+        await asyncio.to_thread(self.close)

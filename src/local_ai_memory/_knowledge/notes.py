@@ -33,7 +33,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from local_ai_memory._contracts.knowledge import DATA_DIR, ERASING_DIR, KnowledgeBackend, VectorCache, is_note_name
+from local_ai_memory._contracts.knowledge import (
+    DATA_DIR,
+    KnowledgeBackend,
+    VectorCache,
+    erasure_marker,
+    is_note_name,
+)
 from local_ai_memory._knowledge.index import INDEX_NAME, KnowledgeIndex
 from local_ai_memory._knowledge.index_file import (
     INDEX_VERSION,
@@ -680,7 +686,7 @@ class KnowledgeNotes:
                 self._refresh_stale(user_id, cats, during_query=True)
         # After the refresh: an index that shows any of a forgetting's deletions was refreshed
         # after its marker was written, so the marker is seen here (by the feed or the stat).
-        marker = f"{ERASING_DIR}/{user_file_prefix(user_id)}"
+        marker = erasure_marker(user_id)
         if not self.backend.blob_known_absent(marker) and self.backend.blob_size(marker) is not None:
             self.forget_user(user_id)  # being forgotten elsewhere: finish our part, never answer half way
         return cats

@@ -18,12 +18,12 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from local_ai_memory._contracts.knowledge import ERASING_DIR, KnowledgeBackend
+from local_ai_memory._contracts.knowledge import KnowledgeBackend, erasure_marker
 from local_ai_memory._contracts.runtime import Erasure, RuntimeBackend, Scope, ScopeInfo
 from local_ai_memory._knowledge.store import MemoryStore
 from local_ai_memory._runtime.checkpoints import list_checkpoints
 from local_ai_memory._runtime.scope import MemoryManager
-from local_ai_memory._shared.naming import owner_of, user_file_prefix
+from local_ai_memory._shared.naming import owner_of
 from local_ai_memory._shared.records import AgentCheckpoint, ToolIndexEntry, visible_state
 
 __all__ = [
@@ -36,11 +36,6 @@ __all__ = [
     "list_users",
     "show_scope",
 ]
-
-
-def erasure_marker(user_id: str) -> str:
-    """The knowledge blob that tells searches ``user_id`` is being forgotten."""
-    return f"{ERASING_DIR}/{user_file_prefix(user_id)}"
 
 
 @dataclass(frozen=True)

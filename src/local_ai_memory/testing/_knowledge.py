@@ -1,41 +1,71 @@
-"""``KnowledgeBackendTests``: the conformance suite of a :class:`KnowledgeBackend`.
+"""``KnowledgeBackendTests``: the conformance suite of a :class:`~local_ai_memory.backends.KnowledgeBackend`.
 
 Subclass it in a test module and give it a ``backend`` fixture returning a fresh, empty
-backend; pytest then runs every test below against it::
+backend; plain pytest then runs every test below against it, once through the sync methods
+and once through their async twins (no pytest-asyncio setting needed)::
 
     class TestMyBackend(KnowledgeBackendTests):
+        capabilities = frozenset({"change_feed", "durable", "cross_process"})
+
         @pytest.fixture
         def backend(self, tmp_path):
-            return MyBackend(...)
+            return MyBackend(tmp_path / "store.db")
 
-The tests call the contract directly (byte-exact notes, listings per user, the change feed,
-blobs) and through a :class:`~local_ai_memory._knowledge.store.MemoryStore` built over the backend:
-after a scripted series of writes and deletes, search results and scores must equal those of
-a store freshly built over the final notes and of the plain BM25 written out below.
-A backend whose change feed only runs while something feeds it (files and their watcher)
-overrides :meth:`KnowledgeBackendTests.open_feed`. Needs pytest; nothing else.
+        @pytest.fixture
+        def backend_factory(self, tmp_path):
+            return functools.partial(MyBackend, tmp_path / "store.db")
+
+Optional capabilities (:data:`CAPABILITIES`) are claimed in ``capabilities``; the tests of an
+unclaimed one skip, saying so:
+
+* ``"change_feed"``: :meth:`~KnowledgeBackend.changes` never answers ``None`` (after
+  :meth:`KnowledgeBackendTests.open_feed`) and keeps every promise of ``NoteChanges``.
+* ``"durable"``: what was written survives closing the backend and opening the store again
+  with ``backend_factory``, erasure markers included (checked in a new process).
+* ``"cross_process"``: several processes opening the same store with ``backend_factory``
+  write concurrently and lose nothing; the change feed of each sees the others' writes.
+
+``backend_factory`` returns a callable that opens the store the ``backend`` fixture opened; it
+is pickled into child processes, so it must be a module-level callable or a
+:func:`functools.partial` of one, with picklable arguments.
+
+The tests call the contract directly (byte-exact notes, listings per user and of note names
+only, the change feed, blobs, the vector cache) and through the engines (a
+:class:`~local_ai_memory.Memory` over the backend): after a scripted series of writes and
+deletes, BM25 results and scores must equal those of the reference backend and of the plain
+BM25 written out in :func:`reference_bm25`, and hybrid rankings those of the reference backend.
 """
 
 from __future__ import annotations
 
-import asyncio
 import math
 import threading
+import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any, ClassVar
 
+import numpy as np
 import pytest
 
-from local_ai_memory._contracts.knowledge import KnowledgeBackend
-from local_ai_memory._knowledge.index_file import ranking_tokens
-from local_ai_memory._knowledge.store import MemoryStore
-from local_ai_memory._shared.config import MemoryConfig
-from local_ai_memory._shared.naming import user_file_prefix
-from local_ai_memory._shared.text import EXACT, LEAD, Analyzer
-from local_ai_memory.backends import InMemoryKnowledgeBackend
+from local_ai_memory import Memory, MemoryConfig, ModelError
+from local_ai_memory._shared.text import EXACT, LEAD
+from local_ai_memory.backends import (
+    InMemoryKnowledgeBackend,
+    InMemoryRuntimeBackend,
+    KnowledgeBackend,
+    NoteKey,
+    erasure_marker,
+    is_note_name,
+    user_file_prefix,
+)
+from local_ai_memory.testing._kn_process import Barrier, Job, Twin, finish, start
 
-__all__ = ["KnowledgeBackendTests", "reference_bm25"]
+__all__ = ["CAPABILITIES", "KnowledgeBackendTests", "reference_bm25"]
+
+CAPABILITIES = frozenset({"change_feed", "durable", "cross_process"})
+"""The optional capabilities a suite subclass may claim (see the module docstring)."""
 
 CATEGORIES = ("knowledge", "work")
 NOTE_TEXTS = {
@@ -43,15 +73,21 @@ NOTE_TEXTS = {
     "emoji": "# Parrots \U0001f99c\n\nCaf\u00e9 notes, \u65e5\u672c\u8a9e and a \U0001f600.\n".encode(),
     "crlf": b"# Windows\r\n\r\nline one\r\nline two\r\n",
     "no newline": b"just text",
+    "nul": b"a\x00b\xff\xfe",
     "large": ("word " * 200_000).encode(),
 }
 # Ids whose encoding holds the characters SQL LIKE, globbing and file names treat specially.
 USERS = ("bob", "bob_admin", "bo", "b%b", "b.b", "b_", "_b")
+# Names a category may hold that are not notes: an unprefixed listing shows none of them.
+NOT_NOTES = ("README.md", "_x.md", ".alice_hidden.md", "alice_draft.txt", "alice_.md.tmp", "notes")
+WORDS = ("apple", "banana", "cherry", "delta", "echo", "fox", "golf", "hotel", "india", "juliet", "kilo", "lima")
+
+# ---- the BM25 the engines promise -----------------------------------------------------------
 
 
 def reference_bm25(docs: dict[str, list[str]], query: Sequence[str | tuple[str, float]]) -> dict[str, float]:
-    """The BM25 that :mod:`local_ai_memory._knowledge.bm25` promises, written out plainly: the score of
-    each document sharing a term with ``query`` (a term, or ``(term, weight)``).
+    """The BM25 the engines promise, written out plainly: the score of each document sharing a
+    term with ``query`` (a term, or ``(term, weight)``).
 
     ``k1 = 1.2``, ``b = 0.75``, ``idf = ln(1 + (N - df + 0.5) / (df + 0.5))``; lead terms are
     scored with ``b = 0``; exact and lead terms do not count for a document's length."""
@@ -84,224 +120,401 @@ def _note(user: str, title: str) -> str:
     return f"{user_file_prefix(user)}{title}.md"
 
 
+# ---- embedders for the vector cache tests -------------------------------------------------
+class WordEmbedder:
+    """A deterministic embedder: one dimension per word of :data:`WORDS`, deliberately not of
+    unit length (``scale`` times the counts, plus a small constant), counting its calls."""
+
+    def __init__(self, model_name: str = "kit-words-v1", scale: float = 3.0, flip: bool = False) -> None:
+        self.model_name = model_name
+        self.scale = scale
+        self.flip = flip
+        self.texts: list[str] = []
+
+    def _vector(self, text: str) -> list[float]:
+        vector = [self.scale * text.lower().count(word) + 0.25 for word in WORDS]
+        return vector[::-1] if self.flip else vector
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        self.texts.extend(texts)
+        return [self._vector(text) for text in texts]
+
+    async def aembed(self, texts: list[str]) -> list[list[float]]:
+        return self.embed(texts)
+
+    def unit(self, text: str) -> list[float]:
+        """The unit vector this embedder's answer for ``text`` must come back as."""
+        vector = np.asarray(self._vector(text), dtype=np.float64)
+        return [float(x) for x in vector / np.linalg.norm(vector)]
+
+
+class _NaNEmbedder(WordEmbedder):
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        return [[math.nan] * len(WORDS) for _ in texts]
+
+
+def _no_factory() -> KnowledgeBackend:
+    pytest.fail("this suite claims 'durable' or 'cross_process' but defines no backend_factory fixture")
+
+
+def _rows(matrix: Any) -> list[list[float]]:
+    return [[float(x) for x in row] for row in np.asarray(matrix, dtype=np.float64)]
+
+
 class KnowledgeBackendTests:
-    """The conformance suite; subclasses provide the ``backend`` fixture (a fresh backend)."""
+    """The conformance suite; subclasses provide the ``backend`` fixture (a fresh backend) and,
+    for the capabilities they claim, ``backend_factory``."""
+
+    capabilities: ClassVar[frozenset[str]] = frozenset()
+    """The optional capabilities this backend claims (a subset of :data:`CAPABILITIES`)."""
+
+    # -- hooks and fixtures --------------------------------------------------------------------
+    @pytest.fixture(params=["sync", "async"])
+    def twin(self, request: pytest.FixtureRequest) -> Twin:
+        """Every test runs twice: through the sync methods and through their async twins."""
+        return Twin(request.param)
+
+    @pytest.fixture
+    def backend_factory(self) -> Callable[[], KnowledgeBackend]:
+        """Opens the store of ``backend`` again; subclasses claiming ``durable`` or ``cross_process`` override it."""
+        return _no_factory
+
+    def require(self, capability: str) -> None:
+        """Skip the calling test unless this backend claims ``capability``."""
+        unknown = self.capabilities - CAPABILITIES
+        assert not unknown, f"unknown capabilities {sorted(unknown)}; known: {sorted(CAPABILITIES)}"
+        if capability not in self.capabilities:
+            pytest.skip(f"{type(self).__name__} does not claim the {capability!r} capability")
 
     def open_feed(self, backend: KnowledgeBackend) -> None:
         """Start the backend's change feed if something must feed it (default: nothing to do)."""
 
-    def store(self, backend: KnowledgeBackend, root: Path) -> MemoryStore:
-        """A store over ``backend`` (``root`` is only the guard's root; the backend keeps the data)."""
-        return MemoryStore(backend, MemoryConfig(fsync=False), categories=CATEGORIES)
+    def memory(self, backend: KnowledgeBackend, *, embedder: WordEmbedder | None = None) -> Memory:
+        """A :class:`Memory` whose notes live in ``backend`` (hybrid search when given an embedder)."""
+        config = MemoryConfig(
+            fsync=False, categories=CATEGORIES, auto_watch=False, search_mode="hybrid" if embedder else "bm25"
+        )
+        return Memory(config, runtime=InMemoryRuntimeBackend(), knowledge=backend, embedder=embedder)
 
-    # -- notes -----------------------------------------------------------------------------
+    def store(self, backend: KnowledgeBackend, root: Path | None = None) -> Any:
+        """The engine (a ``MemoryStore``) of a fresh :meth:`memory` over ``backend``; ``root`` is unused."""
+        return self.memory(backend).knowledge.store
+
+    # -- notes ---------------------------------------------------------------------------------
     @pytest.mark.parametrize("label", list(NOTE_TEXTS))
-    def test_note_round_trip_is_byte_exact(self, backend: KnowledgeBackend, label: str) -> None:
-        data = NOTE_TEXTS[label]
-        info = backend.write_note("knowledge", _note("alice", "n"), data)
-        assert backend.read_note("knowledge", _note("alice", "n")) == data
-        assert info.size == len(data)
-        assert backend.note_info("knowledge", _note("alice", "n")) == info
+    def test_note_round_trip_is_byte_exact(self, backend: KnowledgeBackend, twin: Twin, label: str) -> None:
+        data, name = NOTE_TEXTS[label], _note("alice", "n")
+        info = twin(backend, "write_note", "knowledge", name, data)
+        assert twin(backend, "read_note", "knowledge", name) == data
+        assert info.size == len(data)  # bytes, not characters
+        assert (info.category, info.name) == ("knowledge", name)
+        assert twin(backend, "note_info", "knowledge", name) == info
+        assert twin(backend, "list_notes", "knowledge")[name] == info
+        assert twin(backend, "read_note_head", "knowledge", name, 4) == (data[:4], len(data) <= 4)
         replaced = data[::-1] + b"!"
-        backend.write_note("knowledge", _note("alice", "n"), replaced)
-        assert backend.read_note("knowledge", _note("alice", "n")) == replaced
+        twin(backend, "write_note", "knowledge", name, replaced)
+        assert twin(backend, "read_note", "knowledge", name) == replaced
+        assert twin(backend, "note_info", "knowledge", name).size == len(replaced)
 
-    def test_missing_notes_and_blobs_are_none(self, backend: KnowledgeBackend) -> None:
-        assert backend.read_note("knowledge", _note("alice", "missing")) is None
-        assert backend.note_info("knowledge", _note("alice", "missing")) is None
-        assert backend.list_notes("knowledge") == {}
-        assert backend.read_blob("memory_index.json") is None
-        assert backend.blob_size("memory_index.json") is None
-        assert backend.quarantine_blob("memory_index.json") is None
+    def test_missing_notes_and_blobs_are_none(self, backend: KnowledgeBackend, twin: Twin) -> None:
+        missing = _note("alice", "missing")
+        assert twin(backend, "read_note", "knowledge", missing) is None
+        assert twin(backend, "read_note_head", "knowledge", missing, 10) is None
+        assert twin(backend, "note_info", "knowledge", missing) is None
+        assert twin(backend, "list_notes", "knowledge") == {}
+        assert twin(backend, "list_notes", "knowledge", "alice_") == {}
+        assert twin(backend, "read_blob", "memory_index.json") is None
+        assert twin(backend, "blob_size", "memory_index.json") is None
+        assert twin(backend, "quarantine_blob", "memory_index.json") is None
 
-    def test_delete_is_idempotent(self, backend: KnowledgeBackend) -> None:
+    def test_delete_is_idempotent(self, backend: KnowledgeBackend, twin: Twin) -> None:
         name = _note("alice", "gone")
-        backend.write_note("knowledge", name, b"x")
-        assert backend.delete_note("knowledge", name) is True
-        assert backend.delete_note("knowledge", name) is False
-        assert backend.read_note("knowledge", name) is None
-        assert name not in backend.list_notes("knowledge")
+        twin(backend, "write_note", "knowledge", name, b"x")
+        assert twin(backend, "delete_note", "knowledge", name) is True
+        assert twin(backend, "delete_note", "knowledge", name) is False
+        assert twin(backend, "delete_note", "knowledge", _note("alice", "never")) is False
+        assert twin(backend, "read_note", "knowledge", name) is None
+        assert name not in twin(backend, "list_notes", "knowledge")
 
-    def test_categories_are_separate(self, backend: KnowledgeBackend) -> None:
-        backend.write_note("knowledge", _note("alice", "a"), b"k")
-        backend.write_note("work", _note("alice", "a"), b"w")
-        assert backend.read_note("knowledge", _note("alice", "a")) == b"k"
-        assert backend.read_note("work", _note("alice", "a")) == b"w"
-        backend.delete_note("work", _note("alice", "a"))
-        assert backend.read_note("knowledge", _note("alice", "a")) == b"k"
+    def test_categories_are_separate(self, backend: KnowledgeBackend, twin: Twin) -> None:
+        name = _note("alice", "a")
+        twin(backend, "write_note", "knowledge", name, b"k")
+        twin(backend, "write_note", "work", name, b"w")
+        assert twin(backend, "read_note", "knowledge", name) == b"k"
+        assert twin(backend, "read_note", "work", name) == b"w"
+        twin(backend, "delete_note", "work", name)
+        assert twin(backend, "read_note", "knowledge", name) == b"k"
+        assert set(twin(backend, "list_notes", "knowledge")) == {name}
+        assert twin(backend, "list_notes", "work") == {}
 
-    def test_listing_per_user_is_exact(self, backend: KnowledgeBackend) -> None:
+    def test_listing_per_user_is_exact(self, backend: KnowledgeBackend, twin: Twin) -> None:
         for user in USERS:
             for title in ("one", "two"):
-                backend.write_note("knowledge", _note(user, title), user.encode())
-        everyone = backend.list_notes("knowledge")
+                twin(backend, "write_note", "knowledge", _note(user, title), user.encode())
+        everyone = twin(backend, "list_notes", "knowledge")
         assert set(everyone) == {_note(u, t) for u in USERS for t in ("one", "two")}
         for user in USERS:
-            mine = backend.list_notes("knowledge", user_file_prefix(user))
+            mine = twin(backend, "list_notes", "knowledge", user_file_prefix(user))
             assert set(mine) == {_note(user, "one"), _note(user, "two")}, user
             assert all(info.size == len(user.encode()) and info.category == "knowledge" for info in mine.values())
-        assert backend.list_notes("work", user_file_prefix("bob")) == {}
+        assert twin(backend, "list_notes", "work", user_file_prefix("bob")) == {}
 
-    def test_versions_tell_writes_apart(self, backend: KnowledgeBackend) -> None:
+    def test_unprefixed_listing_holds_only_note_names(self, backend: KnowledgeBackend, twin: Twin) -> None:
+        for name in NOT_NOTES:
+            assert not is_note_name(name), name
+            twin(backend, "write_note", "knowledge", name, b"not a note")
+            assert twin(backend, "read_note", "knowledge", name) == b"not a note"  # stored all the same
+        twin(backend, "write_note", "knowledge", _note("alice", "real"), b"# Real")
+        assert set(twin(backend, "list_notes", "knowledge")) == {_note("alice", "real")}
+        assert set(twin(backend, "list_notes", "knowledge", "alice_")) == {_note("alice", "real")}
+
+    def test_versions_tell_writes_apart(self, backend: KnowledgeBackend, twin: Twin) -> None:
         name = _note("alice", "v")
-        first = backend.write_note("knowledge", name, b"aaaa")
-        second = backend.write_note("knowledge", name, b"bbbb")
+        first = twin(backend, "write_note", "knowledge", name, b"aaaa")
+        second = twin(backend, "write_note", "knowledge", name, b"bbbb")
         assert second.size == first.size == 4
         if backend.exact_versions:
             assert second.version > first.version
         else:  # timestamps may tie within one tick; never go backwards
             assert second.version >= first.version
+        assert twin(backend, "note_info", "knowledge", name) == second
 
-    def test_concurrent_writers_lose_no_note(self, backend: KnowledgeBackend) -> None:
+    def test_concurrent_writers_lose_no_note(self, backend: KnowledgeBackend, twin: Twin) -> None:
+        start = threading.Barrier(4)
+
         def write(user: str) -> None:
+            start.wait()
             for i in range(20):
-                backend.write_note("knowledge", _note(user, f"n{i}"), f"{user} {i}".encode())
+                twin(backend, "write_note", "knowledge", _note(user, f"n{i}"), f"{user} {i}".encode())
 
         threads = [threading.Thread(target=write, args=(u,)) for u in ("u1", "u2", "u3", "u4")]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
-        assert len(backend.list_notes("knowledge")) == 80
-        assert backend.read_note("knowledge", _note("u3", "n7")) == b"u3 7"
+        assert len(twin(backend, "list_notes", "knowledge")) == 80
+        assert twin(backend, "read_note", "knowledge", _note("u3", "n7")) == b"u3 7"
 
-    async def test_async_twins_match(self, backend: KnowledgeBackend) -> None:
-        name = _note("alice", "async")
-        info = await backend.awrite_note("knowledge", name, b"\xf0\x9f\x98\x80\r\n")
-        assert await backend.aread_note("knowledge", name) == b"\xf0\x9f\x98\x80\r\n"
-        assert await backend.anote_info("knowledge", name) == info
-        assert set(await backend.alist_notes("knowledge", "alice_")) == {name}
-        await backend.awrite_blob("x/y.bin", b"\x00\x01")
-        assert await backend.aread_blob("x/y.bin") == b"\x00\x01"
-        assert await backend.adelete_note("knowledge", name) is True
-        assert list(await asyncio.gather(backend.aread_note("knowledge", name), backend.ablob_size("x/y.bin"))) == [
-            None,
-            2,
-        ]
-
-    # -- change feed -------------------------------------------------------------------------
-    def test_change_feed_sees_inserts_modifications_and_deletes(self, backend: KnowledgeBackend) -> None:
+    # -- change feed ---------------------------------------------------------------------------
+    def test_change_feed_sees_inserts_modifications_and_deletes(self, backend: KnowledgeBackend, twin: Twin) -> None:
+        self.require("change_feed")
         self.open_feed(backend)
-        start = backend.changes(None)
-        if start is None:
-            pytest.skip("this backend keeps no change feed: the engines compare listings")
+        start = twin(backend, "changes", None)
+        assert start is not None, "a backend claiming 'change_feed' never answers None"
         assert not start.complete  # nothing to compare with yet: the caller lists everything once
         a, b = ("knowledge", _note("alice", "a")), ("work", _note("bob", "b"))
-        backend.write_note(*a, b"one")
-        inserted = backend.changes(start.cursor)
-        assert inserted is not None
+        twin(backend, "write_note", *a, b"one")
+        inserted = twin(backend, "changes", start.cursor)
         assert inserted.complete
         assert inserted.keys == {a}
-        backend.write_note(*a, b"two")
-        backend.write_note(*b, b"three")
-        modified = backend.changes(inserted.cursor)
-        assert modified is not None
+        twin(backend, "write_note", *a, b"two")
+        twin(backend, "write_note", *b, b"three")
+        modified = twin(backend, "changes", inserted.cursor)
+        assert modified.complete
         assert modified.keys == {a, b}
-        assert backend.delete_note(*a)
-        deleted = backend.changes(modified.cursor)
-        assert deleted is not None
-        assert deleted.keys == {a}
-        quiet = backend.changes(deleted.cursor)
-        assert quiet is not None
-        assert quiet.keys == frozenset()
-        assert quiet.cursor == deleted.cursor
-        assert backend.changes(start.cursor) is not None
-        assert backend.changes(start.cursor).keys >= {a, b}  # type: ignore[union-attr]
+        assert twin(backend, "delete_note", *a)
+        deleted = twin(backend, "changes", modified.cursor)
+        assert deleted.complete
+        assert deleted.keys == {a}, "a delete must reach the change feed"
+        assert not twin(backend, "delete_note", *a)  # nothing deleted: the feed may stay quiet
+        quiet = twin(backend, "changes", deleted.cursor)
+        assert quiet.complete
+        assert quiet.keys <= {a}
+        again = twin(backend, "changes", quiet.cursor)
+        assert (again.keys, again.cursor) == (frozenset(), quiet.cursor)
+        everything = twin(backend, "changes", start.cursor)
+        assert everything.complete
+        assert everything.keys >= {a, b}
+
+    def test_change_feed_misses_nothing_while_threads_write(self, backend: KnowledgeBackend, twin: Twin) -> None:
+        self.require("change_feed")
+        self.open_feed(backend)
+        cursor = twin(backend, "changes", None).cursor
+        written: set[NoteKey] = {("knowledge", _note(f"w{t}", f"n{i}")) for t in range(4) for i in range(25)}
+        done = threading.Event()
+
+        def write(t: int) -> None:
+            for i in range(25):
+                backend.write_note("knowledge", _note(f"w{t}", f"n{i}"), b"x")
+
+        threads = [threading.Thread(target=write, args=(t,)) for t in range(4)]
+        for thread in threads:
+            thread.start()
+
+        def wait_for_writers() -> None:
+            for thread in threads:
+                thread.join()
+            done.set()
+
+        waiter = threading.Thread(target=wait_for_writers)
+        waiter.start()
+        seen: set[NoteKey] = set()
+        while True:  # a reader following the feed while others write sees every write, at last
+            finished = done.is_set()
+            changes = twin(backend, "changes", cursor)
+            assert changes.complete
+            seen |= changes.keys
+            cursor = changes.cursor
+            if finished:
+                break
+        waiter.join()
+        assert written - seen == set()
 
     # -- blobs -------------------------------------------------------------------------------
-    def test_categories_are_listed_and_blobs_deleted(self, backend: KnowledgeBackend) -> None:
-        assert backend.list_categories() == []
-        backend.write_note("notes", "alice_a.md", b"a")
-        backend.write_note("knowledge", "alice_b.md", b"b")
-        assert backend.list_categories() == ["knowledge", "notes"]
-        backend.write_blob(".bm25/knowledge/alice_bm25.npz", b"snapshot")
-        assert backend.delete_blob(".bm25/knowledge/alice_bm25.npz") is True
-        assert backend.read_blob(".bm25/knowledge/alice_bm25.npz") is None
-        assert backend.delete_blob(".bm25/knowledge/alice_bm25.npz") is False
+    def test_categories_are_listed_and_blobs_deleted(self, backend: KnowledgeBackend, twin: Twin) -> None:
+        assert twin(backend, "list_categories") == []
+        twin(backend, "write_note", "notes", "alice_a.md", b"a")
+        twin(backend, "write_note", "knowledge", "alice_b.md", b"b")
+        assert twin(backend, "list_categories") == ["knowledge", "notes"]
+        twin(backend, "write_blob", ".bm25/knowledge/alice_bm25.npz", b"snapshot")
+        assert twin(backend, "delete_blob", ".bm25/knowledge/alice_bm25.npz") is True
+        assert twin(backend, "read_blob", ".bm25/knowledge/alice_bm25.npz") is None
+        assert twin(backend, "delete_blob", ".bm25/knowledge/alice_bm25.npz") is False
 
-    def test_blobs_round_trip_and_quarantine(self, backend: KnowledgeBackend) -> None:
+    def test_blobs_round_trip_and_quarantine(self, backend: KnowledgeBackend, twin: Twin) -> None:
         data = bytes(range(256)) * 10
-        backend.write_blob(".bm25/knowledge/alice_bm25.npz", data)
-        assert backend.read_blob(".bm25/knowledge/alice_bm25.npz") == data
-        assert backend.blob_size(".bm25/knowledge/alice_bm25.npz") == len(data)
-        backend.write_blob("memory_index.json", b"{broken")
-        assert backend.quarantine_blob("memory_index.json") is not None
-        assert backend.read_blob("memory_index.json") is None
+        twin(backend, "write_blob", ".bm25/knowledge/alice_bm25.npz", data)
+        assert twin(backend, "read_blob", ".bm25/knowledge/alice_bm25.npz") == data
+        assert twin(backend, "blob_size", ".bm25/knowledge/alice_bm25.npz") == len(data)
+        twin(backend, "write_blob", "memory_index.json", b"{broken")
+        assert twin(backend, "quarantine_blob", "memory_index.json") is not None
+        assert twin(backend, "read_blob", "memory_index.json") is None
+        marker = erasure_marker("bob_admin")
+        twin(backend, "write_blob", marker, b"")
+        assert twin(backend, "blob_size", marker) == 0
+        assert not backend.blob_known_absent(marker)
+        assert twin(backend, "blob_size", erasure_marker("bob")) is None
 
-    # -- through MemoryStore ------------------------------------------------------------------
-    def test_store_round_trips_text_exactly(self, backend: KnowledgeBackend, tmp_path: Path) -> None:
-        store = self.store(backend, tmp_path)
+    def test_close_is_harmless_twice(self, backend: KnowledgeBackend, twin: Twin) -> None:
+        twin(backend, "write_note", "knowledge", _note("alice", "a"), b"a")
+        twin(backend, "close")
+        backend.close()  # twice is harmless
+
+    # -- the vector cache ------------------------------------------------------------------------
+    def test_vectors_are_unit_rows_of_the_texts(self, backend: KnowledgeBackend, twin: Twin) -> None:
+        embedder = WordEmbedder()
+        cache = backend.vector_cache(embedder)
+        items = [("knowledge/alice_a.md", "apple apple cherry"), ("knowledge/alice_b.md", "golf")]
+        for matrix in (twin(cache, "vectors_for", items), twin(cache, "vectors_for", items)):  # new, then kept
+            rows = _rows(matrix)
+            assert len(rows) == 2
+            for row, (_, text) in zip(rows, items, strict=True):
+                assert np.linalg.norm(row) == pytest.approx(1.0, abs=1e-5)
+                assert row == pytest.approx(embedder.unit(text), abs=1e-5)
+        query = _rows([twin(cache, "embed_query", "cherry golf")])[0]
+        assert query == pytest.approx(embedder.unit("cherry golf"), abs=1e-5)
+
+    def test_vectors_come_in_the_order_asked(self, backend: KnowledgeBackend, twin: Twin) -> None:
+        embedder = WordEmbedder()
+        cache = backend.vector_cache(embedder)
+        texts = [" ".join(WORDS[i : i + 2]) for i in range(0, len(WORDS), 2)]  # six distinct texts
+        twin(cache, "vectors_for", [(f"k/{t}", t) for t in texts[::2]])  # some kept, some not
+        asked = [texts[5], texts[0], texts[3], texts[0], texts[2], texts[1], texts[4]]
+        rows = _rows(twin(cache, "vectors_for", [(f"k/{i}", t) for i, t in enumerate(asked)]))
+        assert len(rows) == len(asked)
+        for row, text in zip(rows, asked, strict=True):
+            assert row == pytest.approx(embedder.unit(text), abs=1e-5), text
+        assert sorted(embedder.texts) == sorted(texts), "each text is embedded once"
+
+    def test_vectors_are_kept_per_model_identity(self, backend: KnowledgeBackend, twin: Twin) -> None:
+        first, second = WordEmbedder("kit-model-a"), WordEmbedder("kit-model-b", flip=True)
+        items = [("knowledge/alice_a.md", "apple banana banana")]
+        a = _rows(twin(backend.vector_cache(first), "vectors_for", items))
+        b = _rows(twin(backend.vector_cache(second), "vectors_for", items))
+        assert a[0] == pytest.approx(first.unit(items[0][1]), abs=1e-5)
+        assert b[0] == pytest.approx(second.unit(items[0][1]), abs=1e-5), "another model's vector was returned"
+        assert second.texts == [items[0][1]]
+        again = _rows(twin(backend.vector_cache(WordEmbedder("kit-model-a")), "vectors_for", items))
+        assert again[0] == pytest.approx(a[0], abs=1e-5)
+
+    def test_discard_removes_vectors(self, backend: KnowledgeBackend, twin: Twin) -> None:
+        embedder = WordEmbedder()
+        cache = backend.vector_cache(embedder)
+        items = [("knowledge/alice_a.md", "kilo lima"), ("knowledge/alice_b.md", "india")]
+        twin(cache, "vectors_for", items)
+        assert cache.discard(items[:1]) == 1
+        assert cache.discard(items[:1]) == 0
+        embedder.texts.clear()
+        rows = _rows(twin(cache, "vectors_for", items))
+        assert embedder.texts == ["kilo lima"], "a discarded vector must be embedded again, the other kept"
+        assert rows[0] == pytest.approx(embedder.unit("kilo lima"), abs=1e-5)
+
+    def test_a_bad_embedder_answer_is_refused(self, backend: KnowledgeBackend, twin: Twin) -> None:
+        cache = backend.vector_cache(_NaNEmbedder("kit-nan"))
+        with pytest.raises(ModelError):
+            twin(cache, "vectors_for", [("k", "apple")])
+        healthy = backend.vector_cache(WordEmbedder("kit-nan"))  # nothing of the bad answer was kept
+        assert np.all(np.isfinite(_rows(twin(healthy, "vectors_for", [("k", "apple")]))))
+
+    # -- through the engines ---------------------------------------------------------------------
+    def test_store_round_trips_text_exactly(self, backend: KnowledgeBackend, twin: Twin) -> None:
+        store = self.store(backend)
         for label, data in NOTE_TEXTS.items():
+            if b"\xff" in data:
+                continue  # the engine writes text
             path = f"knowledge/{_note('alice', label.replace(' ', '-'))}"
-            store.write_file(path, data.decode("utf-8"))
-            assert store.read_file(path) == data.decode("utf-8")
+            twin(store, "write_file", path, data.decode("utf-8"))
+            assert twin(store, "read_file", path) == data.decode("utf-8")
         with pytest.raises(Exception, match="no memory file"):
-            store.read_file(f"knowledge/{_note('alice', 'missing')}")
+            twin(store, "read_file", f"knowledge/{_note('alice', 'missing')}")
 
-    def test_store_search_isolates_users(self, backend: KnowledgeBackend, tmp_path: Path) -> None:
-        store = self.store(backend, tmp_path)
+    def test_store_search_isolates_users(self, backend: KnowledgeBackend, twin: Twin) -> None:
+        store = self.store(backend)
         for user in USERS:
-            store.write_file(f"knowledge/{_note(user, 'secret')}", f"# Secret\n\nvault code of {user}")
+            twin(store, "write_file", f"knowledge/{_note(user, 'secret')}", f"# Secret\n\nvault code of {user}")
         for user in USERS:
-            assert store.bm25_search("vault code", user_id=user) == [_note(user, "secret")]
-            assert [p.name for p in store.list_user_files(user, "knowledge")] == [_note(user, "secret")]
+            assert twin(store, "bm25_search", "vault code", user_id=user) == [_note(user, "secret")]
+            assert [p.name for p in twin(store, "list_user_files", user, "knowledge")] == [_note(user, "secret")]
 
-    def test_note_written_elsewhere_is_found_by_the_next_query(self, backend: KnowledgeBackend, tmp_path: Path) -> None:
+    def test_note_written_elsewhere_is_found_by_the_next_query(self, backend: KnowledgeBackend, twin: Twin) -> None:
         self.open_feed(backend)
-        reader, writer = self.store(backend, tmp_path), self.store(backend, tmp_path)
-        reader.write_file(f"knowledge/{_note('alice', 'a')}", "# A\n\napples")
-        assert reader.bm25_search("apples", user_id="alice") == [_note("alice", "a")]
-        writer.write_file(f"knowledge/{_note('alice', 'b')}", "# B\n\nbananas")
-        assert reader.bm25_search("bananas", user_id="alice") == [_note("alice", "b")]
-        backend.write_note("knowledge", _note("alice", "a"), b"# A\n\ncherries")
-        assert reader.bm25_search("cherries", user_id="alice") == [_note("alice", "a")]
-        assert reader.bm25_search("apples", user_id="alice") == []
-        backend.delete_note("knowledge", _note("alice", "b"))
-        assert reader.bm25_search("bananas", user_id="alice") == []
+        reader, writer = self.store(backend), self.store(backend)
+        twin(reader, "write_file", f"knowledge/{_note('alice', 'a')}", "# A\n\napples")
+        assert twin(reader, "bm25_search", "apples", user_id="alice") == [_note("alice", "a")]
+        twin(writer, "write_file", f"knowledge/{_note('alice', 'b')}", "# B\n\nbananas")
+        assert twin(reader, "bm25_search", "bananas", user_id="alice") == [_note("alice", "b")]
+        twin(backend, "write_note", "knowledge", _note("alice", "a"), b"# A\n\ncherries")
+        assert twin(reader, "bm25_search", "cherries", user_id="alice") == [_note("alice", "a")]
+        assert twin(reader, "bm25_search", "apples", user_id="alice") == []
+        twin(backend, "delete_note", "knowledge", _note("alice", "b"))
+        assert twin(reader, "bm25_search", "bananas", user_id="alice") == []
 
-    def test_scores_after_inserts_and_deletes_equal_a_fresh_build(
-        self, backend: KnowledgeBackend, tmp_path: Path
-    ) -> None:
-        self.open_feed(backend)
-        store = self.store(backend, tmp_path)
-        words = [
-            "apple",
-            "banana",
-            "cherry",
-            "delta",
-            "echo",
-            "fox",
-            "golf",
-            "hotel",
-            "india",
-            "juliet",
-            "kilo",
-            "lima",
-        ]
+    def _scripted(self, backend: KnowledgeBackend, twin: Twin, store: Any) -> dict[tuple[str, str], str]:
+        """A scripted mix of writes (through the store and behind its back), rewrites and deletes
+        by ``bob`` and ``bob_admin``, with queries in between; returns the final notes."""
         final: dict[tuple[str, str], str] = {}
-        for step in range(60):  # a scripted mix of writes, rewrites and deletes, queries in between
+        for step in range(60):
             user = ("bob", "bob_admin")[step % 2]
             category = CATEGORIES[step % 3 % 2]
             key = (category, _note(user, f"n{step % 17}"))
             if step % 7 == 6 and key in final:
-                backend.delete_note(*key)
+                twin(backend, "delete_note", *key)
                 del final[key]
             else:
-                text = f"# Note {step}\n\n" + " ".join(words[(step * k) % len(words)] for k in range(1, step % 9 + 3))
+                text = f"# Note {step}\n\n" + " ".join(WORDS[(step * k) % len(WORDS)] for k in range(1, step % 9 + 3))
                 if step % 3 == 0:
-                    backend.write_note(*key, text.encode())  # behind the store's back
+                    twin(backend, "write_note", *key, text.encode())  # behind the store's back
                 else:
-                    store.write_file(f"{key[0]}/{key[1]}", text)
+                    twin(store, "write_file", f"{key[0]}/{key[1]}", text)
                 final[key] = text
             if step % 5 == 0:
-                store.search("apple cherry", 50, user_id=user)
-        fresh_backend = InMemoryKnowledgeBackend()
+                twin(store, "search", "apple cherry", 50, user_id=user)
+        return final
+
+    def test_scores_after_inserts_and_deletes_equal_a_fresh_build(self, backend: KnowledgeBackend, twin: Twin) -> None:
+        from local_ai_memory._knowledge.index_file import ranking_tokens
+        from local_ai_memory._shared.text import Analyzer
+
+        self.open_feed(backend)
+        store = self.store(backend)
+        final = self._scripted(backend, twin, store)
+        reference = InMemoryKnowledgeBackend()
         for (category, name), text in final.items():
-            fresh_backend.write_note(category, name, text.encode())
-        fresh = self.store(fresh_backend, tmp_path / "fresh")
+            reference.write_note(category, name, text.encode())
+        fresh = self.store(reference)
         for user in ("bob", "bob_admin"):
             for query in ("apple cherry", "golf", "note juliet kilo", "zebra"):
-                got = store.search(query, 50, user_id=user)
+                got = twin(store, "search", query, 50, user_id=user)
                 assert got == fresh.search(query, 50, user_id=user)
                 docs = {}
                 for (category, name), text in final.items():
@@ -312,11 +525,151 @@ class KnowledgeBackendTests:
                 expected = reference_bm25(docs, Analyzer().query_terms(query))
                 assert {f"{c.category}/{c.filename}": c.score for c in got} == pytest.approx(expected, abs=1e-5)
         assert len(store.search("apple cherry", 50, user_id="bob")) > 3  # the comparison above compared something
-        reopened = self.store(backend, tmp_path)
-        assert reopened.search("apple cherry", 50, user_id="bob") == store.search("apple cherry", 50, user_id="bob")
+        reopened = self.store(backend)
+        assert twin(reopened, "search", "apple cherry", 50, user_id="bob") == store.search(
+            "apple cherry", 50, user_id="bob"
+        )
 
-    async def test_async_search_matches_sync(self, backend: KnowledgeBackend, tmp_path: Path) -> None:
-        store = self.store(backend, tmp_path)
-        await store.awrite_file(f"work/{_note('alice', 'a')}", "# A\n\nasync apples")
-        assert await store.asearch("apples", user_id="alice") == store.search("apples", user_id="alice")
-        assert await store.abm25_search("apples", user_id="alice") == [_note("alice", "a")]
+    def test_hybrid_ranking_equals_the_reference_backend(self, backend: KnowledgeBackend, twin: Twin) -> None:
+        self.open_feed(backend)
+        reference = InMemoryKnowledgeBackend()
+        stores = [self.memory(b, embedder=WordEmbedder("kit-hybrid")).knowledge.store for b in (backend, reference)]
+        for store in stores:
+            for i in range(24):
+                for user in ("bob", "bob_admin"):
+                    words = " ".join(WORDS[(i * k + len(user)) % len(WORDS)] for k in range(1, i % 5 + 2))
+                    twin(store, "write_file", f"knowledge/{_note(user, f'n{i}')}", f"# Note {i}\n\n{words}")
+            twin(store, "delete_file", f"knowledge/{_note('bob', 'n3')}")
+        compared = 0
+        for user in ("bob", "bob_admin"):
+            for query in ("apple cherry", "golf hotel", "kilo", "note lima echo", "zebra"):
+                got, expected = (twin(store, "hybrid_candidates", query, 12, user_id=user) for store in stores)
+                assert [c.filename for c in got] == [c.filename for c in expected], (user, query)
+                assert [c.score for c in got] == pytest.approx([c.score for c in expected], abs=1e-6)
+                compared += len(got)
+        assert compared > 40
+
+    # -- durability (capability "durable") ------------------------------------------------------
+    def test_everything_survives_a_reopen(
+        self, backend: KnowledgeBackend, backend_factory: Callable[[], KnowledgeBackend], twin: Twin
+    ) -> None:
+        self.require("durable")
+        self.open_feed(backend)
+        for label, data in NOTE_TEXTS.items():
+            twin(backend, "write_note", "knowledge", _note("alice", label.replace(" ", "-")), data)
+        twin(backend, "write_note", "work", _note("bob", "w"), b"work")
+        twin(backend, "delete_note", "knowledge", _note("alice", "empty"))
+        twin(backend, "write_blob", "memory_index.json", b"{}")
+        twin(backend, "write_blob", erasure_marker("carol"), b"")
+        before = {c: twin(backend, "list_notes", c) for c in CATEGORIES}
+        twin(backend, "close")
+        reopened = backend_factory()
+        try:
+            self.open_feed(reopened)
+            assert {c: twin(reopened, "list_notes", c) for c in CATEGORIES} == before
+            for label, data in NOTE_TEXTS.items():
+                expected = None if label == "empty" else data
+                assert twin(reopened, "read_note", "knowledge", _note("alice", label.replace(" ", "-"))) == expected
+            assert twin(reopened, "read_blob", "memory_index.json") == b"{}"
+            assert twin(reopened, "blob_size", erasure_marker("carol")) == 0
+            assert twin(reopened, "list_categories") == ["knowledge", "work"]
+            if "change_feed" in self.capabilities:  # the reopened store's feed follows its writes
+                start = twin(reopened, "changes", None)
+                twin(reopened, "write_note", "knowledge", _note("alice", "later"), b"later")
+                assert twin(reopened, "changes", start.cursor).keys == {("knowledge", _note("alice", "later"))}
+        finally:
+            reopened.close()
+
+    def test_a_pending_erasure_survives_a_restart(
+        self,
+        backend: KnowledgeBackend,
+        backend_factory: Callable[[], KnowledgeBackend],
+        twin: Twin,
+        tmp_path: Path,
+    ) -> None:
+        self.require("durable")
+        knowledge = self.memory(backend).knowledge
+        for user in ("alice", "bob"):
+            for i in range(3):
+                knowledge.write_note(user, f"n{i}", f"# Vault {i}\n\nvault code {i} of {user}")
+        assert len(knowledge.search("vault", "alice")) == 3
+        # A forgetting of alice wrote its marker, then the process died before deleting anything.
+        twin(backend, "write_blob", erasure_marker("alice"), b"")
+        twin(backend, "close")
+        job = Job("search", backend_factory, twin.mode, extra={"query": "vault", "users": ["alice", "bob"]})
+        answers = finish(start(job, tmp_path / "jobs"))  # a new process: nothing survives but the store
+        assert answers["alice"] == ([], []), "after a restart, the search of a user being forgotten found notes"
+        assert len(answers["bob"][0]) == len(answers["bob"][1]) == 3
+
+    # -- several processes (capability "cross_process") ---------------------------------------
+    def test_processes_writing_notes_lose_nothing(
+        self,
+        backend: KnowledgeBackend,
+        backend_factory: Callable[[], KnowledgeBackend],
+        twin: Twin,
+        tmp_path: Path,
+    ) -> None:
+        self.require("cross_process")
+        self.open_feed(backend)
+        feed = backend.changes(None) if "change_feed" in self.capabilities else None
+        cursor = feed.cursor if feed is not None else 0
+        users, count, hot = ("p0", "p1", "p2"), 40, _note("shared", "hot")
+        barrier = Barrier(tmp_path / "barrier", len(users))
+        barrier.folder.mkdir()
+        children = [
+            start(Job("write_notes", backend_factory, twin.mode, user, count, barrier, n, extra={"hot": hot}), tmp_path)
+            for n, user in enumerate(users)
+        ]
+        barrier.release()
+        seen: set[NoteKey] = set()
+        while feed is not None:  # follow the feed while the others write: it must miss nothing
+            finished = all(child.poll() is not None for child in children)
+            changes = twin(backend, "changes", cursor)
+            assert changes is not None
+            assert changes.complete
+            seen |= changes.keys
+            cursor = changes.cursor
+            if finished:
+                break
+            time.sleep(0.002)
+        versions = [v for child in children for _, v in finish(child)]
+        listed = twin(backend, "list_notes", "knowledge")
+        expected = {_note(u, f"n{i}") for u in users for i in range(count)} | {hot}
+        assert set(listed) == expected
+        for user in users:
+            assert (
+                twin(backend, "read_note", "knowledge", _note(user, f"n{count - 1}")) == f"{user} {count - 1}".encode()
+            )
+        assert twin(backend, "read_note", "knowledge", hot) in {f"{u} turn {count - 1}".encode() for u in users}
+        if backend.exact_versions:  # every write of the shared note got its own version
+            assert len(set(versions)) == len(versions), "two processes' writes got the same version"
+            assert listed[hot].version == max(versions)
+        if feed is not None:
+            assert {("knowledge", name) for name in expected} - seen == set()
+
+    def test_processes_writing_through_the_engine_lose_nothing(
+        self,
+        backend: KnowledgeBackend,
+        backend_factory: Callable[[], KnowledgeBackend],
+        twin: Twin,
+        tmp_path: Path,
+    ) -> None:
+        self.require("cross_process")
+        users, count = ("alice", "bob", "alice_admin"), 12
+        barrier = Barrier(tmp_path / "barrier", len(users))
+        barrier.folder.mkdir()
+        children = [
+            start(
+                Job("store_writes", backend_factory, twin.mode, user, count, barrier, n, extra={"word": f"w{n}x"}),
+                tmp_path,
+            )
+            for n, user in enumerate(users)
+        ]
+        barrier.release()
+        assert [finish(child) for child in children] == [count] * len(users)
+        knowledge = self.memory(backend).knowledge
+        for n, user in enumerate(users):
+            assert len(knowledge.notes(user)) == count
+            for i in range(count):
+                found = [c.filename for c in twin(knowledge, "search", f"w{n}x{i}", user)]
+                assert found[:1] == [_note(user, f"n{i}")], (user, i, found)

@@ -265,7 +265,7 @@ class FileKnowledgeBackend(KnowledgeBackend):
         with self._feed_lock:
             if not self._feeding:
                 return None
-            if since is None or since < self._opened_at:
+            if since is None or since < self._opened_at or since > self._cursor:  # a cursor not of this feed
                 return NoteChanges(self._cursor, frozenset(), complete=False)
             if since == self._cursor:  # the usual answer to a query: nothing new
                 quiet = self._quiet

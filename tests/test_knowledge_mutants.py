@@ -1,0 +1,353 @@
+"""The knowledge kit catches real bugs: each mutant below plants one bug in a backend that
+otherwise passes (the in-memory reference backend, or the SQLite example for what needs a
+restart), the kit runs against it in a fresh pytest process (plain pytest, no configuration:
+``-x -q -p no:cacheprovider``), and it must fail, in a test that names the planted bug.
+The unmutated bases must pass the same runs.
+
+These were the bugs a backend written from the public contract alone once shipped with while
+passing the suites: vectors not of unit length or in the wrong order, a vector cache shared
+between models, ``discard`` doing nothing, unfiltered or leaking listings, a change feed
+without deletes, a delete that is not idempotent, erasure markers kept in process memory;
+and one more that only real processes reveal: a change id taken outside the write lock.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from local_ai_memory import Embedder
+from local_ai_memory.backends import (
+    ERASING_DIR,
+    InMemoryKnowledgeBackend,
+    KnowledgeBackend,
+    NoteInfo,
+    VectorCache,
+    model_id_of,
+    text_digest,
+    unit_vectors,
+)
+from local_ai_memory.testing import KnowledgeBackendTests
+
+TESTS = Path(__file__).resolve().parent
+EXAMPLES = TESTS.parent / "examples"
+if str(EXAMPLES) not in sys.path:
+    sys.path.insert(0, str(EXAMPLES))
+
+from sqlite_backend.knowledge import SqliteKnowledgeBackend  # noqa: E402
+
+Matrix = npt.NDArray[np.float32]
+
+
+# ---- a vector cache with switchable bugs, for the in-memory mutants ----------------------------
+class PlantedVectors:
+    """A correct vector cache (vectors by model identity and digest, kept on the backend) unless
+    ``bug`` names one of: ``not_unit``, ``order``, ``identity``, ``discard``."""
+
+    def __init__(self, kept: dict[tuple[str, str], Matrix], keys: dict[str, str], embedder: Embedder, bug: str) -> None:
+        self.kept, self.keys, self.embedder, self.bug = kept, keys, embedder, bug
+        self.model = "" if bug == "identity" else model_id_of(embedder)  # the bug: one model for all
+        self.lock = threading.Lock()
+
+    def _finish(self, items: Sequence[tuple[str, str]], texts: list[str], raw: Any) -> Matrix:
+        digests = [text_digest(text) for _, text in items]
+        with self.lock:
+            was_kept = [(self.model, d) in self.kept for d in digests]
+            if texts:
+                vectors = unit_vectors(texts, raw)
+                if self.bug == "not_unit":
+                    vectors = np.asarray(raw, dtype=np.float32)  # the embedder's answer, unscaled
+                self.kept.update(((self.model, text_digest(t)), v) for t, v in zip(texts, vectors, strict=True))
+            self.keys.update((key, d) for (key, _), d in zip(items, digests, strict=True))
+            rows = [self.kept[(self.model, d)] for d in digests]
+        if self.bug == "order":  # kept rows first, then the new ones: right only when all or none were kept
+            rows = [r for r, k in zip(rows, was_kept, strict=True) if k] + [
+                r for r, k in zip(rows, was_kept, strict=True) if not k
+            ]
+        return np.stack(rows) if rows else np.zeros((0, 0), np.float32)
+
+    def _missing(self, items: Sequence[tuple[str, str]]) -> list[str]:
+        with self.lock:
+            missing = {text: None for _, text in items if (self.model, text_digest(text)) not in self.kept}
+        return list(missing)
+
+    def vectors_for(self, items: Sequence[tuple[str, str]]) -> Matrix:
+        texts = self._missing(items)
+        return self._finish(items, texts, self.embedder.embed(texts) if texts else None)
+
+    async def avectors_for(self, items: Sequence[tuple[str, str]]) -> Matrix:
+        texts = self._missing(items)
+        return self._finish(items, texts, await self.embedder.aembed(texts) if texts else None)
+
+    def embed_query(self, text: str) -> Matrix:
+        vector: Matrix = unit_vectors([text], self.embedder.embed([text]))[0]
+        return vector
+
+    async def aembed_query(self, text: str) -> Matrix:
+        vector: Matrix = unit_vectors([text], await self.embedder.aembed([text]))[0]
+        return vector
+
+    def discard(self, items: Sequence[tuple[str, str]]) -> int:
+        with self.lock:
+            had = [key for key, _ in items if key in self.keys]
+            if self.bug != "discard":  # the bug: report the count, delete nothing
+                for key, text in items:
+                    self.keys.pop(key, None)
+                    self.kept.pop((self.model, text_digest(text)), None)
+            return len(had)
+
+
+class VectorsBase(InMemoryKnowledgeBackend):
+    """The reference backend with :class:`PlantedVectors` (correct while ``bug`` is empty)."""
+
+    bug = ""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._kept: dict[tuple[str, str], Matrix] = {}
+        self._vector_keys: dict[str, str] = {}
+
+    def vector_cache(self, embedder: Embedder) -> VectorCache:
+        return PlantedVectors(self._kept, self._vector_keys, embedder, self.bug)
+
+
+class NotUnitVectors(VectorsBase):
+    bug = "not_unit"
+
+
+class VectorsInWrongOrder(VectorsBase):
+    bug = "order"
+
+
+class VectorsIgnoreModel(VectorsBase):
+    bug = "identity"
+
+
+class DiscardDoesNothing(VectorsBase):
+    bug = "discard"
+
+
+# ---- listing, feed and delete mutants of the reference backend ------------------------------------
+class ListingNotFiltered(InMemoryKnowledgeBackend):
+    """An unprefixed listing returns every stored name, notes or not."""
+
+    def list_notes(self, category: str, user_prefix: str | None = None) -> dict[str, NoteInfo]:
+        if user_prefix is not None:
+            return super().list_notes(category, user_prefix)
+        with self._lock:
+            return {name: info for (cat, name), (_, info) in self._notes.items() if cat == category}
+
+
+class PrefixAsLikePattern(InMemoryKnowledgeBackend):
+    """A prefix matched like an unescaped SQL ``LIKE 'prefix%'``: ``_`` and ``%`` are wildcards,
+    so ``bob_`` also lists ``bob%5Fadmin_``'s notes."""
+
+    def list_notes(self, category: str, user_prefix: str | None = None) -> dict[str, NoteInfo]:
+        if user_prefix is None:
+            return super().list_notes(category)
+        pattern = re.compile("".join(".*" if c == "%" else "." if c == "_" else re.escape(c) for c in user_prefix))
+        everything = super().list_notes(category)
+        return {name: info for name, info in everything.items() if pattern.match(name)}
+
+
+class FeedDropsDeletes(InMemoryKnowledgeBackend):
+    """Deletes never reach the change feed."""
+
+    def delete_note(self, category: str, name: str) -> bool:
+        with self._lock:
+            return self._notes.pop((category, name), None) is not None
+
+
+class DeleteNotIdempotent(InMemoryKnowledgeBackend):
+    """Deleting a missing note raises instead of answering False."""
+
+    def delete_note(self, category: str, name: str) -> bool:
+        if self.note_info(category, name) is None:
+            raise KeyError(name)
+        return super().delete_note(category, name)
+
+
+# ---- what needs a restart: the SQLite example ----------------------------------------------------
+class ErasureMarkersInMemory(SqliteKnowledgeBackend):
+    """Erasure markers (blobs under ``.erasing/``) kept in this object, not in the database."""
+
+    def __init__(self, path: str | Path) -> None:
+        super().__init__(path)
+        self._markers: dict[str, bytes] = {}
+
+    def write_blob(self, name: str, data: bytes) -> None:
+        if name.startswith(f"{ERASING_DIR}/"):
+            self._markers[name] = bytes(data)
+        else:
+            super().write_blob(name, data)
+
+    def read_blob(self, name: str) -> bytes | None:
+        return self._markers.get(name) if name.startswith(f"{ERASING_DIR}/") else super().read_blob(name)
+
+    def blob_size(self, name: str) -> int | None:
+        if name.startswith(f"{ERASING_DIR}/"):
+            data = self._markers.get(name)
+            return None if data is None else len(data)
+        return super().blob_size(name)
+
+    def delete_blob(self, name: str) -> bool:
+        if name.startswith(f"{ERASING_DIR}/"):
+            return self._markers.pop(name, None) is not None
+        return super().delete_blob(name)
+
+
+class CursorOutsideTheWriteLock(SqliteKnowledgeBackend):
+    """Takes the next change id as ``max(id) + 1`` without SQLite's write lock (no ``BEGIN
+    IMMEDIATE``): right in one process (the object's lock), wrong across processes, where two
+    writers take the same id, so versions repeat and one change overwrites another in the feed."""
+
+    def write_note(self, category: str, name: str, data: bytes) -> NoteInfo:
+        data, modified = bytes(data), time.time()
+        with self._lock:
+            version = int(self._db.execute("SELECT coalesce(max(id), 0) + 1 FROM changes").fetchone()[0])
+            self._db.execute(
+                "INSERT OR REPLACE INTO changes (id, category, name) VALUES (?, ?, ?)", (version, category, name)
+            )
+            self._db.execute(
+                "INSERT OR REPLACE INTO notes (category, name, data, size, version, modified)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (category, name, data, len(data), version, modified),
+            )
+        return NoteInfo(category, name, len(data), version, modified)
+
+
+# ---- the suites the child pytest runs ------------------------------------------------------------
+def memory_suite(kind: type[KnowledgeBackend]) -> type[KnowledgeBackendTests]:
+    """The kit over ``kind()`` (a variant of the reference backend: change feed, no disk)."""
+
+    class Suite(KnowledgeBackendTests):
+        capabilities = frozenset({"change_feed"})
+
+        @pytest.fixture
+        def backend(self) -> KnowledgeBackend:
+            return kind()
+
+    return Suite
+
+
+def sqlite_suite(kind: type[SqliteKnowledgeBackend]) -> type[KnowledgeBackendTests]:
+    """The kit over a SQLite variant, with what a restart needs (cross-process runs are left to
+    ``test_example_sqlite_knowledge.py``: this harness keeps to its time budget)."""
+
+    class Suite(KnowledgeBackendTests):
+        capabilities = frozenset({"change_feed", "durable"})
+
+        @pytest.fixture
+        def backend(self, tmp_path: Path) -> KnowledgeBackend:
+            return kind(tmp_path / "notes.db")
+
+        @pytest.fixture
+        def backend_factory(self, tmp_path: Path) -> Callable[[], KnowledgeBackend]:
+            return functools.partial(kind, tmp_path / "notes.db")
+
+    return Suite
+
+
+def sqlite_processes_suite(kind: type[SqliteKnowledgeBackend]) -> type[KnowledgeBackendTests]:
+    """The kit over a SQLite variant in several processes at once."""
+
+    class Suite(sqlite_suite(kind)):  # type: ignore[misc]
+        capabilities = frozenset({"change_feed", "cross_process"})
+
+    return Suite
+
+
+# mutant -> the tests allowed to be the first to fail (the ones about its bug)
+MUTANTS: dict[str, tuple[str, set[str]]] = {
+    "NotUnitVectors": (
+        "memory",
+        {"test_vectors_are_unit_rows_of_the_texts", "test_hybrid_ranking_equals_the_reference_backend"},
+    ),
+    "VectorsInWrongOrder": (
+        "memory",
+        {"test_vectors_come_in_the_order_asked", "test_hybrid_ranking_equals_the_reference_backend"},
+    ),
+    "VectorsIgnoreModel": ("memory", {"test_vectors_are_kept_per_model_identity"}),
+    "DiscardDoesNothing": ("memory", {"test_discard_removes_vectors"}),
+    "ListingNotFiltered": ("memory", {"test_unprefixed_listing_holds_only_note_names"}),
+    "PrefixAsLikePattern": ("memory", {"test_listing_per_user_is_exact", "test_store_search_isolates_users"}),
+    "FeedDropsDeletes": ("memory", {"test_change_feed_sees_inserts_modifications_and_deletes"}),
+    "DeleteNotIdempotent": ("memory", {"test_delete_is_idempotent"}),
+    "CursorOutsideTheWriteLock": ("sqlite_processes", {"test_processes_writing_notes_lose_nothing"}),
+    "ErasureMarkersInMemory": (
+        "sqlite",
+        {"test_a_pending_erasure_survives_a_restart", "test_everything_survives_a_reopen"},
+    ),
+}
+BASES = {"InMemoryKnowledgeBackend": "memory", "VectorsBase": "memory", "SqliteKnowledgeBackend": "sqlite"}
+
+
+def start_kit(kind: str, flavour: str, folder: Path) -> subprocess.Popen[str]:
+    """Start the whole kit against class ``kind`` of this module in a fresh pytest process that
+    has no configuration: its own root folder (no ini file, no conftest, no asyncio setting)
+    and no plugins but pytest's own."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "test_kit.py").write_text(
+        textwrap.dedent(f"""\
+            import sys
+            sys.path[:0] = [{str(TESTS)!r}, {str(EXAMPLES)!r}]
+            from test_knowledge_mutants import {kind}, {flavour}_suite
+
+            TestKit = {flavour}_suite({kind})
+        """)
+    )
+    args = ["-x", "-q", "-p", "no:cacheprovider", "--rootdir", str(folder), str(folder)]
+    code = f"import sys, pytest; sys.exit(pytest.main({args!r}))"
+    env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    return subprocess.Popen(
+        [sys.executable, "-c", code], cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    )
+
+
+@pytest.fixture(scope="module")
+def kit_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future[tuple[int, str]]]]:
+    """Every run of the kit (bases and mutants), three at a time, started on first use."""
+
+    def run(kind: str, flavour: str) -> tuple[int, str]:
+        proc = start_kit(kind, flavour, tmp_path_factory.mktemp(kind))
+        out, _ = proc.communicate(timeout=300)
+        return proc.returncode, out
+
+    kinds = {**BASES, **{kind: flavour for kind, (flavour, _) in MUTANTS.items()}}
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        yield {kind: pool.submit(run, kind, flavour) for kind, flavour in kinds.items()}
+
+
+def _first_failure(output: str) -> str | None:
+    found = re.search(r"^(?:FAILED|ERROR) \S*::TestKit::(test_\w+)", output, re.MULTILINE)
+    return found.group(1) if found else None
+
+
+@pytest.mark.parametrize("kind", list(BASES))
+def test_the_unmutated_bases_pass(kind: str, kit_runs: dict[str, Future[tuple[int, str]]]) -> None:
+    code, output = kit_runs[kind].result()
+    assert code == 0, output[-4000:]
+    assert re.search(r"\d+ passed", output)
+
+
+@pytest.mark.parametrize("kind", list(MUTANTS))
+def test_the_kit_catches_the_planted_bug(kind: str, kit_runs: dict[str, Future[tuple[int, str]]]) -> None:
+    code, output = kit_runs[kind].result()
+    assert code == 1, f"the kit passed {kind} (exit {code}):\n{output[-4000:]}"
+    failed = _first_failure(output)
+    expected = MUTANTS[kind][1]
+    assert failed in expected, f"{kind} was caught by {failed}, not by a test about its bug:\n{output[-4000:]}"
