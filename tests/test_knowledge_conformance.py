@@ -144,7 +144,10 @@ async def test_async_hybrid_search_calls_aembed(tmp_path: Path) -> None:
             self.async_calls += 1
             return self._vectors(texts)
 
-    for backend in (InMemoryKnowledgeBackend(), None):
+    for backend in (
+        InMemoryKnowledgeBackend(),
+        FileKnowledgeBackend(DirectoryGuard(tmp_path), MemoryConfig(fsync=False)),
+    ):
         embedder = CountingEmbedder()
         store = MemoryStore(backend, MemoryConfig(fsync=False), categories=["knowledge"], embedder=embedder)
         store.write_file("knowledge/alice_apple.md", "# Apple\n\nAn apple a day.")
