@@ -109,6 +109,10 @@ ZYGOTE = textwrap.dedent(
     import os, sys
     sys.path.insert(0, sys.argv[1])
     import crash_workloads  # imports the library once; children are forked from here
+    import gc
+
+    gc.collect()
+    gc.freeze()  # a child's first collection must not walk (and so copy) the parent's objects
 
     print("ready", flush=True)
     for line in sys.stdin:

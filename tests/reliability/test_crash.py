@@ -348,7 +348,12 @@ async def test_cancelled_astep_cannot_overwrite_interrupted(tmp_path: Path) -> N
 
     from local_ai_memory._runtime.checkpoints import CheckpointRun
 
-    manager = _SlowStepManager(DirectoryGuard(tmp_path), MemoryConfig(fsync=False), user_id="u", session_id="s")
+    manager = _SlowStepManager(
+        FileRuntimeBackend.from_config(MemoryConfig(fsync=False), DirectoryGuard(tmp_path)),
+        MemoryConfig(fsync=False),
+        user_id="u",
+        session_id="s",
+    )
     run = CheckpointRun(manager, "run", handle_signals=False)
     await run.astart()
     manager.slow_next = True
