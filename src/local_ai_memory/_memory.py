@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import cached_property
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from local_ai_memory._composition import compose, in_memory_backends
 from local_ai_memory._contracts.knowledge import KnowledgeBackend, NoteInfo
@@ -59,12 +59,12 @@ from local_ai_memory._runtime.tool_results import DEFAULT_PAGE_CHARS, ToolResult
 from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.display import memory_html
 from local_ai_memory._shared.models import LLM, Embedder
-from local_ai_memory._shared.naming import DirectoryGuard, note_filename
+from local_ai_memory._shared.naming import DirectoryGuard, note_filename, user_file_prefix
 from local_ai_memory._shared.records import AgentCheckpoint, ToolResultPage
 from local_ai_memory._shared.tokens import TokenCounter
 from local_ai_memory._shared.twins import thread_twin
 
-__all__ = ["Knowledge", "Memory", "Session"]
+__all__ = ["Knowledge", "Memory", "NoteName", "Session"]
 
 _PARTS = ("runtime", "knowledge", "llm", "embedder", "token_counter")
 
@@ -174,6 +174,25 @@ class Session(MemoryManager):
         )
 
 
+class NoteName(NamedTuple):
+    """One note of a user as :meth:`Knowledge.notes` lists it: what :meth:`Knowledge.read_note`,
+    :meth:`~Knowledge.delete_note` and :meth:`~Knowledge.note_info` take back.
+
+    ``name`` is the plain name (``deploy``, not the file name ``ops_deploy.md``) and ``category``
+    the configured category it lives in, so ``knowledge.read_note(user, note.name,
+    category=note.category)`` reads it. A named tuple: ``name, category = note`` works too.
+    """
+
+    name: str
+    category: str
+
+
+def _plain_name(tail: str) -> str:
+    """The name :meth:`Knowledge.read_note` maps back to the file name tail ``tail`` (``x.md``)."""
+    stem = tail.removesuffix(".md")
+    return tail if stem.endswith(".md") else stem
+
+
 class Knowledge:
     """The knowledge memory of a :class:`Memory`: notes, search (BM25 / hybrid) and retrieval.
 
@@ -216,9 +235,20 @@ class Knowledge:
         """Async twin of :meth:`note_info`."""
         return await asyncio.to_thread(self.note_info, user_id, name, category=category)
 
-    def notes(self, user_id: str, *, category: str | None = None) -> list[str]:
-        """File names of ``user_id``'s notes in ``category``, sorted."""
-        return [path.name for path in self.store.list_user_files(user_id, category or self.store.categories[0])]
+    def notes(self, user_id: str, *, category: str | None = None) -> list[NoteName]:
+        """``user_id``'s notes as :class:`NoteName` (plain name and category), sorted by category
+        (in configured order) then name; every configured category unless ``category`` is given.
+
+        Each one round-trips: ``read_note(user_id, note.name, category=note.category)``. (Names
+        are given without ``.md``; one whose own stem ends in ``.md``, file ``ops_x.md.md``,
+        keeps the suffix, ``x.md.md``, because ``read_note`` drops one ``.md``.)
+        """
+        prefix = user_file_prefix(user_id)
+        return [
+            NoteName(_plain_name(path.name[len(prefix) :]), cat)
+            for cat in ([category] if category is not None else self.store.categories)
+            for path in self.store.list_user_files(user_id, cat)
+        ]
 
     awrite_note = thread_twin(write_note)
     aread_note = thread_twin(read_note)

@@ -201,16 +201,21 @@ def notes_list(
     category: Categories = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """The user's notes (file names) per category."""
+    """The user's notes by plain name, one ``category<TAB>name`` line each (what ``notes rm -k`` takes).
+
+    ``--json`` gives ``{category: [name, ...]}`` for every configured (or chosen) category.
+    """
     with errors():
         knowledge = _memory(data_dir, config, read_only=True).knowledge
-        found = {cat: knowledge.notes(user, category=cat) for cat in (category or knowledge.store.categories)}
+        found: dict[str, list[str]] = {cat: [] for cat in (category or knowledge.store.categories)}
+        for cat in found:
+            found[cat] = [note.name for note in knowledge.notes(user, category=cat)]
         if as_json:
             print_json(found)
             return
         for cat, names in found.items():
             for name in names:
-                out.print(f"{cat}/{name}", highlight=False)
+                sys.stdout.write(f"{cat}\t{name}\n")
 
 
 def notes_add(
