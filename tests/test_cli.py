@@ -184,7 +184,8 @@ def test_read_only_commands_refuse_a_missing_data_folder(tmp_path: Path, command
     assert done.returncode == 1
     assert done.stdout == ""
     assert done.stderr.strip().splitlines() == [
-        f"error: no memory at {missing} (run `local-ai-memory index -d {missing}` first, or check --data-dir)"
+        f"error: no memory at {missing} "
+        f"(check --data-dir, or start one with `local-ai-memory index -d {missing} --create`)"
     ]
     assert not missing.exists()
     # A folder that exists but holds no memory_data/ is no memory either, and stays as it was.

@@ -71,10 +71,8 @@ def test_notes_add_list_rm_apply_the_naming_rule(data: Path, tmp_path: Path) -> 
     assert added.returncode == 0, added.stderr
     assert "ops%5Fadmin_deploy.md" in added.stdout
     listed = json.loads(run("notes", "list", "-u", "ops_admin", "-d", str(data), "--json").stdout)
-    assert listed == {"knowledge": ["ops%5Fadmin_deploy.md", "ops%5Fadmin_secret.md"]}
-    assert json.loads(run("notes", "list", "-u", "ops", "-d", str(data), "--json").stdout) == {
-        "knowledge": ["ops_runbook.md"]
-    }
+    assert listed == {"knowledge": ["deploy", "secret"]}
+    assert json.loads(run("notes", "list", "-u", "ops", "-d", str(data), "--json").stdout) == {"knowledge": ["runbook"]}
     found = json.loads(run("search", "deploy", "-u", "ops_admin", "-d", str(data), "--json").stdout)
     assert found[0]["filename"] == "ops%5Fadmin_deploy.md"
     assert run("notes", "rm", "-u", "ops_admin", "deploy", "-d", str(data)).returncode == 0

@@ -8,6 +8,7 @@ import pytest
 
 from local_ai_memory import InvalidInputError, Memory, MemoryConfig, PathEscapeError, RecordNotFoundError, Session
 from local_ai_memory.backends import InMemoryKnowledgeBackend, InMemoryRuntimeBackend
+from local_ai_memory.types import NoteName
 
 
 @pytest.fixture(params=["files", "in memory"])
@@ -35,7 +36,7 @@ def test_notes_by_plain_name_follow_the_naming_rule(memory: Memory) -> None:
         "ops%5Fadmin_secret.md"
     )
     knowledge.write_note("ops", "deploy", "# Deploy\n\nkestrel is the staging cluster\n")
-    assert knowledge.notes("ops") == ["ops_deploy.md"]
+    assert knowledge.notes("ops") == [NoteName("deploy", "knowledge")]
     assert [c.filename for c in knowledge.search("kestrel", "ops")] == ["ops_deploy.md"]
     assert [c.filename for c in knowledge.search("kestrel", "ops_admin")] == ["ops%5Fadmin_secret.md"]
     assert knowledge.read_note("ops_admin", "secret.md").startswith("# Secret")
@@ -49,6 +50,33 @@ def test_notes_by_plain_name_follow_the_naming_rule(memory: Memory) -> None:
         with pytest.raises((InvalidInputError, PathEscapeError)):
             knowledge.write_note("ops", bad, "x")
     assert knowledge.notes("ops") == []
+
+
+@pytest.mark.parametrize("on_disk", [True, False])
+def test_note_names_round_trip_across_every_category(tmp_path: Path, on_disk: bool) -> None:
+    config = MemoryConfig(runtime_data_dir=tmp_path, categories=("knowledge", "work"))
+    memory = Memory(config) if on_disk else Memory.in_memory(config)
+    knowledge = memory.knowledge
+    knowledge.write_note("ops", "deploy", "# Deploy\n\nstaging first\n")
+    knowledge.write_note("ops", "on call", "# On call\n\nweek rota\n", category="work")
+    knowledge.write_note("ops", "v1.2_notes", "# Release\n\nnotes\n", category="work")
+    knowledge.write_note("ops_admin", "secret", "# Secret\n\nroot\n", category="work")
+    knowledge.write_note("ops", "readme.md.md", "# Readme\n\nfile ops_readme.md.md\n")
+    listed = knowledge.notes("ops")
+    assert listed == [
+        NoteName("deploy", "knowledge"),
+        NoteName("readme.md.md", "knowledge"),
+        NoteName("on call", "work"),
+        NoteName("v1.2_notes", "work"),
+    ]
+    assert knowledge.notes("ops", category="work") == listed[2:]
+    assert knowledge.notes("ops_admin") == [NoteName("secret", "work")]
+    for name, category in listed:  # what notes() gives, read_note and delete_note take back
+        assert knowledge.read_note("ops", name, category=category).startswith("# ")
+        assert knowledge.note_info("ops", name, category=category) is not None
+    assert all(knowledge.delete_note("ops", note.name, category=note.category) for note in listed)
+    assert knowledge.notes("ops") == []
+    memory.close()
 
 
 def test_in_memory_writes_nothing_to_disk(tmp_path: Path) -> None:

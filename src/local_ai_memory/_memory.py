@@ -24,48 +24,35 @@ from collections.abc import Callable, Iterable, Sequence
 from functools import cached_property
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from local_ai_memory._composition import compose, in_memory_backends
 from local_ai_memory._contracts.knowledge import KnowledgeBackend, NoteInfo
 from local_ai_memory._contracts.runtime import Erasure, RuntimeBackend, ScopeInfo
 from local_ai_memory._knowledge.retriever import MemoryRetriever, RetrievalResult
-from local_ai_memory._knowledge.service import MemoryIndexService
 from local_ai_memory._knowledge.store import Candidate, MemoryStore
-from local_ai_memory._operations.archive import ArchiveManifest, ImportReport, export_archive, import_archive
-from local_ai_memory._operations.lifecycle import (
-    ErasureReport,
-    ScopeReport,
-    UserInfo,
-    erase,
-    finish_pending,
-    list_users,
-    show_scope,
-)
-from local_ai_memory._operations.note_folders import export_notes, import_notes
-from local_ai_memory._runtime.checkpoints import (
-    CheckpointRun,
-    afind_resumable,
-    alist_checkpoints,
-    find_resumable,
-    list_checkpoints,
-)
-from local_ai_memory._runtime.compressor import CompressionResult, WorkingMemoryCompressor
-from local_ai_memory._runtime.context import BuiltContext, ContextBuilder
 from local_ai_memory._runtime.messages import MessageLike, SessionMessageStore
-from local_ai_memory._runtime.run import RunOutcome, afinish_run, finish_run
 from local_ai_memory._runtime.scope import MemoryManager
 from local_ai_memory._runtime.tool_results import DEFAULT_PAGE_CHARS, ToolResultStore
 from local_ai_memory._shared.config import MemoryConfig
-from local_ai_memory._shared.display import memory_html
-from local_ai_memory._shared.errors import InvalidInputError
+from local_ai_memory._shared.errors import InvalidInputError, RecordNotFoundError
 from local_ai_memory._shared.models import LLM, Embedder
-from local_ai_memory._shared.naming import DirectoryGuard, note_filename
-from local_ai_memory._shared.records import AgentCheckpoint, ToolResultPage
+from local_ai_memory._shared.naming import DirectoryGuard, note_filename, user_file_prefix, validate_name
+from local_ai_memory._shared.records import ToolResultPage
 from local_ai_memory._shared.tokens import TokenCounter
 from local_ai_memory._shared.twins import thread_twin
 
-__all__ = ["Knowledge", "Memory", "Session"]
+if TYPE_CHECKING:  # imported where used: a search loads no compressor, archive or watcher code
+    from local_ai_memory._knowledge.service import MemoryIndexService
+    from local_ai_memory._operations.archive import ArchiveManifest, ImportReport
+    from local_ai_memory._operations.lifecycle import ErasureReport, ScopeReport, UserInfo
+    from local_ai_memory._runtime.checkpoints import CheckpointRun
+    from local_ai_memory._runtime.compressor import CompressionResult, WorkingMemoryCompressor
+    from local_ai_memory._runtime.context import BuiltContext, ContextBuilder
+    from local_ai_memory._runtime.run import RunOutcome
+    from local_ai_memory._shared.records import AgentCheckpoint
+
+__all__ = ["Knowledge", "Memory", "NoteName", "Session"]
 
 _PARTS = ("runtime", "knowledge", "llm", "embedder", "token_counter")
 
@@ -97,11 +84,15 @@ class Session(MemoryManager):
     @cached_property
     def compressor(self) -> WorkingMemoryCompressor:
         """Keeps L1 under its token budget (with the memory's LLM, or extractive without one)."""
+        from local_ai_memory._runtime.compressor import WorkingMemoryCompressor
+
         return WorkingMemoryCompressor(self, self.memory.llm, self.memory.token_counter)
 
     @cached_property
     def context(self) -> ContextBuilder:
         """Assembles state, working memory, knowledge and recent messages within a budget."""
+        from local_ai_memory._runtime.context import ContextBuilder
+
         return ContextBuilder(self, self.memory.token_counter, message_store=self.messages)
 
     # -- L3 ----------------------------------------------------------------------------
@@ -131,22 +122,32 @@ class Session(MemoryManager):
         self, plan_id: str, *, task: str = "", plan: Sequence[str] = (), **options: Any
     ) -> CheckpointRun:
         """A :class:`CheckpointRun` for ``plan_id`` in this session (resumes a resumable one)."""
+        from local_ai_memory._runtime.checkpoints import CheckpointRun
+
         return CheckpointRun(self, plan_id, task=task, plan=plan, **options)
 
     def checkpoints(self) -> list[AgentCheckpoint]:
         """Every checkpoint of the session, newest first."""
+        from local_ai_memory._runtime.checkpoints import list_checkpoints
+
         return list_checkpoints(self)
 
     def resumable(self) -> AgentCheckpoint | None:
         """The newest ``in_progress`` or ``interrupted`` checkpoint, or ``None``."""
+        from local_ai_memory._runtime.checkpoints import find_resumable
+
         return find_resumable(self)
 
     async def acheckpoints(self) -> list[AgentCheckpoint]:
         """Async twin of :meth:`checkpoints`."""
+        from local_ai_memory._runtime.checkpoints import alist_checkpoints
+
         return await alist_checkpoints(self)
 
     async def aresumable(self) -> AgentCheckpoint | None:
         """Async twin of :meth:`resumable`."""
+        from local_ai_memory._runtime.checkpoints import afind_resumable
+
         return await afind_resumable(self)
 
     # -- L1 ----------------------------------------------------------------------------
@@ -161,10 +162,14 @@ class Session(MemoryManager):
 
     def finish_run(self, run_messages: Iterable[MessageLike], **options: Any) -> RunOutcome:
         """After a run: merge its messages into L1, then compact the session log if it grew too long."""
+        from local_ai_memory._runtime.run import finish_run
+
         return finish_run(self.compressor, self.messages, run_messages, **options)
 
     async def afinish_run(self, run_messages: Iterable[MessageLike], **options: Any) -> RunOutcome:
         """Async twin of :meth:`finish_run`."""
+        from local_ai_memory._runtime.run import afinish_run
+
         return await afinish_run(self.compressor, self.messages, run_messages, **options)
 
     def build_context(self, messages: Iterable[MessageLike] | None = None, **options: Any) -> BuiltContext:
@@ -176,9 +181,30 @@ class Session(MemoryManager):
         return await self.context.abuild(messages, **options)
 
     def _repr_html_(self) -> str:
+        from local_ai_memory._shared.display import memory_html
+
         return memory_html(
             self.stem, self.get_state(), self.get_working_memory(), self.checkpoints(), self.count_tool_results()
         )
+
+
+class NoteName(NamedTuple):
+    """One note of a user as :meth:`Knowledge.notes` lists it: what :meth:`Knowledge.read_note`,
+    :meth:`~Knowledge.delete_note` and :meth:`~Knowledge.note_info` take back.
+
+    ``name`` is the plain name (``deploy``, not the file name ``ops_deploy.md``) and ``category``
+    the configured category it lives in, so ``knowledge.read_note(user, note.name,
+    category=note.category)`` reads it. A named tuple: ``name, category = note`` works too.
+    """
+
+    name: str
+    category: str
+
+
+def _plain_name(tail: str) -> str:
+    """The name :meth:`Knowledge.read_note` maps back to the file name tail ``tail`` (``x.md``)."""
+    stem = tail.removesuffix(".md")
+    return tail if stem.endswith(".md") else stem
 
 
 class Knowledge:
@@ -192,7 +218,12 @@ class Knowledge:
     def __init__(self, memory: Memory) -> None:
         self.memory = memory
         self.store = MemoryStore(memory.knowledge_backend, memory.config, embedder=memory.embedder)
-        self.retriever = MemoryRetriever(self.store, memory.llm, memory.token_counter)
+
+    @cached_property
+    def retriever(self) -> MemoryRetriever:
+        """Stages 1-3 over :attr:`store`, built on first use: its token counter loads the
+        tokenizer (~0.3 s), which a search, a note listing or an index build never needs."""
+        return MemoryRetriever(self.store, self.memory.llm, self.memory.token_counter)
 
     def __repr__(self) -> str:
         return f"Knowledge({self.store!r})"
@@ -223,14 +254,43 @@ class Knowledge:
         """Async twin of :meth:`note_info`."""
         return await asyncio.to_thread(self.note_info, user_id, name, category=category)
 
-    def notes(self, user_id: str, *, category: str | None = None) -> list[str]:
-        """File names of ``user_id``'s notes in ``category``, sorted."""
-        return [path.name for path in self.store.list_user_files(user_id, category or self.store.categories[0])]
+    def notes(self, user_id: str, *, category: str | None = None) -> list[NoteName]:
+        """``user_id``'s notes as :class:`NoteName` (plain name and category), sorted by category
+        (in configured order) then name; every configured category unless ``category`` is given.
+
+        Each one round-trips: ``read_note(user_id, note.name, category=note.category)``. (Names
+        are given without ``.md``; one whose own stem ends in ``.md``, file ``ops_x.md.md``,
+        keeps the suffix, ``x.md.md``, because ``read_note`` drops one ``.md``.)
+        """
+        prefix = user_file_prefix(user_id)
+        return [
+            NoteName(_plain_name(path.name[len(prefix) :]), cat)
+            for cat in ([category] if category is not None else self.store.categories)
+            for path in self.store.list_user_files(user_id, cat)
+        ]
+
+    def uncovered_folders(self, user_id: str | None = None) -> dict[str, int]:
+        """``{folder: count}`` of the folders beside the categories (``memory_data/man/``, say)
+        that hold notes (of ``user_id``, or anyone's) but are no configured category.
+
+        Search, retrieval and :meth:`notes` never look there, while :meth:`Memory.users`,
+        export and forget do count them: ask this when a search finds nothing, and add the
+        folder to ``categories`` (``LOCAL_AI_MEMORY_CATEGORIES=knowledge,man``) to search it.
+        """
+        backend = self.store.backend
+        prefix = user_file_prefix(user_id) if user_id is not None else None
+        found = {
+            folder: len(backend.list_notes(folder, prefix))
+            for folder in backend.list_categories()
+            if folder not in self.store.categories
+        }
+        return {folder: count for folder, count in found.items() if count}
 
     awrite_note = thread_twin(write_note)
     aread_note = thread_twin(read_note)
     adelete_note = thread_twin(delete_note)
     anotes = thread_twin(notes)
+    auncovered_folders = thread_twin(uncovered_folders)
 
     def search(
         self, query: str, user_id: str, *, k: int = 5, categories: Iterable[str] | None = None
@@ -357,6 +417,8 @@ class Knowledge:
         ``mode="poll"`` scans every ``poll_interval`` seconds instead of native watching. At
         start it loads or builds the index (with the memory's LLM when it must build it).
         """
+        from local_ai_memory._knowledge.service import MemoryIndexService
+
         return MemoryIndexService(self.store, mode=mode, poll_interval=poll_interval, llm=self.memory.llm)
 
 
@@ -441,15 +503,42 @@ class Memory:
         if not self._recovered:
             self._recovered = True
             if self.runtime.pending_erasures():
+                from local_ai_memory._operations.lifecycle import finish_pending
+
                 finish_pending(self.runtime, self.knowledge.store)
 
     def users(self) -> list[UserInfo]:
         """Every user with runtime memory or notes: sessions with sizes and last use, note counts."""
         self._recover()
+        from local_ai_memory._operations.lifecycle import list_users
+
         return list_users(self.runtime, self.knowledge.store.backend)
 
+    def holds(self, user_id: str, session_id: str | None = None) -> bool:
+        """Whether anything is kept for ``user_id`` (a session or a note in any folder), or, with
+        ``session_id``, for that session: how a caller tells an unknown id (a typo) from an empty one."""
+        validate_name(user_id, "user_id")
+        self._recover()
+        for info in self.runtime.list_scopes():
+            if info.scope.user_id == user_id and session_id in (None, info.scope.session_id):
+                return True
+        if session_id is not None:
+            return False
+        backend = self.knowledge_backend
+        prefix = user_file_prefix(user_id)
+        return any(backend.list_notes(category, prefix) for category in backend.list_categories())
+
+    def _known(self, user_id: str, session_id: str | None = None) -> None:
+        if not self.holds(user_id, session_id):
+            what = f"session {session_id!r} of user {user_id!r}" if session_id is not None else f"user {user_id!r}"
+            raise RecordNotFoundError(f"no memory for {what}")
+
     def show(self, user_id: str, session_id: str) -> ScopeReport:
-        """Everything one session holds: state, working memory, checkpoints, tool outputs, message count."""
+        """Everything one session holds: state, working memory, checkpoints, tool outputs, message
+        count; :class:`RecordNotFoundError` for a session that holds nothing (a mistyped id, say)."""
+        self._known(user_id, session_id)
+        from local_ai_memory._operations.lifecycle import show_scope
+
         return show_scope(self.session(user_id, session_id))
 
     def delete_session(self, user_id: str, session_id: str) -> ErasureReport:
@@ -457,12 +546,15 @@ class Memory:
 
         All or nothing for readers, even if the process dies half-way (see :mod:`._lifecycle`).
         """
+        from local_ai_memory._operations.lifecycle import erase
+
         self._recover()
         return erase(self.runtime, self.knowledge.store, Erasure(user_id, session_id))
 
     def forget_user(self, user_id: str) -> ErasureReport:
         """Erase everything kept about ``user_id``: every session, every note, index entries,
         ranker snapshots and cached vectors; return what was removed. All or nothing for readers.
+        Erasing is idempotent: an unknown user gets an empty report (:meth:`holds` tells first).
 
         >>> memory = Memory.in_memory()
         >>> _ = memory.session("bob", "s1").update_state({"likes": "tea"})
@@ -471,29 +563,41 @@ class Memory:
         >>> memory.users()
         []
         """
+        from local_ai_memory._operations.lifecycle import erase
+
         self._recover()
         return erase(self.runtime, self.knowledge.store, Erasure(user_id))
 
     def export(self, path: str | os.PathLike[str], user_id: str, session_id: str | None = None) -> ArchiveManifest:
-        """Write a user's memory (or one session of it) to the archive ``path`` (see :mod:`._archive`)."""
-        self._recover()
+        """Write a user's memory (or one session of it) to the archive ``path`` (see :mod:`._archive`);
+        :class:`RecordNotFoundError`, and no archive, when nothing is kept for them."""
+        self._known(user_id, session_id)
+        from local_ai_memory._operations.archive import export_archive
+
         return export_archive(path, self.runtime, self.knowledge.store.backend, user_id, session_id)
 
     def export_notes(self, folder: str | os.PathLike[str]) -> int:
         """Copy every knowledge note, byte for byte, to ``folder/{category}/`` (the file layout)."""
+        from local_ai_memory._operations.note_folders import export_notes
+
         return export_notes(self.knowledge.store.backend, folder)
 
     def import_notes(self, folder: str | os.PathLike[str], *, replace: bool = False) -> int:
         """Copy the notes of a folder in the file layout into this memory (files to PostgreSQL, say)."""
+        from local_ai_memory._operations.note_folders import import_notes
+
         return import_notes(self.knowledge.store.backend, folder, replace=replace)
 
     def import_archive(self, path: str | os.PathLike[str], *, replace: bool = False) -> ImportReport:
         """Load an archive made by :meth:`export`; existing sessions and notes are kept unless ``replace``."""
         self._recover()
+        from local_ai_memory._operations.archive import import_archive
+
         return import_archive(path, self.runtime, self.knowledge.store.backend, replace=replace)
 
     asessions = thread_twin(sessions)
     ausers = thread_twin(users)
+    aholds = thread_twin(holds)
     ashow = thread_twin(show)
     adelete_session = thread_twin(delete_session)
     aforget_user = thread_twin(forget_user)

@@ -31,11 +31,9 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from local_ai_memory._cli import data as _cli_data
 from local_ai_memory._cli.common import (
@@ -53,28 +51,25 @@ from local_ai_memory._cli.common import (
     out,
     print_json,
 )
-from local_ai_memory._contracts.knowledge import DATA_DIR, NoteInfo
-from local_ai_memory._memory import Knowledge, Memory
-from local_ai_memory._shared.models import LLM, Embedder
-from local_ai_memory._shared.naming import DirectoryGuard
-from local_ai_memory.backends import FileKnowledgeBackend
+
+if TYPE_CHECKING:  # the engines are imported by the command that runs, not for --help
+    from local_ai_memory._memory import Memory
+    from local_ai_memory._shared.models import LLM, Embedder
+    from local_ai_memory._shared.naming import DirectoryGuard
 
 __all__ = ["app", "main"]
 
-
-class _ReadOnlyFiles(FileKnowledgeBackend):
-    """The file backend for commands that only read: a missing category folder is empty, not created."""
-
-    def list_notes(self, category: str, user_prefix: str | None = None) -> dict[str, NoteInfo]:
-        if not (self.data_dir / category).is_dir():
-            return {}
-        return super().list_notes(category, user_prefix)
+DATA_DIR = "memory_data"
+"""The notes' folder under the data root (``_contracts.knowledge.DATA_DIR``; named here so that
+``--help`` imports no engine)."""
 
 
 def _existing_guard(root: Path) -> DirectoryGuard:
     """The guard of a data folder that holds ``memory_data/``; a one-line error (exit 1) otherwise."""
+    from local_ai_memory._shared.naming import DirectoryGuard
+
     root = root.expanduser()
-    hint = f"no memory at {root} (run `local-ai-memory index -d {root}` first, or check --data-dir)"
+    hint = f"no memory at {root} (check --data-dir, or start one with `local-ai-memory index -d {root} --create`)"
     if not root.exists():
         fail(hint)
     guard = DirectoryGuard(root, create=False)
@@ -98,6 +93,8 @@ def _open(
     ``search_mode`` overrides the configured one (``search --mode``); hybrid search gets the
     local embedding model.
     """
+    from local_ai_memory._memory import Memory
+
     config = config_of(data_dir, config_file)
     if search_mode is not None and search_mode != config.search_mode:
         config = config.replace(search_mode=search_mode)
@@ -107,7 +104,9 @@ def _open(
 
         embedder = SentenceTransformerEmbedder()
     if read_only and not config.database_url:  # notes in PostgreSQL: nothing to create or refuse on disk
-        files = _ReadOnlyFiles(_existing_guard(config.runtime_data_dir), config)
+        from local_ai_memory._cli.files import ReadOnlyFiles
+
+        files = ReadOnlyFiles(_existing_guard(config.runtime_data_dir), config)
         return Memory(config, knowledge=files, llm=llm, embedder=embedder)
     return Memory(config, llm=llm, embedder=embedder)
 
@@ -130,9 +129,24 @@ def index(
     category: Categories = None,
     llm_base_url: LlmUrl = None,
     llm_model: LlmModel = None,
+    create: Annotated[
+        bool, typer.Option("--create", is_flag=True, help="Start a new memory if the folder holds none.")
+    ] = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """Build the index from the files (with a progress bar)."""
+    """Build the index from the files (with a progress bar).
+
+    A folder that holds no memory yet (no ``memory_data/`` or ``memory/``) is refused unless
+    ``--create`` is given, so a mistyped ``--data-dir`` does not quietly start a new memory.
+    """
+    with errors():
+        settings = config_of(data_dir, config)
+        root = settings.runtime_data_dir.expanduser()
+        held = (root / DATA_DIR).is_dir() or (root / "memory").is_dir()
+        if not (create or held or settings.database_url):
+            fail(f"no memory at {root}: pass --create to start one there, or check --data-dir")
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     with errors(), _open(data_dir, config, llm=_llm(llm_base_url, llm_model)) as memory:
         knowledge = memory.knowledge
         store = knowledge.store
@@ -174,9 +188,11 @@ def index(
 
 def _embed(memory: Memory, user: str | None, categories: list[str] | None, *, quiet: bool) -> int:
     """In hybrid mode, embed the notes now (with a progress bar on a terminal), not at the first query."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     if memory.embedder is None:
         return 0
-    knowledge: Knowledge = memory.knowledge
+    knowledge = memory.knowledge
     if quiet:
         return knowledge.embed_notes(user, categories)
     with Progress(TextColumn("embedding"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err) as bar:
@@ -207,6 +223,7 @@ def search(
             found = memory.knowledge.store.hybrid_candidates(query, top, user_id=user, categories=category)
         else:
             found = memory.knowledge.search(query, user, k=top, categories=category)
+        uncovered = _uncovered(memory, user, category, empty=not found)
         if as_json:
             print_json(
                 [
@@ -221,16 +238,40 @@ def search(
                     for c in found
                 ]
             )
-            return
-        if not found:
+        elif not found:
             out.print(f"No matches for {query!r} in {user}'s files.", highlight=False)
+        if not found and uncovered:
+            raise typer.Exit(1)
+        if as_json or not found:
             return
+        from rich.table import Table
+
         table = Table(title=f"{chosen} results for {query!r}")
         for column in ("#", "file", "category", "title", "score"):
             table.add_column(column, justify="right" if column in ("#", "score") else "left")
         for rank, c in enumerate(found, 1):
             table.add_row(str(rank), c.filename, c.category, c.title, f"{c.score:.3f}")
         out.print(table)
+
+
+def _uncovered(memory: Memory, user: str, chosen: list[str] | None, *, empty: bool) -> dict[str, int]:
+    """Say on stderr, in one line, which folders hold ``user``'s notes that no configured
+    category covers (only when no ``--category`` was chosen); return them. When nothing was
+    found it is an error line, and the command exits 1 after its output (see ``search``)."""
+    if chosen:
+        return {}
+    uncovered = memory.knowledge.uncovered_folders(user)
+    if uncovered:
+        folders = ", ".join(f"{DATA_DIR}/{folder}/ ({count})" for folder, count in uncovered.items())
+        wanted = ",".join([*memory.config.categories, *uncovered])
+        err.print(
+            f"{'error' if empty else 'note'}: {user}'s notes in {folders} are in no configured category, so they "
+            f"were not searched (configured: {', '.join(memory.config.categories)}); "
+            f"set LOCAL_AI_MEMORY_CATEGORIES={wanted} or categories in --config",
+            highlight=False,
+            markup=False,
+        )
+    return uncovered
 
 
 @app.command()
@@ -254,6 +295,7 @@ def retrieve(
         with _SelectionFallbacks() as fallbacks:
             result = memory.knowledge.retrieve(query, user, categories=category, max_tokens=max_tokens, k=top)
         reason = fallbacks.reason or (result.notes[0] if result.notes else None)
+        uncovered = _uncovered(memory, user, category, empty=not result.files)
         if llm is not None and result.selection_fallback and result.candidates:
             err.print(
                 f"warning: model {llm_model!r} at {llm_base_url} gave no usable selection ({reason}); "
@@ -286,10 +328,14 @@ def retrieve(
                     "text": result.text,
                 }
             )
-            return
-        if not result.files:
+        elif not result.files:
             out.print(f"Nothing retrieved for {query!r}.", highlight=False)
+        if not result.files and uncovered:
+            raise typer.Exit(1)
+        if as_json or not result.files:
             return
+        from rich.table import Table
+
         table = Table(title=f"{len(result.files)} file(s), {result.used_tokens}/{max_tokens} tokens")
         for column in ("file", "category", "title", "stage", "tokens"):
             table.add_column(column)
@@ -377,6 +423,8 @@ def stats(data_dir: DataDir = None, config: ConfigFile = None, as_json: JsonFlag
         if as_json:
             print_json(data)
             return
+        from rich.table import Table
+
         table = Table(title=f"knowledge in {data['data_dir']}")
         table.add_column("what")
         table.add_column("count", justify="right")

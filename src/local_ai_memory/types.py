@@ -2,6 +2,7 @@
 
 from local_ai_memory._knowledge.retriever import RetrievalResult, RetrievedFile
 from local_ai_memory._knowledge.store import Candidate
+from local_ai_memory._memory import NoteName
 from local_ai_memory._operations.archive import ArchiveManifest, ImportReport
 from local_ai_memory._operations.lifecycle import ErasureReport, ScopeReport, UserInfo
 from local_ai_memory._runtime.compressor import CompressionResult
@@ -21,6 +22,7 @@ __all__ = [
     "ErasureReport",
     "ImportReport",
     "Message",
+    "NoteName",
     "RetrievalResult",
     "RetrievedFile",
     "RunOutcome",

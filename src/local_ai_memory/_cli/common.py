@@ -7,13 +7,15 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
 
-from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.errors import LocalMemoryError
+
+if TYPE_CHECKING:  # pydantic and the settings load when a command runs, not for --help
+    from local_ai_memory._shared.config import MemoryConfig
 
 __all__ = [
     "Categories",
@@ -29,6 +31,7 @@ __all__ = [
     "fail",
     "out",
     "print_json",
+    "read_text",
 ]
 
 app = typer.Typer(
@@ -37,6 +40,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # click's plain help: typer's rich help costs ~0.3 s of imports per call
 )
 PIPE_WIDTH = 4096
 """Console width when output is not a terminal: wide enough that nothing is wrapped."""
@@ -75,17 +79,38 @@ def fail(message: str, code: int = 1) -> NoReturn:
 
 @contextlib.contextmanager
 def errors() -> Iterator[None]:
+    """Turn the library's errors, the system's and a file that is not UTF-8 into one ``error:`` line."""
     try:
         yield
+    except UnicodeDecodeError as exc:
+        fail(f"a file is not UTF-8 text (byte {exc.start}: {exc.reason})")
     except (LocalMemoryError, OSError) as exc:
         fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
 
 
+def read_text(path: Path, what: str = "note") -> str:
+    """The text of ``path``; a one-line error (exit 1) when it is empty, binary or not UTF-8."""
+    data = path.expanduser().read_bytes()
+    if not data.strip():
+        fail(f"{path} is empty: a {what} needs text")
+    if b"\x00" in data:
+        fail(f"{path} is a binary file, not a {what}: give a UTF-8 text (Markdown) file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        fail(f"{path} is not UTF-8 text (byte {exc.start}); convert it first, e.g. iconv -t UTF-8")
+
+
 def config_of(data_dir: Path | None, config_file: Path | None) -> MemoryConfig:
+    """The configuration of a command: ``--config``'s file (which must be UTF-8 text), then ``--data-dir``."""
+    from local_ai_memory._shared.config import MemoryConfig
+
     overrides: dict[str, Any] = {}
     if data_dir is not None:
         overrides["runtime_data_dir"] = data_dir
     if config_file is not None:
+        if config_file.is_file() and config_file.stat().st_size:  # an empty file means the defaults
+            read_text(config_file, "config file")  # binary or not UTF-8: one line before YAML sees it
         return MemoryConfig.from_yaml(config_file, **overrides)
     return MemoryConfig(**overrides)
 

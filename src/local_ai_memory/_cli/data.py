@@ -20,10 +20,9 @@ import datetime
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
 from local_ai_memory._cli.common import (
     Categories,
@@ -36,24 +35,38 @@ from local_ai_memory._cli.common import (
     fail,
     out,
     print_json,
+    read_text,
 )
-from local_ai_memory._memory import Memory
+
+if TYPE_CHECKING:  # imported by the command that runs, not for --help
+    from local_ai_memory._memory import Memory
 
 __all__ = ["register"]
 
 User = Annotated[str, typer.Option("--user", "-u", help="The user id.")]
 SessionOption = Annotated[str, typer.Option("--session", "-s", help="The session id.")]
-notes_app = typer.Typer(help="Add, list and delete a user's knowledge notes by plain name.", no_args_is_help=True)
+notes_app = typer.Typer(
+    help="Add, list and delete a user's knowledge notes by plain name.", no_args_is_help=True, rich_markup_mode=None
+)
 
 
 def _memory(data_dir: Path | None, config_file: Path | None, *, read_only: bool = False) -> Memory:
     """The memory of the data folder; ``read_only`` refuses a folder that does not exist."""
+    from local_ai_memory._memory import Memory
+
     config = config_of(data_dir, config_file)
     root = config.runtime_data_dir.expanduser()
     on_disk = (root / "memory").is_dir() or (root / "memory_data").is_dir()
     if read_only and not config.database_url and not on_disk:
         fail(f"no memory at {root} (check --data-dir)")
     return Memory(config)
+
+
+def _known(memory: Memory, user: str, session: str | None = None) -> None:
+    """A one-line ``no memory for ...`` (exit 1) when nothing is kept for ``user`` (or that session)."""
+    if not memory.holds(user, session):
+        where = memory.root if memory.root is not None else "this memory"
+        fail(f"no memory for {f'session {session!r} of ' if session else ''}user {user!r} in {where}")
 
 
 def _when(seconds: float) -> str:
@@ -85,6 +98,8 @@ def sessions(
         if not users:
             out.print("No users." if user is None else f"Nothing kept for {user!r}.", highlight=False)
             return
+        from rich.table import Table
+
         table = Table(title="what the memory keeps")
         for column in ("user", "session", "size", "last used"):
             table.add_column(column, justify="right" if column == "size" else "left")
@@ -100,7 +115,9 @@ def show(
 ) -> None:
     """Everything one session holds: state, working memory, checkpoints, tool outputs, messages."""
     with errors():
-        report = _memory(data_dir, config, read_only=True).show(user, session)
+        memory = _memory(data_dir, config, read_only=True)
+        _known(memory, user, session)
+        report = memory.show(user, session)
         if as_json:
             print_json(report.to_dict())
             return
@@ -109,6 +126,8 @@ def show(
         sys.stdout.write(json.dumps(report.state, ensure_ascii=False, indent=2) + "\n")
         out.print("[bold]working memory (L1)[/]")
         sys.stdout.write((report.working_memory or "(empty)") + "\n")
+        from rich.table import Table
+
         table = Table(title="checkpoints (L2)")
         for column in ("plan", "status", "step", "task", "updated"):
             table.add_column(column)
@@ -117,7 +136,7 @@ def show(
         out.print(table)
         outputs = Table(title="stored tool outputs (L3)")
         outputs.add_column("result id")
-        outputs.add_column("size", justify="right")
+        outputs.add_column("size (bytes)", justify="right")  # pages count characters; sizes count bytes
         outputs.add_column("saved")
         for result_id, entry in report.tool_results.items():
             outputs.add_row(result_id, _size(entry.size), _when(entry.saved_at))
@@ -136,6 +155,7 @@ def forget(
     """Erase a user entirely (every session and note, with index entries, rankers, vectors), or one session."""
     with errors():
         memory = _memory(data_dir, config, read_only=True)
+        _known(memory, user, session)
         what = f"session {session!r} of {user!r}" if session else f"everything kept about {user!r}"
         if not yes:
             if not sys.stdin.isatty():
@@ -157,13 +177,29 @@ def export(
     user: User,
     output: Annotated[Path, typer.Option("--output", "-o", help="The archive to write (a .zip file).")],
     session: Annotated[str | None, typer.Option("--session", "-s", help="Only this session.")] = None,
+    force: Annotated[bool, typer.Option("--force", is_flag=True, help="Overwrite an existing archive.")] = False,
     data_dir: DataDir = None,
     config: ConfigFile = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Write a user's memory (or one session) to a portable archive."""
+    """Write a user's memory (or one session) to a portable archive.
+
+    The archive's folder must exist; an existing archive is replaced only with ``--force`` (or
+    when you confirm on a terminal).
+    """
     with errors():
-        manifest = _memory(data_dir, config, read_only=True).export(output, user, session)
+        target = output.expanduser()
+        if not target.parent.is_dir():
+            fail(f"no folder {target.parent} for the archive (create it first)")
+        if target.is_dir():
+            fail(f"{output} is a folder; give the archive's file name")
+        if target.exists() and not force:
+            if not sys.stdin.isatty():
+                fail(f"{output} exists; pass --force to overwrite it")
+            typer.confirm(f"Overwrite {output}?", abort=True, err=True)
+        memory = _memory(data_dir, config, read_only=True)
+        _known(memory, user, session)
+        manifest = memory.export(target, user, session)
         if as_json:
             print_json({"archive": str(output), **manifest.model_dump(mode="json")})
             return
@@ -201,16 +237,21 @@ def notes_list(
     category: Categories = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """The user's notes (file names) per category."""
+    """The user's notes by plain name, one ``category<TAB>name`` line each (what ``notes rm -k`` takes).
+
+    ``--json`` gives ``{category: [name, ...]}`` for every configured (or chosen) category.
+    """
     with errors():
         knowledge = _memory(data_dir, config, read_only=True).knowledge
-        found = {cat: knowledge.notes(user, category=cat) for cat in (category or knowledge.store.categories)}
+        found: dict[str, list[str]] = {cat: [] for cat in (category or knowledge.store.categories)}
+        for cat in found:
+            found[cat] = [note.name for note in knowledge.notes(user, category=cat)]
         if as_json:
             print_json(found)
             return
         for cat, names in found.items():
             for name in names:
-                out.print(f"{cat}/{name}", highlight=False)
+                sys.stdout.write(f"{cat}\t{name}\n")
 
 
 def notes_add(
@@ -226,7 +267,9 @@ def notes_add(
     with errors():
         if (file is None) == (text is None):
             fail("give the note as --file PATH or --text TEXT", 2)
-        body = file.read_text(encoding="utf-8") if file is not None else str(text)
+        body = read_text(file) if file is not None else str(text)
+        if not body.strip():
+            fail("the note is empty: give it some text", 2)
         stored = _memory(data_dir, config).knowledge.write_note(user, name, body, category=category)
         out.print(f"Stored {stored}", highlight=False)
 

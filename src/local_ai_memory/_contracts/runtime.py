@@ -127,6 +127,16 @@ class ScopeInfo:
     size: int
     modified: float
 
+    @property
+    def user_id(self) -> str | None:
+        """``scope.user_id``, for a listing's items."""
+        return self.scope.user_id
+
+    @property
+    def session_id(self) -> str | None:
+        """``scope.session_id``, for a listing's items."""
+        return self.scope.session_id
+
 
 @dataclass(frozen=True)
 class Erasure:

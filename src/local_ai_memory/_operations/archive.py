@@ -263,14 +263,19 @@ def import_archive(
     for session_id, session in sessions.items():
         scope = Scope.of(user_id, session_id)
         if scope.key in held and not replace:
-            raise InvalidInputError(f"session {session_id!r} of {user_id!r} already holds data; pass replace=True")
+            raise InvalidInputError(
+                f"session {session_id!r} of {user_id!r} already holds data; "
+                "pass replace=True (on the command line: --replace)"
+            )
         for result_id in session.results:
             if runtime.tool_result_exists(result_id) and not (replace and scope.key in held):
                 raise InvalidInputError(f"tool output id {result_id!r} is already used in this memory")
     if knowledge is not None and not replace:
         for category, name in notes:
             if knowledge.note_info(category, name) is not None:
-                raise InvalidInputError(f"note {category}/{name} already exists; pass replace=True")
+                raise InvalidInputError(
+                    f"note {category}/{name} already exists; pass replace=True (on the command line: --replace)"
+                )
     messages = 0
     results = 0
     for session_id, session in sessions.items():

@@ -59,7 +59,10 @@ def import_notes(knowledge: KnowledgeBackend, folder: str | os.PathLike[str], *,
     if not replace:
         taken = [f"{c}/{n}" for c, n, _ in notes if knowledge.note_info(c, n) is not None]
         if taken:
-            raise InvalidInputError(f"{len(taken)} note(s) already exist, e.g. {taken[0]}; pass replace=True")
+            raise InvalidInputError(
+                f"{len(taken)} note(s) already exist, e.g. {taken[0]}; "
+                "pass replace=True (on the command line: --replace)"
+            )
     for category, name, path in notes:
         knowledge.write_note(category, name, path.read_bytes())
     return len(notes)

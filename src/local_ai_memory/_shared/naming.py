@@ -84,8 +84,12 @@ def validate_name(value: object, kind: str = "name") -> str:
     if hidden is not None:
         raise InvalidInputError(f"{kind} {_describe(value)} contains a control or invisible character {hidden!r}")
     folded = unicodedata.normalize("NFKC", value)
-    if "/" in folded or "\\" in folded or folded.strip(". ") == "":
-        raise InvalidInputError(f"{kind} {_describe(value)} must not contain path separators or be only dots")
+    if "/" in folded or "\\" in folded:
+        raise InvalidInputError(f"{kind} {_describe(value)} must not contain a path separator ('/' or '\\')")
+    if not folded.strip():
+        raise InvalidInputError(f"{kind} {_describe(value)} is blank: use letters, digits or other visible characters")
+    if folded.strip(". ") == "":
+        raise InvalidInputError(f"{kind} {_describe(value)} must not be only dots (and spaces)")
     if len(encode_name(value)) > MAX_ENCODED_NAME:
         raise InvalidInputError(f"{kind} {_describe(value)} is too long once encoded for a file name")
     return value

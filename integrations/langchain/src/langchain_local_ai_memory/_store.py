@@ -220,8 +220,8 @@ class LocalMemoryStore(BaseStore):
 
     def _all_items(self, place: Place) -> Iterator[SearchItem]:
         for category in place.categories:
-            for filename in self.knowledge.notes(place.user_id, category=category):
-                stored = self._read(place.user_id, category, self._name_of(filename))
+            for note in self.knowledge.notes(place.user_id, category=category):
+                stored = self._read(place.user_id, category, note.name)
                 if stored is not None:
                     yield self._item(place.user_id, category, stored)
 

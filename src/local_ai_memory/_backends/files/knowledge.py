@@ -137,9 +137,13 @@ class FileKnowledgeBackend(KnowledgeBackend):
         return _info(category, name, st) if stat_module.S_ISREG(st.st_mode) else None
 
     def list_notes(self, category: str, user_prefix: str | None = None) -> dict[str, NoteInfo]:
-        folder = _fs.ensure_dir(self.guard.resolve(DATA_DIR, category))
+        folder = self.guard.resolve(DATA_DIR, category)
         found: dict[str, NoteInfo] = {}
-        with os.scandir(folder) as it:
+        try:
+            entries = os.scandir(folder)
+        except FileNotFoundError:  # a category nobody wrote to yet: empty, and reading creates nothing
+            return found
+        with entries as it:
             for item in it:
                 name = item.name
                 if user_prefix is not None:
