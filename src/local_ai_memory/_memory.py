@@ -118,7 +118,7 @@ class Session(MemoryManager):
         """Async twin of :meth:`load_page`."""
         return await self.tool_results.aload_page(result_id, offset, limit)
 
-    def load_tool_result(
+    def read_tool_result(
         self,
         result_id: str,
         offset: int = 0,
@@ -129,11 +129,12 @@ class Session(MemoryManager):
     ) -> str:
         """A page rendered for the model, by characters or (given ``line``, 1-based) by lines.
 
-        What a ``load_tool_result`` tool answers; another scope's id is not found.
+        What a ``load_tool_result`` tool answers (:meth:`load_tool_result` is the raw stored
+        payload); another scope's id is not found.
         """
         return self.tool_results.read(result_id, offset, limit, line=line, lines=lines)
 
-    async def aload_tool_result(
+    async def aread_tool_result(
         self,
         result_id: str,
         offset: int = 0,
@@ -142,7 +143,7 @@ class Session(MemoryManager):
         line: int | None = None,
         lines: int = DEFAULT_PAGE_LINES,
     ) -> str:
-        """Async twin of :meth:`load_tool_result`."""
+        """Async twin of :meth:`read_tool_result`."""
         return await self.tool_results.aread(result_id, offset, limit, line=line, lines=lines)
 
     def search_tool_result(self, result_id: str, pattern: str, **options: Any) -> str:

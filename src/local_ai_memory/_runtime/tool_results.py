@@ -180,7 +180,7 @@ def render_page(page: ToolResultPage) -> str:
     number, count = page.offset // size + 1, max(1, math.ceil(page.total_chars / size))
     header = (
         f"[tool result {page.result_id} ({page.tool or 'unknown tool'}): "
-        f"characters {page.offset}-{end} of {page.total_chars} (page {number} of {count}); {where}]"
+        f"characters {page.offset}-{end} of {page.total_chars}; page {number} of {count}; {where}]"
     )
     return f"{header}\n{page.content}"
 
@@ -209,10 +209,7 @@ def render_lines(page: ToolResultLines) -> str:
         where = "end of result"
     else:
         where = f"{page.total_lines - last} more lines; call load_tool_result with line={page.next_line} for the next"
-    if not page.lines:
-        span = f"no lines from line {page.first}"
-    else:
-        span = f"lines {page.first}-{last}"
+    span = f"lines {page.first}-{last}" if page.lines else f"no lines from line {page.first}"
     header = f"[tool result {page.result_id} ({page.tool or 'unknown tool'}): {span} of {page.total_lines}; {where}]"
     body = "\n".join(f"{page.first + index}: {line}" for index, line in enumerate(page.lines))
     return f"{header}\n{body}".rstrip("\n")
