@@ -264,7 +264,16 @@ def _without_statements(text: str) -> str:
     return clean_line(" ".join(s for s in _all_sentences(text) if classify_user_sentence(s) not in _STATED))
 
 
-def next_goal(previous_goal: str, message: str, counter: TokenCounter, cap: int) -> tuple[str, list[tuple[str, str]]]:
+def _goal_core(text: str) -> str:
+    """What a long goal keeps when cut: its first sentence (which names the subject) and what it asks for."""
+    sentences = _all_sentences(text)
+    kept = [s for i, s in enumerate(sentences) if i == 0 or classify_user_sentence(s) in _ASKING]
+    return clean_line(" ".join(kept))
+
+
+def next_goal(
+    previous_goal: str, message: str, counter: TokenCounter, cap: int, effect: GoalEffect | None = None
+) -> tuple[str, list[tuple[str, str]]]:
     """The goal after one more user message, and the statements that must now live as bullets.
 
     The goal is the task the user set: a request or an explicit change ("Now ...", "Instead
@@ -276,15 +285,17 @@ def next_goal(previous_goal: str, message: str, counter: TokenCounter, cap: int)
     The goal keeps the message whole, facts included ("Our exporter writes NaN. Fix it."),
     so nothing is said twice. What it stated is handed back (as :func:`user_statements`
     pairs) when it stops holding it: when the goal is replaced, and when a goal longer than
-    ``cap`` tokens would have to be cut (then its statements move out first).
+    ``cap`` tokens would have to be cut (then its statements move out first, and the first
+    sentence, which names the subject, stays with what is asked). ``effect`` overrides
+    :func:`goal_effect`.
     """
-    effect = goal_effect(message, previous_goal)
+    effect = effect or goal_effect(message, previous_goal)
     if effect == "keep":
         return previous_goal, []
     text = clean_line(message)
     if effect == "set":
         if counter.count(text) > cap:
-            return counter.truncate(_without_statements(text) or text, cap), [
+            return counter.truncate(_goal_core(text) or text, cap), [
                 *user_statements(previous_goal),
                 *user_statements(text),
             ]
@@ -488,9 +499,20 @@ def _explicit_goal(content: str) -> tuple[str, str] | None:
     return None
 
 
-def _anaphoric_request(message: str) -> bool:
-    """A request about the task at hand ("send it as a PR", "keep it blameless"): it does not replace the goal."""
-    return bool(re.search(r"\b(?:it|this|that|these|those|them|the draft|the fix|the pr|the plan)\b", message, re.I))
+def _changes_task(sentence: str) -> bool:
+    """Whether a user sentence opens with a change of task ("Now ...", "Instead, ...", "New task: ...")."""
+    text = _FILLER.sub("", clean_line(sentence).lower()).strip()
+    return classify_user_sentence(sentence) == "new_task" and bool(_NEW_TASK.match(text))
+
+
+def _extends(sentence: str) -> bool:
+    """Whether a user sentence adds a task to the goal ("Also add a flag."), not a rule ("And don't ...")."""
+    text = _FILLER.sub("", clean_line(sentence).lower()).strip()
+    follow = _FOLLOW_UP.match(text)
+    if not follow:
+        return False
+    rest = _POLITE.sub("", text[follow.end() :], count=1).strip()
+    return bool(_TASK_VERB.match(rest)) and not _RULE_START.match(rest)
 
 
 def _collapse_tools(tools: list[Message], pages: dict[str, list[int]]) -> list[str]:
@@ -514,8 +536,12 @@ def _collapse_tools(tools: list[Message], pages: dict[str, list[int]]) -> list[s
     return [line if not line.startswith(USER_MARK) else f"tool {line}" for line in lines]
 
 
-def _select(candidates: list[_Candidate], counter: TokenCounter, room: int) -> list[_Candidate]:
-    """The candidates worth the most per token that fit in ``room`` tokens, in their original order."""
+def _select(candidates: list[_Candidate], counter: TokenCounter, room: int, goal: str = "") -> list[_Candidate]:
+    """The candidates worth the most per token that fit in ``room`` tokens, in their original order.
+
+    A candidate the goal already says is left out.
+    """
+    in_goal = " ".join(re.sub(r"[^\w\s]", " ", goal.lower()).split())
     ranked = sorted(
         enumerate(candidates),
         key=lambda pair: (-(pair[1].score / max(4, counter.count(pair[1].text)) ** 0.5), -pair[1].order),
@@ -525,7 +551,7 @@ def _select(candidates: list[_Candidate], counter: TokenCounter, room: int) -> l
     seen: set[str] = set()
     for index, candidate in ranked:
         key = " ".join(re.sub(r"[^\w\s]", " ", candidate.text.lower()).split())
-        if key in seen:
+        if key in seen or (len(key) > 20 and key in in_goal):
             continue
         cost = counter.count(candidate.text) + 4
         if used + cost > room:
@@ -606,18 +632,24 @@ def extract_summary(
                 text = clean_line(new_goal)
                 if counter.count(text) > goal_cap:
                     candidates += _user_candidates(text, order, counter, clause_cap)
-                    text = counter.truncate(_without_statements(text) or text, goal_cap)
+                    text = counter.truncate(_goal_core(text) or text, goal_cap)
+                if goal:  # what the earlier goal was about, while there is room for it
+                    room = goal_cap - counter.count(text) - 4
+                    if room >= 8:
+                        text = f"{text} (earlier: {counter.truncate(_goal_core(goal) or goal, room)})"
                 goal = text
                 candidates += _user_candidates(before, order, counter, clause_cap)
                 continue
-            if goal and goal_effect(content, goal) == "set" and (
-                _anaphoric_request(content)
-                or any(classify_user_sentence(s) == "decision" for s in _all_sentences(content))
-            ):
-                candidates += _user_candidates(content, order, counter, clause_cap)
-                continue
+            effect: GoalEffect | None = None
+            if goal:  # a goal stands: only an explicit change replaces it, only a new request extends it
+                if any(_changes_task(sentence) for sentence in _all_sentences(content)):
+                    effect = "set"
+                elif any(_extends(sentence) for sentence in _all_sentences(content)):
+                    effect = "extend"
+                else:
+                    effect = "keep"
             goal_before = goal
-            goal, stated = next_goal(goal, content, counter, goal_cap)
+            goal, stated = next_goal(goal, content, counter, goal_cap, effect)
             if goal_before and goal != goal_before and not goal.startswith(goal_before):
                 earlier_goals.append(goal_before)
             if goal == goal_before:
@@ -634,8 +666,10 @@ def extract_summary(
     headings = counter.count(render_summary(Summary(goal)))
     fixed_cost = sum(counter.count(line) + 4 for line in fixed)
     room = max(0, target_tokens - headings - fixed_cost - 8)
-    for candidate in _select(candidates, counter, room):
-        text = clean_line(candidate.text, counter, bullet_cap)
+    for candidate in candidates:
+        candidate.text = clean_line(candidate.text, counter, clause_cap)
+    for candidate in _select(candidates, counter, room, goal):
+        text = candidate.text
         summary.bullets[candidate.section].append(USER_MARK + text if candidate.user else _not_the_user(text))
     summary.bullets[COMPLETED] = fixed + summary.bullets[COMPLETED]
     for name in LIST_SECTIONS:
