@@ -460,9 +460,9 @@ def _user_candidates(text: str, order: int, counter: TokenCounter, cap: int) -> 
                 found.append(_Candidate(DECISIONS, part, 4.0 + specific, order, user=True))
             elif kind == "question":
                 found.append(_Candidate(OPEN_ISSUES, part, 1.5 + specific, order, user=True))
-            elif specific or kind == "fact":
+            elif kind == "fact" or (specific and len(part.split()) >= 5):
                 found.append(_Candidate(DISCOVERIES, part, 3.0 + specific, order, user=True))
-            elif kind in ("request", "step", "follow_up", "other"):
+            elif kind in ("request", "step", "follow_up", "other") and len(part.split()) >= 5:
                 found.append(_Candidate(DECISIONS, part, 1.5, order, user=True))
     return found
 
@@ -475,7 +475,9 @@ def _tool_line(message: Message) -> tuple[str, str] | None:
     if _TOOL_ERROR.match(content):
         return OPEN_ISSUES, f"{label} failed: {clean_line(_first_line(content))}"
     lines = [clean_line(line) for line in content.splitlines() if line.strip()]
-    short = [line for line in lines if len(line.split()) <= 16 and _TOOL_SUMMARY.search(line)]
+    short = [
+        line for line in lines if len(line.split()) <= 12 and _TOOL_SUMMARY.search(line) and re.search(r"\d", line)
+    ]
     if short:
         return DISCOVERIES, f"{label} reported: {short[-1]}"
     return None
@@ -497,6 +499,12 @@ def _explicit_goal(content: str) -> tuple[str, str] | None:
                 rest = rest[label.end() :]
             return text[:at].strip(), rest.strip()
     return None
+
+
+def _is_task(goal: str) -> bool:
+    """Whether a goal is a task the user set, not a stand-in remark ("Hello there.") a later message replaces."""
+    sentences = _all_sentences(goal)
+    return any(classify_user_sentence(s) in _ASKING for s in sentences) or len(goal.split()) >= 6
 
 
 def _changes_task(sentence: str) -> bool:
@@ -641,7 +649,7 @@ def extract_summary(
                 candidates += _user_candidates(before, order, counter, clause_cap)
                 continue
             effect: GoalEffect | None = None
-            if goal:  # a goal stands: only an explicit change replaces it, only a new request extends it
+            if _is_task(goal):  # a goal stands: only an explicit change replaces it, only a new request extends it
                 if any(_changes_task(sentence) for sentence in _all_sentences(content)):
                     effect = "set"
                 elif any(_extends(sentence) for sentence in _all_sentences(content)):
@@ -662,7 +670,9 @@ def extract_summary(
         if message.role == "assistant":
             candidates += _assistant_candidates(content, order, counter, clause_cap)
     summary.goal = goal
-    fixed = _collapse_tools(tools, pages) + [f"earlier goal: {clean_line(g, counter, bullet_cap)}" for g in earlier_goals]
+    fixed = _collapse_tools(tools, pages) + [
+        f"earlier goal: {clean_line(g, counter, bullet_cap)}" for g in earlier_goals
+    ]
     headings = counter.count(render_summary(Summary(goal)))
     fixed_cost = sum(counter.count(line) + 4 for line in fixed)
     room = max(0, target_tokens - headings - fixed_cost - 8)
