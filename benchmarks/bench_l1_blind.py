@@ -39,7 +39,7 @@ from typing import Any
 from local_ai_memory import Memory
 from local_ai_memory._runtime.compressor import WorkingMemoryCompressor
 from local_ai_memory._runtime.run import finish_run
-from local_ai_memory._runtime.summary import GOAL, parse_summary
+from local_ai_memory._runtime.summary import parse_summary
 
 DATA = Path(__file__).parent / "data" / "l1_conversations"
 BUDGETS = (768, 256)

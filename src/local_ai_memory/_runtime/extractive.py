@@ -27,9 +27,9 @@ from local_ai_memory._runtime.summary import (
     USER_MARK,
     Summary,
     clean_line,
-    render_summary,
     dedupe,
     keep_newest,
+    render_summary,
 )
 from local_ai_memory._shared.tokens import TokenCounter
 
@@ -421,7 +421,7 @@ def _assistant_candidates(text: str, order: int, counter: TokenCounter, cap: int
     found: list[_Candidate] = []
     for sentence in _sentences(text):
         line = _not_the_user(clean_line(sentence))
-        if not line or _NARRATION.match(line) and not _specificity(line):
+        if not line or (_NARRATION.match(line) and not _specificity(line)):
             continue
         for part in _clauses(line, counter, cap):
             specific = _specificity(part)
@@ -534,8 +534,8 @@ def _collapse_tools(tools: list[Message], pages: dict[str, list[int]]) -> list[s
     lines: list[str] = []
     if counts:
         lines.append("ran " + ", ".join(f"{name} ×{n}" if n > 1 else name for name, n in counts.items()))
-    for result_id, numbers in pages.items():
-        numbers = sorted(set(numbers))
+    for result_id, seen in pages.items():
+        numbers = sorted(set(seen))
         if not numbers:
             lines.append(f"searched result {result_id}")
             continue
@@ -595,96 +595,116 @@ def extract_summary(
     ``target_tokens`` without dropping decisions for tool chatter (the budget rules of the
     compressor then apply as usual).
     """
-    bullet_cap = max(8, min(48, target_tokens // 6))
-    clause_cap = max(16, min(40, target_tokens // 12))
-    goal_cap = max(8, target_tokens // 4)
-    summary = Summary()
-    goal = previous_goal
-    candidates: list[_Candidate] = []
-    tools: list[Message] = []
-    pages: dict[str, list[int]] = {}
-    earlier_goals: list[str] = []
+    reader = _RunReader(counter, target_tokens, previous_goal)
     for order, message in enumerate(messages):
-        content = message.content.strip()
         if message.role == "tool":
-            tools.append(message)
-            header = _first_line(content)
-            page, search = _PAGE_HEADER.match(header), _SEARCH_HEADER.match(header)
-            if page or search:
-                found = page or search
-                assert found is not None
-                numbers = pages.setdefault(found["id"], [])
+            reader.tool(message, order)
+        elif message.role == "user":
+            reader.user(message.content.strip(), order)
+        elif message.role == "assistant":
+            reader.candidates += _assistant_candidates(message.content.strip(), order, counter, reader.clause_cap)
+    return reader.summary()
+
+
+class _RunReader:
+    """The state of :func:`extract_summary` while it reads a run: the goal, the candidates, the tool calls."""
+
+    def __init__(self, counter: TokenCounter, target_tokens: int, goal: str) -> None:
+        self.counter = counter
+        self.target_tokens = target_tokens
+        self.bullet_cap = max(8, min(48, target_tokens // 6))
+        self.clause_cap = max(16, min(40, target_tokens // 12))
+        self.goal_cap = max(8, target_tokens // 4)
+        self.goal = goal
+        self.candidates: list[_Candidate] = []
+        self.tools: list[Message] = []
+        self.pages: dict[str, list[int]] = {}
+        self.earlier_goals: list[str] = []
+
+    def tool(self, message: Message, order: int) -> None:
+        """A tool result: paging is counted, a stored output is named, else only its own summary line."""
+        content = message.content.strip()
+        self.tools.append(message)
+        header = _first_line(content)
+        found = _PAGE_HEADER.match(header) or _SEARCH_HEADER.match(header)
+        if found is not None:
+            numbers = self.pages.setdefault(found["id"], [])
+            if found.re is _PAGE_HEADER:
                 number = _PAGE_NUMBER.search(header)
-                if page and number:
-                    numbers.append(int(number["n"]))
-                elif page:
-                    numbers.append(len(numbers) + 1)
-                continue
-            stored = _stored_output_line(content)
-            if stored is not content:
-                candidates.append(
-                    _Candidate(COMPLETED, f"{message.name or 'tool'}: {clean_line(stored, counter, 24)}", 1.0, order)
-                )
-                continue
-            line = _tool_line(message)
-            if line is not None:
-                candidates.append(_Candidate(line[0], clean_line(line[1], counter, clause_cap), 1.0, order))
-            continue
-        if message.role == "user":
-            explicit = _explicit_goal(content)
-            if explicit is not None and explicit[1]:
-                before, new_goal = explicit
-                if goal:
-                    earlier_goals.append(goal)
-                    candidates += _user_candidates(_without_goal_text(goal), order, counter, clause_cap)
-                text = clean_line(new_goal)
-                if counter.count(text) > goal_cap:
-                    candidates += _user_candidates(text, order, counter, clause_cap)
-                    text = counter.truncate(_goal_core(text) or text, goal_cap)
-                if goal:  # what the earlier goal was about, while there is room for it
-                    room = goal_cap - counter.count(text) - 4
-                    if room >= 8:
-                        text = f"{text} (earlier: {counter.truncate(_goal_core(goal) or goal, room)})"
-                goal = text
-                candidates += _user_candidates(before, order, counter, clause_cap)
-                continue
-            effect: GoalEffect | None = None
-            if _is_task(goal):  # a goal stands: only an explicit change replaces it, only a new request extends it
-                if any(_changes_task(sentence) for sentence in _all_sentences(content)):
-                    effect = "set"
-                elif any(_extends(sentence) for sentence in _all_sentences(content)):
-                    effect = "extend"
-                else:
-                    effect = "keep"
-            goal_before = goal
-            goal, stated = next_goal(goal, content, counter, goal_cap, effect)
-            if goal_before and goal != goal_before and not goal.startswith(goal_before):
-                earlier_goals.append(goal_before)
-            if goal == goal_before:
-                candidates += _user_candidates(content, order, counter, clause_cap)
-            for section, sentence in stated:
-                line = clean_line(sentence, counter, bullet_cap)
-                if line:
-                    candidates.append(_Candidate(section, line, 4.0 + _specificity(line), order, user=True))
-            continue
-        if message.role == "assistant":
-            candidates += _assistant_candidates(content, order, counter, clause_cap)
-    summary.goal = goal
-    fixed = _collapse_tools(tools, pages) + [
-        f"earlier goal: {clean_line(g, counter, bullet_cap)}" for g in earlier_goals
-    ]
-    headings = counter.count(render_summary(Summary(goal)))
-    fixed_cost = sum(counter.count(line) + 4 for line in fixed)
-    room = max(0, target_tokens - headings - fixed_cost - 8)
-    for candidate in candidates:
-        candidate.text = clean_line(candidate.text, counter, clause_cap)
-    for candidate in _select(candidates, counter, room, goal):
-        text = candidate.text
-        summary.bullets[candidate.section].append(USER_MARK + text if candidate.user else _not_the_user(text))
-    summary.bullets[COMPLETED] = fixed + summary.bullets[COMPLETED]
-    for name in LIST_SECTIONS:
-        summary.bullets[name] = keep_newest(dedupe(summary.bullets[name]), MAX_BULLETS)
-    return summary
+                numbers.append(int(number["n"]) if number else len(numbers) + 1)
+            return
+        stored = _stored_output_line(content)
+        if stored is not content:
+            line = f"{message.name or 'tool'}: {clean_line(stored, self.counter, 24)}"
+            self.candidates.append(_Candidate(COMPLETED, line, 1.0, order))
+            return
+        summary_line = _tool_line(message)
+        if summary_line is not None:
+            text = clean_line(summary_line[1], self.counter, self.clause_cap)
+            self.candidates.append(_Candidate(summary_line[0], text, 1.0, order))
+
+    def _explicit(self, before: str, new_goal: str, order: int) -> None:
+        """An explicit goal ("Goal: ...", "New task: ..."): it replaces the goal; the earlier one is kept aside."""
+        counter, goal = self.counter, self.goal
+        if goal:
+            self.earlier_goals.append(goal)
+            self.candidates += _user_candidates(_without_goal_text(goal), order, counter, self.clause_cap)
+        text = clean_line(new_goal)
+        if counter.count(text) > self.goal_cap:
+            self.candidates += _user_candidates(text, order, counter, self.clause_cap)
+            text = counter.truncate(_goal_core(text) or text, self.goal_cap)
+        if goal:  # what the earlier goal was about, while there is room for it
+            room = self.goal_cap - counter.count(text) - 4
+            if room >= 8:
+                text = f"{text} (earlier: {counter.truncate(_goal_core(goal) or goal, room)})"
+        self.goal = text
+        self.candidates += _user_candidates(before, order, counter, self.clause_cap)
+
+    def user(self, content: str, order: int) -> None:
+        """A user message: it may set, change or extend the goal; what else it states becomes candidates."""
+        explicit = _explicit_goal(content)
+        if explicit is not None and explicit[1]:
+            self._explicit(*explicit, order)
+            return
+        effect: GoalEffect | None = None
+        if _is_task(self.goal):  # a goal stands: only an explicit change replaces it, only a new request extends it
+            sentences = _all_sentences(content)
+            if any(_changes_task(sentence) for sentence in sentences):
+                effect = "set"
+            elif any(_extends(sentence) for sentence in sentences):
+                effect = "extend"
+            else:
+                effect = "keep"
+        before = self.goal
+        self.goal, stated = next_goal(before, content, self.counter, self.goal_cap, effect)
+        if before and self.goal != before and not self.goal.startswith(before):
+            self.earlier_goals.append(before)
+        if self.goal == before:
+            self.candidates += _user_candidates(content, order, self.counter, self.clause_cap)
+        for section, sentence in stated:
+            line = clean_line(sentence, self.counter, self.bullet_cap)
+            if line:
+                self.candidates.append(_Candidate(section, line, 4.0 + _specificity(line), order, user=True))
+
+    def summary(self) -> Summary:
+        """The summary: fixed lines (tool calls, earlier goals), then the best candidates that fit."""
+        counter = self.counter
+        summary = Summary(self.goal)
+        fixed = _collapse_tools(self.tools, self.pages) + [
+            f"earlier goal: {clean_line(g, counter, self.bullet_cap)}" for g in self.earlier_goals
+        ]
+        headings = counter.count(render_summary(Summary(self.goal)))
+        fixed_cost = sum(counter.count(line) + 4 for line in fixed)
+        room = max(0, self.target_tokens - headings - fixed_cost - 8)
+        for candidate in self.candidates:
+            candidate.text = clean_line(candidate.text, counter, self.clause_cap)
+        for candidate in _select(self.candidates, counter, room, self.goal):
+            text = candidate.text
+            summary.bullets[candidate.section].append(USER_MARK + text if candidate.user else _not_the_user(text))
+        summary.bullets[COMPLETED] = fixed + summary.bullets[COMPLETED]
+        for name in LIST_SECTIONS:
+            summary.bullets[name] = keep_newest(dedupe(summary.bullets[name]), MAX_BULLETS)
+        return summary
 
 
 def _without_goal_text(goal: str) -> str:
