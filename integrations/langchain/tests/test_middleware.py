@@ -314,7 +314,9 @@ def test_agent_finds_the_error_line_with_one_search_instead_of_paging(memory: Me
         return AIMessage(content="Found it.")
 
     model = ScriptedChatModel(policy=policy)
-    agent = create_agent(model, tools=[read_server_log], middleware=[ToolResultMiddleware("alice", "s1", memory=memory)])
+    agent = create_agent(
+        model, tools=[read_server_log], middleware=[ToolResultMiddleware("alice", "s1", memory=memory)]
+    )
     result = agent.invoke({"messages": [HumanMessage("Which request failed in the server log, and why?")]})
     tool_messages = [m for m in result["messages"] if isinstance(m, ToolMessage)]
     assert len(read_server_log.invoke({})) > 190_000

@@ -561,7 +561,7 @@ def _select(candidates: list[_Candidate], counter: TokenCounter, room: int, goal
         key = " ".join(re.sub(r"[^\w\s]", " ", candidate.text.lower()).split())
         if key in seen or (len(key) > 20 and key in in_goal):
             continue
-        cost = counter.count(candidate.text) + 4
+        cost = counter.count(candidate.text) + 3
         if used + cost > room:
             continue
         seen.add(key)
@@ -690,18 +690,19 @@ class _RunReader:
         """The summary: fixed lines (tool calls, earlier goals), then the best candidates that fit."""
         counter = self.counter
         summary = Summary(self.goal)
-        fixed = _collapse_tools(self.tools, self.pages) + [
-            f"earlier goal: {clean_line(g, counter, self.bullet_cap)}" for g in self.earlier_goals
+        # What was done comes first in Completed; it competes for room like any other bullet.
+        done = [
+            _Candidate(COMPLETED, line, 1.5, -1)
+            for line in _collapse_tools(self.tools, self.pages)
+            + [f"earlier goal: {clean_line(g, counter, self.bullet_cap)}" for g in self.earlier_goals]
         ]
         headings = counter.count(render_summary(Summary(self.goal)))
-        fixed_cost = sum(counter.count(line) + 4 for line in fixed)
-        room = max(0, self.target_tokens - headings - fixed_cost - 8)
+        room = max(0, self.target_tokens - headings - 4)
         for candidate in self.candidates:
             candidate.text = clean_line(candidate.text, counter, self.clause_cap)
-        for candidate in _select(self.candidates, counter, room, self.goal):
+        for candidate in _select([*done, *self.candidates], counter, room, self.goal):
             text = candidate.text
             summary.bullets[candidate.section].append(USER_MARK + text if candidate.user else _not_the_user(text))
-        summary.bullets[COMPLETED] = fixed + summary.bullets[COMPLETED]
         for name in LIST_SECTIONS:
             summary.bullets[name] = keep_newest(dedupe(summary.bullets[name]), MAX_BULLETS)
         return summary
