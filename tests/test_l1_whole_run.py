@@ -9,8 +9,7 @@ import textwrap
 from pathlib import Path
 
 from local_ai_memory import Memory
-from local_ai_memory._runtime.summary import COMPLETED, DECISIONS, DISCOVERIES, parse_summary
-from local_ai_memory._runtime.summary import Summary as L1
+from local_ai_memory._runtime.summary import COMPLETED, DECISIONS, DISCOVERIES, Summary, parse_summary
 
 PORT = [
     {"role": "user", "content": "I want to port the billing service to Python 3.12."},
@@ -18,7 +17,7 @@ PORT = [
 ]
 
 
-def _l1(text: str) -> L1:
+def _l1(text: str) -> Summary:
     parsed = parse_summary(text)
     assert parsed is not None
     return parsed[0]
@@ -132,4 +131,5 @@ def test_tool_calls_collapse_and_raw_tool_text_is_never_an_item() -> None:
     assert summary.bullets[DISCOVERIES] == ["Found it: json.dumps is called with allow_nan=True."]
     assert summary.bullets[DECISIONS] == ["We will pass allow_nan=False."]
     everything = " ".join(item for items in summary.bullets.values() for item in items)
-    assert "JavaScript" not in everything and "characters" not in everything
+    assert "JavaScript" not in everything
+    assert "characters" not in everything

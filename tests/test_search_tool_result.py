@@ -43,13 +43,16 @@ def test_reference_says_its_units_and_pages(memory: Memory) -> None:
     # References written before these fields existed still parse with the one parser.
     old = json.dumps({"result_id": "3f9c0a7be21d4c55", "summary": "ab", "size": 9000})
     parsed = parse_reference(old)
-    assert parsed is not None and parsed.pages is None
+    assert parsed is not None
+    assert parsed.pages is None
 
 
 def test_literal_search_finds_the_line_with_number_and_context(memory: Memory) -> None:
     session = memory.session("alice", "s1")
     found = session.tool_results.search(_stored(memory), "error", context=2)
-    assert found.total_matches == 1 and found.total_lines == 4000 and found.next_skip is None
+    assert found.total_matches == 1
+    assert found.total_lines == 4000
+    assert found.next_skip is None
     [hit] = found.hits
     assert hit.line == 2001
     assert [number for number, _ in hit.around] == [1999, 2000, 2001, 2002, 2003]
@@ -66,15 +69,18 @@ def test_regex_paging_and_caps(memory: Memory) -> None:
     session = memory.session("alice", "s1")
     result_id = _stored(memory)
     first = session.tool_results.search(result_id, r"WARN request \d*7 ", regex=True, max_matches=3, context=0)
-    assert first.total_matches == 8 and [hit.line for hit in first.hits] == [8, 508, 1008]
+    assert first.total_matches == 8
+    assert [hit.line for hit in first.hits] == [8, 508, 1008]
     assert first.next_skip == 3
     assert "call search_tool_result with skip=3 for more" in render_search(first)
     rest = session.tool_results.search(result_id, r"WARN request \d*7 ", regex=True, skip=3, max_matches=100)
-    assert [hit.line for hit in rest.hits] == [1508, 2008, 2508, 3008, 3508] and rest.next_skip is None
+    assert [hit.line for hit in rest.hits] == [1508, 2008, 2508, 3008, 3508]
+    assert rest.next_skip is None
     nothing = session.search_tool_result(result_id, "no such text")
     assert "no line matches 'no such text'" in nothing
     many = session.tool_results.search(result_id, "INFO", max_matches=MAX_SEARCH_MATCHES)
-    assert len(many.hits) == MAX_SEARCH_MATCHES and many.total_matches > 3900
+    assert len(many.hits) == MAX_SEARCH_MATCHES
+    assert many.total_matches > 3900
     for bad in (
         {"pattern": "("},
         {"pattern": ""},
@@ -94,7 +100,8 @@ def test_pages_by_lines(memory: Memory) -> None:
     result_id = _stored(memory)
     page = session.read_tool_result(result_id, line=2000, lines=3)
     header, *body = page.splitlines()
-    assert "lines 2000-2002 of 4000" in header and "line=2003" in header
+    assert "lines 2000-2002 of 4000" in header
+    assert "line=2003" in header
     assert body[1] == "2001: 2026-01-01 12:00:20 INFO request 2000 ERROR disk full on /var/lib/db"
     assert "end of result" in session.read_tool_result(result_id, line=3999, lines=10)
     by_chars = session.read_tool_result(result_id)
@@ -128,9 +135,11 @@ def test_another_scopes_id_is_refused_exactly_as_load_tool_result_does(memory: M
         call = {"type": "tool_call", "id": "c1", "args": {"result_id": result_id}}
         load_answer = load.invoke({**call, "name": load.name})
         search_answer = search.invoke({**call, "name": search.name, "args": {"result_id": result_id, "pattern": "x"}})
-        assert isinstance(load_answer, ToolMessage) and isinstance(search_answer, ToolMessage)
+        assert isinstance(load_answer, ToolMessage)
+        assert isinstance(search_answer, ToolMessage)
         assert load_answer.status == search_answer.status == "error"
-        assert str(loaded.value) in str(load_answer.content) and str(loaded.value) in str(search_answer.content)
+        assert str(loaded.value) in str(load_answer.content)
+        assert str(loaded.value) in str(search_answer.content)
         # LlamaIndex: the spec's tools raise the core's error
         spec = LocalMemoryToolSpec(memory=memory, user_id=user, session_id=session_id)
         with pytest.raises(RecordNotFoundError) as via_spec:
