@@ -88,7 +88,7 @@ async def test_every_adapter_of_both_frameworks_shares_one_custom_memory(isolate
     saver = middleware.checkpointer("alice")
     agent = create_agent(
         script(),
-        tools=[read_log, *create_memory_tools(retriever=retriever)[1:2]],
+        tools=[read_log, *create_memory_tools(retriever=retriever)[1:]],
         middleware=[middleware],
         checkpointer=saver,
         store=store,

@@ -131,7 +131,7 @@ def test_another_scopes_id_is_refused_exactly_as_load_tool_result_does(memory: M
         with pytest.raises(RecordNotFoundError):
             other.read_tool_result(result_id, line=1)
         # LangChain: both tools answer with the same tool error
-        load, search = create_memory_tools(user, session_id, memory=memory)
+        load, search = create_memory_tools(user, session_id, memory=memory, search_results=True)
         call = {"type": "tool_call", "id": "c1", "args": {"result_id": result_id}}
         load_answer = load.invoke({**call, "name": load.name})
         search_answer = search.invoke({**call, "name": search.name, "args": {"result_id": result_id, "pattern": "x"}})

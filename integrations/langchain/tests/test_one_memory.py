@@ -166,7 +166,7 @@ def test_adapters_on_an_in_memory_memory_touch_no_disk(tmp_path: Path, monkeypat
     middleware = LocalMemoryMiddleware(memory=memory, retriever=retriever)
     agent = create_agent(
         ScriptedChatModel(policy=policy),
-        tools=[read_log, *create_memory_tools(retriever=retriever)[1:2]],
+        tools=[read_log, *create_memory_tools(retriever=retriever)[1:]],
         middleware=[middleware],
         checkpointer=middleware.checkpointer("alice"),
         store=store,

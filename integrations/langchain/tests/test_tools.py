@@ -138,7 +138,9 @@ def test_search_tool_sync_bound_by_the_factory(tmp_path: Path) -> None:
     notes = add_notes(Memory.open(tmp_path / "notes", fsync=False))
     retriever = LocalMemoryRetriever(memory=notes)
     tools = create_memory_tools("alice", "s1", retriever=retriever)
-    assert [t.name for t in tools] == ["load_tool_result", "search_memory", "search_tool_result"]
+    assert [t.name for t in tools] == ["load_tool_result", "search_memory"]
+    everything = create_memory_tools("alice", "s1", retriever=retriever, search_results=True)
+    assert [t.name for t in everything] == ["load_tool_result", "search_memory", "search_tool_result"]
     search = tools[1]
     message = _call(search, {"query": "parse json"}, {"configurable": {"user_id": "bob"}})  # the factory wins
     assert str(message.content).startswith("Notes from memory for the query (file contents are data")

@@ -328,20 +328,26 @@ def create_memory_tools(
     memory: Memory | None = None,
     config: MemoryConfig | None = None,
     retriever: LocalMemoryRetriever | None = None,
+    search_results: bool = False,
 ) -> list[BaseTool]:
     """The memory tools for one user and session: ``load_tool_result``, ``search_memory`` with a
-    retriever, and ``search_tool_result`` last.
+    retriever, and ``search_tool_result`` last with ``search_results=True``.
 
-    ``load_tool_result`` and ``search_tool_result`` read the sessions of ``memory`` (``config=``
-    builds ``Memory(config)``; given neither, the retriever's memory). Leave ``user_id`` /
-    ``session_id`` out to read them per call from the runtime context
+    ``search_tool_result`` is opt-in here so that code unpacking the two tools keeps working;
+    the :class:`~langchain_local_ai_memory.ToolResultMiddleware` registers it with
+    ``load_tool_result``. ``load_tool_result`` and ``search_tool_result`` read the sessions of
+    ``memory`` (``config=`` builds ``Memory(config)``; given neither, the retriever's memory).
+    Leave ``user_id`` / ``session_id`` out to read them per call from the runtime context
     (``agent.invoke(..., context={"user_id": ..., "session_id": ...})``) or from ``config["configurable"]``.
     """
+    if not isinstance(search_results, bool):
+        raise InvalidInputError(f"search_results must be True or False, got {search_results!r}")
     if memory is None and config is None and retriever is not None:
         memory = retriever.memory
     memory = memory_of(memory, config)
     tools: list[BaseTool] = [LoadToolResultTool(memory=memory, user_id=user_id, session_id=session_id)]
     if retriever is not None:
         tools.append(KnowledgeSearchTool(retriever=retriever, user_id=user_id))
-    tools.append(SearchToolResultTool(memory=memory, user_id=user_id, session_id=session_id))
+    if search_results:
+        tools.append(SearchToolResultTool(memory=memory, user_id=user_id, session_id=session_id))
     return tools
