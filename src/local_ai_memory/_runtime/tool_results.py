@@ -461,7 +461,9 @@ class ToolResultStore:
         lines: int = DEFAULT_PAGE_LINES,
     ) -> str:
         """Async twin of :meth:`read`."""
-        return await asyncio.to_thread(self.read, result_id, offset, limit, line=line, lines=lines)
+        if line is not None:
+            return render_lines(await asyncio.to_thread(self.load_lines, result_id, line, lines))
+        return render_page(await self.aload_page(result_id, offset, limit))
 
     def _whole(self, result_id: str) -> tuple[str, str]:
         """The tool name and the whole stored output, read through the scope check in chunks."""
