@@ -133,3 +133,18 @@ def test_tool_calls_collapse_and_raw_tool_text_is_never_an_item() -> None:
     everything = " ".join(item for items in summary.bullets.values() for item in items)
     assert "JavaScript" not in everything
     assert "characters" not in everything
+
+
+def test_words_of_change_inside_a_constraint_do_not_replace_the_goal() -> None:
+    session = Memory.in_memory().session("u", "s")
+    messages = [
+        {"role": "user", "content": "Fix the flaky login test."},
+        {"role": "assistant", "content": "On it."},
+        {"role": "user", "content": "Don't forget the changelog. We should switch to pytest-xdist later."},
+    ]
+    summary = _l1(session.finish_run(messages).summary.text)
+    assert summary.goal == "Fix the flaky login test."
+    assert summary.bullets[DECISIONS] == [
+        "User: Don't forget the changelog.",
+        "User: We should switch to pytest-xdist later.",
+    ]

@@ -337,14 +337,18 @@ _GOAL_LABEL = re.compile(
     re.IGNORECASE,
 )
 _CHANGE_CUE = re.compile(
-    r"\b(?:change of plans?|plans? changed|new plan|new task|new goal|different task|another task|"
-    r"forget (?:that|the|it|about)|scratch that|what (?:i|we|she|he|they) (?:actually |really )?needs? "
-    r"(?:from you )?(?:now |instead )?is|moving on|let's move on|switch(?:ing)? to|"
-    r"nouvelle t[aâ]che|changement de plan|nouvel objectif|oublie[zs]? (?:ça|la|le)|neue aufgabe|planänderung|"
-    r"plan(?:ä|ae)nderung|neues ziel|vergiss (?:das|die|den)|cambio de planes?|nueva tarea|nuevo objetivo|"
-    r"olvida (?:eso|lo|la|el)|mudan[cç]a de planos?|nova tarefa|novo objetivo|esquece (?:isso|o|a))\b",
+    r"\b(?:change of plans?|plans? (?:have |has )?changed|new plan|new task|new goal|different task|"
+    r"what (?:i|we|she|he|they) (?:actually |really )?needs? (?:from you )?(?:now |instead )?is|"
+    r"nouvelle t[aâ]che|changement de plan|nouvel objectif|neue aufgabe|plan(?:ä|ae)nderung|neues ziel|"
+    r"cambio de planes?|nueva tarea|nuevo objetivo|mudan[cç]a de planos?|nova tarefa|novo objetivo)\b",
     re.IGNORECASE,
 )
+"""An explicit change of goal wherever it stands in a sentence ("Ugh, change of plan.")."""
+_CHANGE_START = re.compile(
+    r"^(?:forget (?:that|the|it|about)|scratch that|moving on|let's move on|switch(?:ing)? to|"
+    r"oublie[zs]? (?:ça|la|le)|vergiss (?:das|die|den)|olvida (?:eso|lo|la|el)|esquece (?:isso|o|a))\b"
+)
+"""An explicit change of goal that only counts at the start of a sentence ("Don't forget the tests." is none)."""
 _COMMITMENT = re.compile(
     r"\b(?:we(?:'ll| will| are going to| won't| will not| should| keep| stick| use)|i(?:'ll| will) (?:use|keep|go|add|"
     r"write|pin|switch|leave|not|make|set|change|move|drop|replace|skip|do|implement|fix|open|file)|let's|let us|"
@@ -491,8 +495,8 @@ def _explicit_goal(content: str) -> tuple[str, str] | None:
         return "", text[label.end() :].strip()
     for sentence in _all_sentences(text):
         label = _GOAL_LABEL.match(sentence)
-        cue = _CHANGE_CUE.search(sentence)
-        if label or cue:
+        opening = _FILLER.sub("", clean_line(sentence).lower()).strip()
+        if label or _CHANGE_CUE.search(sentence) or _CHANGE_START.match(opening):
             at = text.find(sentence)
             rest = text[at:]
             if label:
