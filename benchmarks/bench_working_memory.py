@@ -19,6 +19,10 @@ tokens and at a tight 256:
   they get no protection from trimming beyond their section's rank.
 
 Run: ``.venv/bin/python benchmarks/bench_working_memory.py`` (offline, a few seconds).
+
+The conversation and the rules came from the same hands, so a full score here says little about
+what users write: ``bench_l1_blind.py`` measures L1 on conversations written blind, with a
+held-out third.
 """
 
 from __future__ import annotations

@@ -322,7 +322,9 @@ def test_incremental_extractive_merge(manager: MemoryManager) -> None:
     assert summary is not None
     assert summary[0].goal == "Now add a regression test for the exporter."
     assert summary[0].bullets["Decisions"] == ["We will pass allow_nan=False instead of post-processing."]
-    assert summary[0].bullets["Completed"][-1] == "write_file: wrote tests/test_export.py (42 lines)"
+    completed = summary[0].bullets["Completed"]
+    assert "ran write_file" in completed  # one line per kind of tool call, never its raw output
+    assert "earlier goal: Our JSON exporter writes NaN. Find out why and fix it." in completed
 
 
 def test_free_text_l1_is_kept_by_extractive_merge(manager: MemoryManager) -> None:
@@ -373,8 +375,9 @@ def test_extractive_on_real_multi_turn_transcript(manager: MemoryManager) -> Non
         "Write a script that finds every *.log file under a folder and gzips it. "
         "Also keep the original files and add a --dry-run flag."
     )
-    assert any(item.startswith("read_doc: ") for item in sections["Completed"])
-    assert any(item.startswith("read_source: ") for item in sections["Completed"])
+    # Tool calls collapse into one line; their raw text is never copied in.
+    assert sections["Completed"][0] == "ran read_doc ×2, read_source, run_tests"
+    assert not any("universal_newlines" in item for items in sections.values() for item in items)
     assert any("test_gzip_all failed" in item for item in sections["Open Issues"])
     assert any("rglob walks subfolders" in item for item in sections["Important Discoveries"])
     assert "We will use gzip.open with shutil.copyfileobj instead of a shell call." in sections["Decisions"]
@@ -425,9 +428,9 @@ def test_framework_messages(manager: MemoryManager) -> None:
     result = WorkingMemoryCompressor(manager).compress(messages)
     summary = parse_summary(result.text)
     assert summary is not None
-    assert summary[0].goal == "Start with csv.reader."
-    assert summary[0].bullets["Decisions"] == ["We will document the reader first."]
-    assert summary[0].bullets["Completed"][0].startswith("read_doc: Deserialize")
+    assert summary[0].goal == "Summarize the csv module."  # "Start with ..." is a step, not a new task
+    assert "We will document the reader first." in summary[0].bullets["Decisions"]
+    assert summary[0].bullets["Completed"][0] == "ran read_doc"
 
 
 def test_disabled_and_empty_and_bad_arguments(tmp_path: Path) -> None:
@@ -489,7 +492,7 @@ def test_extractive_follow_up_extends_the_goal(manager: MemoryManager) -> None:
     result = compressor.update_summary([{"role": "user", "content": "Switch to the CSV importer instead."}])
     summary = parse_summary(result.text)
     assert summary is not None
-    assert summary[0].goal == "Switch to the CSV importer instead."
+    assert summary[0].goal.startswith("Switch to the CSV importer instead.")
 
 
 def test_render_transcript_cuts_long_outputs_of_long_tokens() -> None:

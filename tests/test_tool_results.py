@@ -12,6 +12,7 @@ import pytest
 from local_ai_memory._runtime.checkpoints import CheckpointRun
 from local_ai_memory._runtime.scope import MemoryManager
 from local_ai_memory._runtime.tool_results import (
+    DEFAULT_PAGE_CHARS,
     RetentionPolicy,
     ToolResultPage,
     ToolResultStore,
@@ -68,8 +69,11 @@ def test_one_byte_over_the_limit_is_externalized(store: ToolResultStore, events:
     content = body + "x"  # LIMIT + 1 bytes
     assert utf8_size(content) == LIMIT + 1
     reference = json.loads(store.externalize("read_file", content))
-    assert set(reference) == {"result_id", "summary", "size"}
+    assert set(reference) == {"result_id", "summary", "size", "chars", "lines", "pages"}
     assert reference["size"] == LIMIT + 1
+    assert reference["chars"] == len(content)
+    assert reference["lines"] == 1
+    assert reference["pages"] == -(-len(content) // DEFAULT_PAGE_CHARS)
     assert reference["summary"] == content[:1000] + "…"
     result_id = reference["result_id"]
     assert len(result_id) == 16
@@ -187,7 +191,7 @@ def test_rendered_pages_are_never_externalized(store: ToolResultStore) -> None:
 def test_render_page_is_pure() -> None:
     page = ToolResultPage(result_id="r", tool="grep", offset=5, content="hello", total_chars=20, next_offset=10)
     assert render_page(page) == (
-        "[tool result r (grep): characters 5-10 of 20; 10 more characters; "
+        "[tool result r (grep): characters 5-10 of 20; page 2 of 4; 10 more characters; "
         "call load_tool_result with offset=10 for the next]\nhello"
     )
 

@@ -33,7 +33,7 @@ from local_ai_memory._knowledge.retriever import MemoryRetriever, RetrievalResul
 from local_ai_memory._knowledge.store import Candidate, MemoryStore
 from local_ai_memory._runtime.messages import MessageLike, SessionMessageStore
 from local_ai_memory._runtime.scope import MemoryManager
-from local_ai_memory._runtime.tool_results import DEFAULT_PAGE_CHARS, ToolResultStore
+from local_ai_memory._runtime.tool_results import DEFAULT_PAGE_CHARS, DEFAULT_PAGE_LINES, ToolResultStore
 from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.errors import InvalidInputError, RecordNotFoundError
 from local_ai_memory._shared.models import LLM, Embedder
@@ -115,6 +115,47 @@ class Session(MemoryManager):
     async def aload_page(self, result_id: str, offset: int = 0, limit: int = DEFAULT_PAGE_CHARS) -> ToolResultPage:
         """Async twin of :meth:`load_page`."""
         return await self.tool_results.aload_page(result_id, offset, limit)
+
+    def read_tool_result(
+        self,
+        result_id: str,
+        offset: int = 0,
+        limit: int = DEFAULT_PAGE_CHARS,
+        *,
+        line: int | None = None,
+        lines: int = DEFAULT_PAGE_LINES,
+    ) -> str:
+        """A page rendered for the model, by characters or (given ``line``, 1-based) by lines.
+
+        What a ``load_tool_result`` tool answers (:meth:`load_tool_result` is the raw stored
+        payload); another scope's id is not found.
+        """
+        return self.tool_results.read(result_id, offset, limit, line=line, lines=lines)
+
+    async def aread_tool_result(
+        self,
+        result_id: str,
+        offset: int = 0,
+        limit: int = DEFAULT_PAGE_CHARS,
+        *,
+        line: int | None = None,
+        lines: int = DEFAULT_PAGE_LINES,
+    ) -> str:
+        """Async twin of :meth:`read_tool_result`."""
+        return await self.tool_results.aread(result_id, offset, limit, line=line, lines=lines)
+
+    def search_tool_result(self, result_id: str, pattern: str, **options: Any) -> str:
+        """The lines of a stored output matching ``pattern``, numbered, with context, rendered for the model.
+
+        ``options``: ``regex``, ``ignore_case``, ``context``, ``skip``, ``max_matches`` (see
+        :meth:`ToolResultStore.search`). The same scope check as :meth:`load_page`: another
+        scope's id gives the same :class:`RecordNotFoundError` as a missing one.
+        """
+        return self.tool_results.search_text(result_id, pattern, **options)
+
+    async def asearch_tool_result(self, result_id: str, pattern: str, **options: Any) -> str:
+        """Async twin of :meth:`search_tool_result`."""
+        return await self.tool_results.asearch_text(result_id, pattern, **options)
 
     # -- L2 ----------------------------------------------------------------------------
 

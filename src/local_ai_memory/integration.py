@@ -30,13 +30,25 @@ from local_ai_memory._runtime.checkpoints import load_checkpoint, mark_status, r
 from local_ai_memory._runtime.context import assemble_context
 from local_ai_memory._runtime.messages import to_message, to_messages
 from local_ai_memory._runtime.run import afinish_run, finish_run
-from local_ai_memory._runtime.tool_results import DEFAULT_PAGE_CHARS, make_reference, parse_reference
+from local_ai_memory._runtime.tool_results import (
+    DEFAULT_PAGE_CHARS,
+    DEFAULT_PAGE_LINES,
+    DEFAULT_SEARCH_MATCHES,
+    MAX_CONTEXT_LINES,
+    MAX_SEARCH_MATCHES,
+    make_reference,
+    parse_reference,
+)
 from local_ai_memory._shared.drive import adrive, drive
 from local_ai_memory._shared.events import log_event
 from local_ai_memory._shared.naming import note_filename, scope_name, validate_id, validate_name
 
 __all__ = [
     "DEFAULT_PAGE_CHARS",
+    "DEFAULT_PAGE_LINES",
+    "DEFAULT_SEARCH_MATCHES",
+    "MAX_CONTEXT_LINES",
+    "MAX_SEARCH_MATCHES",
     "SelectionCandidate",
     "adrive",
     "afinish_run",

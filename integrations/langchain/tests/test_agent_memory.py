@@ -48,7 +48,7 @@ def _check_run(config: MemoryConfig, model: ScriptedChatModel, text: str, answer
     reference_message = second_call[-1]
     assert isinstance(reference_message, ToolMessage)
     reference = json.loads(str(reference_message.content))
-    assert set(reference) == {"result_id", "summary", "size"}
+    assert set(reference) == {"result_id", "summary", "size", "chars", "lines", "pages"}
     assert reference["size"] == len(text.encode("utf-8"))
     assert len(str(reference_message.content)) < 2000
     # It paged the whole content back, in order.

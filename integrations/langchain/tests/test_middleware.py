@@ -285,3 +285,51 @@ async def test_prompt_shows_the_agents_state_not_the_bookkeeping(memory: Memory)
         assert [word for word in BOOKKEEPING_WORDS if word in prompt] == []
     assert "Working memory:" in prompts[-1]
     assert "Count once" in prompts[-1]  # L1 merged from the first run
+
+
+# --------------------------------------------------------------------------- search_tool_result in an agent
+
+ERROR_LINE = "2026-03-14T09:31:07Z ERROR payment-worker: ledger write failed: deadlock detected (txn 88123)"
+
+
+@tool
+def read_server_log() -> str:
+    """Return the whole server log (about 200 KB)."""
+    lines = [f"2026-03-14T09:{n // 60 % 60:02d}:{n % 60:02d}Z INFO request {n} served in 12 ms" for n in range(3800)]
+    lines[1900] = ERROR_LINE
+    return "\n".join(lines)
+
+
+def test_agent_finds_the_error_line_with_one_search_instead_of_paging(memory: Memory) -> None:
+    """A 200 KB log with one error line in the middle: one search_tool_result call answers it, no page is read."""
+
+    def policy(messages: list[Any]) -> AIMessage:
+        last = messages[-1]
+        if isinstance(last, HumanMessage):
+            return AIMessage(content="", tool_calls=[{"name": "read_server_log", "args": {}, "id": "c1"}])
+        if isinstance(last, ToolMessage) and last.name == "read_server_log":
+            reference = json.loads(str(last.content))
+            args = {"result_id": reference["result_id"], "pattern": "error", "context": 1}
+            return AIMessage(content="", tool_calls=[{"name": "search_tool_result", "args": args, "id": "c2"}])
+        return AIMessage(content="Found it.")
+
+    model = ScriptedChatModel(policy=policy)
+    agent = create_agent(
+        model, tools=[read_server_log], middleware=[ToolResultMiddleware("alice", "s1", memory=memory)]
+    )
+    result = agent.invoke({"messages": [HumanMessage("Which request failed in the server log, and why?")]})
+    tool_messages = [m for m in result["messages"] if isinstance(m, ToolMessage)]
+    assert len(read_server_log.invoke({})) > 190_000
+    reference = json.loads(str(tool_messages[0].content))
+    assert reference["size"] > 190_000
+    assert reference["pages"] > 20
+    assert {"load_tool_result", "search_tool_result"} <= set(model.bound_tools)
+    [search] = [m for m in tool_messages if m.name == "search_tool_result"]
+    assert not [m for m in tool_messages if m.name == "load_tool_result"]  # no page at all
+    answer = str(search.content)
+    assert "matches 1-1 of 1" in answer
+    assert f">1901: {ERROR_LINE}" in answer  # the line, with its number, and one line of context each side
+    assert " 1900: " in answer
+    assert " 1902: " in answer
+    assert len(answer) < 1_000  # a few hundred characters instead of 200 KB of pages
+    assert search.status == "success"

@@ -25,6 +25,7 @@ from langchain_local_ai_memory import (
     LocalMemorySaver,
     LocalMemoryStore,
     MemoryPromptMiddleware,
+    SearchToolResultTool,
     ToolResultMiddleware,
     WorkingMemoryMiddleware,
     create_memory_tools,
@@ -71,7 +72,10 @@ def test_the_middleware_hands_its_one_memory_to_its_parts_and_its_checkpointer(t
     ):
         assert [part.memory for part in middleware.parts()] == [middleware.memory] * 4
         assert all(part.memory is middleware.memory for part in middleware.parts())
-        assert all(isinstance(t, LoadToolResultTool) and t.memory is middleware.memory for t in middleware.tools)
+        assert all(
+            isinstance(t, (LoadToolResultTool, SearchToolResultTool)) and t.memory is middleware.memory
+            for t in middleware.tools
+        )
         saver = middleware.checkpointer()
         assert saver.memory is middleware.memory
         assert saver.user_id == "alice"

@@ -69,7 +69,7 @@ def _body(message: ToolMessage) -> str:
 
 def test_pages_cover_the_whole_result(memory: Memory) -> None:
     result_id = externalize(memory)
-    (tool,) = create_memory_tools("alice", "s1", memory=memory)
+    tool = create_memory_tools("alice", "s1", memory=memory)[0]
     pieces, offset = [], 0
     while True:
         page = _call(tool, {"result_id": result_id, "offset": offset, "limit": 7000})
@@ -82,12 +82,18 @@ def test_pages_cover_the_whole_result(memory: Memory) -> None:
         assert f"offset={offset}" in header
     assert "".join(pieces) == TEXT
     # The tool's schema exposes no user or session to the model.
-    assert set(tool.tool_call_schema.model_json_schema()["properties"]) == {"result_id", "offset", "limit"}
+    assert set(tool.tool_call_schema.model_json_schema()["properties"]) == {
+        "result_id",
+        "offset",
+        "limit",
+        "line",
+        "lines",
+    }
 
 
 async def test_async_page_and_scope_from_configurable(memory: Memory) -> None:
     result_id = externalize(memory, "bob", "chat-9")
-    (tool,) = create_memory_tools(memory=memory)
+    tool = create_memory_tools(memory=memory)[0]
     scope = {"configurable": {"user_id": "bob", "session_id": "chat-9"}}
     message = await tool.ainvoke(
         {"type": "tool_call", "name": tool.name, "args": {"result_id": result_id, "limit": 50}, "id": "c1"},
@@ -102,7 +108,7 @@ async def test_async_page_and_scope_from_configurable(memory: Memory) -> None:
 async def test_other_scopes_cannot_load_a_result(memory: Memory) -> None:
     result_id = externalize(memory, "alice", "s1")
     for user, session in (("alice", "s2"), ("bob", "s1")):
-        (other,) = create_memory_tools(user, session, memory=memory)
+        other = create_memory_tools(user, session, memory=memory)[0]
         for message in (
             _call(other, {"result_id": result_id}),
             await other.ainvoke({"type": "tool_call", "name": other.name, "args": {"result_id": result_id}, "id": "c"}),
@@ -114,11 +120,11 @@ async def test_other_scopes_cannot_load_a_result(memory: Memory) -> None:
 
 def test_other_sessions_results_and_bad_ids_are_errors(memory: Memory) -> None:
     result_id = externalize(memory, "alice", "s1")
-    (other,) = create_memory_tools("alice", "s2", memory=memory)
+    other = create_memory_tools("alice", "s2", memory=memory)[0]
     message = _call(other, {"result_id": result_id})
     assert message.status == "error"
     assert "no tool result" in str(message.content)
-    (mine,) = create_memory_tools("alice", "s1", memory=memory)
+    mine = create_memory_tools("alice", "s1", memory=memory)[0]
     bad = _call(mine, {"result_id": "../../etc/passwd"})
     assert bad.status == "error"
     assert _call(mine, {"result_id": result_id, "offset": 10**9}).content.startswith(  # type: ignore[union-attr]
@@ -133,6 +139,8 @@ def test_search_tool_sync_bound_by_the_factory(tmp_path: Path) -> None:
     retriever = LocalMemoryRetriever(memory=notes)
     tools = create_memory_tools("alice", "s1", retriever=retriever)
     assert [t.name for t in tools] == ["load_tool_result", "search_memory"]
+    everything = create_memory_tools("alice", "s1", retriever=retriever, search_results=True)
+    assert [t.name for t in everything] == ["load_tool_result", "search_memory", "search_tool_result"]
     search = tools[1]
     message = _call(search, {"query": "parse json"}, {"configurable": {"user_id": "bob"}})  # the factory wins
     assert str(message.content).startswith("Notes from memory for the query (file contents are data")
@@ -171,7 +179,7 @@ def test_tools_on_one_memory_read_what_its_sessions_and_notes_hold(tmp_path: Pat
     a Memory of its own on the folder, which finds the same files."""
     memory = add_notes(Memory.open(tmp_path / "data", fsync=False))
     result_id = externalize(memory)
-    (load,) = create_memory_tools("alice", "s1", memory=memory)
+    load = create_memory_tools("alice", "s1", memory=memory)[0]
     assert isinstance(load, LoadToolResultTool)
     assert load.memory is memory
     assert _body(_call(load, {"result_id": result_id, "limit": 40})) == TEXT[:40]

@@ -32,7 +32,7 @@ pytestmark = [
 
 def _reference_of(text: str) -> dict[str, Any]:
     reference = json.loads(text)
-    assert set(reference) == {"result_id", "summary", "size"}
+    assert set(reference) == {"result_id", "summary", "size", "chars", "lines", "pages"}
     return reference
 
 
@@ -197,10 +197,10 @@ def test_sync_tools_outside_an_agent(memory: Memory, big_text: str) -> None:
     [wrapped] = spec.wrap_tools([_read_source_tool(big_text)])
     assert isinstance(wrapped, ExternalizingTool)
     reference = _reference_of(wrapped.call().content)
-    [load] = spec.to_tool_list()
-    assert load.metadata.name == "load_tool_result"
+    load, search = spec.to_tool_list()
+    assert (load.metadata.name, search.metadata.name) == ("load_tool_result", "search_tool_result")
     params = load.metadata.get_parameters_dict()["properties"]
-    assert set(params) == {"result_id", "offset", "limit"}
+    assert set(params) == {"result_id", "offset", "limit", "line", "lines"}
     page = load.call(result_id=reference["result_id"], offset=10, limit=50).content
     assert page.split("\n", 1)[1] == big_text[10:60]
     # A small output stays inline, byte for byte.

@@ -175,7 +175,7 @@ def test_hybrid_mode_with_a_llama_index_embed_model(config: MemoryConfig) -> Non
 async def test_search_tool_is_bound_to_the_user(notes: Memory) -> None:
     spec = LocalMemoryToolSpec(memory=notes, user_id="alice", session_id="s1", search=True, max_tokens=500)
     tools = {tool.metadata.name: tool for tool in spec.to_tool_list()}
-    assert set(tools) == {"load_tool_result", "search_memory"}
+    assert set(tools) == {"load_tool_result", "search_tool_result", "search_memory"}
     search = tools["search_memory"]
     schema = search.metadata.get_parameters_dict()
     assert set(schema["properties"]) == {"query"}

@@ -78,13 +78,13 @@ def test_spec_needs_a_scope_and_checks_arguments(memory: Memory, session: Sessio
         _spec(memory, config=memory.config)
     with pytest.raises(InvalidInputError, match="config= only"):
         _spec(memory, llm=MockLLM())
-    assert [t.metadata.name for t in _spec(memory).to_tool_list()] == ["load_tool_result"]
+    assert [t.metadata.name for t in _spec(memory).to_tool_list()] == ["load_tool_result", "search_tool_result"]
 
 
 async def test_load_tool_result_pages_clamps_and_reports_missing(memory: Memory) -> None:
     spec = _spec(memory, max_page_chars=100)
     reference = json.loads(ExternalizingTool(_big(), memory, user_id="alice", session_id="s1").call().content)
-    [load] = spec.to_tool_list()
+    load, _grep = spec.to_tool_list()
     page = load.call(result_id=reference["result_id"], offset=9_950, limit=10_000).content
     header, body = page.split("\n", 1)
     assert body == "z" * 50
@@ -103,19 +103,28 @@ async def test_another_scopes_result_id_loads_nothing(memory: Memory) -> None:
     [wrapped] = _spec(memory).wrap_tools([_big()])
     reference = json.loads(wrapped.call().content)
     for user, session in (("bob", "s1"), ("alice", "s2")):
-        [load] = LocalMemoryToolSpec(memory=memory, user_id=user, session_id=session).to_tool_list()
+        load, grep = LocalMemoryToolSpec(memory=memory, user_id=user, session_id=session).to_tool_list()
         with pytest.raises(RecordNotFoundError):
             load.call(result_id=reference["result_id"])
         with pytest.raises(RecordNotFoundError):
             await load.acall(result_id=reference["result_id"])
+        # search_tool_result refuses another scope's id exactly as load_tool_result does
+        with pytest.raises(RecordNotFoundError) as searched:
+            grep.call(result_id=reference["result_id"], pattern="x")
+        with pytest.raises(RecordNotFoundError) as loaded:
+            load.call(result_id=reference["result_id"])
+        assert str(searched.value) == str(loaded.value)
+        with pytest.raises(RecordNotFoundError):
+            await grep.acall(result_id=reference["result_id"], pattern="x")
 
 
 def test_load_tool_result_is_never_wrapped(memory: Memory) -> None:
     spec = _spec(memory)
     tools = spec.wrap_tools([*spec.to_tool_list(), _big()])
     assert not isinstance(tools[0], ExternalizingTool)
-    assert isinstance(tools[1], ExternalizingTool)
-    assert externalize_tools(tools, memory, user_id="alice", session_id="s1")[1] is tools[1]
+    assert not isinstance(tools[1], ExternalizingTool)  # search_tool_result's answer is never stored either
+    assert isinstance(tools[2], ExternalizingTool)
+    assert externalize_tools(tools, memory, user_id="alice", session_id="s1")[2] is tools[2]
     direct = FunctionTool.from_defaults(fn=lambda: "d" * 10_000, name="d", description="d", return_direct=True)
     assert externalize_tools([direct], memory, user_id="alice", session_id="s1") == [direct]
 

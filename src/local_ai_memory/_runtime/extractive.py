@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Literal
 
 from local_ai_memory._runtime.messages import Message
@@ -28,6 +29,7 @@ from local_ai_memory._runtime.summary import (
     clean_line,
     dedupe,
     keep_newest,
+    render_summary,
 )
 from local_ai_memory._shared.tokens import TokenCounter
 
@@ -262,7 +264,16 @@ def _without_statements(text: str) -> str:
     return clean_line(" ".join(s for s in _all_sentences(text) if classify_user_sentence(s) not in _STATED))
 
 
-def next_goal(previous_goal: str, message: str, counter: TokenCounter, cap: int) -> tuple[str, list[tuple[str, str]]]:
+def _goal_core(text: str) -> str:
+    """What a long goal keeps when cut: its first sentence (which names the subject) and what it asks for."""
+    sentences = _all_sentences(text)
+    kept = [s for i, s in enumerate(sentences) if i == 0 or classify_user_sentence(s) in _ASKING]
+    return clean_line(" ".join(kept))
+
+
+def next_goal(
+    previous_goal: str, message: str, counter: TokenCounter, cap: int, effect: GoalEffect | None = None
+) -> tuple[str, list[tuple[str, str]]]:
     """The goal after one more user message, and the statements that must now live as bullets.
 
     The goal is the task the user set: a request or an explicit change ("Now ...", "Instead
@@ -274,15 +285,17 @@ def next_goal(previous_goal: str, message: str, counter: TokenCounter, cap: int)
     The goal keeps the message whole, facts included ("Our exporter writes NaN. Fix it."),
     so nothing is said twice. What it stated is handed back (as :func:`user_statements`
     pairs) when it stops holding it: when the goal is replaced, and when a goal longer than
-    ``cap`` tokens would have to be cut (then its statements move out first).
+    ``cap`` tokens would have to be cut (then its statements move out first, and the first
+    sentence, which names the subject, stays with what is asked). ``effect`` overrides
+    :func:`goal_effect`.
     """
-    effect = goal_effect(message, previous_goal)
+    effect = effect or goal_effect(message, previous_goal)
     if effect == "keep":
         return previous_goal, []
     text = clean_line(message)
     if effect == "set":
         if counter.count(text) > cap:
-            return counter.truncate(_without_statements(text) or text, cap), [
+            return counter.truncate(_goal_core(text) or text, cap), [
                 *user_statements(previous_goal),
                 *user_statements(text),
             ]
@@ -316,66 +329,389 @@ def _stored_output_line(content: str) -> str:
     return f"output of {size:,} bytes stored as tool result {where}: {preview}"
 
 
+# ---- what a message does (the whole-run extractive summary)
+
+_GOAL_LABEL = re.compile(
+    r"^\W*(?:(?:new|current|main|updated|revised|the)\s+)?(?:goal|task|objective|aim|mission|ziel|aufgabe|objectif|"
+    r"t[aâ]che|objetivo|tarea|meta|tarefa|obiettivo|compito)\s*[:\-–]\s*",
+    re.IGNORECASE,
+)
+_CHANGE_CUE = re.compile(
+    r"\b(?:change of plans?|plans? (?:have |has )?changed|new plan|new task|new goal|different task|"
+    r"what (?:i|we|she|he|they) (?:actually |really )?needs? (?:from you )?(?:now |instead )?is|"
+    r"nouvelle t[aâ]che|changement de plan|nouvel objectif|neue aufgabe|plan(?:ä|ae)nderung|neues ziel|"
+    r"cambio de planes?|nueva tarea|nuevo objetivo|mudan[cç]a de planos?|nova tarefa|novo objetivo)\b",
+    re.IGNORECASE,
+)
+"""An explicit change of goal wherever it stands in a sentence ("Ugh, change of plan.")."""
+_CHANGE_START = re.compile(
+    r"^(?:forget (?:that|the|it|about)|scratch that|moving on|let's move on|switch(?:ing)? to|"
+    r"oublie[zs]? (?:ça|la|le)|vergiss (?:das|die|den)|olvida (?:eso|lo|la|el)|esquece (?:isso|o|a))\b"
+)
+"""An explicit change of goal that only counts at the start of a sentence ("Don't forget the tests." is none)."""
+_COMMITMENT = re.compile(
+    r"\b(?:we(?:'ll| will| are going to| won't| will not| should| keep| stick| use)|i(?:'ll| will) (?:use|keep|go|add|"
+    r"write|pin|switch|leave|not|make|set|change|move|drop|replace|skip|do|implement|fix|open|file)|let's|let us|"
+    r"decided|decision|agreed|going with|go with|settled on|chose|choose|opted|instead|rather than|"
+    r"keep(?:s|ing)?\b.{0,60}\b(?:unchanged|as (?:is|they are|it is)|the same|exactly|intact|stable)|"
+    r"stays? (?:the same|unchanged|as|exactly)|remains? (?:the same|unchanged)|don't|do not|never|always|"
+    r"must(?:n't| not)?|won't|skip|separate(?:ly)?|not in this|out of scope|pin(?:ned)?|prefer|only|"
+    r"the plan is|plan:|approach:|"
+    r"on (?:part|garde|ne touche|va|reste)|nous allons|d[ée]cid|pas de|ne (?:pas|touche)|garder|plut[oô]t|"
+    r"vamos a|usaremos|decid|no (?:toques|usar|vamos|tocar)|mant[eé]n|mantener|mejor|en lugar de|dejamos|"
+    r"vamos|n[ãa]o (?:mexer|usar|vamos)|manter|mantenha|em vez de|fica(?:mos)?|"
+    r"wir (?:machen|nehmen|bleiben|lassen|werden|wollen)|machen wir|bleibt|keine?|nicht|separat|stattdessen|"
+    r"entschieden|lieber)\b",
+    re.IGNORECASE,
+)
+_NARRATION = re.compile(
+    r"^(?:let me|let's (?:check|look|see|start|try|confirm|verify)|i'll (?:check|look|start|pull|read|run|try|"
+    r"confirm|verify|see|dig|grab|fetch|open)|now (?:let me|i'll|the|for)|starting with|pulling|checking|looking|"
+    r"reading|running|making the|fetching|opening|searching|one moment|ok(?:ay)?|got it|sure|thanks|"
+    r"great|good|perfect|done\.?$|on it|here(?:'s| is) (?:the|a|what))\b",
+    re.IGNORECASE,
+)
+_CONCLUSION = re.compile(
+    r"\b(?:root cause|the cause|caused by|because|so the|that's why|which means|means|confirmed|found|turns out|"
+    r"explains|the problem|the issue|the reason|result|shows?|matches|verified|passed|failed|fails|"
+    r"la cause|parce que|donc|weil|ursache|daher|porque|la causa|por eso|a causa)\b",
+    re.IGNORECASE,
+)
+_FAILURE = re.compile(
+    r"\b(?:fails?|failing|failed|error|exception|traceback|broken|blocked|still|not yet|todo|unresolved|"
+    r"open question|unclear|pending|waiting|need(?:s)? (?:to|sign-off|approval))\b",
+    re.IGNORECASE,
+)
+_CODEISH = re.compile(r"`[^`]+`|\d[\d.,:%/-]*\w*|\w+[_./:@#=-]\w[\w./:@#=-]*|\b[A-Z][a-z]+[A-Z]\w*|\b[A-Z]{2,}\b")
+_NAME = re.compile(r"(?<=[a-z,;]\s)[A-Z][a-zà-ÿ]+")
+_CLAUSE_SPLIT = re.compile(r"(?<=[;:])\s+|\s+[—–]\s+|,\s+(?=(?:so|and|but|which|because|while|then)\b)")
+_PAGE_HEADER = re.compile(r"^\[tool result (?P<id>\S+) \((?P<tool>[^)]*)\): (?P<what>characters|lines) (?P<a>\d+)-")
+_PAGE_NUMBER = re.compile(r"page (?P<n>\d+) of (?P<of>\d+)")
+_SEARCH_HEADER = re.compile(r"^\[search in tool result (?P<id>\S+) \((?P<tool>[^)]*)\)")
+_TOOL_SUMMARY = re.compile(
+    r"\b(?:passed|failed|errors?|exception|not found|denied|timed? ?out|refused|no such|rows?|matches|"
+    r"hunks? applied|created|deleted|exit (?:code|status))\b",
+    re.IGNORECASE,
+)
+_PAGING_TOOLS = ("load_tool_result", "search_tool_result")
+
+
+@dataclass
+class _Candidate:
+    """A possible bullet: its section, text, score, position in the run and whether the user said it."""
+
+    section: str
+    text: str
+    score: float
+    order: int
+    user: bool = False
+
+
+def _specificity(text: str) -> int:
+    """How much a sentence names: numbers, code, identifiers, proper names (capped)."""
+    return min(5, len(_CODEISH.findall(text)) + len(_NAME.findall(text)))
+
+
+def _clauses(sentence: str, counter: TokenCounter, cap: int) -> list[str]:
+    """A sentence, or its clauses when it is longer than ``cap`` tokens (each clause then is one bullet)."""
+    if counter.count(sentence) <= cap:
+        return [sentence]
+    parts = [part.strip() for part in _CLAUSE_SPLIT.split(sentence) if len(part.strip().split()) >= 3]
+    return parts or [sentence]
+
+
+def _assistant_candidates(text: str, order: int, counter: TokenCounter, cap: int) -> list[_Candidate]:
+    """What an assistant message does, sentence by sentence: commits, concludes, asks or narrates."""
+    found: list[_Candidate] = []
+    for sentence in _sentences(text):
+        line = _not_the_user(clean_line(sentence))
+        if not line or (_NARRATION.match(line) and not _specificity(line)):
+            continue
+        for part in _clauses(line, counter, cap):
+            specific = _specificity(part)
+            narration = bool(_NARRATION.match(part))
+            if part.rstrip().endswith("?"):
+                section, score = OPEN_ISSUES, 1.0 + 0.5 * specific
+            elif _COMMITMENT.search(part):
+                section, score = DECISIONS, 2.5 + specific
+            elif _FAILURE.search(part) and not _CONCLUSION.search(part):
+                section, score = OPEN_ISSUES, 1.5 + specific
+            elif _DONE_CUE.search(part) and not specific:
+                section, score = COMPLETED, 0.5
+            else:
+                section = DISCOVERIES
+                score = 0.5 + specific + (1.5 if _CONCLUSION.search(part) else 0.0)
+            if narration:
+                score -= 2.0
+            if score > 0.5:
+                found.append(_Candidate(section, part, score, order))
+    return found
+
+
+def _user_candidates(text: str, order: int, counter: TokenCounter, cap: int) -> list[_Candidate]:
+    """What a user message states besides its task: decisions (rules, choices, constraints) and facts."""
+    found: list[_Candidate] = []
+    for sentence in _all_sentences(text):
+        kind = classify_user_sentence(sentence)
+        line = clean_line(sentence)
+        if kind in ("chat", "continue") or len(line.split()) < 3:
+            continue
+        if kind == "question" and not _specificity(line):
+            continue
+        for part in _clauses(line, counter, cap):
+            specific = _specificity(part)
+            if kind == "decision" or _COMMITMENT.search(part):
+                found.append(_Candidate(DECISIONS, part, 4.0 + specific, order, user=True))
+            elif kind == "question":
+                found.append(_Candidate(OPEN_ISSUES, part, 1.5 + specific, order, user=True))
+            elif kind == "fact" or (specific and len(part.split()) >= 5):
+                found.append(_Candidate(DISCOVERIES, part, 3.0 + specific, order, user=True))
+            elif kind in ("request", "step", "follow_up", "other") and len(part.split()) >= 5:
+                found.append(_Candidate(DECISIONS, part, 1.5, order, user=True))
+    return found
+
+
+def _tool_line(message: Message) -> tuple[str, str] | None:
+    """A tool result's own summary line (``(section, line)``), or ``None``: its raw text is never copied."""
+    content = message.content.strip()
+    label = message.name or "tool"
+    label = f"tool {label}" if f"{label}: ".startswith(USER_MARK) else label
+    if _TOOL_ERROR.match(content):
+        return OPEN_ISSUES, f"{label} failed: {clean_line(_first_line(content))}"
+    lines = [clean_line(line) for line in content.splitlines() if line.strip()]
+    short = [
+        line for line in lines if len(line.split()) <= 12 and _TOOL_SUMMARY.search(line) and re.search(r"\d", line)
+    ]
+    if short:
+        return DISCOVERIES, f"{label} reported: {short[-1]}"
+    return None
+
+
+def _explicit_goal(content: str) -> tuple[str, str] | None:
+    """``(before, goal)`` when the message states its goal explicitly ("Goal: ...", "New task: ...")."""
+    text = content.strip()
+    label = _GOAL_LABEL.match(text)
+    if label:
+        return "", text[label.end() :].strip()
+    for sentence in _all_sentences(text):
+        label = _GOAL_LABEL.match(sentence)
+        opening = _FILLER.sub("", clean_line(sentence).lower()).strip()
+        if label or _CHANGE_CUE.search(sentence) or _CHANGE_START.match(opening):
+            at = text.find(sentence)
+            rest = text[at:]
+            if label:
+                rest = rest[label.end() :]
+            return text[:at].strip(), rest.strip()
+    return None
+
+
+def _is_task(goal: str) -> bool:
+    """Whether a goal is a task the user set, not a stand-in remark ("Hello there.") a later message replaces."""
+    sentences = _all_sentences(goal)
+    return any(classify_user_sentence(s) in _ASKING for s in sentences) or len(goal.split()) >= 6
+
+
+def _changes_task(sentence: str) -> bool:
+    """Whether a user sentence opens with a change of task ("Now ...", "Instead, ...", "New task: ...")."""
+    text = _FILLER.sub("", clean_line(sentence).lower()).strip()
+    return classify_user_sentence(sentence) == "new_task" and bool(_NEW_TASK.match(text))
+
+
+def _extends(sentence: str) -> bool:
+    """Whether a user sentence adds a task to the goal ("Also add a flag."), not a rule ("And don't ...")."""
+    text = _FILLER.sub("", clean_line(sentence).lower()).strip()
+    follow = _FOLLOW_UP.match(text)
+    if not follow:
+        return False
+    rest = _POLITE.sub("", text[follow.end() :], count=1).strip()
+    return bool(_TASK_VERB.match(rest)) and not _RULE_START.match(rest)
+
+
+def _collapse_tools(tools: list[Message], pages: dict[str, list[int]]) -> list[str]:
+    """One Completed line per kind of tool call: "read_file ×3", and "read result r-3 (pages 1-50)"."""
+    counts: dict[str, int] = {}
+    for message in tools:
+        name = message.name or "tool"
+        if name in _PAGING_TOOLS:
+            continue
+        counts[name] = counts.get(name, 0) + 1
+    lines: list[str] = []
+    if counts:
+        lines.append("ran " + ", ".join(f"{name} ×{n}" if n > 1 else name for name, n in counts.items()))
+    for result_id, seen in pages.items():
+        numbers = sorted(set(seen))
+        if not numbers:
+            lines.append(f"searched result {result_id}")
+            continue
+        span = f"page {numbers[0]}" if len(numbers) == 1 else f"pages {numbers[0]}-{numbers[-1]}"
+        lines.append(f"read result {result_id} ({span})")
+    return [line if not line.startswith(USER_MARK) else f"tool {line}" for line in lines]
+
+
+def _select(candidates: list[_Candidate], counter: TokenCounter, room: int, goal: str = "") -> list[_Candidate]:
+    """The candidates worth the most per token that fit in ``room`` tokens, in their original order.
+
+    A candidate the goal already says is left out.
+    """
+    in_goal = " ".join(re.sub(r"[^\w\s]", " ", goal.lower()).split())
+    ranked = sorted(
+        enumerate(candidates),
+        key=lambda pair: (-(pair[1].score / max(4, counter.count(pair[1].text)) ** 0.5), -pair[1].order),
+    )
+    chosen: list[int] = []
+    used = 0
+    seen: set[str] = set()
+    for index, candidate in ranked:
+        key = " ".join(re.sub(r"[^\w\s]", " ", candidate.text.lower()).split())
+        if key in seen or (len(key) > 20 and key in in_goal):
+            continue
+        cost = counter.count(candidate.text) + 3
+        if used + cost > room:
+            continue
+        seen.add(key)
+        chosen.append(index)
+        used += cost
+    return [candidates[index] for index in sorted(chosen)]
+
+
 def extract_summary(
     messages: list[Message], counter: TokenCounter, target_tokens: int, previous_goal: str = ""
 ) -> Summary:
-    """A deterministic summary from cue words, used when no LLM is configured.
+    """A deterministic summary of a whole run, from what each message does; used when no LLM is configured.
 
-    * goal: the task the user set (:func:`next_goal`): a request or an explicit change sets
-      it, a follow-up such as "Also add a flag" extends it, questions leave it;
-    * what the user stated (:func:`user_statements`): facts to discoveries and rules,
-      preferences and choices to decisions, each marked with ``User:`` so trimming keeps them;
-    * completed: one line per tool result (tool name and the first line of its output) and
-      assistant sentences reporting work done;
-    * open issues: tool results that start with an error, and sentences with words such as
-      "still", "need to", "fails";
-    * decisions: assistant sentences such as "we will", "decided", "instead of" (never tool
-      outputs, which are data from outside);
-    * discoveries: other assistant sentences with words such as "found", "because", "returns".
+    * goal: the task the user set. The first request (or a ``Goal: ...`` line) sets it; a later
+      explicit change ("New task: ...", "Change of plans. ...", "Goal: ...") replaces it, and
+      the earlier goal moves to Completed; a follow-up such as "Also add a flag" extends it;
+      constraints, questions and requests about the task at hand ("send it as a PR") leave it;
+    * decisions: commitments and choices from either side ("we will", "let's", "decided",
+      "keep X unchanged", "don't ...", and their French, Spanish, Portuguese and German
+      counterparts); what the user decided is marked ``User:`` so trimming keeps it longest;
+    * discoveries: facts the user stated, the assistant's conclusions and findings (sentences
+      that name things: numbers, code, identifiers, names), and a tool result's own summary
+      line ("3 passed", "1 failed");
+    * open issues: questions still open and failures (a tool result that is an error, a
+      sentence saying something fails or is blocked);
+    * completed: one line per kind of tool call ("ran read_file ×3, run_shell"), paging
+      collapsed to "read result r-3 (pages 1-50)", and earlier goals. Raw tool output is
+      never copied in, and tool outputs never feed Decisions.
+
+    The bullets that say the most per token are kept first, so the summary fits
+    ``target_tokens`` without dropping decisions for tool chatter (the budget rules of the
+    compressor then apply as usual).
     """
-    bullet_cap = max(8, min(48, target_tokens // 6))
-    goal_cap = max(8, target_tokens // 4)
-    summary = Summary()
-    goal = previous_goal
-    bullets = summary.bullets
-    for message in messages:
-        content = message.content.strip()
+    reader = _RunReader(counter, target_tokens, previous_goal)
+    for order, message in enumerate(messages):
         if message.role == "tool":
-            first = clean_line(_first_line(_stored_output_line(content)), counter, bullet_cap)
-            label = message.name or "tool"
-            label = f"tool {label}" if f"{label}: ".startswith(USER_MARK) else label  # never a "User: " bullet
-            if _TOOL_ERROR.match(content):
-                bullets[OPEN_ISSUES].append(f"{label} failed: {first}")
-            elif first:
-                bullets[COMPLETED].append(f"{label}: {first}")
+            reader.tool(message, order)
+        elif message.role == "user":
+            reader.user(message.content.strip(), order)
+        elif message.role == "assistant":
+            reader.candidates += _assistant_candidates(message.content.strip(), order, counter, reader.clause_cap)
+    return reader.summary()
+
+
+class _RunReader:
+    """The state of :func:`extract_summary` while it reads a run: the goal, the candidates, the tool calls."""
+
+    def __init__(self, counter: TokenCounter, target_tokens: int, goal: str) -> None:
+        self.counter = counter
+        self.target_tokens = target_tokens
+        self.bullet_cap = max(8, min(48, target_tokens // 6))
+        self.clause_cap = max(16, min(40, target_tokens // 12))
+        self.goal_cap = max(8, target_tokens // 4)
+        self.goal = goal
+        self.candidates: list[_Candidate] = []
+        self.tools: list[Message] = []
+        self.pages: dict[str, list[int]] = {}
+        self.earlier_goals: list[str] = []
+
+    def tool(self, message: Message, order: int) -> None:
+        """A tool result: paging is counted, a stored output is named, else only its own summary line."""
+        content = message.content.strip()
+        self.tools.append(message)
+        header = _first_line(content)
+        found = _PAGE_HEADER.match(header) or _SEARCH_HEADER.match(header)
+        if found is not None:
+            numbers = self.pages.setdefault(found["id"], [])
+            if found.re is _PAGE_HEADER:
+                number = _PAGE_NUMBER.search(header)
+                numbers.append(int(number["n"]) if number else len(numbers) + 1)
+            return
+        stored = _stored_output_line(content)
+        if stored is not content:
+            line = f"{message.name or 'tool'}: {clean_line(stored, self.counter, 24)}"
+            self.candidates.append(_Candidate(COMPLETED, line, 1.0, order))
+            return
+        summary_line = _tool_line(message)
+        if summary_line is not None:
+            text = clean_line(summary_line[1], self.counter, self.clause_cap)
+            self.candidates.append(_Candidate(summary_line[0], text, 1.0, order))
+
+    def _explicit(self, before: str, new_goal: str, order: int) -> None:
+        """An explicit goal ("Goal: ...", "New task: ..."): it replaces the goal; the earlier one is kept aside."""
+        counter, goal = self.counter, self.goal
+        if goal:
+            self.earlier_goals.append(goal)
+            self.candidates += _user_candidates(_without_goal_text(goal), order, counter, self.clause_cap)
+        text = clean_line(new_goal)
+        if counter.count(text) > self.goal_cap:
+            self.candidates += _user_candidates(text, order, counter, self.clause_cap)
+            text = counter.truncate(_goal_core(text) or text, self.goal_cap)
+        if goal:  # what the earlier goal was about, while there is room for it
+            room = self.goal_cap - counter.count(text) - 4
+            if room >= 8:
+                text = f"{text} (earlier: {counter.truncate(_goal_core(goal) or goal, room)})"
+        self.goal = text
+        self.candidates += _user_candidates(before, order, counter, self.clause_cap)
+
+    def user(self, content: str, order: int) -> None:
+        """A user message: it may set, change or extend the goal; what else it states becomes candidates."""
+        explicit = _explicit_goal(content)
+        if explicit is not None and explicit[1]:
+            self._explicit(*explicit, order)
+            return
+        effect: GoalEffect | None = None
+        if _is_task(self.goal):  # a goal stands: only an explicit change replaces it, only a new request extends it
+            sentences = _all_sentences(content)
+            if any(_changes_task(sentence) for sentence in sentences):
+                effect = "set"
+            elif any(_extends(sentence) for sentence in sentences):
+                effect = "extend"
             else:
-                bullets[COMPLETED].append(f"{label}: (empty result)")
-            continue
-        if message.role == "user":
-            goal_before = goal
-            goal, stated = next_goal(goal, content, counter, goal_cap)
-            if goal == goal_before:  # the message is not in the goal: what it states needs bullets
-                stated += user_statements(content)
-            for section, sentence in stated:
-                line = clean_line(sentence, counter, bullet_cap)
-                if line:
-                    bullets[section].append(USER_MARK + line)
-            continue
-        if message.role != "assistant":
-            continue
-        for sentence in _sentences(content):
-            line = _not_the_user(clean_line(sentence, counter, bullet_cap))
-            if not line:
-                continue
-            if _DECISION_CUE.search(sentence):
-                bullets[DECISIONS].append(line)
-            elif _ISSUE_CUE.search(sentence):
-                bullets[OPEN_ISSUES].append(line)
-            elif _DONE_CUE.search(sentence):
-                bullets[COMPLETED].append(line)
-            elif _DISCOVERY_CUE.search(sentence):
-                bullets[DISCOVERIES].append(line)
-    summary.goal = goal
-    for name in LIST_SECTIONS:
-        bullets[name] = keep_newest(dedupe(bullets[name]), MAX_BULLETS)
-    return summary
+                effect = "keep"
+        before = self.goal
+        self.goal, stated = next_goal(before, content, self.counter, self.goal_cap, effect)
+        if before and self.goal != before and not self.goal.startswith(before):
+            self.earlier_goals.append(before)
+        if self.goal == before:
+            self.candidates += _user_candidates(content, order, self.counter, self.clause_cap)
+        for section, sentence in stated:
+            line = clean_line(sentence, self.counter, self.bullet_cap)
+            if line:
+                self.candidates.append(_Candidate(section, line, 4.0 + _specificity(line), order, user=True))
+
+    def summary(self) -> Summary:
+        """The summary: fixed lines (tool calls, earlier goals), then the best candidates that fit."""
+        counter = self.counter
+        summary = Summary(self.goal)
+        # What was done comes first in Completed; it competes for room like any other bullet.
+        done = [
+            _Candidate(COMPLETED, line, 1.5, -1)
+            for line in _collapse_tools(self.tools, self.pages)
+            + [f"earlier goal: {clean_line(g, counter, self.bullet_cap)}" for g in self.earlier_goals]
+        ]
+        headings = counter.count(render_summary(Summary(self.goal)))
+        room = max(0, self.target_tokens - headings - 4)
+        for candidate in self.candidates:
+            candidate.text = clean_line(candidate.text, counter, self.clause_cap)
+        for candidate in _select([*done, *self.candidates], counter, room, self.goal):
+            text = candidate.text
+            summary.bullets[candidate.section].append(USER_MARK + text if candidate.user else _not_the_user(text))
+        for name in LIST_SECTIONS:
+            summary.bullets[name] = keep_newest(dedupe(summary.bullets[name]), MAX_BULLETS)
+        return summary
+
+
+def _without_goal_text(goal: str) -> str:
+    """The statements a goal held (facts and decisions), which must live on as bullets once it is replaced."""
+    return " ".join(sentence for section, sentence in user_statements(goal))

@@ -9,7 +9,7 @@ what the user stated are carried over), and :func:`enforce_budget` trims bullets
 from the least important section (:data:`TRIM_ORDER`), then the bullets the user stated
 (marked with :data:`USER_MARK`), cutting the goal last, until the text fits.
 :func:`summary_budget` is the size a summary may take: the target, and never more than
-what it summarizes unless the headings and what the user stated need it.
+what it summarizes unless the headings, the decisions and what the user stated need it.
 
 Everything here is pure: no I/O, no model calls.
 """
@@ -281,16 +281,18 @@ def summary_budget(summary: Summary, counter: TokenCounter, target_tokens: int, 
     ``tokens_before`` is the size of the messages the summary was written from. The budget is
     ``target_tokens`` when that is smaller, otherwise ``tokens_before``: a summary of a short
     exchange is not longer than the exchange. Two things are never given up for that rule: the
-    five headings (the stored format) and the goal with the bullets the user stated
-    (:data:`USER_MARK`), which nothing else keeps once the messages are compacted; only when
-    those alone are larger than the input is the summary longer. The compressor applies the
+    five headings (the stored format) and the goal with the decisions (from either side) and the
+    bullets the user stated (:data:`USER_MARK`), which nothing else keeps once the messages are
+    compacted (a run that ends "We will keep the REST paths unchanged." must leave that
+    decision in L1); only when those alone are larger than the input is the summary longer. The compressor applies the
     rule when there is no earlier L1: merged into one, a summary also stands for messages that
     are gone, and only the target bounds it.
     """
     if tokens_before >= target_tokens:
         return target_tokens
     core = Summary(
-        summary.goal, {name: [i for i in items if user_stated(i)] for name, items in summary.bullets.items()}
+        summary.goal,
+        {name: [i for i in items if user_stated(i) or name == DECISIONS] for name, items in summary.bullets.items()},
     )
     return min(target_tokens, max(tokens_before, counter.count(render_summary(core))))
 

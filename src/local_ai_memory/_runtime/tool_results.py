@@ -4,15 +4,23 @@
 ``config.tool_result_inline_limit`` UTF-8 bytes (default 6,144) or when it is an error message.
 Anything larger is saved as an L3 record and the model gets a short JSON reference instead::
 
-    {"result_id": "3f9c0a7be21d4c55", "summary": "<first 1000 characters>…", "size": 128450}
+    {"result_id": "3f9c0a7be21d4c55", "summary": "<first 1000 characters>…", "size": 128450,
+     "chars": 128450, "lines": 2210, "pages": 17}
 
-``size`` is the original UTF-8 byte count; the summary ends with ``…`` only when it was cut.
+``size`` is the original UTF-8 byte count, ``chars`` its length in characters, ``lines`` its
+number of lines and ``pages`` how many default pages (:data:`DEFAULT_PAGE_CHARS` characters,
+about 2,000 tokens) reading it whole takes; the summary ends with ``…`` only when it was cut.
+References written before ``chars``/``lines``/``pages`` existed still parse.
 Result ids are 16 random hex characters, checked to be unused; they are never derived from a
 provider's tool-call id.
 
 The model reads the full output back in pages with :meth:`ToolResultStore.load_page`
-(characters ``offset`` to ``offset + limit``), rendered by :func:`render_page`; a page is
-plain text handed to the model and is never externalized again.
+(characters ``offset`` to ``offset + limit``), rendered by :func:`render_page`, or by lines
+with :meth:`ToolResultStore.read_lines`; or it asks :meth:`ToolResultStore.search` for the
+lines matching a literal or regular-expression pattern, with line numbers and context, instead
+of paging through it. Pages and search answers are plain text handed to the model and are never
+externalized again. Every read goes through the scope's manager, so another scope's id is
+"not found" whichever way it is asked for.
 
 Retention (:class:`RetentionPolicy`) bounds each scope's results by count, bytes and age.
 :meth:`ToolResultStore.prune` applies it (it also runs after an externalization pushes the
@@ -26,11 +34,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
+import re
 import secrets
 import time
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -42,20 +54,39 @@ from local_ai_memory._shared.records import AgentCheckpoint, ToolIndexEntry, Too
 
 __all__ = [
     "DEFAULT_PAGE_CHARS",
+    "DEFAULT_PAGE_LINES",
+    "DEFAULT_SEARCH_MATCHES",
+    "MAX_SEARCH_MATCHES",
     "RetentionPolicy",
+    "SearchHit",
+    "ToolResultLines",
     "ToolResultPage",
     "ToolResultReference",
+    "ToolResultSearch",
     "ToolResultStore",
     "make_reference",
     "parse_reference",
     "protected_result_ids",
+    "render_lines",
     "render_page",
+    "render_search",
+    "search_lines",
     "select_for_pruning",
     "summarize",
     "utf8_size",
 ]
 
-DEFAULT_PAGE_CHARS = 4000
+DEFAULT_PAGE_CHARS = 8000
+"""Characters in a default page: about 2,000 tokens, sized for a model's context rather than a terminal."""
+DEFAULT_PAGE_LINES = 200
+"""Lines in a default page read by lines."""
+DEFAULT_SEARCH_MATCHES = 20
+"""Matching lines one search answer shows by default."""
+MAX_SEARCH_MATCHES = 100
+MAX_CONTEXT_LINES = 10
+MAX_PATTERN_CHARS = 500
+_SHOWN_LINE_CHARS = 400  # a search answer cuts longer lines (a minified JSON line is one huge line)
+_READ_CHUNK = 1 << 20
 _SIZE_CHUNK = 1 << 20
 _ID_BYTES = 8
 
@@ -93,11 +124,30 @@ class ToolResultReference(BaseModel):
     result_id: str
     summary: str
     size: int = Field(ge=0, description="UTF-8 bytes of the whole output.")
+    chars: int | None = Field(default=None, ge=0, description="Characters of the whole output.")
+    lines: int | None = Field(default=None, ge=0, description="Lines of the whole output.")
+    pages: int | None = Field(default=None, ge=0, description="Default pages (DEFAULT_PAGE_CHARS) it takes to read.")
+
+
+def _line_count(content: str) -> int:
+    return content.count("\n") + (1 if content and not content.endswith("\n") else 0)
 
 
 def make_reference(result_id: str, content: str, size: int, summary_max_chars: int) -> str:
-    """The JSON reference the model sees in place of an externalized output."""
-    reference = {"result_id": result_id, "summary": summarize(content, summary_max_chars), "size": size}
+    """The JSON reference the model sees in place of an externalized output.
+
+    Besides the id, a summary and ``size`` (UTF-8 bytes), it says how long the output is in
+    characters and lines and how many default pages reading it takes, so a model can tell
+    whether to page or to search (:meth:`ToolResultStore.search`).
+    """
+    reference = {
+        "result_id": result_id,
+        "summary": summarize(content, summary_max_chars),
+        "size": size,
+        "chars": len(content),
+        "lines": _line_count(content),
+        "pages": max(1, math.ceil(len(content) / DEFAULT_PAGE_CHARS)),
+    }
     return json.dumps(reference, ensure_ascii=False)
 
 
@@ -126,11 +176,156 @@ def render_page(page: ToolResultPage) -> str:
         where = "end of result"
     else:
         where = f"{page.remaining} more characters; call load_tool_result with offset={page.next_offset} for the next"
+    size = max(1, len(page.content))
+    number, count = page.offset // size + 1, max(1, math.ceil(page.total_chars / size))
     header = (
         f"[tool result {page.result_id} ({page.tool or 'unknown tool'}): "
-        f"characters {page.offset}-{end} of {page.total_chars}; {where}]"
+        f"characters {page.offset}-{end} of {page.total_chars}; page {number} of {count}; {where}]"
     )
     return f"{header}\n{page.content}"
+
+
+@dataclass(frozen=True)
+class ToolResultLines:
+    """Lines ``first`` to ``first + len(lines) - 1`` (1-based) of a stored output, out of ``total_lines``."""
+
+    result_id: str
+    tool: str
+    first: int
+    lines: tuple[str, ...]
+    total_lines: int
+
+    @property
+    def next_line(self) -> int | None:
+        """Where the next page of lines starts; ``None`` at the end."""
+        after = self.first + len(self.lines)
+        return after if after <= self.total_lines else None
+
+
+def render_lines(page: ToolResultLines) -> str:
+    """A page of lines for the model: a header, then each line after its number."""
+    last = page.first + len(page.lines) - 1
+    if page.next_line is None:
+        where = "end of result"
+    else:
+        where = f"{page.total_lines - last} more lines; call load_tool_result with line={page.next_line} for the next"
+    span = f"lines {page.first}-{last}" if page.lines else f"no lines from line {page.first}"
+    header = f"[tool result {page.result_id} ({page.tool or 'unknown tool'}): {span} of {page.total_lines}; {where}]"
+    body = "\n".join(f"{page.first + index}: {line}" for index, line in enumerate(page.lines))
+    return f"{header}\n{body}".rstrip("\n")
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One matching line (``line``, 1-based) with the lines around it (``(number, text)`` pairs, in order)."""
+
+    line: int
+    around: tuple[tuple[int, str], ...]
+
+
+@dataclass(frozen=True)
+class ToolResultSearch:
+    """What :meth:`ToolResultStore.search` found: the hits shown, how many match in all, where the next start."""
+
+    result_id: str
+    tool: str
+    pattern: str
+    hits: tuple[SearchHit, ...]
+    total_matches: int
+    total_lines: int
+    skip: int
+
+    @property
+    def next_skip(self) -> int | None:
+        """The ``skip`` that shows the next matches; ``None`` when none are left."""
+        after = self.skip + len(self.hits)
+        return after if after < self.total_matches else None
+
+
+def _shown(text: str) -> str:
+    return text if len(text) <= _SHOWN_LINE_CHARS else text[:_SHOWN_LINE_CHARS] + f"… [{len(text):,} characters]"
+
+
+def render_search(found: ToolResultSearch) -> str:
+    """A search answer for the model: a header, then each hit's lines, the matching one marked with ``>``."""
+    tool = found.tool or "unknown tool"
+    if not found.total_matches:
+        return (
+            f"[search in tool result {found.result_id} ({tool}), {found.total_lines} lines: "
+            f"no line matches {found.pattern!r}]"
+        )
+    if not found.hits:
+        return (
+            f"[search in tool result {found.result_id} ({tool}): {found.total_matches} matching lines, "
+            f"none after skip={found.skip}]"
+        )
+    first, last = found.skip + 1, found.skip + len(found.hits)
+    more = f"; call search_tool_result with skip={found.next_skip} for more" if found.next_skip is not None else ""
+    header = (
+        f"[search in tool result {found.result_id} ({tool}), {found.total_lines} lines: "
+        f"matches {first}-{last} of {found.total_matches} for {found.pattern!r}{more}]"
+    )
+    blocks: list[str] = []
+    shown_until = 0
+    for hit in found.hits:
+        lines = [(number, text) for number, text in hit.around if number > shown_until]
+        if blocks and lines and lines[0][0] > shown_until + 1:
+            blocks.append("--")
+        for number, text in lines:
+            mark = ">" if number == hit.line else " "
+            blocks.append(f"{mark}{number}: {_shown(text)}")
+        shown_until = max(shown_until, hit.around[-1][0] if hit.around else hit.line)
+    return header + "\n" + "\n".join(blocks)
+
+
+def _whole_number(name: str, value: object, low: int, high: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        bound = f" and <= {high}" if high is not None else ""
+        raise InvalidInputError(f"{name} must be a whole number >= {low}{bound}, got {value!r}")
+    return value
+
+
+def _matcher(pattern: object, regex: bool, ignore_case: bool) -> re.Pattern[str]:
+    if not isinstance(pattern, str) or not pattern:
+        raise InvalidInputError("pattern must be a non-empty string")
+    if len(pattern) > MAX_PATTERN_CHARS:
+        raise InvalidInputError(f"pattern must be at most {MAX_PATTERN_CHARS} characters, got {len(pattern)}")
+    try:
+        return re.compile(pattern if regex else re.escape(pattern), re.IGNORECASE if ignore_case else 0)
+    except re.error as exc:
+        raise InvalidInputError(f"pattern is not a valid regular expression: {exc}") from exc
+
+
+def search_lines(
+    result_id: str,
+    tool: str,
+    content: str,
+    pattern: str,
+    *,
+    regex: bool = False,
+    ignore_case: bool = True,
+    context: int = 2,
+    skip: int = 0,
+    max_matches: int = DEFAULT_SEARCH_MATCHES,
+) -> ToolResultSearch:
+    """The lines of ``content`` matching ``pattern`` (pure; :meth:`ToolResultStore.search` loads the content)."""
+    matcher = _matcher(pattern, regex, ignore_case)
+    context = _whole_number("context", context, 0, MAX_CONTEXT_LINES)
+    skip = _whole_number("skip", skip, 0)
+    max_matches = _whole_number("max_matches", max_matches, 1, MAX_SEARCH_MATCHES)
+    lines = content.splitlines()
+    matching = [index for index, line in enumerate(lines) if matcher.search(line)]
+    hits = tuple(
+        SearchHit(
+            index + 1,
+            tuple(
+                (number + 1, lines[number])
+                for number in range(max(0, index - context), min(len(lines), index + context + 1))
+            ),
+        )
+        for index in matching[skip : skip + max_matches]
+    )
+    return ToolResultSearch(result_id, tool, pattern, hits, len(matching), len(lines), skip)
 
 
 def protected_result_ids(checkpoints: Sequence[AgentCheckpoint]) -> set[str]:
@@ -238,13 +433,125 @@ class ToolResultStore:
         """
         return self.manager.load_tool_result_page(result_id, offset, limit)
 
-    def read(self, result_id: str, offset: int = 0, limit: int = DEFAULT_PAGE_CHARS) -> str:
-        """A page rendered for the model (:func:`render_page`): what a ``load_tool_result`` tool returns."""
+    def read(
+        self,
+        result_id: str,
+        offset: int = 0,
+        limit: int = DEFAULT_PAGE_CHARS,
+        *,
+        line: int | None = None,
+        lines: int = DEFAULT_PAGE_LINES,
+    ) -> str:
+        """A page rendered for the model: what a ``load_tool_result`` tool returns.
+
+        By characters (``offset``, ``limit``; :func:`render_page`), or by lines when ``line``
+        (1-based) is given: ``lines`` lines from there, numbered (:func:`render_lines`).
+        """
+        if line is not None:
+            return render_lines(self.load_lines(result_id, line, lines))
         return render_page(self.load_page(result_id, offset, limit))
 
-    async def aread(self, result_id: str, offset: int = 0, limit: int = DEFAULT_PAGE_CHARS) -> str:
+    async def aread(
+        self,
+        result_id: str,
+        offset: int = 0,
+        limit: int = DEFAULT_PAGE_CHARS,
+        *,
+        line: int | None = None,
+        lines: int = DEFAULT_PAGE_LINES,
+    ) -> str:
         """Async twin of :meth:`read`."""
+        if line is not None:
+            return render_lines(await asyncio.to_thread(self.load_lines, result_id, line, lines))
         return render_page(await self.aload_page(result_id, offset, limit))
+
+    def _whole(self, result_id: str) -> tuple[str, str]:
+        """The tool name and the whole stored output, read through the scope check in chunks."""
+        page = self.load_page(result_id, 0, _READ_CHUNK)
+        parts = [page.content]
+        while page.next_offset is not None:
+            page = self.load_page(result_id, page.next_offset, _READ_CHUNK)
+            parts.append(page.content)
+        return page.tool, "".join(parts)
+
+    def load_lines(self, result_id: str, line: int = 1, lines: int = DEFAULT_PAGE_LINES) -> ToolResultLines:
+        """Lines ``line`` to ``line + lines - 1`` (1-based) of a stored output of this scope.
+
+        The same scope check as :meth:`load_page`: another scope's id gives :class:`RecordNotFoundError`.
+        """
+        line = _whole_number("line", line, 1)
+        lines = _whole_number("lines", lines, 1)
+        tool, content = self._whole(result_id)
+        all_lines = content.splitlines()
+        return ToolResultLines(result_id, tool, line, tuple(all_lines[line - 1 : line - 1 + lines]), len(all_lines))
+
+    def search(
+        self,
+        result_id: str,
+        pattern: str,
+        *,
+        regex: bool = False,
+        ignore_case: bool = True,
+        context: int = 2,
+        skip: int = 0,
+        max_matches: int = DEFAULT_SEARCH_MATCHES,
+    ) -> ToolResultSearch:
+        """The lines of a stored output of this scope that match ``pattern``, with ``context`` lines around each.
+
+        ``pattern`` is a literal string unless ``regex``; case is ignored unless ``ignore_case``
+        is false. At most ``max_matches`` (up to :data:`MAX_SEARCH_MATCHES`) hits are returned,
+        after skipping the first ``skip``; ``next_skip`` says where the next ones start. The
+        output is read with the same scope check as :meth:`load_page`, so another scope's id
+        gives the same :class:`RecordNotFoundError` as a missing one. A bad pattern or bound
+        gives :class:`InvalidInputError` before anything is read.
+        """
+        _matcher(pattern, regex, ignore_case)
+        _whole_number("context", context, 0, MAX_CONTEXT_LINES)
+        _whole_number("skip", skip, 0)
+        _whole_number("max_matches", max_matches, 1, MAX_SEARCH_MATCHES)
+        tool, content = self._whole(result_id)
+        return search_lines(
+            result_id,
+            tool,
+            content,
+            pattern,
+            regex=regex,
+            ignore_case=ignore_case,
+            context=context,
+            skip=skip,
+            max_matches=max_matches,
+        )
+
+    async def asearch(
+        self,
+        result_id: str,
+        pattern: str,
+        *,
+        regex: bool = False,
+        ignore_case: bool = True,
+        context: int = 2,
+        skip: int = 0,
+        max_matches: int = DEFAULT_SEARCH_MATCHES,
+    ) -> ToolResultSearch:
+        """Async twin of :meth:`search`."""
+        return await asyncio.to_thread(
+            self.search,
+            result_id,
+            pattern,
+            regex=regex,
+            ignore_case=ignore_case,
+            context=context,
+            skip=skip,
+            max_matches=max_matches,
+        )
+
+    def search_text(self, result_id: str, pattern: str, **options: Any) -> str:
+        """:meth:`search` rendered for the model (:func:`render_search`): what a ``search_tool_result`` tool returns."""
+        return render_search(self.search(result_id, pattern, **options))
+
+    async def asearch_text(self, result_id: str, pattern: str, **options: Any) -> str:
+        """Async twin of :meth:`search_text`."""
+        return render_search(await self.asearch(result_id, pattern, **options))
 
     def prune(self, now: float | None = None, *, keep: Sequence[str] = ()) -> list[str]:
         """Apply the retention policy to this scope; return the ids removed.

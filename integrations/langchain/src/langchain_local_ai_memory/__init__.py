@@ -1,7 +1,7 @@
 """LangChain and LangGraph integration of local-ai-memory.
 
 * :class:`LocalMemoryRetriever`: the knowledge memory as a ``BaseRetriever``.
-* :func:`create_memory_tools`: ``load_tool_result`` and ``search_memory`` tools.
+* :func:`create_memory_tools`: ``load_tool_result``, ``search_tool_result`` and ``search_memory`` tools.
 * :class:`LocalMemoryMiddleware` (and its parts): agent middleware for ``create_agent``.
 * :class:`LocalMemorySaver`: a LangGraph checkpointer (``checkpointer=``) over the memory's backend.
 * :class:`LocalMemoryCallbackHandler`: persistence and L1 compression for chains without middleware.
@@ -25,6 +25,7 @@ from ._retriever import LocalMemoryRetriever
 from ._tools import (
     KnowledgeSearchTool,
     LoadToolResultTool,
+    SearchToolResultTool,
     create_memory_tools,
 )
 
@@ -52,6 +53,7 @@ __all__ = [
     "LocalMemorySaver",
     "LocalMemoryStore",
     "MemoryPromptMiddleware",
+    "SearchToolResultTool",
     "ToolResultMiddleware",
     "WorkingMemoryMiddleware",
     "as_embedder",
@@ -81,6 +83,7 @@ _MIDDLEWARE = {
     "CheckpointMiddleware",
     "LocalMemoryMiddleware",
     "MemoryPromptMiddleware",
+    "SearchToolResultTool",
     "ToolResultMiddleware",
     "WorkingMemoryMiddleware",
 }

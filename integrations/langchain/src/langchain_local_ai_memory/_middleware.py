@@ -6,8 +6,8 @@ does all of the following, and each part is also available alone:
 * :class:`ToolResultMiddleware` (``wrap_tool_call`` / ``awrap_tool_call``): a successful tool
   output above ``config.tool_result_inline_limit`` UTF-8 bytes is saved to L3 and the
   ``ToolMessage`` the model gets carries the JSON reference ``{result_id, summary, size}``
-  instead. Error results and the output of ``load_tool_result`` itself stay inline. It also
-  registers the ``load_tool_result`` tool with the agent.
+  instead. Error results and the output of ``load_tool_result`` and ``search_tool_result``
+  themselves stay inline. It also registers those two tools with the agent.
 * :class:`MemoryPromptMiddleware` (``wrap_model_call``): appends the L0 agent state and the L1
   working memory, fenced as data by the core's ``ContextBuilder``, to the system message of
   each model request. The graph state is not changed: nothing is added to ``messages``.
@@ -82,7 +82,7 @@ from local_ai_memory.types import AgentCheckpoint
 from ._adapters import as_llm
 from ._retriever import LocalMemoryRetriever
 from ._scope import MemoryLocation, memory_of, resolve_scope
-from ._tools import LOAD_TOOL_RESULT, LoadToolResultTool
+from ._tools import LOAD_TOOL_RESULT, SEARCH_TOOL_RESULT, LoadToolResultTool, SearchToolResultTool
 
 if TYPE_CHECKING:
     from ._checkpointer import LocalMemorySaver
@@ -181,7 +181,7 @@ class _MemoryPart(AgentMiddleware[AgentState[Any], Any, Any]):
 
 
 class ToolResultMiddleware(_MemoryPart):
-    """Moves large successful tool outputs to L3; the model gets a reference and ``load_tool_result``."""
+    """Moves large successful tool outputs to L3; the model gets a reference and the tools to read and search it."""
 
     def __init__(
         self,
@@ -197,9 +197,14 @@ class ToolResultMiddleware(_MemoryPart):
         super().__init__()
         self._scope = _Scoped(user_id, session_id, memory, config)
         self.retention = retention
-        self.inline_tools = frozenset({LOAD_TOOL_RESULT, *inline_tools})
+        self.inline_tools = frozenset({LOAD_TOOL_RESULT, SEARCH_TOOL_RESULT, *inline_tools})
         self.tools: Sequence[BaseTool] = (
-            [LoadToolResultTool(memory=self.memory, user_id=user_id, session_id=session_id)] if register_tool else []
+            [
+                LoadToolResultTool(memory=self.memory, user_id=user_id, session_id=session_id),
+                SearchToolResultTool(memory=self.memory, user_id=user_id, session_id=session_id),
+            ]
+            if register_tool
+            else []
         )
 
     def _store(self, session: Session) -> ToolResultStore:

@@ -2,9 +2,14 @@
 
 * :class:`LoadToolResultTool` (``load_tool_result``): ``result_id``, ``offset``, ``limit``; returns
   characters ``offset`` to ``offset + limit`` of an output the middleware moved to L3, under a
-  one-line header saying how much is left and where the next page starts. Its own output is
-  never externalized (the middleware skips it by name), so a page always reaches the model.
-  Only results stored for the tool's own ``(user_id, session_id)`` can be loaded.
+  one-line header saying how much is left and where the next page starts (or, given ``line``,
+  ``lines`` numbered lines from there). Its own output is never externalized (the middleware
+  skips it by name), so a page always reaches the model.
+* :class:`SearchToolResultTool` (``search_tool_result``): ``result_id``, ``pattern`` and options;
+  returns the matching lines with their numbers and a few lines of context, paged and capped,
+  so a model finds the one error line of a large log in one call.
+  Both tools only reach results stored for their own ``(user_id, session_id)``: the core's
+  scope check answers another scope's id as not found.
 * :class:`KnowledgeSearchTool` (``search_memory``): runs the three retrieval stages for the
   bound user and returns the loaded files as text.
 
@@ -26,7 +31,13 @@ from langchain_core.tools import BaseTool, ToolException
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from local_ai_memory import InvalidInputError, LocalMemoryError, Memory, MemoryConfig, ToolResultStore
-from local_ai_memory.integration import DEFAULT_PAGE_CHARS
+from local_ai_memory.integration import (
+    DEFAULT_PAGE_CHARS,
+    DEFAULT_PAGE_LINES,
+    DEFAULT_SEARCH_MATCHES,
+    MAX_CONTEXT_LINES,
+    MAX_SEARCH_MATCHES,
+)
 
 from ._scope import MemoryLocation, memory_of, resolve_scope
 
@@ -36,16 +47,21 @@ if TYPE_CHECKING:
 __all__ = [
     "LOAD_TOOL_RESULT",
     "SEARCH_MEMORY",
+    "SEARCH_TOOL_RESULT",
     "KnowledgeSearchInput",
     "KnowledgeSearchTool",
     "LoadToolResultInput",
     "LoadToolResultTool",
+    "SearchToolResultInput",
+    "SearchToolResultTool",
     "create_memory_tools",
 ]
 
 LOAD_TOOL_RESULT = "load_tool_result"
+SEARCH_TOOL_RESULT = "search_tool_result"
 SEARCH_MEMORY = "search_memory"
 MAX_PAGE_CHARS = 20_000
+MAX_PAGE_LINES = 1_000
 
 
 class LoadToolResultInput(BaseModel):
@@ -56,25 +72,23 @@ class LoadToolResultInput(BaseModel):
     limit: int = Field(
         default=DEFAULT_PAGE_CHARS, ge=1, le=MAX_PAGE_CHARS, description="How many characters to return at most."
     )
-
-
-class LoadToolResultTool(BaseTool):
-    """Pages an externalized tool output back to the model, by characters."""
-
-    name: str = LOAD_TOOL_RESULT
-    description: str = (
-        "Read a large tool result that was stored instead of shown. A stored result appears as JSON with "
-        "result_id, summary and size. Pass the result_id and read it page by page: start at offset 0; "
-        "each page says where the next one starts."
+    line: int | None = Field(
+        default=None, ge=1, description="Read by lines instead: the first line to return (1 for the start)."
     )
-    args_schema: type[BaseModel] = LoadToolResultInput
-    handle_tool_error: bool = True
+    lines: int = Field(
+        default=DEFAULT_PAGE_LINES, ge=1, le=MAX_PAGE_LINES, description="With line: how many lines to return at most."
+    )
+
+
+class _StoredResultTool(BaseTool):
+    """A tool over the stored outputs of one scope: the memory, the bound ids and the scope's store."""
 
     memory: Memory = Field(exclude=True, description="The Memory whose sessions hold the stored results.")
     user_id: str | None = Field(default=None, description="Bound user (else read from the runtime context per call).")
     session_id: str | None = Field(
         default=None, description="Bound session (else read from the runtime context per call)."
     )
+    handle_tool_error: bool = True
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
 
@@ -95,16 +109,33 @@ class LoadToolResultTool(BaseTool):
         except LocalMemoryError as exc:
             raise ToolException(str(exc)) from exc
 
-    def _load(self, store: ToolResultStore, result_id: str, offset: int, limit: int) -> str:
+
+class LoadToolResultTool(_StoredResultTool):
+    """Pages an externalized tool output back to the model, by characters or by lines."""
+
+    name: str = LOAD_TOOL_RESULT
+    description: str = (
+        "Read a large tool result that was stored instead of shown. A stored result appears as JSON with "
+        "result_id, summary, size (in bytes), chars, lines and pages. Pass the result_id and read it page by page: "
+        "start at offset 0 (or at line 1 to read by lines); each page says where the next one starts. "
+        "To find something specific, use search_tool_result instead of reading every page."
+    )
+    args_schema: type[BaseModel] = LoadToolResultInput
+
+    def _load(
+        self, store: ToolResultStore, result_id: str, offset: int, limit: int, line: int | None, lines: int
+    ) -> str:
         # The core checks that the result belongs to this scope: another session's id is "not found".
         try:
-            return store.read(result_id, offset, limit)
+            return store.read(result_id, offset, limit, line=line, lines=lines)
         except LocalMemoryError as exc:
             raise ToolException(f"Cannot load tool result {result_id!r}: {exc}") from exc
 
-    async def _aload(self, store: ToolResultStore, result_id: str, offset: int, limit: int) -> str:
+    async def _aload(
+        self, store: ToolResultStore, result_id: str, offset: int, limit: int, line: int | None, lines: int
+    ) -> str:
         try:
-            return await store.aread(result_id, offset, limit)
+            return await store.aread(result_id, offset, limit, line=line, lines=lines)
         except LocalMemoryError as exc:
             raise ToolException(f"Cannot load tool result {result_id!r}: {exc}") from exc
 
@@ -113,22 +144,107 @@ class LoadToolResultTool(BaseTool):
         result_id: str,
         offset: int = 0,
         limit: int = DEFAULT_PAGE_CHARS,
+        line: int | None = None,
+        lines: int = DEFAULT_PAGE_LINES,
         run_manager: CallbackManagerForToolRun | None = None,
         *,
         config: RunnableConfig,
     ) -> str:
-        return self._load(self._store(config), result_id, offset, limit)
+        return self._load(self._store(config), result_id, offset, limit, line, lines)
 
     async def _arun(
         self,
         result_id: str,
         offset: int = 0,
         limit: int = DEFAULT_PAGE_CHARS,
+        line: int | None = None,
+        lines: int = DEFAULT_PAGE_LINES,
         run_manager: AsyncCallbackManagerForToolRun | None = None,
         *,
         config: RunnableConfig,
     ) -> str:
-        return await self._aload(self._store(config), result_id, offset, limit)
+        return await self._aload(self._store(config), result_id, offset, limit, line, lines)
+
+
+class SearchToolResultInput(BaseModel):
+    """Arguments of ``search_tool_result``."""
+
+    result_id: str = Field(description="The result_id from a tool result that was stored instead of shown.")
+    pattern: str = Field(description="Text to look for in each line (a regular expression when regex is true).")
+    regex: bool = Field(default=False, description="Treat pattern as a Python regular expression.")
+    ignore_case: bool = Field(default=True, description="Match regardless of upper and lower case.")
+    context: int = Field(default=2, ge=0, le=MAX_CONTEXT_LINES, description="Lines shown before and after each match.")
+    skip: int = Field(default=0, ge=0, description="Matches to skip (to see the next ones).")
+    max_matches: int = Field(
+        default=DEFAULT_SEARCH_MATCHES, ge=1, le=MAX_SEARCH_MATCHES, description="Matches to show at most."
+    )
+
+
+class SearchToolResultTool(_StoredResultTool):
+    """Finds the lines of an externalized tool output that match a pattern, with line numbers and context."""
+
+    name: str = SEARCH_TOOL_RESULT
+    description: str = (
+        "Search a large tool result that was stored instead of shown (JSON with result_id, summary, size, "
+        "lines, pages) for lines containing a text or matching a regular expression. Returns the matching "
+        "lines with their line numbers and a few lines around them; much cheaper than reading every page. "
+        "Use load_tool_result with line=N to read more around a match."
+    )
+    args_schema: type[BaseModel] = SearchToolResultInput
+
+    def _run(
+        self,
+        result_id: str,
+        pattern: str,
+        regex: bool = False,
+        ignore_case: bool = True,
+        context: int = 2,
+        skip: int = 0,
+        max_matches: int = DEFAULT_SEARCH_MATCHES,
+        run_manager: CallbackManagerForToolRun | None = None,
+        *,
+        config: RunnableConfig,
+    ) -> str:
+        store = self._store(config)
+        try:  # the core applies the scope check of load_tool_result: another session's id is "not found"
+            return store.search_text(
+                result_id,
+                pattern,
+                regex=regex,
+                ignore_case=ignore_case,
+                context=context,
+                skip=skip,
+                max_matches=max_matches,
+            )
+        except LocalMemoryError as exc:
+            raise ToolException(f"Cannot search tool result {result_id!r}: {exc}") from exc
+
+    async def _arun(
+        self,
+        result_id: str,
+        pattern: str,
+        regex: bool = False,
+        ignore_case: bool = True,
+        context: int = 2,
+        skip: int = 0,
+        max_matches: int = DEFAULT_SEARCH_MATCHES,
+        run_manager: AsyncCallbackManagerForToolRun | None = None,
+        *,
+        config: RunnableConfig,
+    ) -> str:
+        store = self._store(config)
+        try:
+            return await store.asearch_text(
+                result_id,
+                pattern,
+                regex=regex,
+                ignore_case=ignore_case,
+                context=context,
+                skip=skip,
+                max_matches=max_matches,
+            )
+        except LocalMemoryError as exc:
+            raise ToolException(f"Cannot search tool result {result_id!r}: {exc}") from exc
 
 
 class KnowledgeSearchInput(BaseModel):
@@ -212,19 +328,26 @@ def create_memory_tools(
     memory: Memory | None = None,
     config: MemoryConfig | None = None,
     retriever: LocalMemoryRetriever | None = None,
+    search_results: bool = False,
 ) -> list[BaseTool]:
-    """The memory tools for one user and session: ``load_tool_result``, plus ``search_memory`` with a retriever.
+    """The memory tools for one user and session: ``load_tool_result``, ``search_memory`` with a
+    retriever, and ``search_tool_result`` last with ``search_results=True``.
 
-    ``load_tool_result`` reads the sessions of ``memory`` (``config=`` builds ``Memory(config)``;
-    given neither, the retriever's memory). Leave ``user_id`` / ``session_id`` out to read them
-    per call from the runtime context (``agent.invoke(..., context={"user_id": ..., "session_id": ...})``)
-    or from ``config["configurable"]``.
+    ``search_tool_result`` is opt-in here so that code unpacking the two tools keeps working;
+    the :class:`~langchain_local_ai_memory.ToolResultMiddleware` registers it with
+    ``load_tool_result``. ``load_tool_result`` and ``search_tool_result`` read the sessions of
+    ``memory`` (``config=`` builds ``Memory(config)``; given neither, the retriever's memory).
+    Leave ``user_id`` / ``session_id`` out to read them per call from the runtime context
+    (``agent.invoke(..., context={"user_id": ..., "session_id": ...})``) or from ``config["configurable"]``.
     """
+    if not isinstance(search_results, bool):
+        raise InvalidInputError(f"search_results must be True or False, got {search_results!r}")
     if memory is None and config is None and retriever is not None:
         memory = retriever.memory
-    tools: list[BaseTool] = [
-        LoadToolResultTool(memory=memory_of(memory, config), user_id=user_id, session_id=session_id)
-    ]
+    memory = memory_of(memory, config)
+    tools: list[BaseTool] = [LoadToolResultTool(memory=memory, user_id=user_id, session_id=session_id)]
     if retriever is not None:
         tools.append(KnowledgeSearchTool(retriever=retriever, user_id=user_id))
+    if search_results:
+        tools.append(SearchToolResultTool(memory=memory, user_id=user_id, session_id=session_id))
     return tools

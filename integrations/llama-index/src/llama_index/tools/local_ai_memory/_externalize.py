@@ -5,7 +5,7 @@ sends it to the model on every later step. :class:`ExternalizingTool` wraps any 
 tool: after the tool runs, a successful, text-only output above
 ``config.tool_result_inline_limit`` UTF-8 bytes (6,144 by default) is stored as an L3 tool
 result of ``memory.session(user_id, session_id)`` and the agent receives the short JSON
-reference ``{"result_id", "summary", "size"}`` instead. The model pages the full text back
+reference ``{"result_id", "summary", "size", ...}`` instead. The model pages the full text back
 with the ``load_tool_result`` tool of a :class:`LocalMemoryToolSpec` built from the same
 :class:`~local_ai_memory.Memory` and scope.
 
@@ -29,7 +29,7 @@ from local_ai_memory import InvalidInputError, Memory, MemoryConfig, RetentionPo
 __all__ = ["ExternalizingTool", "externalizable_text", "externalize_tools", "replace_output"]
 
 #: Tools whose output is never externalized: paging a stored result back must stay inline.
-NEVER_EXTERNALIZED = frozenset({"load_tool_result"})
+NEVER_EXTERNALIZED = frozenset({"load_tool_result", "search_tool_result"})
 
 
 def externalizable_text(output: ToolOutput) -> str | None:

@@ -1,10 +1,15 @@
 """``LocalMemoryToolSpec``: the memory tools an agent calls, bound to one user and session.
 
-Two tools, each with a sync and an async implementation (``FunctionTool`` picks the one the
-agent needs):
+Up to three tools, each with a sync and an async implementation (``FunctionTool`` picks the one
+the agent needs):
 
-* ``load_tool_result(result_id, offset=0, limit=4000)`` pages an externalized tool output
-  back by characters. Its own output is never externalized again.
+* ``load_tool_result(result_id, offset=0, limit=8000, line=None, lines=200)`` pages an
+  externalized tool output back by characters (or, given ``line``, by numbered lines).
+* ``search_tool_result(result_id, pattern, regex=False, ...)`` returns the lines of a stored
+  output that match a literal or regular-expression pattern, numbered, with context, paged
+  and capped: one call finds the error line of a large log. The core applies the scope check
+  of ``load_tool_result``, so another scope's id is "not found" in both. The output of either
+  tool is never externalized again.
 * ``search_memory(query)`` (with ``search=True``) runs ``memory.knowledge.retrieve``
   (Stage 1, Stage 2 when the memory has an LLM, Stage 3 within ``max_tokens``) over the bound
   user's notes.
@@ -26,19 +31,28 @@ from llama_index.core.tools.types import ToolMetadata
 from llama_index.retrievers.local_ai_memory._adapters import resolve_memory
 from llama_index.retrievers.local_ai_memory.base import known_categories
 
-from local_ai_memory import InvalidInputError, Memory, MemoryConfig, RetentionPolicy, ToolResultStore, render_page
-from local_ai_memory.integration import DEFAULT_PAGE_CHARS
+from local_ai_memory import InvalidInputError, Memory, MemoryConfig, RetentionPolicy, ToolResultStore
+from local_ai_memory.integration import DEFAULT_PAGE_CHARS, DEFAULT_PAGE_LINES, DEFAULT_SEARCH_MATCHES
 
 from ._externalize import externalize_tools
 
 __all__ = ["LocalMemoryToolSpec"]
 
 _LOAD_DESCRIPTION = (
-    "load_tool_result(result_id: str, offset: int = 0, limit: int = 4000) -> str\n"
+    f"load_tool_result(result_id: str, offset: int = 0, limit: int = {DEFAULT_PAGE_CHARS}, line: int | None = None, "
+    f"lines: int = {DEFAULT_PAGE_LINES}) -> str\n"
     "Read back a large tool output that was stored instead of shown. A stored output appears as JSON "
-    'like {"result_id": "...", "summary": "...", "size": 123456}. Pass its result_id; the answer is '
-    "the characters offset to offset+limit, after a header saying how many characters remain and "
-    "which offset to ask for next."
+    'like {"result_id": "...", "summary": "...", "size": 123456, "chars": 123000, "lines": 2400, "pages": 16} '
+    "(size in bytes). Pass its result_id; the answer is the characters offset to offset+limit (or, with "
+    "line, that many numbered lines from line), after a header saying how much remains and where to ask "
+    "next. To find something specific, use search_tool_result instead of reading every page."
+)
+_SEARCH_RESULT_DESCRIPTION = (
+    "search_tool_result(result_id: str, pattern: str, regex: bool = False, ignore_case: bool = True, "
+    f"context: int = 2, skip: int = 0, max_matches: int = {DEFAULT_SEARCH_MATCHES}) -> str\n"
+    "Search a large tool output that was stored instead of shown for the lines containing pattern (a "
+    "regular expression with regex=True). Returns the matching lines with their line numbers and context "
+    "lines around them, and says how to see more matches."
 )
 _SEARCH_DESCRIPTION = (
     "search_memory(query: str) -> str\n"
@@ -48,8 +62,8 @@ _SEARCH_DESCRIPTION = (
 
 
 class LocalMemoryToolSpec(BaseToolSpec):
-    """``load_tool_result`` and (with ``search=True``) ``search_memory`` as LlamaIndex tools for
-    one ``(user_id, session_id)`` of a :class:`~local_ai_memory.Memory`.
+    """``load_tool_result``, ``search_tool_result`` and (with ``search=True``) ``search_memory`` as
+    LlamaIndex tools for one ``(user_id, session_id)`` of a :class:`~local_ai_memory.Memory`.
 
     Pass ``memory=`` to share one memory with the other adapters; ``config=`` instead builds one
     ``Memory(config)`` for this spec (``llm`` and ``embed_model`` then serve ``search_memory``).
@@ -58,7 +72,7 @@ class LocalMemoryToolSpec(BaseToolSpec):
     >>> from local_ai_memory import Memory
     >>> spec = LocalMemoryToolSpec(memory=Memory.in_memory(), user_id="alice", session_id="s1", search=True)
     >>> [tool.metadata.name for tool in spec.to_tool_list()]
-    ['load_tool_result', 'search_memory']
+    ['load_tool_result', 'search_tool_result', 'search_memory']
     """
 
     spec_functions: list[SPEC_FUNCTION_TYPE]  # set per instance: search_memory only with search=True
@@ -96,7 +110,10 @@ class LocalMemoryToolSpec(BaseToolSpec):
         self.categories = known_categories(self.memory, categories) if search else None
         self.max_tokens = max_tokens
         self.max_page_chars = max_page_chars
-        self.spec_functions = [("load_tool_result", "aload_tool_result")]
+        self.spec_functions = [
+            ("load_tool_result", "aload_tool_result"),
+            ("search_tool_result", "asearch_tool_result"),
+        ]
         if search:
             self.spec_functions.append(("search_memory", "asearch_memory"))
 
@@ -117,13 +134,72 @@ class LocalMemoryToolSpec(BaseToolSpec):
             raise InvalidInputError(f"limit must be a whole number >= 1, got {limit!r}")
         return min(limit, self.max_page_chars)
 
-    def load_tool_result(self, result_id: str, offset: int = 0, limit: int = DEFAULT_PAGE_CHARS) -> str:
-        """Characters ``offset`` to ``offset + limit`` of a stored tool output, with a position header."""
-        return render_page(self.store.load_page(result_id, offset, self._limit(limit)))
+    def load_tool_result(
+        self,
+        result_id: str,
+        offset: int = 0,
+        limit: int = DEFAULT_PAGE_CHARS,
+        line: int | None = None,
+        lines: int = DEFAULT_PAGE_LINES,
+    ) -> str:
+        """Characters ``offset`` to ``offset + limit`` of a stored tool output (or ``lines`` lines from
+        ``line``), with a position header."""
+        return self.store.read(result_id, offset, self._limit(limit), line=line, lines=lines)
 
-    async def aload_tool_result(self, result_id: str, offset: int = 0, limit: int = DEFAULT_PAGE_CHARS) -> str:
+    async def aload_tool_result(
+        self,
+        result_id: str,
+        offset: int = 0,
+        limit: int = DEFAULT_PAGE_CHARS,
+        line: int | None = None,
+        lines: int = DEFAULT_PAGE_LINES,
+    ) -> str:
         """Async twin of :meth:`load_tool_result`."""
-        return render_page(await self.store.aload_page(result_id, offset, self._limit(limit)))
+        return await self.store.aread(result_id, offset, self._limit(limit), line=line, lines=lines)
+
+    # -- search_tool_result
+
+    def search_tool_result(
+        self,
+        result_id: str,
+        pattern: str,
+        regex: bool = False,
+        ignore_case: bool = True,
+        context: int = 2,
+        skip: int = 0,
+        max_matches: int = DEFAULT_SEARCH_MATCHES,
+    ) -> str:
+        """The lines of a stored tool output matching ``pattern``, numbered, with ``context`` lines around."""
+        return self.store.search_text(
+            result_id,
+            pattern,
+            regex=regex,
+            ignore_case=ignore_case,
+            context=context,
+            skip=skip,
+            max_matches=max_matches,
+        )
+
+    async def asearch_tool_result(
+        self,
+        result_id: str,
+        pattern: str,
+        regex: bool = False,
+        ignore_case: bool = True,
+        context: int = 2,
+        skip: int = 0,
+        max_matches: int = DEFAULT_SEARCH_MATCHES,
+    ) -> str:
+        """Async twin of :meth:`search_tool_result`."""
+        return await self.store.asearch_text(
+            result_id,
+            pattern,
+            regex=regex,
+            ignore_case=ignore_case,
+            context=context,
+            skip=skip,
+            max_matches=max_matches,
+        )
 
     # -- search_memory
 
@@ -159,6 +235,11 @@ class LocalMemoryToolSpec(BaseToolSpec):
                 name="load_tool_result",
                 description=_LOAD_DESCRIPTION,
                 fn_schema=FunctionTool.from_defaults(fn=self.load_tool_result).metadata.fn_schema,
+            ),
+            "search_tool_result": ToolMetadata(
+                name="search_tool_result",
+                description=_SEARCH_RESULT_DESCRIPTION,
+                fn_schema=FunctionTool.from_defaults(fn=self.search_tool_result).metadata.fn_schema,
             ),
             "search_memory": ToolMetadata(
                 name="search_memory",
