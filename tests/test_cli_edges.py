@@ -214,3 +214,13 @@ def test_import_refusal_names_the_flag_and_a_blank_user_says_blank(data: Path, t
         Memory.in_memory().session("..", "s1")
     with pytest.raises(InvalidInputError, match="path separator"):
         Memory.in_memory().session("a/b", "s1")
+
+
+def test_watch_on_a_folder_without_memory_needs_create(tmp_path: Path) -> None:
+    """``watch`` keeps the rule ``index`` has: a mistyped folder is refused and left uncreated."""
+    typo = tmp_path / "typo"
+    one_line_error(run("watch", "-d", str(typo), "--duration", "0"), "no memory at", "--create")
+    assert not typo.exists()
+    started = run("watch", "-d", str(typo), "--duration", "0", "--poll", "--create")
+    assert started.returncode == 0, started.stderr
+    assert (typo / "memory_data").is_dir()

@@ -54,6 +54,7 @@ from local_ai_memory._cli.common import (
 
 if TYPE_CHECKING:  # the engines are imported by the command that runs, not for --help
     from local_ai_memory._memory import Memory
+    from local_ai_memory._shared.config import MemoryConfig
     from local_ai_memory._shared.models import LLM, Embedder
     from local_ai_memory._shared.naming import DirectoryGuard
 
@@ -121,6 +122,20 @@ def _llm(base_url: str | None, model: str | None) -> LLM | None:
     return OpenAICompatibleLLM(base_url, model)
 
 
+CreateFlag = Annotated[
+    bool, typer.Option("--create", is_flag=True, help="Start a new memory if the folder holds none.")
+]
+
+
+def _require_memory(settings: MemoryConfig, create: bool) -> None:
+    """Refuse a data folder that holds no memory yet (no ``memory_data/`` or ``memory/``) unless
+    ``create``: a mistyped ``--data-dir`` must not quietly start a new memory."""
+    root = settings.runtime_data_dir.expanduser()
+    held = (root / DATA_DIR).is_dir() or (root / "memory").is_dir()
+    if not (create or held or settings.database_url):
+        fail(f"no memory at {root}: pass --create to start one there, or check --data-dir")
+
+
 @app.command()
 def index(
     data_dir: DataDir = None,
@@ -129,9 +144,7 @@ def index(
     category: Categories = None,
     llm_base_url: LlmUrl = None,
     llm_model: LlmModel = None,
-    create: Annotated[
-        bool, typer.Option("--create", is_flag=True, help="Start a new memory if the folder holds none.")
-    ] = False,
+    create: CreateFlag = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Build the index from the files (with a progress bar).
@@ -140,11 +153,7 @@ def index(
     ``--create`` is given, so a mistyped ``--data-dir`` does not quietly start a new memory.
     """
     with errors():
-        settings = config_of(data_dir, config)
-        root = settings.runtime_data_dir.expanduser()
-        held = (root / DATA_DIR).is_dir() or (root / "memory").is_dir()
-        if not (create or held or settings.database_url):
-            fail(f"no memory at {root}: pass --create to start one there, or check --data-dir")
+        _require_memory(config_of(data_dir, config), create)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with errors(), _open(data_dir, config, llm=_llm(llm_base_url, llm_model)) as memory:
@@ -359,8 +368,12 @@ def watch(
     duration: Annotated[
         float | None, typer.Option("--duration", min=0.0, help="Stop after this many seconds (default: Ctrl-C).")
     ] = None,
+    create: CreateFlag = False,
 ) -> None:
-    """Keep the index up to date while files change (Ctrl-C to stop)."""
+    """Keep the index up to date while files change (Ctrl-C to stop); like ``index``, a folder
+    that holds no memory yet needs ``--create``."""
+    with errors():
+        _require_memory(config_of(data_dir, config), create)
     with errors(), _open(data_dir, config) as memory:
         store = memory.knowledge.store
         handler = _RefreshPrinter()
