@@ -34,7 +34,6 @@ backend overrides it. :mod:`local_ai_memory.testing` checks every promise below,
 
 from __future__ import annotations
 
-import asyncio
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
@@ -42,6 +41,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
 from local_ai_memory._shared.naming import DirectoryGuard, owner_of, user_file_prefix
+from local_ai_memory._shared.twins import thread_twin
 
 if TYPE_CHECKING:
     import numpy as np
@@ -315,63 +315,19 @@ class KnowledgeBackend(ABC):
         :meth:`local_ai_memory.Memory.close` calls it.
         """
 
-    # -- async twins ---------------------------------------------------------------------------
-    async def aread_note(self, category: str, name: str) -> bytes | None:
-        """Async twin of :meth:`read_note`."""
-        return await asyncio.to_thread(self.read_note, category, name)
-
-    async def awrite_note(self, category: str, name: str, data: bytes) -> NoteInfo:
-        """Async twin of :meth:`write_note`."""
-        return await asyncio.to_thread(self.write_note, category, name, data)
-
-    async def adelete_note(self, category: str, name: str) -> bool:
-        """Async twin of :meth:`delete_note`."""
-        return await asyncio.to_thread(self.delete_note, category, name)
-
-    async def anote_info(self, category: str, name: str) -> NoteInfo | None:
-        """Async twin of :meth:`note_info`."""
-        return await asyncio.to_thread(self.note_info, category, name)
-
-    async def alist_notes(self, category: str, user_prefix: str | None = None) -> dict[str, NoteInfo]:
-        """Async twin of :meth:`list_notes`."""
-        return await asyncio.to_thread(self.list_notes, category, user_prefix)
-
-    async def achanges(self, since: int | None) -> NoteChanges | None:
-        """Async twin of :meth:`changes`."""
-        return await asyncio.to_thread(self.changes, since)
-
-    async def aread_blob(self, name: str) -> bytes | None:
-        """Async twin of :meth:`read_blob`."""
-        return await asyncio.to_thread(self.read_blob, name)
-
-    async def awrite_blob(self, name: str, data: bytes) -> None:
-        """Async twin of :meth:`write_blob`."""
-        await asyncio.to_thread(self.write_blob, name, data)
-
-    async def ablob_size(self, name: str) -> int | None:
-        """Async twin of :meth:`blob_size`."""
-        return await asyncio.to_thread(self.blob_size, name)
-
-    async def aquarantine_blob(self, name: str) -> str | None:
-        """Async twin of :meth:`quarantine_blob`."""
-        return await asyncio.to_thread(self.quarantine_blob, name)
-
-    async def aread_note_head(self, category: str, name: str, size: int) -> tuple[bytes, bool] | None:
-        """Async twin of :meth:`read_note_head`."""
-        return await asyncio.to_thread(self.read_note_head, category, name, size)
-
-    async def alist_categories(self) -> list[str]:
-        """Async twin of :meth:`list_categories`."""
-        return await asyncio.to_thread(self.list_categories)
-
-    async def adelete_blob(self, name: str) -> bool:
-        """Async twin of :meth:`delete_blob`."""
-        return await asyncio.to_thread(self.delete_blob, name)
-
-    async def arecover(self) -> int:
-        """Async twin of :meth:`recover`."""
-        return await asyncio.to_thread(self.recover)
-
-    async def aclose(self) -> None:
-        """Async twin of :meth:`close`."""
-        await asyncio.to_thread(self.close)
+    # -- async twins: the sync method in a worker thread; a natively async backend overrides them --
+    aread_note = thread_twin(read_note)
+    awrite_note = thread_twin(write_note)
+    adelete_note = thread_twin(delete_note)
+    anote_info = thread_twin(note_info)
+    alist_notes = thread_twin(list_notes)
+    achanges = thread_twin(changes)
+    aread_blob = thread_twin(read_blob)
+    awrite_blob = thread_twin(write_blob)
+    ablob_size = thread_twin(blob_size)
+    aquarantine_blob = thread_twin(quarantine_blob)
+    aread_note_head = thread_twin(read_note_head)
+    alist_categories = thread_twin(list_categories)
+    adelete_blob = thread_twin(delete_blob)
+    arecover = thread_twin(recover)
+    aclose = thread_twin(close)

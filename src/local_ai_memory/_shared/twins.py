@@ -2,8 +2,10 @@
 
 ``aread = thread_twin(read)`` defines ``aread`` as an ``async`` method that runs ``read`` in a
 worker thread (``asyncio.to_thread``), with the same parameters for type checkers and
-``inspect.signature``. Twins that need their own logic (an embedder's ``aembed``, an LLM's
-``acomplete``) are written out instead.
+``inspect.signature``. The twin looks ``read`` up on the instance when called, so in a
+contract's base class it runs the subclass's implementation (a backend overrides only the
+sync method, or the twin too when it has a native async driver). Twins that need their own
+logic (an embedder's ``aembed``, an LLM's ``acomplete``) are written out instead.
 """
 
 from __future__ import annotations
@@ -22,8 +24,11 @@ R = TypeVar("R")
 def thread_twin(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], Coroutine[Any, Any, R]]:
     """An async method running ``method`` in a worker thread."""
 
+    name = method.__name__
+
     async def twin(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        return await asyncio.to_thread(method, self, *args, **kwargs)
+        bound: Callable[P, R] = getattr(self, name)  # the override, when a subclass has one
+        return await asyncio.to_thread(bound, *args, **kwargs)
 
     vars(twin)["__wrapped__"] = method  # inspect.signature() shows the sync method's parameters
     twin.__module__ = method.__module__
