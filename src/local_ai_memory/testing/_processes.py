@@ -1,7 +1,8 @@
 """Real processes for the cross-process and restart tests of the runtime conformance suite.
 
-A test names a task of :data:`TASKS`; :class:`Workers` starts that many fresh interpreters
-(``multiprocessing`` spawn: nothing is inherited but the pickled arguments and ``sys.path``),
+A test names a task of :data:`TASKS`; :class:`Workers` starts that many fresh processes
+(``multiprocessing`` forkserver, or spawn where there is none: nothing of the test's process is
+inherited but the pickled arguments and ``sys.path``),
 each opens the store with the test class's *opener* (a picklable callable that returns a
 backend on the same store), waits at a barrier so all of them start their work at the same
 moment, runs the task through :class:`~._calls.Calls` in the test's mode, and sends back a
@@ -125,11 +126,21 @@ def _child(opener: Opener, task: str, index: int, mode: Mode, args: Sequence[Any
         out.put((index, False, traceback.format_exc()))
 
 
+def _context() -> Any:
+    """``forkserver`` where there is one (a fresh interpreter, started once, that forks each
+    worker with this module already imported: workers start in milliseconds), else ``spawn``."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__])
+    return context
+
+
 class Workers:
     """``count`` processes running ``task`` against the store ``opener`` opens, started together."""
 
     def __init__(self, opener: Opener, task: str, count: int, mode: Mode, args: Sequence[Any] = ()) -> None:
-        context = multiprocessing.get_context("spawn")
+        context = _context()
         self._out = context.Queue()
         # Kept here: a started Process drops its arguments, and a collected barrier unlinks its
         # semaphores before slow-starting children could attach to them.

@@ -308,6 +308,38 @@ class RuntimeBackendTests:
         with _opened(opener) as backend:
             assert backend.pending_erasures() == [Erasure(user, session) for user, session in begun]
 
+    # -- the scope lock -------------------------------------------------------------------
+
+    def test_locked_excludes_another_thread_and_is_reentrant(self, backend: RuntimeBackend) -> None:
+        scope = Scope.of("alice", "s1")
+        trying, released, entered_while_held = threading.Event(), threading.Event(), []
+
+        def other() -> None:
+            trying.set()
+            with backend.locked(scope):
+                entered_while_held.append(not released.is_set())
+
+        with backend.locked(scope):
+            with backend.locked(scope):  # re-entrant in the holding thread
+                thread = threading.Thread(target=other)
+                thread.start()
+                assert trying.wait(30)
+                time.sleep(0.5)  # the other thread is trying to take the lock now
+            assert entered_while_held == [], "another thread entered locked() while this one held it"
+            released.set()
+        thread.join(30)
+        assert entered_while_held == [False]
+        done = threading.Event()
+
+        def reenter() -> None:
+            with backend.locked(scope), backend.locked(scope):
+                done.set()
+
+        worker = threading.Thread(target=reenter, daemon=True)
+        worker.start()
+        assert done.wait(30), "locked() is not re-entrant"
+        worker.join(30)
+
     # -- L0 -----------------------------------------------------------------------------
 
     def test_state_starts_empty_and_round_trips(self, api: Calls) -> None:
@@ -474,18 +506,6 @@ class RuntimeBackendTests:
             assert [step["n"] for step in steps if step["writer"] == writer] == list(range(40))
 
     # -- L3 -----------------------------------------------------------------------------
-
-    def test_tool_results_round_trip_large_and_exact(self, api: Calls) -> None:
-        scope = Scope.of("alice", "s1")
-        big = "0123456789abcdef\r\n🐍" * (50 * 1024 * 1024 // 22 + 1)  # 22 UTF-8 bytes a repeat: over 50 MB
-        size = api.save_tool_result(scope, "big", _output("big", big))
-        assert size >= len(big.encode("utf-8")), "the bytes stored are fewer than the output's UTF-8 bytes"
-        assert api.list_tool_results(scope)["big"].size == size
-        page = api.read_tool_result_page(scope, "big", 0, len(big) + 10)
-        assert page.content == big
-        assert (page.total_chars, page.next_offset) == (len(big), None)
-        tail = api.read_tool_result_page(scope, "big", len(big) - 3, 10)
-        assert tail.content == big[-3:]
 
     def test_tool_results_keep_nul_and_lone_cr(self, api: Calls) -> None:
         scope = Scope.of("alice", "s1")
@@ -707,37 +727,19 @@ class RuntimeBackendTests:
         api.begin_erasure(Erasure("mia"))
         assert api.pending_erasures() == [begun[0], begun[1], begun[3], begun[4], Erasure("mia")]
 
-    # -- the scope lock -------------------------------------------------------------------
+    # -- last: the slowest --------------------------------------------------------------
 
-    def test_locked_excludes_another_thread_and_is_reentrant(self, backend: RuntimeBackend) -> None:
+    def test_tool_results_round_trip_large_and_exact(self, api: Calls) -> None:
         scope = Scope.of("alice", "s1")
-        trying, released, entered_while_held = threading.Event(), threading.Event(), []
-
-        def other() -> None:
-            trying.set()
-            with backend.locked(scope):
-                entered_while_held.append(not released.is_set())
-
-        with backend.locked(scope):
-            with backend.locked(scope):  # re-entrant in the holding thread
-                thread = threading.Thread(target=other)
-                thread.start()
-                assert trying.wait(30)
-                time.sleep(0.5)  # the other thread is trying to take the lock now
-            assert entered_while_held == [], "another thread entered locked() while this one held it"
-            released.set()
-        thread.join(30)
-        assert entered_while_held == [False]
-        done = threading.Event()
-
-        def reenter() -> None:
-            with backend.locked(scope), backend.locked(scope):
-                done.set()
-
-        worker = threading.Thread(target=reenter, daemon=True)
-        worker.start()
-        assert done.wait(30), "locked() is not re-entrant"
-        worker.join(30)
+        big = "0123456789abcdef\r\n🐍" * (50 * 1024 * 1024 // 22 + 1)  # 22 UTF-8 bytes a repeat: over 50 MB
+        size = api.save_tool_result(scope, "big", _output("big", big))
+        assert size >= len(big.encode("utf-8")), "the bytes stored are fewer than the output's UTF-8 bytes"
+        assert api.list_tool_results(scope)["big"].size == size
+        page = api.read_tool_result_page(scope, "big", 0, len(big) + 10)
+        assert page.content == big
+        assert (page.total_chars, page.next_offset) == (len(big), None)
+        tail = api.read_tool_result_page(scope, "big", len(big) - 3, 10)
+        assert tail.content == big[-3:]
 
 
 @contextlib.contextmanager
