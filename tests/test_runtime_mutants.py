@@ -167,6 +167,27 @@ class StateLockInOneProcess(SQLiteRuntimeBackend):
         return new
 
 
+class MessageNumbersOutsideTheTransaction(SQLiteRuntimeBackend):
+    """Reads the next message number in one transaction and writes the messages in another."""
+
+    def append_messages(self, scope: Scope, messages: Sequence[StoredMessage]) -> list[int]:
+        with self._transaction() as db:
+            row = db.execute("SELECT next_seq FROM scopes WHERE key = ?", (scope.key,)).fetchone()
+        first = row[0] if row else 0
+        numbers = list(range(first, first + len(messages)))
+        with self._transaction(write=True) as db:
+            self._touch(db, scope)
+            db.executemany(
+                "INSERT OR REPLACE INTO messages (key, seq, body) VALUES (?, ?, ?)",
+                [
+                    (scope.key, n, _pack(m.model_dump(mode="json", exclude={"seq"})))
+                    for n, m in zip(numbers, messages, strict=True)
+                ],
+            )
+            db.execute("UPDATE scopes SET next_seq = ? WHERE key = ?", (first + len(messages), scope.key))
+        return numbers
+
+
 class ErasuresInProcessMemory(SQLiteRuntimeBackend):
     """Keeps pending erasures in this process's memory: a restart forgets them."""
 
@@ -199,6 +220,7 @@ MEMORY_MUTANTS: dict[str, type[InMemoryRuntimeBackend]] = {
 }
 SQLITE_MUTANTS: dict[str, type[SQLiteRuntimeBackend]] = {
     "state lock that holds in one process only": StateLockInOneProcess,
+    "message numbers taken outside the write transaction": MessageNumbersOutsideTheTransaction,
     "erasure records in process memory only": ErasuresInProcessMemory,
 }
 BASES: dict[str, type[Any]] = {"in-memory reference": InMemoryRuntimeBackend, "SQLite example": SQLiteRuntimeBackend}

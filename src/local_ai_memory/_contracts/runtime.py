@@ -39,8 +39,9 @@ The guarantees, checked by :class:`local_ai_memory.testing.RuntimeBackendTests` 
 
 Sizes ("bytes"): every size a backend reports is in bytes of its own storage encoding (the
 file backend counts file bytes, PostgreSQL the bytes of its rows, the in-memory backend the
-JSON of a result). They serve retention and reports, so they are comparable within one
-backend only; the kit checks the lower bounds and equalities stated on each method.
+JSON of a result, and message text in characters). They serve retention and reports, so they
+are comparable within one backend only; the kit checks the lower bounds and equalities
+stated on each method.
 
 Writing a backend: subclass :class:`RuntimeBackend`, implement the abstract methods, run the
 conformance suite against it (see ``docs/architecture.md``, "Writing a runtime backend").
@@ -250,8 +251,10 @@ class RuntimeBackend(ABC):
     def get_plan_steps(self, scope: Scope, plan_id: str) -> list[dict[str, Any]]:
         """The plan's step log, oldest first (``[]`` when none).
 
-        A step log on its own (without a plan, state, working memory, result or message) does
-        not make a scope "hold data": :meth:`list_scopes` leaves such a scope out.
+        Each step has every key it was appended with, unchanged; a backend may add keys of its
+        own (the file backend adds ``format_version``). A step log on its own (without a plan,
+        state, working memory, result or message) does not make a scope "hold data":
+        :meth:`list_scopes` leaves such a scope out.
         """
 
     def read_plan_steps(self, scope: Scope, plan_id: str, cursor: str | None = None) -> PlanSteps:

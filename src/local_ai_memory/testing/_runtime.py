@@ -71,7 +71,8 @@ _TEXTS = {
 }
 _TRICKY_USERS = ["bob", "bob_admin", "bo", "b_ob", "50%", "a.b", ".hidden", "x%5Fy"]
 _THREADS = 4
-_ROUNDS = 150  # per thread; with the tiny switch interval an unguarded cycle loses updates every run
+_ROUNDS = 150  # state updates per thread; with the tiny switch interval an unguarded cycle loses some every run
+_APPENDS = 500  # messages per thread: the window of a numbering race is a few instructions, so more tries
 _PROCESS_ROUNDS = 300  # per process
 
 
@@ -595,17 +596,17 @@ class RuntimeBackendTests:
 
         def append(index: int) -> None:
             given[index] = []
-            for number in range(_ROUNDS):
+            for number in range(_APPENDS):
                 given[index] += api.append_messages(scope, [_message(f"{index}:{number}")])
 
         _parallel(_THREADS, append)
         numbers = sorted(number for mine in given.values() for number in mine)
-        assert numbers == list(range(_THREADS * _ROUNDS)), "message numbers repeat or skip"
+        assert numbers == list(range(_THREADS * _APPENDS)), "message numbers repeat or skip"
         records = api.get_messages(scope)
-        assert [record.seq for record in records] == list(range(_THREADS * _ROUNDS))
+        assert [record.seq for record in records] == list(range(_THREADS * _APPENDS))
         for writer in range(_THREADS):
             mine = [record.content for record in records if record.content.startswith(f"{writer}:")]
-            assert mine == [f"{writer}:{number}" for number in range(_ROUNDS)]
+            assert mine == [f"{writer}:{number}" for number in range(_APPENDS)]
 
     # -- isolation and listing ------------------------------------------------------------
 
