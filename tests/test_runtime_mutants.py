@@ -237,7 +237,8 @@ if _target is not None and issubclass(_target, SQLiteRuntimeBackend):
 
         @pytest.fixture
         def opener(self, tmp_path: Path) -> Any:
-            return functools.partial(_target, str(tmp_path / "memory.db"))
+            target: Any = _target
+            return functools.partial(target, str(tmp_path / "memory.db"))
 
 elif _target is not None:
 
