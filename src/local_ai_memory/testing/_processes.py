@@ -1,12 +1,12 @@
 """Real processes for the cross-process and restart tests of the runtime conformance suite.
 
 A test names a task of :data:`TASKS`; :class:`Workers` starts that many fresh processes
-(``multiprocessing`` forkserver, or spawn where there is none: nothing of the test's process is
-inherited but the pickled arguments and ``sys.path``),
-each opens the store with the test class's *opener* (a picklable callable that returns a
-backend on the same store), waits at a barrier so all of them start their work at the same
-moment, runs the task through :class:`~._calls.Calls` in the test's mode, and sends back a
-plain value (or the traceback of what went wrong).
+(``multiprocessing`` forkserver, or spawn where there is none: nothing of the test's process
+is inherited but the pickled arguments and ``sys.path``). Each opens the store with the test
+class's *opener* (a picklable callable that returns a backend on the same store), waits at a
+barrier so all of them start their work at the same moment, runs the task through
+:class:`~._calls.Calls` in the test's mode, and sends back a plain value (or the traceback of
+what went wrong).
 """
 
 from __future__ import annotations
