@@ -1,4 +1,4 @@
-"""The runtime conformance suite, run against the two backends the package ships files for."""
+"""The runtime conformance suite on the file and in-memory backends (PostgreSQL: test_postgres_conformance.py)."""
 
 from __future__ import annotations
 
