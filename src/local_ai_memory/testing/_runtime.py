@@ -71,8 +71,12 @@ _TEXTS = {
 }
 _TRICKY_USERS = ["bob", "bob_admin", "bo", "b_ob", "50%", "a.b", ".hidden", "x%5Fy"]
 _THREADS = 4
-_ROUNDS = 150  # state updates per thread; with the tiny switch interval an unguarded cycle loses some every run
-_APPENDS = 500  # messages per thread: the window of a numbering race is a few instructions, so more tries
+# Thread races run for a while rather than a fixed count: a fast in-process backend then makes
+# tens of thousands of tries (its race window is a few instructions wide, hit about once in a
+# thousand tries), a slow one with I/O fewer (its window holds the I/O, and is hit at once).
+_RACE_SECONDS = 1.0
+_MIN_ROUNDS = 50  # per thread, however slow the backend
+_MAX_ROUNDS = 20_000  # per thread, to bound what is stored
 _PROCESS_ROUNDS = 300  # per process
 
 
@@ -85,6 +89,13 @@ def _interleaved() -> Iterator[None]:
         yield
     finally:
         sys.setswitchinterval(old)
+
+
+def _rounds(started: float, done: int) -> bool:
+    """Whether a racing thread goes on: at least :data:`_MIN_ROUNDS`, then for :data:`_RACE_SECONDS`."""
+    if done < _MIN_ROUNDS:
+        return True
+    return done < _MAX_ROUNDS and time.monotonic() - started < _RACE_SECONDS
 
 
 def _parallel(count: int, work: Callable[[int], None]) -> None:
@@ -378,15 +389,19 @@ class RuntimeBackendTests:
     def test_concurrent_state_updates_lose_nothing(self, api: Calls) -> None:
         scope = Scope.of("alice", "s1")
 
+        done: dict[int, int] = {}
+
         def bump(index: int) -> None:
-            for number in range(_ROUNDS):
-                key = f"{index}-{number}"
-                api.update_state(scope, lambda state, key=key: {**state, "n": state.get("n", 0) + 1, key: 1})
+            started, key = time.monotonic(), f"t{index}"
+            done[index] = 0
+            while _rounds(started, done[index]):
+                api.update_state(scope, lambda state: {**state, "n": state.get("n", 0) + 1, key: state.get(key, 0) + 1})
+                done[index] += 1
 
         _parallel(_THREADS, bump)
         state = api.get_state(scope)
-        assert state["n"] == _THREADS * _ROUNDS, "concurrent read-modify-writes of the state lost updates"
-        assert len(state) == _THREADS * _ROUNDS + 1
+        assert state["n"] == sum(done.values()), "concurrent read-modify-writes of the state lost updates"
+        assert state == {"n": sum(done.values()), **{f"t{index}": count for index, count in done.items()}}
 
     # -- L1 -----------------------------------------------------------------------------
 
@@ -595,18 +610,20 @@ class RuntimeBackendTests:
         given: dict[int, list[int]] = {}
 
         def append(index: int) -> None:
-            given[index] = []
-            for number in range(_APPENDS):
-                given[index] += api.append_messages(scope, [_message(f"{index}:{number}")])
+            started, mine = time.monotonic(), given.setdefault(index, [])
+            while _rounds(started, len(mine)):
+                mine += api.append_messages(scope, [_message(f"{index}:{len(mine)}")])
 
         _parallel(_THREADS, append)
+        total = sum(len(mine) for mine in given.values())
         numbers = sorted(number for mine in given.values() for number in mine)
-        assert numbers == list(range(_THREADS * _APPENDS)), "message numbers repeat or skip"
+        assert numbers == list(range(total)), "message numbers repeat or skip"
         records = api.get_messages(scope)
-        assert [record.seq for record in records] == list(range(_THREADS * _APPENDS))
-        for writer in range(_THREADS):
-            mine = [record.content for record in records if record.content.startswith(f"{writer}:")]
-            assert mine == [f"{writer}:{number}" for number in range(_APPENDS)]
+        assert [record.seq for record in records] == list(range(total))
+        for writer, mine in given.items():
+            assert [record.content for record in records if record.content.startswith(f"{writer}:")] == [
+                f"{writer}:{number}" for number in range(len(mine))
+            ]
 
     # -- isolation and listing ------------------------------------------------------------
 
