@@ -31,9 +31,9 @@ possibly in a :func:`functools.partial`) that opens the SAME store again, here o
 process.
 
 The races are sized to fail every run when a lock is missing, not once in a while: threads
-and processes start together behind a barrier, and thread races run with a tiny interpreter
-switch interval (:func:`sys.setswitchinterval`), so threads interleave inside any unguarded
-read-modify-write.
+and processes start together behind a barrier, and thread races run for a second with a tiny
+interpreter switch interval (:func:`sys.setswitchinterval`), so threads interleave inside any
+unguarded read-modify-write, many times over.
 """
 
 from __future__ import annotations
