@@ -39,6 +39,7 @@ unguarded read-modify-write, many times over.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import threading
 import time
@@ -71,6 +72,9 @@ _TEXTS = {
 }
 _TRICKY_USERS = ["bob", "bob_admin", "bo", "b_ob", "50%", "a.b", ".hidden", "x%5Fy"]
 _THREADS = 4
+# Threads of the timed races: more callers than asyncio's default executor has workers, so in
+# async mode the worker threads running the sync methods never wait for work (8 on 2 cores).
+_RACERS = min(32, (os.cpu_count() or 1) + 4) + 2
 # Thread races run for a while rather than a fixed count: a fast in-process backend then makes
 # tens of thousands of tries (its race window is a few instructions wide, hit about once in a
 # thousand tries), a slow one with I/O fewer (its window holds the I/O, and is hit at once).
@@ -398,7 +402,7 @@ class RuntimeBackendTests:
                 api.update_state(scope, lambda state: {**state, "n": state.get("n", 0) + 1, key: state.get(key, 0) + 1})
                 done[index] += 1
 
-        _parallel(_THREADS, bump)
+        _parallel(_RACERS, bump)
         state = api.get_state(scope)
         assert state["n"] == sum(done.values()), "concurrent read-modify-writes of the state lost updates"
         assert state == {"n": sum(done.values()), **{f"t{index}": count for index, count in done.items()}}
@@ -614,7 +618,7 @@ class RuntimeBackendTests:
             while _rounds(started, len(mine)):
                 mine += api.append_messages(scope, [_message(f"{index}:{len(mine)}")])
 
-        _parallel(_THREADS, append)
+        _parallel(_RACERS, append)
         total = sum(len(mine) for mine in given.values())
         numbers = sorted(number for mine in given.values() for number in mine)
         assert numbers == list(range(total)), "message numbers repeat or skip"
