@@ -3,28 +3,30 @@ proof that search over PostgreSQL ranks and scores exactly as search over files.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
 from local_ai_memory._backends.postgres.knowledge import PostgresKnowledgeBackend
 from local_ai_memory._backends.postgres.runtime import PostgresRuntimeBackend
 from local_ai_memory._contracts.knowledge import KnowledgeBackend
-from local_ai_memory._contracts.runtime import RuntimeBackend
 from local_ai_memory._knowledge.store import MemoryStore
 from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.naming import DirectoryGuard
 from local_ai_memory.backends import FileKnowledgeBackend
-from local_ai_memory.testing import KnowledgeBackendTests, RuntimeBackendTests
+from local_ai_memory.testing import CROSS_PROCESS, DURABLE, KnowledgeBackendTests, RuntimeBackendTests
+from local_ai_memory.testing._processes import Opener
 
 
 class TestPostgresRuntimeBackend(RuntimeBackendTests):
+    capabilities: ClassVar[frozenset[str]] = frozenset({CROSS_PROCESS, DURABLE})
+
     @pytest.fixture
-    def backend(self, postgres_url: str, postgres_schema: str) -> Iterator[RuntimeBackend]:
-        backend = PostgresRuntimeBackend(postgres_url, schema=postgres_schema, pool_max_size=12)
-        yield backend
-        backend.close()
+    def opener(self, postgres_url: str, postgres_schema: str) -> Opener:
+        return functools.partial(PostgresRuntimeBackend, postgres_url, schema=postgres_schema, pool_max_size=12)
 
 
 class TestPostgresKnowledgeBackend(KnowledgeBackendTests):

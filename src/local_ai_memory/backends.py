@@ -5,7 +5,10 @@ levels (L0-L3 and the session log), :class:`KnowledgeBackend` the one of the kno
 (notes, a change feed, derived data). Pass them to :class:`~local_ai_memory.Memory`
 (``runtime=``, ``knowledge=``) or use :meth:`Memory.in_memory`. :mod:`local_ai_memory.testing`
 holds the conformance suites every backend must pass; ``docs/architecture.md`` explains how to
-write one.
+write one. Everything a :class:`RuntimeBackend` signature names is exported here
+(:class:`StoredMessage`, :class:`ToolIndexEntry`, :class:`ToolResultPage`, :data:`StateChange`,
+:data:`PlansChange`, and :func:`erased` to test a scope against pending erasures), so a
+backend needs no private module.
 
 The PostgreSQL backends (:class:`PostgresRuntimeBackend`, :class:`PostgresKnowledgeBackend`)
 need the ``postgres`` extra; they are imported on first use, so this module imports without it.
@@ -27,8 +30,18 @@ from local_ai_memory._contracts.knowledge import (
     erasure_marker,
     is_note_name,
 )
-from local_ai_memory._contracts.runtime import Erasure, PlanSteps, RuntimeBackend, Scope, ScopeInfo
+from local_ai_memory._contracts.runtime import (
+    Erasure,
+    PlansChange,
+    PlanSteps,
+    RuntimeBackend,
+    Scope,
+    ScopeInfo,
+    StateChange,
+    erased,
+)
 from local_ai_memory._shared.naming import note_filename, owner_of, user_file_prefix
+from local_ai_memory._shared.records import StoredMessage, ToolIndexEntry, ToolResultPage
 from local_ai_memory._shared.vectors import model_id_of, text_digest, unit_vectors
 
 if TYPE_CHECKING:
@@ -45,12 +58,18 @@ __all__ = [
     "NoteChanges",
     "NoteInfo",
     "PlanSteps",
+    "PlansChange",
     "PostgresKnowledgeBackend",
     "PostgresRuntimeBackend",
     "RuntimeBackend",
     "Scope",
     "ScopeInfo",
+    "StateChange",
+    "StoredMessage",
+    "ToolIndexEntry",
+    "ToolResultPage",
     "VectorCache",
+    "erased",
 ]
 
 # What a knowledge backend author needs besides the contract: the naming rules (which names are

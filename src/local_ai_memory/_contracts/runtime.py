@@ -7,20 +7,44 @@ session_id)`` pairs is part of each call, never a convention of the caller.
 
 A backend implements the sync methods. Each has an async twin (``a`` prefix) that by default
 runs the sync method in a worker thread; a backend with a native async driver overrides the
-twins. The contract's guarantees, checked by :class:`local_ai_memory.testing.RuntimeBackendTests`:
+twins, which must then keep every guarantee below. :meth:`RuntimeBackend.locked` has no twin.
 
-* every write is atomic: a reader sees the old value or the new one, never a mix;
-* ``update_state``, ``update_plans`` and ``swap_working_memory`` are read-modify-write cycles
-  that never lose a concurrent update, across threads and (for shared backends) processes;
-* a tool result belongs to the scope that saved it: any other scope gets
-  :class:`RecordNotFoundError`, exactly as for an id that does not exist;
-* appended messages and checkpoint steps keep their order and get gap-free sequence numbers;
-* while an :class:`Erasure` is pending, the scopes it covers read as empty (no state, no
-  messages, every tool result not found) and are not listed, so a deletion that is cut half-way
-  by a crash is never seen half done; :meth:`RuntimeBackend.delete_scope` is idempotent.
+The guarantees, checked by :class:`local_ai_memory.testing.RuntimeBackendTests` (words in
+*italics* there name the optional capabilities a backend declares, see that class):
+
+* **Exact values.** Text comes back exactly as given: NUL (``\\x00``), a lone CR, CRLF,
+  emoji and combining characters included, in the state, working memory, plans, step logs,
+  tool results and messages. Values handed in or out are copies: mutating them never changes
+  what is stored.
+* **Atomic writes.** A reader sees the old value or the new one, never a mix.
+* **No lost update.** ``update_state``, ``update_plans`` and ``swap_working_memory`` are
+  read-modify-write cycles that never lose a concurrent update: across threads always, and
+  across processes (and hosts) for a backend that several processes can open (*cross_process*).
+* **Isolation.** A tool result belongs to the scope that saved it: any other scope gets
+  :class:`RecordNotFoundError`, exactly as for an id that does not exist, and cannot list,
+  delete or overwrite it. Scope keys are compared whole: ``bob`` never sees ``bob_admin``.
+* **Order and numbering.** Appended messages and steps keep their order. Message sequence
+  numbers start at 0 and are consecutive, unique and gap-free per scope, however many threads
+  or processes append; :meth:`~RuntimeBackend.compact_messages` never renumbers and numbers
+  are never reused after it, while :meth:`~RuntimeBackend.clear_messages` starts the log anew
+  (the next message gets 0).
+* **Erasure.** While an :class:`Erasure` is pending, the scopes it covers read as empty (no
+  state, no messages, every tool result not found) and are not listed, so a deletion cut
+  half-way by a crash is never seen half done. The record is as durable as the data: a
+  backend whose data outlives the process (*durable*) keeps erasure records too, so data
+  erased before a restart stays hidden after it. :meth:`~RuntimeBackend.delete_scope` and the
+  deletes of tool results are idempotent.
+* **Exclusion.** :meth:`~RuntimeBackend.locked` excludes every other holder of the same
+  scope's lock: other threads, and for a *cross_process* backend other processes and hosts.
+
+Sizes ("bytes"): every size a backend reports is in bytes of its own storage encoding (the
+file backend counts file bytes, PostgreSQL the bytes of its rows, the in-memory backend the
+JSON of a result, and message text in characters). They serve retention and reports, so they
+are comparable within one backend only; the kit checks the lower bounds and equalities
+stated on each method.
 
 Writing a backend: subclass :class:`RuntimeBackend`, implement the abstract methods, run the
-conformance suite against it (see ``docs/architecture.md``).
+conformance suite against it (see ``docs/architecture.md``, "Writing a runtime backend").
 """
 
 from __future__ import annotations
@@ -121,7 +145,11 @@ class Scope:
 
 @dataclass(frozen=True)
 class ScopeInfo:
-    """A scope that holds data, with its stored bytes and last change (seconds since the epoch)."""
+    """A scope that holds data, with its stored bytes and last change (seconds since the epoch).
+
+    ``size`` is in the backend's own measure (see the module docstring) and at least the sum of
+    the scope's tool-result sizes plus the UTF-8 length of its working memory.
+    """
 
     scope: Scope
     size: int
@@ -182,11 +210,16 @@ class RuntimeBackend(ABC):
 
     @abstractmethod
     def get_state(self, scope: Scope) -> dict[str, Any]:
-        """The stored state (``{}`` when none)."""
+        """The stored state (``{}`` when none, or while an erasure covers the scope); a copy."""
 
     @abstractmethod
     def update_state(self, scope: Scope, change: StateChange) -> dict[str, Any]:
-        """Replace the state with ``change(current)`` atomically; return the new state."""
+        """Replace the state with ``change(current)`` atomically; return the new state.
+
+        No concurrent update in between is lost: two callers that each add one key both see
+        their key kept, in any thread and, for a *cross_process* backend, any process. ``change``
+        may be called more than once (on a retry), so it must be pure.
+        """
 
     # -- L1 working memory --------------------------------------------------------------
 
@@ -198,7 +231,9 @@ class RuntimeBackend(ABC):
     def swap_working_memory(self, scope: Scope, expected: str | None, text: str) -> str | None:
         """Store ``text`` if the current text equals ``expected`` (``None``: unconditionally).
 
-        Returns ``None`` when written, else the text found (the caller lost a race).
+        Returns ``None`` when written, else the text found (the caller lost a race). The
+        comparison and the write are one atomic step: of callers racing with the same
+        ``expected``, exactly one wins, across threads and (*cross_process*) processes.
         """
 
     # -- L2 plans and checkpoints -------------------------------------------------------
@@ -224,7 +259,13 @@ class RuntimeBackend(ABC):
 
     @abstractmethod
     def get_plan_steps(self, scope: Scope, plan_id: str) -> list[dict[str, Any]]:
-        """The plan's step log, oldest first (``[]`` when none)."""
+        """The plan's step log, oldest first (``[]`` when none).
+
+        Each step has every key it was appended with, unchanged; a backend may add keys of its
+        own (the file backend adds ``format_version``). A step log on its own (without a plan,
+        state, working memory, result or message) does not make a scope "hold data":
+        :meth:`list_scopes` leaves such a scope out.
+        """
 
     def read_plan_steps(self, scope: Scope, plan_id: str, cursor: str | None = None) -> PlanSteps:
         """The steps appended after ``cursor`` (from an earlier answer; ``None``: the whole log).
@@ -250,13 +291,18 @@ class RuntimeBackend(ABC):
     def save_tool_result(self, scope: Scope, result_id: str, payload: Any) -> int:
         """Store a JSON payload as the scope's result ``result_id``; return the bytes stored.
 
-        Replaces the scope's own result of that id; an id another scope holds is refused with
-        :class:`InvalidInputError` (nothing is written).
+        The bytes are the backend's own measure of what it stored for the result; never less
+        than the UTF-8 length of the payload's ``content`` text, and the same number
+        :meth:`list_tool_results` then reports as :attr:`ToolIndexEntry.size`. Strings are kept
+        exactly (a NUL or a lone CR included). Replaces the scope's own result of that id; an
+        id another scope holds is refused with :class:`InvalidInputError` (nothing is written).
         """
 
     @abstractmethod
     def load_tool_result(self, scope: Scope, result_id: str) -> Any:
-        """The payload; :class:`RecordNotFoundError` if missing *or owned by another scope*."""
+        """The payload; :class:`RecordNotFoundError` if missing *or owned by another scope* (the
+        same error either way, so an id says nothing about other scopes), or while an erasure
+        covers the scope."""
 
     def read_tool_result_page(self, scope: Scope, result_id: str, offset: int, limit: int) -> ToolResultPage:
         """Characters ``offset`` to ``offset + limit`` of a stored tool output, scope-checked.
@@ -268,7 +314,8 @@ class RuntimeBackend(ABC):
 
     @abstractmethod
     def list_tool_results(self, scope: Scope) -> dict[str, ToolIndexEntry]:
-        """The results the scope owns, with their sizes and save times."""
+        """The results the scope owns, with their sizes (as :meth:`save_tool_result` returned)
+        and save times; ``{}`` while an erasure covers the scope."""
 
     @abstractmethod
     def count_tool_results(self, scope: Scope) -> int:
@@ -276,13 +323,21 @@ class RuntimeBackend(ABC):
 
     @abstractmethod
     def delete_tool_results(self, scope: Scope, result_ids: Sequence[str]) -> list[str]:
-        """Delete those of ``result_ids`` the scope owns; return them. Deleting twice is harmless."""
+        """Delete those of ``result_ids`` the scope owns; return them, each once, in the order
+        asked. Ids the scope does not own (another scope's, missing, already deleted) are
+        skipped and not returned: deleting twice returns ``[]`` the second time."""
 
     # -- session messages ---------------------------------------------------------------
 
     @abstractmethod
     def append_messages(self, scope: Scope, messages: Sequence[StoredMessage]) -> list[int]:
-        """Append in one write; return the sequence numbers given (consecutive, never reused)."""
+        """Append in one write; return the sequence numbers given.
+
+        Numbers start at 0 for a new (or cleared) log and are consecutive: a call gets the
+        next ``len(messages)`` numbers, with no gap and no duplicate however many threads or
+        (*cross_process*) processes append at once. ``seq`` on the messages passed in is ignored.
+        Content is kept exactly (NUL, lone CR, CRLF).
+        """
 
     @abstractmethod
     def get_messages(self, scope: Scope) -> list[StoredMessage]:
@@ -290,33 +345,62 @@ class RuntimeBackend(ABC):
 
     @abstractmethod
     def compact_messages(self, scope: Scope, keep_last: int) -> int:
-        """Keep only the last ``keep_last`` messages; return how many were dropped."""
+        """Keep only the last ``keep_last`` messages; return how many were dropped.
+
+        Never renumbers, and later messages never reuse a dropped number, even when every
+        message was dropped.
+        """
 
     @abstractmethod
     def clear_messages(self, scope: Scope) -> bool:
-        """Delete the scope's messages; return whether there were any."""
+        """Delete the scope's messages and their numbering: the next message appended gets 0.
+
+        Returns whether the log held anything (messages, or the numbering left by a compaction
+        that dropped them all).
+        """
 
     # -- the scope as a whole ---------------------------------------------------------
 
     @abstractmethod
     def locked(self, scope: Scope) -> contextlib.AbstractContextManager[None]:
-        """Hold the scope's maintenance lock (re-entrant): retention and checkpoint references
-        serialize on it, so a result cannot be pruned while a checkpoint starts to use it."""
+        """Hold the scope's maintenance lock: retention and checkpoint references serialize on
+        it, so a result cannot be pruned while a checkpoint starts to use it.
+
+        While one holder is inside, every other holder of the same scope's lock waits: other
+        threads always, and for a *cross_process* backend other processes and hosts sharing the
+        store (a lock in this process's memory is not enough there). Re-entrant in the holding
+        thread. It guards only what its holders do: other reads and writes of the scope go on.
+        """
 
     @abstractmethod
     def list_scopes(self, *, include_erased: bool = False) -> list[ScopeInfo]:
-        """Every scope that holds any runtime data; those under a pending erasure only if asked."""
+        """Every scope that holds runtime data, sorted by :attr:`Scope.key`; those under a
+        pending erasure only with ``include_erased``.
+
+        A scope holds data when it has a non-empty state, non-empty working memory, a plan, a
+        tool result or a message. A step log alone does not count. Reading a scope never makes
+        it listed. (The file backend also lists scopes whose files remain after being emptied,
+        and, with ``include_erased``, the leftovers an interrupted erasure left; the in-memory
+        reference and PostgreSQL list exactly the scopes with data.)
+        """
 
     # -- lifecycle: deleting what the memory keeps --------------------------------------
 
     @abstractmethod
     def delete_scope(self, scope: Scope) -> int:
         """Delete everything of ``scope`` (state, working memory, plans and step logs, tool results,
-        messages); return the bytes removed. Deleting an empty or deleted scope returns 0."""
+        messages, message numbering); return the bytes removed, in the backend's measure and at
+        least the sum of its tool-result sizes plus the UTF-8 length of its working memory.
+        Deleting an empty or deleted scope returns 0. Other scopes are untouched."""
 
     @abstractmethod
     def begin_erasure(self, erasure: Erasure) -> None:
-        """Record ``erasure`` durably; from now on the scopes it covers read as empty."""
+        """Record ``erasure``; from now on the scopes it covers read as empty and are not listed.
+
+        The record lasts as long as the data does: a *durable* backend keeps it across a
+        restart (a record in process memory only would let erased data be read again after
+        one). Beginning an erasure already pending keeps one record.
+        """
 
     @abstractmethod
     def end_erasure(self, erasure: Erasure) -> None:
@@ -324,7 +408,12 @@ class RuntimeBackend(ABC):
 
     @abstractmethod
     def pending_erasures(self) -> list[Erasure]:
-        """Erasures begun and not ended (by this process or one that crashed), oldest first."""
+        """Erasures begun and not ended (by this process or one that crashed), oldest first:
+        in the order they were begun, not sorted by user or key, each listed once.
+
+        (Where an erasure begun again while pending goes is not specified: the in-memory and
+        PostgreSQL backends keep its place, the file backend moves it to the end.)
+        """
 
     def recover(self) -> int:
         """Clear what an interrupted write may have left behind; return how many leftovers."""
@@ -403,3 +492,12 @@ class RuntimeBackend(ABC):
 
     async def adelete_scope(self, scope: Scope) -> int:
         return await asyncio.to_thread(self.delete_scope, scope)
+
+    async def abegin_erasure(self, erasure: Erasure) -> None:
+        await asyncio.to_thread(self.begin_erasure, erasure)
+
+    async def aend_erasure(self, erasure: Erasure) -> None:
+        await asyncio.to_thread(self.end_erasure, erasure)
+
+    async def apending_erasures(self) -> list[Erasure]:
+        return await asyncio.to_thread(self.pending_erasures)

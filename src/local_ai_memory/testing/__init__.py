@@ -1,15 +1,24 @@
-"""Conformance suites any storage backend can run (requires pytest).
+"""Conformance suites any storage backend can run (requires pytest, nothing else).
 
-Subclass a suite in your own test module and give it a ``backend`` fixture that returns a
-fresh backend; every test of the suite then runs against it::
+Subclass a suite in your own test module and give it a fixture that opens a fresh store;
+every test of the suite then runs against it, over the sync methods and the async twins::
+
+    import functools
+    import pytest
+    from local_ai_memory.testing import RuntimeBackendTests
 
     class TestMyBackend(RuntimeBackendTests):
+        capabilities = frozenset({"cross_process", "durable"})  # what your backend offers
+
         @pytest.fixture
-        def backend(self, tmp_path):
-            return MyBackend(tmp_path)
+        def opener(self, tmp_path):  # a picklable callable that opens the same store again
+            return functools.partial(MyBackend, str(tmp_path / "store.db"))
+
+A backend without the optional capabilities (:data:`RUNTIME_CAPABILITIES`) may give a
+``backend`` fixture instead; the tests of capabilities it does not claim are skipped.
 """
 
 from local_ai_memory.testing._knowledge import KnowledgeBackendTests
-from local_ai_memory.testing._runtime import RuntimeBackendTests
+from local_ai_memory.testing._runtime import CROSS_PROCESS, DURABLE, RUNTIME_CAPABILITIES, RuntimeBackendTests
 
-__all__ = ["KnowledgeBackendTests", "RuntimeBackendTests"]
+__all__ = ["CROSS_PROCESS", "DURABLE", "RUNTIME_CAPABILITIES", "KnowledgeBackendTests", "RuntimeBackendTests"]

@@ -1,417 +1,782 @@
 """The runtime-backend conformance suite: what every :class:`RuntimeBackend` must do.
 
-Use it from your own test module::
+Use it from your own test module; it runs with plain pytest (no pytest-asyncio setup)::
 
+    import functools
     import pytest
     from local_ai_memory.testing import RuntimeBackendTests
 
     class TestMyBackend(RuntimeBackendTests):
-        @pytest.fixture
-        def backend(self, tmp_path):
-            return MyBackend(...)
+        capabilities = frozenset({"cross_process", "durable"})
 
-Each test gets a fresh backend from the fixture. The suite drives the backend directly and
-through the engines (``MemoryManager``, ``ToolResultStore``, ``SessionMessageStore``), with
-real threads for the races.
+        @pytest.fixture
+        def opener(self, tmp_path):
+            return functools.partial(MyBackend, str(tmp_path / "store"))
+
+Every test runs twice, over the sync methods and over their async twins (the ``mode``
+parameter, ``"sync"`` or ``"async"``; see :mod:`._calls`). Each test gets a fresh, empty
+store: from the ``backend`` fixture if the class gives one, else by calling ``opener()``.
+
+**Capabilities** are what a backend may or may not offer; a test of a capability the class
+does not list in :attr:`RuntimeBackendTests.capabilities` is skipped, with the reason:
+
+* ``"cross_process"``: several processes (and hosts) can open the same store at once; every
+  read-modify-write, the message numbering and :meth:`RuntimeBackend.locked` then hold across
+  them. Tested with real processes (``multiprocessing`` spawn) started together at a barrier.
+* ``"durable"``: the store outlives the process: data, and pending erasures, are there after
+  a close and a reopen (checked from a fresh process).
+
+Both need the ``opener`` fixture: a picklable callable (a class or module-level function,
+possibly in a :func:`functools.partial`) that opens the SAME store again, here or in a child
+process.
+
+The races are sized to fail every run when a lock is missing, not once in a while: threads
+and processes start together behind a barrier, and thread races run for a second with a tiny
+interpreter switch interval (:func:`sys.setswitchinterval`), so threads interleave inside any
+unguarded read-modify-write, many times over.
 """
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
+import os
+import sys
 import threading
-from collections.abc import Callable
-from typing import Any
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, ClassVar
 
 import pytest
 
-from local_ai_memory._contracts.runtime import Erasure, RuntimeBackend, Scope
-from local_ai_memory._runtime.messages import SessionMessageStore
-from local_ai_memory._runtime.scope import MemoryManager
-from local_ai_memory._runtime.tool_results import ToolResultStore, parse_reference
-from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._contracts.runtime import Erasure, PlanSteps, RuntimeBackend, Scope
 from local_ai_memory._shared.errors import InvalidInputError, RecordNotFoundError
 from local_ai_memory._shared.records import StoredMessage
+from local_ai_memory.testing._calls import MODES, Calls, Mode
+from local_ai_memory.testing._processes import Opener, Workers
 
-__all__ = ["RuntimeBackendTests"]
+__all__ = ["CROSS_PROCESS", "DURABLE", "RUNTIME_CAPABILITIES", "RuntimeBackendTests"]
+
+CROSS_PROCESS = "cross_process"
+DURABLE = "durable"
+RUNTIME_CAPABILITIES = frozenset({CROSS_PROCESS, DURABLE})
+"""Every capability a runtime backend can claim (see the module docstring)."""
 
 _TEXTS = {
     "empty": "",
     "emoji": "snake 🐍, flag 🇺🇦, family 👩‍👩‍👧 and é composed e\u0301",
     "crlf": "line one\r\nline two\r\n\r\nend\r",
-    "nul": "before\x00after",
+    "lone_cr": "a\rb\r\rc\n\rd",
+    "nul": "before\x00after\x00",
+    "controls": "\x00\x01\x1f\x7f\u2028\u2029\ufeff tab\there",
 }
 _TRICKY_USERS = ["bob", "bob_admin", "bo", "b_ob", "50%", "a.b", ".hidden", "x%5Fy"]
+_THREADS = 4
+# Threads of the timed races: more callers than asyncio's default executor has workers, so in
+# async mode the worker threads running the sync methods never wait for work (8 on 2 cores).
+_RACERS = min(32, (os.cpu_count() or 1) + 4) + 2
+# Thread races run for a while rather than a fixed count: a fast in-process backend then makes
+# tens of thousands of tries (its race window is a few instructions wide, hit about once in a
+# thousand tries), a slow one with I/O fewer (its window holds the I/O, and is hit at once).
+_RACE_SECONDS = 1.0
+_MIN_ROUNDS = 50  # per thread, however slow the backend
+_MAX_ROUNDS = 20_000  # per thread, to bound what is stored
+_PROCESS_ROUNDS = 300  # per process
+
+
+@contextlib.contextmanager
+def _interleaved() -> Iterator[None]:
+    """Switch threads as often as the interpreter can, so races show up on every run."""
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(old)
+
+
+def _rounds(started: float, done: int) -> bool:
+    """Whether a racing thread goes on: at least :data:`_MIN_ROUNDS`, then for :data:`_RACE_SECONDS`."""
+    if done < _MIN_ROUNDS:
+        return True
+    return done < _MAX_ROUNDS and time.monotonic() - started < _RACE_SECONDS
 
 
 def _parallel(count: int, work: Callable[[int], None]) -> None:
+    """Run ``work(0..count-1)`` in threads released together; re-raise the first failure."""
     errors: list[BaseException] = []
+    start = threading.Barrier(count)
 
     def run(index: int) -> None:
         try:
+            start.wait(60)
             work(index)
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
     threads = [threading.Thread(target=run, args=(index,)) for index in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    with _interleaved():
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
     if errors:
         raise errors[0]
 
 
+def _output(result_id: str, content: str, tool: str = "t") -> dict[str, Any]:
+    """A tool output payload as the engines store it."""
+    return {"id": result_id, "tool": tool, "created_at": "2026-01-01T00:00:00+00:00", "content": content}
+
+
+def _message(content: str, role: str = "user") -> StoredMessage:
+    return StoredMessage(role=role, content=content)
+
+
+def _as_written(steps: list[dict[str, Any]], written: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``steps`` cut to the keys they were appended with: a backend may add keys of its own
+    to a step (the file backend adds ``format_version``), but must keep every key it was given."""
+    if len(steps) != len(written):
+        return steps
+    return [{key: step.get(key, "<missing>") for key in mine} for step, mine in zip(steps, written, strict=True)]
+
+
+def _requires(capability: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Mark a test as needing ``capability``; it is skipped (before any fixture) for a backend without it."""
+
+    def mark(test: Callable[..., None]) -> Callable[..., None]:
+        test._requires = capability  # type: ignore[attr-defined]
+        return test
+
+    return mark
+
+
 class RuntimeBackendTests:
-    """Subclass and provide a ``backend`` fixture returning a fresh, empty backend."""
+    """Subclass, set :attr:`capabilities`, and give a ``backend`` or an ``opener`` fixture."""
+
+    capabilities: ClassVar[frozenset[str]] = frozenset()
+    """What the backend under test offers, of :data:`RUNTIME_CAPABILITIES`."""
+
+    # -- fixtures -----------------------------------------------------------------------
+
+    @pytest.fixture(autouse=True)
+    def _capability_gate(self, request: pytest.FixtureRequest) -> None:
+        """Skip a test of a capability the backend does not claim, before it opens anything."""
+        unknown = self.capabilities - RUNTIME_CAPABILITIES
+        if unknown:
+            pytest.fail(f"unknown capabilities {sorted(unknown)}; known: {sorted(RUNTIME_CAPABILITIES)}")
+        needed = getattr(request.function, "_requires", None)
+        if needed is not None and needed not in self.capabilities:
+            pytest.skip(f"the backend does not claim the {needed!r} capability")
 
     @pytest.fixture
-    def backend(self) -> RuntimeBackend:
-        raise NotImplementedError("give the suite a `backend` fixture that returns a fresh backend")
+    def opener(self) -> Opener:
+        """A picklable callable opening the store under test (needed for the capabilities)."""
+        raise NotImplementedError(
+            "give the suite an `opener` fixture (a picklable callable that opens the same store, "
+            "e.g. functools.partial(MyBackend, path)) or a `backend` fixture"
+        )
 
     @pytest.fixture
-    def config(self) -> MemoryConfig:
-        return MemoryConfig(fsync=False, tool_result_inline_limit=64)
+    def backend(self, request: pytest.FixtureRequest) -> Iterator[RuntimeBackend]:
+        """A fresh, empty store; by default ``opener()``, closed after the test."""
+        opener: Opener = request.getfixturevalue("opener")
+        backend = opener()
+        yield backend
+        backend.close()
 
-    def manager(
-        self, backend: RuntimeBackend, config: MemoryConfig, user: str = "alice", session: str = "s1"
-    ) -> MemoryManager:
-        return MemoryManager(config=config, user_id=user, session_id=session, backend=backend)
+    @pytest.fixture(params=MODES)
+    def mode(self, request: pytest.FixtureRequest) -> Mode:
+        """``"sync"``: call the sync methods; ``"async"``: call their async twins."""
+        mode: Mode = request.param
+        return mode
+
+    @pytest.fixture
+    def api(self, backend: RuntimeBackend, mode: Mode) -> Iterator[Calls]:
+        """The backend, called in the test's mode."""
+        calls = Calls(backend, mode)
+        yield calls
+        calls.close()
+
+    def fill(self, api: Calls, scope: Scope, text: str = "x") -> None:
+        """Put something at every level of ``scope``."""
+        api.update_state(scope, lambda state: {**state, "owner": scope.user_id, "text": text})
+        api.swap_working_memory(scope, None, f"notes of {scope.user_id}: {text}")
+        api.update_plans(scope, lambda plans: {**plans, "p": {"step": 1, "text": text}})
+        api.append_plan_steps(scope, "p", [{"n": 1, "text": text}])
+        api.save_tool_result(scope, f"r-{scope.key}", _output(f"r-{scope.key}", "y" * 100 + text))
+        api.append_messages(scope, [_message(text)])
+
+    def assert_empty(self, api: Calls, scope: Scope) -> None:
+        """``scope`` reads as empty at every level."""
+        assert api.get_state(scope) == {}
+        assert api.get_working_memory(scope) == ""
+        assert api.get_plans(scope) == {}
+        assert api.get_plan_steps(scope, "p") == []
+        hidden = api.read_plan_steps(scope, "p")
+        assert (hidden.steps, hidden.restarted) == ([], True)
+        assert api.list_tool_results(scope) == {}
+        assert api.count_tool_results(scope) == 0
+        assert api.get_messages(scope) == []
+        with pytest.raises(RecordNotFoundError):
+            api.load_tool_result(scope, f"r-{scope.key}")
+
+    # -- across processes and restarts (first: they are the slowest to reach otherwise) ---
+
+    @_requires(CROSS_PROCESS)
+    def test_processes_lose_no_state_update(self, opener: Opener, mode: Mode) -> None:
+        scope = Scope.of("shared", "s1")
+        with _opened(opener) as backend:
+            backend.update_state(scope, lambda state: {"n": 0})
+            Workers(opener, "bump_state", 2, mode, ("shared", "s1", _PROCESS_ROUNDS)).results()
+            state = backend.get_state(scope)
+        assert state["n"] == 2 * _PROCESS_ROUNDS, "concurrent read-modify-writes of two processes lost updates"
+        assert {key for key in state if key != "n"} == {
+            f"p{index}-{number}" for index in range(2) for number in range(_PROCESS_ROUNDS)
+        }
+
+    @_requires(CROSS_PROCESS)
+    def test_processes_get_unique_gap_free_message_numbers(self, opener: Opener, mode: Mode) -> None:
+        scope = Scope.of("shared", "s1")
+        with _opened(opener) as backend:
+            given = Workers(opener, "append_messages", 2, mode, ("shared", "s1", _PROCESS_ROUNDS)).results()
+            stored = backend.get_messages(scope)
+        numbers = sorted(number for mine in given for number in mine)
+        assert numbers == list(range(2 * _PROCESS_ROUNDS)), "message numbers repeat or skip across processes"
+        assert all(mine == sorted(mine) for mine in given)
+        assert [message.seq for message in stored] == list(range(2 * _PROCESS_ROUNDS))
+        for index, mine in enumerate(given):
+            by_seq = {message.seq: message.content for message in stored}
+            assert [by_seq[number] for number in mine] == [f"{index}:{n}" for n in range(_PROCESS_ROUNDS)]
+
+    @_requires(CROSS_PROCESS)
+    def test_processes_compare_and_swap_with_one_winner(self, opener: Opener, mode: Mode) -> None:
+        scope = Scope.of("shared", "s1")
+        with _opened(opener) as backend:
+            backend.swap_working_memory(scope, None, "v0")
+            found = Workers(opener, "swap_once", 2, mode, ("shared", "s1")).results()
+            winners = [index for index, text in enumerate(found) if text is None]
+            assert len(winners) == 1, f"{len(winners)} processes won one compare-and-swap"
+            assert backend.get_working_memory(scope) == f"won by {winners[0]}"
+
+    @_requires(CROSS_PROCESS)
+    def test_locked_excludes_another_process(self, opener: Opener, tmp_path: Path) -> None:
+        scope = Scope.of("shared", "s1")
+        trying, released = tmp_path / "trying", tmp_path / "released"
+        with _opened(opener) as backend:
+            with backend.locked(scope):
+                workers = Workers(opener, "enter_lock", 1, "sync", ("shared", "s1", str(trying), str(released)))
+                _wait_for(trying)
+                time.sleep(1.0)  # the other process is trying to take the lock now
+                released.write_text("released")
+            [waited] = workers.results()
+        assert waited, "another process entered locked() while this one held it"
+
+    @_requires(DURABLE)
+    def test_data_survives_a_reopen(self, opener: Opener, mode: Mode) -> None:
+        scope = Scope.of("alice", "s1")
+        with _opened(opener) as backend:
+            api = Calls(backend, mode)
+            try:
+                api.update_state(scope, lambda state: {"texts": _TEXTS})
+                api.swap_working_memory(scope, None, _TEXTS["crlf"] + _TEXTS["nul"])
+                api.update_plans(scope, lambda plans: {"p": {"text": _TEXTS["lone_cr"]}})
+                api.append_plan_steps(scope, "p", [{"n": 0, "text": _TEXTS["nul"]}])
+                api.save_tool_result(scope, "r1", _output("r1", _TEXTS["nul"] + _TEXTS["lone_cr"]))
+                api.append_messages(scope, [_message(text) for text in _TEXTS.values()])
+            finally:
+                api.close()
+        [seen] = Workers(opener, "snapshot", 1, mode, ("alice", "s1", "r1")).results()
+        assert seen["state"] == {"texts": _TEXTS}
+        assert seen["working"] == _TEXTS["crlf"] + _TEXTS["nul"]
+        assert seen["plans"] == {"p": {"text": _TEXTS["lone_cr"]}}
+        assert _as_written(seen["steps"], [{"n": 0, "text": _TEXTS["nul"]}]) == [{"n": 0, "text": _TEXTS["nul"]}]
+        assert seen["loaded"] == _output("r1", _TEXTS["nul"] + _TEXTS["lone_cr"])
+        assert seen["messages"] == list(enumerate(_TEXTS.values()))
+        assert seen["listed"] == [("alice", "s1")]
+
+    @_requires(DURABLE)
+    def test_pending_erasure_still_hides_data_after_a_restart(self, opener: Opener, mode: Mode) -> None:
+        with _opened(opener) as backend:
+            api = Calls(backend, mode)
+            try:
+                for user in ("bob", "bob_admin"):
+                    self.fill(api, Scope.of(user, "s1"))
+                api.begin_erasure(Erasure("bob"))
+            finally:
+                api.close()
+        [seen] = Workers(opener, "snapshot", 1, mode, ("bob", "s1", f"r-{Scope.of('bob', 's1').key}")).results()
+        assert seen["erasures"] == [("bob", None)], "a pending erasure was forgotten by a restart"
+        assert (seen["state"], seen["working"], seen["messages"], seen["results"]) == ({}, "", [], []), (
+            "data erased before a restart is readable again after it"
+        )
+        assert seen["loaded"] == "RecordNotFoundError"
+        assert seen["listed"] == [("bob_admin", "s1")]
+        with _opened(opener) as backend:
+            backend.end_erasure(Erasure("bob"))  # nothing was deleted: the data shows again
+            assert backend.get_state(Scope.of("bob", "s1"))["owner"] == "bob"
+
+    @_requires(DURABLE)
+    def test_erasure_order_survives_a_restart(self, opener: Opener, mode: Mode) -> None:
+        begun = [("zoe", None), ("adam", "s2"), ("mia", None), ("adam", None)]
+        with _opened(opener):
+            Workers(opener, "begin_erasures", 1, mode, begun).results()
+        with _opened(opener) as backend:
+            assert backend.pending_erasures() == [Erasure(user, session) for user, session in begun]
+
+    # -- the scope lock -------------------------------------------------------------------
+
+    def test_locked_excludes_another_thread_and_is_reentrant(self, backend: RuntimeBackend) -> None:
+        scope = Scope.of("alice", "s1")
+        trying, released, entered_while_held = threading.Event(), threading.Event(), []
+
+        def other() -> None:
+            trying.set()
+            with backend.locked(scope):
+                entered_while_held.append(not released.is_set())
+
+        with backend.locked(scope):
+            with backend.locked(scope):  # re-entrant in the holding thread
+                thread = threading.Thread(target=other)
+                thread.start()
+                assert trying.wait(30)
+                time.sleep(0.5)  # the other thread is trying to take the lock now
+            assert entered_while_held == [], "another thread entered locked() while this one held it"
+            released.set()
+        thread.join(30)
+        assert entered_while_held == [False]
+        done = threading.Event()
+
+        def reenter() -> None:
+            with backend.locked(scope), backend.locked(scope):
+                done.set()
+
+        worker = threading.Thread(target=reenter, daemon=True)
+        worker.start()
+        assert done.wait(30), "locked() is not re-entrant"
+        worker.join(30)
 
     # -- L0 -----------------------------------------------------------------------------
 
-    def test_state_starts_empty_and_round_trips(self, backend: RuntimeBackend) -> None:
+    def test_state_starts_empty_and_round_trips(self, api: Calls) -> None:
         scope = Scope.of("alice", "s1")
-        assert backend.get_state(scope) == {}
-        value = {"text": _TEXTS["emoji"], "nested": {"list": [1, 2.5, None, True]}, "crlf": _TEXTS["crlf"]}
-        assert backend.update_state(scope, lambda state: {**state, **value}) == value
-        assert backend.get_state(scope) == value
+        assert api.get_state(scope) == {}
+        value = {"texts": _TEXTS, "nested": {"list": [1, 2.5, None, True, -(2**53)]}, _TEXTS["nul"]: "key"}
+        assert api.update_state(scope, lambda state: {**state, **value}) == value
+        assert api.get_state(scope) == value
+        assert api.update_state(scope, lambda state: {}) == {}
+        assert api.get_state(scope) == {}
 
-    def test_values_handed_out_cannot_change_what_is_stored(self, backend: RuntimeBackend) -> None:
+    def test_values_handed_in_or_out_cannot_change_what_is_stored(self, api: Calls) -> None:
         scope = Scope.of("alice", "s1")
-        backend.update_state(scope, lambda state: {"list": [1]})
-        backend.get_state(scope)["list"].append(2)
-        assert backend.get_state(scope) == {"list": [1]}
+        given: dict[str, list[Any]] = {"list": [1]}
+        api.update_state(scope, lambda state: given)
+        given["list"].append("in")
+        api.get_state(scope)["list"].append("out")
+        assert api.get_state(scope) == {"list": [1]}
+        plan: dict[str, list[Any]] = {"steps": [1]}
+        api.update_plans(scope, lambda plans: {"p": plan})
+        plan["steps"].append("in")
+        api.get_plans(scope)["p"]["steps"].append("out")
+        assert api.get_plans(scope) == {"p": {"steps": [1]}}
+        step: dict[str, list[Any]] = {"n": [1]}
+        api.append_plan_steps(scope, "p", [step])
+        step["n"].append("in")
+        api.get_plan_steps(scope, "p")[0]["n"].append("out")
+        assert _as_written(api.get_plan_steps(scope, "p"), [{"n": [1]}]) == [{"n": [1]}]
+        payload: dict[str, Any] = {"content": "abc", "list": [1]}
+        api.save_tool_result(scope, "r1", payload)
+        payload["list"].append("in")
+        api.load_tool_result(scope, "r1")["list"].append("out")
+        assert api.load_tool_result(scope, "r1") == {"content": "abc", "list": [1]}
 
-    def test_concurrent_state_updates_lose_nothing(self, backend: RuntimeBackend, config: MemoryConfig) -> None:
-        manager = self.manager(backend, config)
+    def test_concurrent_state_updates_lose_nothing(self, api: Calls) -> None:
+        scope = Scope.of("alice", "s1")
+
+        done: dict[int, int] = {}
 
         def bump(index: int) -> None:
-            for _ in range(50):
-                backend.update_state(manager.scope_info, lambda state: {**state, "n": state.get("n", 0) + 1})
+            started, key = time.monotonic(), f"t{index}"
+            done[index] = 0
+            while _rounds(started, done[index]):
+                api.update_state(scope, lambda state: {**state, "n": state.get("n", 0) + 1, key: state.get(key, 0) + 1})
+                done[index] += 1
 
-        _parallel(4, bump)
-        assert manager.get_state() == {"n": 200}
+        _parallel(_RACERS, bump)
+        state = api.get_state(scope)
+        assert state["n"] == sum(done.values()), "concurrent read-modify-writes of the state lost updates"
+        assert state == {"n": sum(done.values()), **{f"t{index}": count for index, count in done.items()}}
 
     # -- L1 -----------------------------------------------------------------------------
 
-    @pytest.mark.parametrize("kind", sorted(_TEXTS))
-    def test_working_memory_round_trips_exactly(self, backend: RuntimeBackend, config: MemoryConfig, kind: str) -> None:
-        manager = self.manager(backend, config)
-        manager.update_working_memory(_TEXTS[kind])
-        assert manager.get_working_memory() == _TEXTS[kind]
+    def test_working_memory_round_trips_exactly(self, api: Calls) -> None:
+        scope = Scope.of("alice", "s1")
+        assert api.get_working_memory(scope) == ""
+        for text in [*_TEXTS.values(), "".join(_TEXTS.values())]:
+            assert api.swap_working_memory(scope, None, text) is None
+            assert api.get_working_memory(scope) == text, f"working memory changed {text!r}"
 
-    def test_compare_and_swap_has_exactly_one_winner(self, backend: RuntimeBackend, config: MemoryConfig) -> None:
-        manager = self.manager(backend, config)
-        manager.update_working_memory("v0")
-        outcomes: dict[int, str | None] = {}
-        start = threading.Barrier(8)
+    def test_compare_and_swap_checks_what_it_expects(self, api: Calls) -> None:
+        scope = Scope.of("alice", "s1")
+        assert api.swap_working_memory(scope, "not there", "x") == ""
+        assert api.get_working_memory(scope) == ""
+        assert api.swap_working_memory(scope, "", "v0\r\n") is None
+        assert api.swap_working_memory(scope, "v0\n", "v1") == "v0\r\n"
+        assert api.swap_working_memory(scope, "other", "v1") == "v0\r\n"
+        assert api.get_working_memory(scope) == "v0\r\n"
+        assert api.swap_working_memory(scope, "v0\r\n", "v1") is None
+        assert api.swap_working_memory(scope, None, "v2") is None
+        assert api.get_working_memory(scope) == "v2"
 
-        def swap(index: int) -> None:
-            start.wait()
-            outcomes[index] = manager.swap_working_memory("v0", f"v1 by {index}")
+    def test_compare_and_swap_has_exactly_one_winner(self, api: Calls) -> None:
+        scope = Scope.of("alice", "s1")
+        for round_number in range(10):
+            start = f"v{round_number}"
+            api.swap_working_memory(scope, None, start)
+            outcomes: dict[int, str | None] = {}
 
-        _parallel(8, swap)
-        winners = [index for index, found in outcomes.items() if found is None]
-        assert len(winners) == 1
-        assert manager.get_working_memory() == f"v1 by {winners[0]}"
-        assert all(found == f"v1 by {winners[0]}" for index, found in outcomes.items() if index != winners[0])
+            def swap(index: int, start: str = start, outcomes: dict[int, str | None] = outcomes) -> None:
+                outcomes[index] = api.swap_working_memory(scope, start, f"{start} by {index}")
 
-    def test_compare_and_swap_retries_lose_no_update(self, backend: RuntimeBackend, config: MemoryConfig) -> None:
-        manager = self.manager(backend, config)
+            _parallel(8, swap)
+            winners = [index for index, found in outcomes.items() if found is None]
+            assert len(winners) == 1, f"{len(winners)} threads won one compare-and-swap"
+            assert api.get_working_memory(scope) == f"{start} by {winners[0]}"
+            assert all(found == f"{start} by {winners[0]}" for i, found in outcomes.items() if i != winners[0])
+
+    def test_compare_and_swap_retries_lose_no_update(self, api: Calls) -> None:
+        scope = Scope.of("alice", "s1")
 
         def add_lines(index: int) -> None:
-            for line in range(20):
-                current = manager.get_working_memory()
-                while (found := manager.swap_working_memory(current, current + f"{index}.{line}\n")) is not None:
+            for line in range(30):
+                current = api.get_working_memory(scope)
+                while (found := api.swap_working_memory(scope, current, current + f"{index}.{line}\n")) is not None:
                     current = found
 
-        _parallel(4, add_lines)
-        lines = manager.get_working_memory().splitlines()
-        assert sorted(lines) == sorted(f"{index}.{line}" for index in range(4) for line in range(20))
+        _parallel(_THREADS, add_lines)
+        lines = api.get_working_memory(scope).splitlines()
+        assert sorted(lines) == sorted(f"{index}.{line}" for index in range(_THREADS) for line in range(30))
 
     # -- L2 -----------------------------------------------------------------------------
 
-    def test_plans_round_trip_and_delete_is_idempotent(self, backend: RuntimeBackend, config: MemoryConfig) -> None:
-        manager = self.manager(backend, config)
-        with pytest.raises(RecordNotFoundError):
-            manager.load_plan("p1")
-        manager.save_plan("p1", {"steps": ["a", _TEXTS["emoji"]]})
-        manager.save_plan("p2", None)
-        assert manager.list_plans() == {"p1": {"steps": ["a", _TEXTS["emoji"]]}, "p2": None}
-        assert manager.delete_plan("p2") is True
-        assert manager.delete_plan("p2") is False
-        assert manager.list_plans() == {"p1": {"steps": ["a", _TEXTS["emoji"]]}}
+    def test_plans_round_trip_and_a_dropped_plan_loses_its_steps(self, api: Calls) -> None:
+        scope = Scope.of("alice", "s1")
+        assert api.get_plans(scope) == {}
+        plans = {"p1": {"steps": ["a", _TEXTS["emoji"], _TEXTS["lone_cr"]]}, "p2": None}
+        assert api.update_plans(scope, lambda current: {**current, **plans}) == plans
+        assert api.update_plans(scope, lambda current: None) == plans  # None: keep what is there
+        assert api.get_plans(scope) == plans
+        api.append_plan_steps(scope, "p2", [{"n": 1}])
+        api.append_plan_steps(scope, "p1", [{"n": 1}])
+        assert api.update_plans(scope, lambda current: {"p1": current["p1"]}) == {"p1": plans["p1"]}
+        assert api.get_plan_steps(scope, "p2") == []
+        assert _as_written(api.get_plan_steps(scope, "p1"), [{"n": 1}]) == [{"n": 1}]
 
-    def test_step_logs_keep_order_and_go_with_their_plan(self, backend: RuntimeBackend, config: MemoryConfig) -> None:
-        manager = self.manager(backend, config)
-        manager.save_plan("p1", {})
-        for number in range(5):
-            manager.append_plan_steps("p1", [{"seq": number, "text": _TEXTS["crlf"]}])
-        assert [step["seq"] for step in manager.plan_steps("p1")] == [0, 1, 2, 3, 4]
-        assert manager.plan_steps("p1")[0]["text"] == _TEXTS["crlf"]
-        manager.delete_plan("p1")
-        assert manager.plan_steps("p1") == []
+    def test_step_logs_keep_order_and_exact_text(self, api: Calls) -> None:
+        scope = Scope.of("alice", "s1")
+        assert api.get_plan_steps(scope, "p1") == []
+        assert api.append_plan_steps(scope, "p1", [{"n": 0, "text": _TEXTS["crlf"]}]) is True
+        for number, text in enumerate(_TEXTS.values(), start=1):
+            assert api.append_plan_steps(scope, "p1", [{"n": number, "text": text}]) is False
+        steps = api.get_plan_steps(scope, "p1")
+        assert [step["n"] for step in steps] == list(range(len(_TEXTS) + 1))
+        assert [step["text"] for step in steps[1:]] == list(_TEXTS.values())
+        api.clear_plan_steps(scope, "p1")
+        assert api.get_plan_steps(scope, "p1") == []
+        assert api.append_plan_steps(scope, "p1", [{"n": 0}]) is True  # emptied: "held no step before"
 
-    def test_step_logs_are_read_on_from_a_cursor(self, backend: RuntimeBackend, config: MemoryConfig) -> None:
-        scope = self.manager(backend, config).scope_info
+    def test_step_logs_are_read_on_from_a_cursor(self, api: Calls) -> None:
+        """A reader gets the new steps, or (``restarted``) the whole log; never a wrong part."""
+        scope = Scope.of("alice", "s1")
 
-        def numbers(steps: list[dict[str, Any]]) -> list[int]:
-            return [step["n"] for step in steps]
+        def check(found: PlanSteps, whole: list[int], new: list[int]) -> None:
+            assert [step["n"] for step in found.steps] == (whole if found.restarted else new)
 
-        assert backend.append_plan_steps(scope, "p1", [{"n": 0}, {"n": 1, "text": _TEXTS["crlf"]}]) is True
-        assert backend.append_plan_steps(scope, "p1", [{"n": 2, "text": _TEXTS["emoji"]}]) is False
-        first = backend.read_plan_steps(scope, "p1")
-        assert (numbers(first.steps), first.restarted) == ([0, 1, 2], True)
-        assert first.steps[2]["text"] == _TEXTS["emoji"]
-        backend.append_plan_steps(scope, "p1", [{"n": 3}, {"n": 4}])
-        second = backend.read_plan_steps(scope, "p1", first.cursor)
-        assert (numbers(second.steps), second.restarted) == ([3, 4], False)
-        third = backend.read_plan_steps(scope, "p1", second.cursor)
-        assert (third.steps, third.restarted) == ([], False)
-        assert numbers(backend.read_plan_steps(scope, "p1", "not a cursor").steps) == [0, 1, 2, 3, 4]
-        assert asyncio.run(backend.aread_plan_steps(scope, "p1", first.cursor)) == second
-
+        assert api.append_plan_steps(scope, "p1", [{"n": 0}, {"n": 1, "text": _TEXTS["crlf"]}]) is True
+        api.append_plan_steps(scope, "p1", [{"n": 2, "text": _TEXTS["nul"]}])
+        first = api.read_plan_steps(scope, "p1")
+        assert ([step["n"] for step in first.steps], first.restarted) == ([0, 1, 2], True)
+        assert first.steps[2]["text"] == _TEXTS["nul"]
+        api.append_plan_steps(scope, "p1", [{"n": 3}, {"n": 4}])
+        second = api.read_plan_steps(scope, "p1", first.cursor)
+        check(second, [0, 1, 2, 3, 4], [3, 4])
+        third = api.read_plan_steps(scope, "p1", second.cursor)
+        check(third, [0, 1, 2, 3, 4], [])
+        check(api.read_plan_steps(scope, "p1", "not a cursor"), [0, 1, 2, 3, 4], [])
         # Emptied and written anew, longer than before: the old cursor reads the new log whole.
-        backend.clear_plan_steps(scope, "p1")
-        gone = backend.read_plan_steps(scope, "p1", third.cursor)
+        api.clear_plan_steps(scope, "p1")
+        gone = api.read_plan_steps(scope, "p1", third.cursor)
         assert (gone.steps, gone.restarted) == ([], True)
-        assert backend.append_plan_steps(scope, "p1", [{"n": 10 + n} for n in range(8)]) is True
-        again = backend.read_plan_steps(scope, "p1", third.cursor)
-        assert (numbers(again.steps), again.restarted) == (list(range(10, 18)), True)
-        assert backend.read_plan_steps(scope, "other").steps == []
+        assert api.append_plan_steps(scope, "p1", [{"n": 10 + n} for n in range(8)]) is True
+        again = api.read_plan_steps(scope, "p1", third.cursor)
+        assert ([step["n"] for step in again.steps], again.restarted) == (list(range(10, 18)), True)
+        assert api.read_plan_steps(scope, "other").steps == []
 
-    def test_concurrent_step_appends_are_all_kept_in_order(self, backend: RuntimeBackend, config: MemoryConfig) -> None:
-        manager = self.manager(backend, config)
+    def test_concurrent_step_appends_are_all_kept_in_order(self, api: Calls) -> None:
+        scope = Scope.of("alice", "s1")
 
         def append(index: int) -> None:
-            for number in range(25):
-                manager.append_plan_steps("p1", [{"writer": index, "n": number}])
+            for number in range(40):
+                api.append_plan_steps(scope, "p1", [{"writer": index, "n": number}])
 
-        _parallel(4, append)
-        steps = manager.plan_steps("p1")
-        assert len(steps) == 100
-        for writer in range(4):
-            assert [step["n"] for step in steps if step["writer"] == writer] == list(range(25))
+        _parallel(_THREADS, append)
+        steps = api.get_plan_steps(scope, "p1")
+        assert len(steps) == _THREADS * 40
+        for writer in range(_THREADS):
+            assert [step["n"] for step in steps if step["writer"] == writer] == list(range(40))
 
     # -- L3 -----------------------------------------------------------------------------
 
-    def test_tool_results_round_trip_large_and_exact(self, backend: RuntimeBackend, config: MemoryConfig) -> None:
-        manager = self.manager(backend, config)
-        big = "0123456789abcdef\r\n🐍" * (50 * 1024 * 1024 // 22 + 1)  # 22 UTF-8 bytes a repeat: over 50 MB
-        store = ToolResultStore(manager)
-        reference = parse_reference(store.externalize("dump", big))
-        assert reference is not None
-        assert reference.size == len(big.encode("utf-8"))
-        page = store.load_page(reference.result_id, 0, len(big) + 10)
-        assert page.content == big
-        assert page.next_offset is None
+    def test_tool_results_keep_nul_and_lone_cr(self, api: Calls) -> None:
+        scope = Scope.of("alice", "s1")
+        for number, text in enumerate([*_TEXTS.values(), "\x00", "\r", "x\x00\ry\r\n\x00"]):
+            result_id = f"r{number}"
+            payload = _output(result_id, text)
+            size = api.save_tool_result(scope, result_id, {**payload, "extra": [text, {text: text}]})
+            assert size >= len(text.encode("utf-8"))
+            loaded = api.load_tool_result(scope, result_id)
+            assert loaded == {**payload, "extra": [text, {text: text}]}, f"tool result changed {text!r}"
+            page = api.read_tool_result_page(scope, result_id, 0, len(text) + 1)
+            assert (page.content, page.total_chars) == (text, len(text)), f"page of {text!r} differs"
 
-    def test_pages_split_by_characters_not_bytes(self, backend: RuntimeBackend, config: MemoryConfig) -> None:
-        manager = self.manager(backend, config)
-        text = "é🐍x" * 100
-        manager.save_tool_result("r1", {"id": "r1", "tool": "t", "created_at": "", "content": text})
+    def test_pages_split_by_characters_not_bytes(self, api: Calls) -> None:
+        scope = Scope.of("alice", "s1")
+        text = "é🐍x\x00\r" * 100
+        api.save_tool_result(scope, "r1", _output("r1", text))
         pieces = []
         offset: int | None = 0
         while offset is not None:
-            page = manager.load_tool_result_page("r1", offset, 7)
+            page = api.read_tool_result_page(scope, "r1", offset, 7)
             pieces.append(page.content)
             offset = page.next_offset
         assert "".join(pieces) == text
         assert all(len(piece) == 7 for piece in pieces[:-1])
-        assert manager.load_tool_result_page("r1", 10_000, 5).content == ""
+        assert api.read_tool_result_page(scope, "r1", 10_000, 5).content == ""
 
-    def test_another_scope_cannot_load_a_result(self, backend: RuntimeBackend, config: MemoryConfig) -> None:
-        alice = self.manager(backend, config, "alice", "s1")
-        bob = self.manager(backend, config, "bob", "s1")
-        alice_again = self.manager(backend, config, "alice", "s2")
-        alice.save_tool_result("r1", {"secret": "alice's"})
-        for other in (bob, alice_again):
+    def test_another_scope_cannot_reach_a_result(self, api: Calls) -> None:
+        alice = Scope.of("alice", "s1")
+        api.save_tool_result(alice, "r1", {"secret": "alice's"})
+        for other in (Scope.of("bob", "s1"), Scope.of("alice", "s2"), Scope.of("alice_s1", "x"), Scope()):
             with pytest.raises(RecordNotFoundError) as denied:
-                other.load_tool_result("r1")
+                api.load_tool_result(other, "r1")
             with pytest.raises(RecordNotFoundError) as missing:
-                other.load_tool_result("nosuchid")
+                api.load_tool_result(other, "nosuchid")
             assert type(denied.value) is type(missing.value)
             with pytest.raises(RecordNotFoundError):
-                other.load_tool_result_page("r1", 0, 10)
-            assert other.delete_tool_results(["r1"]) == []
-            assert other.list_tool_results() == {}
+                api.read_tool_result_page(other, "r1", 0, 10)
+            assert api.delete_tool_results(other, ["r1"]) == []
+            assert api.list_tool_results(other) == {}
+            assert api.count_tool_results(other) == 0
             with pytest.raises(InvalidInputError):
-                other.save_tool_result("r1", {"overwrite": True})
-        assert alice.load_tool_result("r1") == {"secret": "alice's"}
+                api.save_tool_result(other, "r1", {"overwrite": True})
+        assert api.load_tool_result(alice, "r1") == {"secret": "alice's"}
+        assert api.tool_result_exists("r1")
 
-    def test_tool_result_listing_and_idempotent_delete(self, backend: RuntimeBackend, config: MemoryConfig) -> None:
-        manager = self.manager(backend, config)
-        for number in range(3):
-            manager.save_tool_result(f"r{number}", {"n": number})
-        assert sorted(manager.list_tool_results()) == ["r0", "r1", "r2"]
-        assert manager.count_tool_results() == 3
-        assert all(entry.size > 0 for entry in manager.list_tool_results().values())
-        assert manager.delete_tool_results(["r1", "r1", "nope"]) == ["r1"]
-        assert manager.delete_tool_results(["r1"]) == []
-        assert sorted(manager.list_tool_results()) == ["r0", "r2"]
-        assert backend.tool_result_exists("r0")
-        assert not backend.tool_result_exists("r1")
+    def test_tool_result_listing_and_idempotent_delete(self, api: Calls) -> None:
+        scope = Scope.of("alice", "s1")
+        sizes = {f"r{number}": api.save_tool_result(scope, f"r{number}", {"n": number}) for number in range(3)}
+        listed = api.list_tool_results(scope)
+        assert {name: entry.size for name, entry in listed.items()} == sizes
+        assert all(size > 0 for size in sizes.values())
+        assert api.count_tool_results(scope) == 3
+        assert api.delete_tool_results(scope, ["r1", "r1", "nope"]) == ["r1"]
+        assert api.delete_tool_results(scope, ["r1"]) == []
+        assert api.delete_tool_results(scope, ["r2", "r0"]) == ["r2", "r0"]
+        assert api.delete_tool_results(scope, ["r0", "r2"]) == []
+        assert api.list_tool_results(scope) == {}
+        assert not api.tool_result_exists("r1")
+        with pytest.raises(RecordNotFoundError):
+            api.load_tool_result(scope, "r1")
 
     # -- messages -----------------------------------------------------------------------
 
-    def test_messages_round_trip_with_gap_free_numbers(self, backend: RuntimeBackend, config: MemoryConfig) -> None:
-        store = SessionMessageStore(config=config, user_id="alice", session_id="s1", backend=backend)
-        store.append([{"role": "user", "content": text} for text in _TEXTS.values()])
-        records = store.records()
-        assert [record.content for record in records] == list(_TEXTS.values())
-        assert [record.seq for record in records] == list(range(len(_TEXTS)))
-        assert store.compact(2) == len(_TEXTS) - 2
-        store.append([{"role": "assistant", "content": "after"}])
-        assert [record.seq for record in store.records()] == [len(_TEXTS) - 2, len(_TEXTS) - 1, len(_TEXTS)]
-        assert store.compact(0) == 3
-        store.append([{"role": "user", "content": "later"}])
-        assert [record.seq for record in store.records()] == [len(_TEXTS) + 1]
-        assert store.clear() is True
-
-    def test_concurrent_appends_are_ordered_and_gap_free(self, backend: RuntimeBackend) -> None:
+    def test_messages_round_trip_with_gap_free_numbers(self, api: Calls) -> None:
         scope = Scope.of("alice", "s1")
+        texts = list(_TEXTS.values())
+        assert api.append_messages(scope, [_message(text) for text in texts]) == list(range(len(texts)))
+        stored = api.get_messages(scope)
+        assert [message.content for message in stored] == texts, "message content changed"
+        assert [message.seq for message in stored] == list(range(len(texts)))
+        assert api.compact_messages(scope, 2) == len(texts) - 2
+        assert api.append_messages(scope, [_message("after", "assistant")]) == [len(texts)]
+        assert [message.seq for message in api.get_messages(scope)] == [len(texts) - 2, len(texts) - 1, len(texts)]
+        assert api.compact_messages(scope, 0) == 3
+        assert api.get_messages(scope) == []
+        assert api.append_messages(scope, [_message("later")]) == [len(texts) + 1]  # never reused
+        assert api.clear_messages(scope) is True
+        assert api.get_messages(scope) == []
+        assert api.append_messages(scope, [_message("anew"), _message("again")]) == [0, 1]  # cleared: from 0
+        assert api.append_messages(scope, []) == []
+        assert api.clear_messages(Scope.of("alice", "never")) is False
+
+    def test_concurrent_appends_are_ordered_and_gap_free(self, api: Calls) -> None:
+        scope = Scope.of("alice", "s1")
+        given: dict[int, list[int]] = {}
 
         def append(index: int) -> None:
-            for number in range(25):
-                backend.append_messages(scope, [StoredMessage(role="user", content=f"{index}:{number}")])
+            started, mine = time.monotonic(), given.setdefault(index, [])
+            while _rounds(started, len(mine)):
+                mine += api.append_messages(scope, [_message(f"{index}:{len(mine)}")])
 
-        _parallel(4, append)
-        records = backend.get_messages(scope)
-        assert [record.seq for record in records] == list(range(100))
-        for writer in range(4):
-            mine = [record.content for record in records if record.content.startswith(f"{writer}:")]
-            assert mine == [f"{writer}:{number}" for number in range(25)]
+        _parallel(_RACERS, append)
+        total = sum(len(mine) for mine in given.values())
+        numbers = sorted(number for mine in given.values() for number in mine)
+        assert numbers == list(range(total)), "message numbers repeat or skip"
+        records = api.get_messages(scope)
+        assert [record.seq for record in records] == list(range(total))
+        for writer, mine in given.items():
+            assert [record.content for record in records if record.content.startswith(f"{writer}:")] == [
+                f"{writer}:{number}" for number in range(len(mine))
+            ]
 
     # -- isolation and listing ------------------------------------------------------------
 
-    def test_scopes_with_tricky_ids_never_see_each_other(self, backend: RuntimeBackend, config: MemoryConfig) -> None:
+    def test_scopes_with_tricky_ids_never_see_each_other(self, api: Calls) -> None:
         pairs = [(user, session) for user in _TRICKY_USERS for session in ("s", "s_1", "1")]
         pairs += [("a_b", "c"), ("a", "b_c")]
-        for user, session in pairs:
-            manager = self.manager(backend, config, user, session)
-            manager.update_state({"owner": [user, session]})
-            manager.update_working_memory(f"{user}/{session}")
-            manager.save_plan("p", [user, session])
-        for user, session in pairs:
-            manager = self.manager(backend, config, user, session)
-            assert manager.get_state() == {"owner": [user, session]}
-            assert manager.get_working_memory() == f"{user}/{session}"
-            assert manager.list_plans() == {"p": [user, session]}
-        listed = {(info.scope.user_id, info.scope.session_id) for info in backend.list_scopes()}
-        assert listed == set(pairs)
+        for number, (user, session) in enumerate(pairs):
+            scope = Scope.of(user, session)
+            api.update_state(scope, lambda state, owner=[user, session]: {"owner": owner})
+            api.swap_working_memory(scope, None, f"{user}/{session}")
+            api.update_plans(scope, lambda plans, owner=[user, session]: {"p": owner})
+            api.save_tool_result(scope, f"r{number}", {"owner": [user, session]})
+            api.append_messages(scope, [_message(f"{user}/{session}")])
+        for number, (user, session) in enumerate(pairs):
+            scope = Scope.of(user, session)
+            assert api.get_state(scope) == {"owner": [user, session]}
+            assert api.get_working_memory(scope) == f"{user}/{session}"
+            assert api.get_plans(scope) == {"p": [user, session]}
+            assert list(api.list_tool_results(scope)) == [f"r{number}"], f"{scope.describe()} lists others' results"
+            assert [message.content for message in api.get_messages(scope)] == [f"{user}/{session}"]
+        listed = [(info.scope.user_id, info.scope.session_id) for info in api.list_scopes()]
+        assert sorted(listed) == sorted(pairs)
+        assert [info.scope.key for info in api.list_scopes()] == sorted(Scope.of(*pair).key for pair in pairs)
 
-    def test_hostile_ids_are_refused_before_storage(self, backend: RuntimeBackend, config: MemoryConfig) -> None:
+    def test_hostile_ids_are_refused_before_storage(self, api: Calls) -> None:
         for user in ("../x", "", "a/b", "nul\x00", "..", "x" * 10_000):
             with pytest.raises(InvalidInputError):
-                self.manager(backend, config, user, "s")
-        manager = self.manager(backend, config)
-        for bad in ("../r", "a/b", "", "x" * 200):
+                Scope.of(user, "s")
             with pytest.raises(InvalidInputError):
-                manager.load_tool_result(bad)
-        assert backend.list_scopes() == []
+                Erasure(user)
+        assert api.list_scopes() == []
+        assert api.pending_erasures() == []
+
+    def test_what_makes_a_scope_hold_data(self, api: Calls) -> None:
+        levels: dict[str, Callable[[Scope], object]] = {
+            "state": lambda scope: api.update_state(scope, lambda state: {"k": 1}),
+            "working": lambda scope: api.swap_working_memory(scope, None, "wörk"),
+            "plan": lambda scope: api.update_plans(scope, lambda plans: {"p": None}),
+            "result": lambda scope: api.save_tool_result(scope, "r1", _output("r1", "é" * 50)),
+            "message": lambda scope: api.append_messages(scope, [_message("hi")]),
+        }
+        reader = Scope.of("reader", "s")
+        self.assert_empty(api, reader)
+        api.get_plans(reader)
+        steps_only = Scope.of("steps", "s")
+        api.append_plan_steps(steps_only, "p", [{"n": 1}])
+        assert api.list_scopes() == [], "reads or a step log alone made a scope hold data"
+        for name, write in levels.items():
+            write(Scope.of(name, "s"))
+        listed = {info.scope.user_id: info for info in api.list_scopes()}
+        assert sorted(listed) == sorted(levels)
+        assert listed["result"].size >= api.list_tool_results(Scope.of("result", "s"))["r1"].size
+        assert listed["working"].size >= len("wörk".encode())
+        assert all(info.size >= 0 and info.modified > 0 for info in listed.values())
 
     # -- lifecycle ----------------------------------------------------------------------
 
-    def fill(self, backend: RuntimeBackend, config: MemoryConfig, user: str, session: str) -> MemoryManager:
-        """A scope holding something at every level."""
-        manager = self.manager(backend, config, user, session)
-        manager.update_state({"owner": user})
-        manager.update_working_memory(f"notes of {user}")
-        manager.save_plan("p", {"step": 1})
-        backend.append_plan_steps(manager.scope_info, "p", [{"n": 1}])
-        manager.save_tool_result(f"r-{session}-{len(user)}", {"content": "x" * 100})
-        backend.append_messages(manager.scope_info, [StoredMessage(role="user", content="hi")])
-        return manager
+    def test_delete_scope_removes_every_level_and_nothing_else(self, api: Calls) -> None:
+        gone = Scope.of("bob", "s1")
+        kept = [Scope.of("bob", "s2"), Scope.of("bob_admin", "s1"), Scope.of("bob", "s1_x")]
+        for scope in (gone, *kept):
+            self.fill(api, scope)
+        result_id = f"r-{gone.key}"
+        floor = api.list_tool_results(gone)[result_id].size + len(api.get_working_memory(gone).encode("utf-8"))
+        assert api.delete_scope(gone) >= floor
+        self.assert_empty(api, gone)
+        assert not api.tool_result_exists(result_id)
+        assert api.delete_scope(gone) == 0
+        assert api.delete_scope(Scope.of("never", "s")) == 0
+        for scope in kept:
+            assert api.get_state(scope)["owner"] == scope.user_id
+            assert list(api.list_tool_results(scope)) == [f"r-{scope.key}"]
+            assert len(api.get_messages(scope)) == 1
+            assert _as_written(api.get_plan_steps(scope, "p"), [{"n": 1, "text": "x"}]) == [{"n": 1, "text": "x"}]
+        assert [info.scope for info in api.list_scopes()] == sorted(kept, key=lambda scope: scope.key)
+        api.update_state(gone, lambda state: {"back": True})  # a deleted scope can be used again, from scratch
+        assert api.get_state(gone) == {"back": True}
+        assert api.append_messages(gone, [_message("new")]) == [0]
 
-    def assert_empty(self, backend: RuntimeBackend, scope: Scope) -> None:
-        assert backend.get_state(scope) == {}
-        assert backend.get_working_memory(scope) == ""
-        assert backend.get_plans(scope) == {}
-        assert backend.get_plan_steps(scope, "p") == []
-        hidden = backend.read_plan_steps(scope, "p")
-        assert (hidden.steps, hidden.restarted) == ([], True)
-        assert backend.list_tool_results(scope) == {}
-        assert backend.count_tool_results(scope) == 0
-        assert backend.get_messages(scope) == []
-
-    def test_delete_scope_removes_every_level_and_nothing_else(
-        self, backend: RuntimeBackend, config: MemoryConfig
-    ) -> None:
-        gone = self.fill(backend, config, "bob", "s1")
-        kept = [self.fill(backend, config, user, session) for user, session in [("bob", "s2"), ("bob_admin", "s1")]]
-        result_id = f"r-s1-{len('bob')}"
-        assert backend.delete_scope(gone.scope_info) > 100
-        self.assert_empty(backend, gone.scope_info)
-        assert not backend.tool_result_exists(result_id)
-        with pytest.raises(RecordNotFoundError):
-            backend.load_tool_result(gone.scope_info, result_id)
-        assert backend.delete_scope(gone.scope_info) == 0
-        for manager in kept:
-            assert manager.get_state() == {"owner": manager.user_id}
-            assert manager.count_tool_results() == 1
-        listed = {(info.scope.user_id, info.scope.session_id) for info in backend.list_scopes()}
-        assert listed == {("bob", "s2"), ("bob_admin", "s1")}
-        gone.update_state({"back": True})  # a deleted scope can be used again, from scratch
-        assert gone.get_state() == {"back": True}
-
-    def test_pending_erasure_hides_what_it_covers(self, backend: RuntimeBackend, config: MemoryConfig) -> None:
-        for user, session in [("bob", "s1"), ("bob", "s2"), ("bob_admin", "s1")]:
-            self.fill(backend, config, user, session)
+    def test_pending_erasure_hides_what_it_covers(self, api: Calls) -> None:
+        for user, session in [("bob", "s1"), ("bob", "s2"), ("bob_admin", "s1"), ("bo", "s1")]:
+            self.fill(api, Scope.of(user, session))
         whole_user = Erasure("bob")
-        backend.begin_erasure(whole_user)
-        assert backend.pending_erasures() == [whole_user]
+        api.begin_erasure(whole_user)
+        assert api.pending_erasures() == [whole_user]
         for session in ("s1", "s2"):
-            scope = Scope.of("bob", session)
-            self.assert_empty(backend, scope)
-            with pytest.raises(RecordNotFoundError):
-                backend.load_tool_result(scope, f"r-{session}-3")
-        assert {info.scope.user_id for info in backend.list_scopes()} == {"bob_admin"}
-        assert backend.get_state(Scope.of("bob_admin", "s1")) == {"owner": "bob_admin"}
-        backend.end_erasure(whole_user)
-        backend.end_erasure(whole_user)  # ending twice is harmless
-        assert backend.pending_erasures() == []
-        assert backend.get_state(Scope.of("bob", "s1")) == {"owner": "bob"}  # nothing was deleted yet
+            self.assert_empty(api, Scope.of("bob", session))
+        listed = [(info.scope.user_id, info.scope.session_id) for info in api.list_scopes()]
+        assert listed == [("bo", "s1"), ("bob_admin", "s1")], "an erased scope is listed, or a neighbour is not"
+        with_erased = {(info.scope.user_id, info.scope.session_id) for info in api.list_scopes(include_erased=True)}
+        assert {("bob", "s1"), ("bob", "s2")} <= with_erased
+        for other in (Scope.of("bob_admin", "s1"), Scope.of("bo", "s1")):
+            assert api.get_state(other)["owner"] == other.user_id
+            assert api.load_tool_result(other, f"r-{other.key}")["id"] == f"r-{other.key}"
+        api.begin_erasure(whole_user)  # beginning again keeps one record
+        assert api.pending_erasures() == [whole_user]
+        api.end_erasure(whole_user)
+        api.end_erasure(whole_user)  # ending twice is harmless
+        assert api.pending_erasures() == []
+        assert api.get_state(Scope.of("bob", "s1"))["owner"] == "bob"  # nothing was deleted yet
 
         one_session = Erasure("bob", "s2")
-        backend.begin_erasure(one_session)
-        self.assert_empty(backend, Scope.of("bob", "s2"))
-        assert backend.get_state(Scope.of("bob", "s1")) == {"owner": "bob"}
-        backend.end_erasure(one_session)
+        api.begin_erasure(one_session)
+        self.assert_empty(api, Scope.of("bob", "s2"))
+        assert api.get_state(Scope.of("bob", "s1"))["owner"] == "bob"
+        assert [info.scope.key for info in api.list_scopes()] == sorted(
+            Scope.of(*pair).key for pair in [("bob", "s1"), ("bob_admin", "s1"), ("bo", "s1")]
+        )
+        api.end_erasure(one_session)
 
-    def test_erasure_of_hostile_ids_is_refused(self, backend: RuntimeBackend) -> None:
-        for user in ("../x", "", "a/b", "nul\x00"):
-            with pytest.raises(InvalidInputError):
-                Erasure(user)
-        assert backend.pending_erasures() == []
+    def test_pending_erasures_are_listed_oldest_first(self, api: Calls) -> None:
+        begun = [Erasure("zoe"), Erasure("adam", "s2"), Erasure("mia"), Erasure("adam"), Erasure("bob", "a")]
+        for erasure in begun:
+            api.begin_erasure(erasure)
+        assert api.pending_erasures() == begun, "pending erasures are not in the order they were begun"
+        api.end_erasure(Erasure("mia"))
+        api.end_erasure(Erasure("nobody"))  # a missing record is not an error
+        assert api.pending_erasures() == [begun[0], begun[1], begun[3], begun[4]]
+        api.begin_erasure(Erasure("mia"))
+        assert api.pending_erasures() == [begun[0], begun[1], begun[3], begun[4], Erasure("mia")]
 
-    # -- async --------------------------------------------------------------------------
+    # -- last: the slowest --------------------------------------------------------------
 
-    def test_async_twins_see_what_sync_wrote(self, backend: RuntimeBackend, config: MemoryConfig) -> None:
-        manager = self.manager(backend, config)
+    def test_tool_results_round_trip_large_and_exact(self, api: Calls) -> None:
+        scope = Scope.of("alice", "s1")
+        big = "0123456789abcdef\r\n🐍" * (50 * 1024 * 1024 // 22 + 1)  # 22 UTF-8 bytes a repeat: over 50 MB
+        size = api.save_tool_result(scope, "big", _output("big", big))
+        assert size >= len(big.encode("utf-8")), "the bytes stored are fewer than the output's UTF-8 bytes"
+        assert api.list_tool_results(scope)["big"].size == size
+        page = api.read_tool_result_page(scope, "big", 0, len(big) + 10)
+        assert page.content == big
+        assert (page.total_chars, page.next_offset) == (len(big), None)
+        tail = api.read_tool_result_page(scope, "big", len(big) - 3, 10)
+        assert tail.content == big[-3:]
 
-        async def scenario() -> dict[str, Any]:
-            await manager.aupdate_state({"a": 1})
-            await manager.aupdate_working_memory("async text")
-            await manager.asave_plan("p", [1])
-            await manager.asave_tool_result("r1", {"id": "r1", "tool": "t", "created_at": "", "content": "abc"})
-            page = await manager.aload_tool_result_page("r1", 1, 5)
-            return {
-                "state": await manager.aget_state(),
-                "working": await manager.aget_working_memory(),
-                "plans": await manager.alist_plans(),
-                "page": page.content,
-            }
 
-        seen = asyncio.run(scenario())
-        assert seen == {"state": {"a": 1}, "working": "async text", "plans": {"p": [1]}, "page": "bc"}
-        assert manager.get_state() == {"a": 1}
+@contextlib.contextmanager
+def _opened(opener: Opener) -> Iterator[RuntimeBackend]:
+    """The store opened by ``opener`` in this process, closed afterwards."""
+    backend = opener()
+    try:
+        yield backend
+    finally:
+        backend.close()
+
+
+def _wait_for(path: Path, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{path.name} never appeared")
+        time.sleep(0.01)

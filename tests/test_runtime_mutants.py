@@ -1,0 +1,293 @@
+"""The runtime kit catches planted bugs: one mutant backend per bug, and the kit must fail on each.
+
+Each mutant is a subclass with one bug: of the in-memory reference backend for logic bugs, of
+the SQLite example (``examples/sqlite_backend``) for bugs that only processes or a restart
+show. For each, a fresh pytest runs the whole runtime kit against it in a subprocess, stopping
+at the first failure (``-x``); the harness asserts that it fails, and that the same run on the
+unmutated bases passes. The runs go two at a time (this is a 2-core machine).
+
+The kit classes below exist only when ``RUNTIME_KIT_TARGET`` names a target: that is how the
+subprocess asks for "the kit on this one backend", and why a normal test run collects only
+the harness.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import functools
+import os
+import re
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from local_ai_memory import RecordNotFoundError
+from local_ai_memory.backends import Erasure, InMemoryRuntimeBackend, Scope, ScopeInfo, StateChange, StoredMessage
+from local_ai_memory.backends import ToolIndexEntry as IndexEntry
+from local_ai_memory.testing import CROSS_PROCESS, DURABLE, RuntimeBackendTests
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # the examples live beside src/, not inside the package
+    sys.path.insert(0, str(ROOT))
+
+from examples.sqlite_backend.runtime import SQLiteRuntimeBackend, _pack  # noqa: E402
+
+TARGET_VARIABLE = "RUNTIME_KIT_TARGET"
+
+# -- mutants of the in-memory reference backend: logic bugs -------------------------------
+
+
+class CrossScopeLoad(InMemoryRuntimeBackend):
+    """Loads a tool result by id alone: any scope can read any other scope's result."""
+
+    def load_tool_result(self, scope: Scope, result_id: str) -> Any:
+        with self._lock:
+            found = self._results.get(result_id)
+        if found is None:
+            raise RecordNotFoundError(result_id)
+        return copy.deepcopy(found[1])
+
+
+class UnlockedStateUpdate(InMemoryRuntimeBackend):
+    """Reads the state, applies the change, and writes it back without holding the lock throughout."""
+
+    def update_state(self, scope: Scope, change: StateChange) -> dict[str, Any]:
+        new = change(self.get_state(scope))
+        data = self._data(scope)
+        with data.lock:
+            data.state = copy.deepcopy(new)
+        return new
+
+
+class CrlfToLf(InMemoryRuntimeBackend):
+    """Normalizes line ends of the working memory and of messages."""
+
+    def swap_working_memory(self, scope: Scope, expected: str | None, text: str) -> str | None:
+        return super().swap_working_memory(scope, expected, text.replace("\r\n", "\n"))
+
+    def append_messages(self, scope: Scope, messages: Sequence[StoredMessage]) -> list[int]:
+        fixed = [message.model_copy(update={"content": message.content.replace("\r\n", "\n")}) for message in messages]
+        return super().append_messages(scope, fixed)
+
+
+class ErasedScopeListed(InMemoryRuntimeBackend):
+    """Lists the scopes of a pending erasure as if it were not there."""
+
+    def list_scopes(self, *, include_erased: bool = False) -> list[ScopeInfo]:
+        return super().list_scopes(include_erased=True)
+
+
+class SwapIgnoresExpected(InMemoryRuntimeBackend):
+    """Compare-and-swap that never compares."""
+
+    def swap_working_memory(self, scope: Scope, expected: str | None, text: str) -> str | None:
+        return super().swap_working_memory(scope, None, text)
+
+
+class DeleteNotIdempotent(InMemoryRuntimeBackend):
+    """Reports every id asked for as deleted, also those already gone or never owned."""
+
+    def delete_tool_results(self, scope: Scope, result_ids: Sequence[str]) -> list[str]:
+        super().delete_tool_results(scope, result_ids)
+        return list(dict.fromkeys(result_ids))
+
+
+class UserPrefixListing(InMemoryRuntimeBackend):
+    """Matches users by prefix: ``bob`` lists the tool results of ``bob_admin`` (same session)."""
+
+    def list_tool_results(self, scope: Scope) -> dict[str, IndexEntry]:
+        found = dict(super().list_tool_results(scope))
+        with self._lock:
+            others = [owner for owner, _ in self._scopes.values() if owner != scope]
+        for owner in others:
+            same_session = owner.session_id == scope.session_id
+            if same_session and scope.user_id and owner.user_id and owner.user_id.startswith(scope.user_id):
+                found.update(super().list_tool_results(owner))
+        return found
+
+
+class CutAtNul(InMemoryRuntimeBackend):
+    """Stores a tool output's text only up to its first NUL (as C string handling would)."""
+
+    def save_tool_result(self, scope: Scope, result_id: str, payload: Any) -> int:
+        if isinstance(payload, dict) and isinstance(payload.get("content"), str):
+            payload = {**payload, "content": payload["content"].split("\x00")[0]}
+        return super().save_tool_result(scope, result_id, payload)
+
+
+class LockedDoesNothing(InMemoryRuntimeBackend):
+    """``locked()`` that excludes nobody."""
+
+    @contextlib.contextmanager
+    def locked(self, scope: Scope) -> Iterator[None]:
+        yield
+
+
+class MessageNumberRace(InMemoryRuntimeBackend):
+    """Reads the next message number before taking the scope's lock."""
+
+    def append_messages(self, scope: Scope, messages: Sequence[StoredMessage]) -> list[int]:
+        data = self._data(scope)
+        first = data.next_seq
+        numbers = list(range(first, first + len(messages)))
+        with data.lock:
+            data.messages.extend(m.model_copy(update={"seq": n}) for n, m in zip(numbers, messages, strict=True))
+            data.next_seq = first + len(messages)
+        return numbers
+
+
+class ErasuresSortedByKey(InMemoryRuntimeBackend):
+    """Lists pending erasures sorted by their key instead of oldest first."""
+
+    def pending_erasures(self) -> list[Erasure]:
+        return sorted(super().pending_erasures(), key=lambda erasure: erasure.key)
+
+
+# -- mutants of the SQLite example: bugs that need processes or a restart ----------------
+
+
+class StateLockInOneProcess(SQLiteRuntimeBackend):
+    """Guards the state's read-modify-write with a lock of this process only (two transactions)."""
+
+    _mutex = threading.Lock()
+
+    def update_state(self, scope: Scope, change: StateChange) -> dict[str, Any]:
+        with self._mutex:
+            new = change(self.get_state(scope))
+            with self._transaction(write=True) as db:
+                self._touch(db, scope)
+                db.execute("UPDATE scopes SET state = ? WHERE key = ?", (_pack(new), scope.key))
+        return new
+
+
+class MessageNumbersOutsideTheTransaction(SQLiteRuntimeBackend):
+    """Reads the next message number in one transaction and writes the messages in another."""
+
+    def append_messages(self, scope: Scope, messages: Sequence[StoredMessage]) -> list[int]:
+        with self._transaction() as db:
+            row = db.execute("SELECT next_seq FROM scopes WHERE key = ?", (scope.key,)).fetchone()
+        first = row[0] if row else 0
+        numbers = list(range(first, first + len(messages)))
+        with self._transaction(write=True) as db:
+            self._touch(db, scope)
+            db.executemany(
+                "INSERT OR REPLACE INTO messages (key, seq, body) VALUES (?, ?, ?)",
+                [
+                    (scope.key, n, _pack(m.model_dump(mode="json", exclude={"seq"})))
+                    for n, m in zip(numbers, messages, strict=True)
+                ],
+            )
+            db.execute("UPDATE scopes SET next_seq = ? WHERE key = ?", (first + len(messages), scope.key))
+        return numbers
+
+
+class ErasuresInProcessMemory(SQLiteRuntimeBackend):
+    """Keeps pending erasures in this process's memory: a restart forgets them."""
+
+    def __init__(self, path: str, *, timeout: float = 30.0) -> None:
+        super().__init__(path, timeout=timeout)
+        self._pending: dict[Erasure, None] = {}
+
+    def _erasures(self, db: Any) -> list[Erasure]:
+        return list(self._pending)
+
+    def begin_erasure(self, erasure: Erasure) -> None:
+        self._pending[erasure] = None
+
+    def end_erasure(self, erasure: Erasure) -> None:
+        self._pending.pop(erasure, None)
+
+
+MEMORY_MUTANTS: dict[str, type[InMemoryRuntimeBackend]] = {
+    "cross-scope load of a tool result": CrossScopeLoad,
+    "unlocked read-modify-write of the state": UnlockedStateUpdate,
+    "CRLF changed to LF": CrlfToLf,
+    "erased scope still listed": ErasedScopeListed,
+    "compare-and-swap ignoring expected": SwapIgnoresExpected,
+    "non-idempotent deletes": DeleteNotIdempotent,
+    "bob listing bob_admin's results": UserPrefixListing,
+    "tool result cut at the first NUL": CutAtNul,
+    "locked() doing nothing": LockedDoesNothing,
+    "message-number race": MessageNumberRace,
+    "pending erasures in the wrong order": ErasuresSortedByKey,
+}
+SQLITE_MUTANTS: dict[str, type[SQLiteRuntimeBackend]] = {
+    "state lock that holds in one process only": StateLockInOneProcess,
+    "message numbers taken outside the write transaction": MessageNumbersOutsideTheTransaction,
+    "erasure records in process memory only": ErasuresInProcessMemory,
+}
+BASES: dict[str, type[Any]] = {"in-memory reference": InMemoryRuntimeBackend, "SQLite example": SQLiteRuntimeBackend}
+TARGETS: dict[str, type[Any]] = {**MEMORY_MUTANTS, **SQLITE_MUTANTS, **BASES}
+
+# -- the kit on one target (collected only in the subprocess) -----------------------------
+
+_target = TARGETS.get(os.environ.get(TARGET_VARIABLE, ""))
+
+if _target is not None and issubclass(_target, SQLiteRuntimeBackend):
+
+    class TestKitOnTarget(RuntimeBackendTests):
+        capabilities: ClassVar[frozenset[str]] = frozenset({CROSS_PROCESS, DURABLE})
+
+        @pytest.fixture
+        def opener(self, tmp_path: Path) -> Any:
+            target: Any = _target
+            return functools.partial(target, str(tmp_path / "memory.db"))
+
+elif _target is not None:
+
+    class TestKitOnTarget(RuntimeBackendTests):  # type: ignore[no-redef]
+        @pytest.fixture
+        def backend(self) -> Any:
+            assert _target is not None
+            return _target()
+
+
+# -- the harness --------------------------------------------------------------------------
+
+
+def _run_kit(target: str, config: Path) -> subprocess.CompletedProcess[str]:
+    """The whole kit on ``target`` in a fresh, plain pytest (no plugins, no project settings:
+    as a third party runs it), stopping at the first failure."""
+    env = {**os.environ, TARGET_VARIABLE: target, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys([str(ROOT), *[p for p in sys.path if p]]))
+    command = [sys.executable, "-m", "pytest", "-c", str(config), "--rootdir", str(ROOT), __file__]
+    command += ["-k", "TestKitOnTarget", "-x", "-q", "-p", "no:cacheprovider"]
+    return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def kit_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.CompletedProcess[str]]:
+    """Every target's run, two at a time."""
+    config = tmp_path_factory.mktemp("kit") / "pytest.ini"
+    config.write_text("[pytest]\nfilterwarnings =\n    error\n", encoding="utf-8")
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(zip(TARGETS, pool.map(lambda target: _run_kit(target, config), TARGETS), strict=True))
+
+
+def _summary(run: subprocess.CompletedProcess[str]) -> str:
+    lines = run.stdout.strip().splitlines()
+    return lines[-1] if lines else run.stderr[-2000:]
+
+
+@pytest.mark.parametrize("name", list(BASES))
+def test_the_kit_passes_the_unmutated_base(kit_runs: dict[str, subprocess.CompletedProcess[str]], name: str) -> None:
+    run = kit_runs[name]
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    assert re.search(r"\d+ passed", _summary(run))
+    assert "failed" not in _summary(run)
+
+
+@pytest.mark.parametrize("name", [*MEMORY_MUTANTS, *SQLITE_MUTANTS])
+def test_the_kit_catches_the_planted_bug(kit_runs: dict[str, subprocess.CompletedProcess[str]], name: str) -> None:
+    run = kit_runs[name]
+    summary = _summary(run)
+    assert run.returncode == 1, f"the kit did not catch: {name}\n{run.stdout[-4000:]}{run.stderr[-2000:]}"
+    assert "1 failed" in summary, f"the kit did not catch: {name}\n{run.stdout[-4000:]}"
+    assert "error" not in summary, f"the run broke instead of failing a test:\n{run.stdout[-4000:]}"
