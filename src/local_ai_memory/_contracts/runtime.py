@@ -49,7 +49,6 @@ conformance suite against it (see ``docs/architecture.md``, "Writing a runtime b
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -58,6 +57,7 @@ from typing import Any
 
 from local_ai_memory._shared.naming import decode_name, encode_name, scope_name, validate_name
 from local_ai_memory._shared.records import StoredMessage, ToolIndexEntry, ToolResultPage, page_of
+from local_ai_memory._shared.twins import thread_twin
 
 __all__ = [
     "GLOBAL_STEM",
@@ -424,80 +424,29 @@ class RuntimeBackend(ABC):
 
     # -- async twins: a thread by default, overridable by native async backends -------
 
-    async def aget_state(self, scope: Scope) -> dict[str, Any]:
-        return await asyncio.to_thread(self.get_state, scope)
-
-    async def aupdate_state(self, scope: Scope, change: StateChange) -> dict[str, Any]:
-        return await asyncio.to_thread(self.update_state, scope, change)
-
-    async def aget_working_memory(self, scope: Scope) -> str:
-        return await asyncio.to_thread(self.get_working_memory, scope)
-
-    async def aswap_working_memory(self, scope: Scope, expected: str | None, text: str) -> str | None:
-        return await asyncio.to_thread(self.swap_working_memory, scope, expected, text)
-
-    async def aget_plans(self, scope: Scope) -> dict[str, Any]:
-        return await asyncio.to_thread(self.get_plans, scope)
-
-    async def aupdate_plans(self, scope: Scope, change: PlansChange) -> dict[str, Any]:
-        return await asyncio.to_thread(self.update_plans, scope, change)
-
-    async def aappend_plan_steps(self, scope: Scope, plan_id: str, steps: Sequence[dict[str, Any]]) -> bool:
-        return await asyncio.to_thread(self.append_plan_steps, scope, plan_id, steps)
-
-    async def aget_plan_steps(self, scope: Scope, plan_id: str) -> list[dict[str, Any]]:
-        return await asyncio.to_thread(self.get_plan_steps, scope, plan_id)
-
-    async def aread_plan_steps(self, scope: Scope, plan_id: str, cursor: str | None = None) -> PlanSteps:
-        return await asyncio.to_thread(self.read_plan_steps, scope, plan_id, cursor)
-
-    async def aclear_plan_steps(self, scope: Scope, plan_id: str) -> None:
-        await asyncio.to_thread(self.clear_plan_steps, scope, plan_id)
-
-    async def atool_result_exists(self, result_id: str) -> bool:
-        return await asyncio.to_thread(self.tool_result_exists, result_id)
-
-    async def asave_tool_result(self, scope: Scope, result_id: str, payload: Any) -> int:
-        return await asyncio.to_thread(self.save_tool_result, scope, result_id, payload)
-
-    async def aload_tool_result(self, scope: Scope, result_id: str) -> Any:
-        return await asyncio.to_thread(self.load_tool_result, scope, result_id)
-
-    async def aread_tool_result_page(self, scope: Scope, result_id: str, offset: int, limit: int) -> ToolResultPage:
-        return await asyncio.to_thread(self.read_tool_result_page, scope, result_id, offset, limit)
-
-    async def alist_tool_results(self, scope: Scope) -> dict[str, ToolIndexEntry]:
-        return await asyncio.to_thread(self.list_tool_results, scope)
-
-    async def acount_tool_results(self, scope: Scope) -> int:
-        return await asyncio.to_thread(self.count_tool_results, scope)
-
-    async def adelete_tool_results(self, scope: Scope, result_ids: Sequence[str]) -> list[str]:
-        return await asyncio.to_thread(self.delete_tool_results, scope, result_ids)
-
-    async def aappend_messages(self, scope: Scope, messages: Sequence[StoredMessage]) -> list[int]:
-        return await asyncio.to_thread(self.append_messages, scope, messages)
-
-    async def aget_messages(self, scope: Scope) -> list[StoredMessage]:
-        return await asyncio.to_thread(self.get_messages, scope)
-
-    async def acompact_messages(self, scope: Scope, keep_last: int) -> int:
-        return await asyncio.to_thread(self.compact_messages, scope, keep_last)
-
-    async def aclear_messages(self, scope: Scope) -> bool:
-        return await asyncio.to_thread(self.clear_messages, scope)
-
-    async def alist_scopes(self, *, include_erased: bool = False) -> list[ScopeInfo]:
-        return await asyncio.to_thread(self.list_scopes, include_erased=include_erased)
-
-    async def adelete_scope(self, scope: Scope) -> int:
-        return await asyncio.to_thread(self.delete_scope, scope)
-
-    async def abegin_erasure(self, erasure: Erasure) -> None:
-        await asyncio.to_thread(self.begin_erasure, erasure)
-
-    async def aend_erasure(self, erasure: Erasure) -> None:
-        await asyncio.to_thread(self.end_erasure, erasure)
-
-    async def apending_erasures(self) -> list[Erasure]:
-        return await asyncio.to_thread(self.pending_erasures)
+    aget_state = thread_twin(get_state)
+    aupdate_state = thread_twin(update_state)
+    aget_working_memory = thread_twin(get_working_memory)
+    aswap_working_memory = thread_twin(swap_working_memory)
+    aget_plans = thread_twin(get_plans)
+    aupdate_plans = thread_twin(update_plans)
+    aappend_plan_steps = thread_twin(append_plan_steps)
+    aget_plan_steps = thread_twin(get_plan_steps)
+    aread_plan_steps = thread_twin(read_plan_steps)
+    aclear_plan_steps = thread_twin(clear_plan_steps)
+    atool_result_exists = thread_twin(tool_result_exists)
+    asave_tool_result = thread_twin(save_tool_result)
+    aload_tool_result = thread_twin(load_tool_result)
+    aread_tool_result_page = thread_twin(read_tool_result_page)
+    alist_tool_results = thread_twin(list_tool_results)
+    acount_tool_results = thread_twin(count_tool_results)
+    adelete_tool_results = thread_twin(delete_tool_results)
+    aappend_messages = thread_twin(append_messages)
+    aget_messages = thread_twin(get_messages)
+    acompact_messages = thread_twin(compact_messages)
+    aclear_messages = thread_twin(clear_messages)
+    alist_scopes = thread_twin(list_scopes)
+    adelete_scope = thread_twin(delete_scope)
+    abegin_erasure = thread_twin(begin_erasure)
+    aend_erasure = thread_twin(end_erasure)
+    apending_erasures = thread_twin(pending_erasures)
