@@ -31,7 +31,7 @@ class TestSqliteKnowledgeBackend(KnowledgeBackendTests):
         backend.close()
 
     @pytest.fixture
-    def backend_factory(self, tmp_path: Path) -> Callable[[], KnowledgeBackend]:
+    def opener(self, tmp_path: Path) -> Callable[[], KnowledgeBackend]:
         return functools.partial(SqliteKnowledgeBackend, tmp_path / "notes.db")
 
 

@@ -35,7 +35,7 @@ class TestFileKnowledgeBackend(KnowledgeBackendTests):
         return _file_backend(tmp_path / "data")
 
     @pytest.fixture
-    def backend_factory(self, tmp_path: Path) -> Callable[[], KnowledgeBackend]:
+    def opener(self, tmp_path: Path) -> Callable[[], KnowledgeBackend]:
         return functools.partial(_file_backend, tmp_path / "data")
 
     def open_feed(self, backend: KnowledgeBackend) -> None:
@@ -53,7 +53,7 @@ class TestFileKnowledgeBackendWithoutFeed(KnowledgeBackendTests):
         return _file_backend(tmp_path / "data")
 
     @pytest.fixture
-    def backend_factory(self, tmp_path: Path) -> Callable[[], KnowledgeBackend]:
+    def opener(self, tmp_path: Path) -> Callable[[], KnowledgeBackend]:
         return functools.partial(_file_backend, tmp_path / "data")
 
 

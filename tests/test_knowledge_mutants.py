@@ -256,7 +256,7 @@ def sqlite_suite(kind: type[SqliteKnowledgeBackend]) -> type[KnowledgeBackendTes
             return kind(tmp_path / "notes.db")
 
         @pytest.fixture
-        def backend_factory(self, tmp_path: Path) -> Callable[[], KnowledgeBackend]:
+        def opener(self, tmp_path: Path) -> Callable[[], KnowledgeBackend]:
             return functools.partial(kind, tmp_path / "notes.db")
 
     return Suite

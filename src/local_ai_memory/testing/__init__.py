@@ -14,11 +14,20 @@ every test of the suite then runs against it, over the sync methods and the asyn
         def opener(self, tmp_path):  # a picklable callable that opens the same store again
             return functools.partial(MyBackend, str(tmp_path / "store.db"))
 
-A backend without the optional capabilities (:data:`RUNTIME_CAPABILITIES`) may give a
-``backend`` fixture instead; the tests of capabilities it does not claim are skipped.
+A backend without the optional capabilities (:data:`RUNTIME_CAPABILITIES`,
+:data:`KNOWLEDGE_CAPABILITIES`) may give just a ``backend`` fixture; the tests of capabilities
+it does not claim are skipped. Both suites name the reopening fixture ``opener``.
 """
 
+from local_ai_memory.testing._knowledge import CAPABILITIES as KNOWLEDGE_CAPABILITIES
 from local_ai_memory.testing._knowledge import KnowledgeBackendTests
 from local_ai_memory.testing._runtime import CROSS_PROCESS, DURABLE, RUNTIME_CAPABILITIES, RuntimeBackendTests
 
-__all__ = ["CROSS_PROCESS", "DURABLE", "RUNTIME_CAPABILITIES", "KnowledgeBackendTests", "RuntimeBackendTests"]
+__all__ = [
+    "CROSS_PROCESS",
+    "DURABLE",
+    "KNOWLEDGE_CAPABILITIES",
+    "RUNTIME_CAPABILITIES",
+    "KnowledgeBackendTests",
+    "RuntimeBackendTests",
+]

@@ -1,7 +1,7 @@
 """The child side of the knowledge suite's cross-process tests: real processes, one job each.
 
 :func:`start` runs a job (a picklable :class:`Job`) in a new Python interpreter, which opens
-the store through the suite's ``backend_factory`` (pickled too, so it must be a module-level
+the store through the suite's ``opener`` (pickled too, so it must be a module-level
 callable or a :func:`functools.partial` of one), waits at a file barrier when the job has one,
 does its work through the sync methods or their async twins, closes the backend and writes
 its result (pickled) to stdout.

@@ -12,7 +12,7 @@ and once through their async twins (no pytest-asyncio setting needed)::
             return MyBackend(tmp_path / "store.db")
 
         @pytest.fixture
-        def backend_factory(self, tmp_path):
+        def opener(self, tmp_path):
             return functools.partial(MyBackend, tmp_path / "store.db")
 
 Optional capabilities (:data:`CAPABILITIES`) are claimed in ``capabilities``; the tests of an
@@ -21,11 +21,11 @@ unclaimed one skip, saying so:
 * ``"change_feed"``: :meth:`~KnowledgeBackend.changes` never answers ``None`` (after
   :meth:`KnowledgeBackendTests.open_feed`) and keeps every promise of ``NoteChanges``.
 * ``"durable"``: what was written survives closing the backend and opening the store again
-  with ``backend_factory``, erasure markers included (checked in a new process).
-* ``"cross_process"``: several processes opening the same store with ``backend_factory``
+  with ``opener``, erasure markers included (checked in a new process).
+* ``"cross_process"``: several processes opening the same store with ``opener``
   write concurrently and lose nothing; the change feed of each sees the others' writes.
 
-``backend_factory`` returns a callable that opens the store the ``backend`` fixture opened; it
+``opener`` returns a callable that opens the store the ``backend`` fixture opened; it
 is pickled into child processes, so it must be a module-level callable or a
 :func:`functools.partial` of one, with picklable arguments.
 
@@ -154,7 +154,7 @@ class _NaNEmbedder(WordEmbedder):
 
 
 def _no_factory() -> KnowledgeBackend:
-    pytest.fail("this suite claims 'durable' or 'cross_process' but defines no backend_factory fixture")
+    pytest.fail("this suite claims 'durable' or 'cross_process' but defines no opener fixture")
 
 
 def _rows(matrix: Any) -> list[list[float]]:
@@ -163,7 +163,7 @@ def _rows(matrix: Any) -> list[list[float]]:
 
 class KnowledgeBackendTests:
     """The conformance suite; subclasses provide the ``backend`` fixture (a fresh backend) and,
-    for the capabilities they claim, ``backend_factory``."""
+    for the capabilities they claim, ``opener``."""
 
     capabilities: ClassVar[frozenset[str]] = frozenset()
     """The optional capabilities this backend claims (a subset of :data:`CAPABILITIES`)."""
@@ -175,7 +175,7 @@ class KnowledgeBackendTests:
         return Twin(request.param)
 
     @pytest.fixture
-    def backend_factory(self) -> Callable[[], KnowledgeBackend]:
+    def opener(self) -> Callable[[], KnowledgeBackend]:
         """Opens the store of ``backend`` again; subclasses claiming ``durable`` or ``cross_process`` override it."""
         return _no_factory
 
@@ -551,7 +551,7 @@ class KnowledgeBackendTests:
 
     # -- durability (capability "durable") ------------------------------------------------------
     def test_everything_survives_a_reopen(
-        self, backend: KnowledgeBackend, backend_factory: Callable[[], KnowledgeBackend], twin: Twin
+        self, backend: KnowledgeBackend, opener: Callable[[], KnowledgeBackend], twin: Twin
     ) -> None:
         self.require("durable")
         self.open_feed(backend)
@@ -563,7 +563,7 @@ class KnowledgeBackendTests:
         twin(backend, "write_blob", erasure_marker("carol"), b"")
         before = {c: twin(backend, "list_notes", c) for c in CATEGORIES}
         twin(backend, "close")
-        reopened = backend_factory()
+        reopened = opener()
         try:
             self.open_feed(reopened)
             assert {c: twin(reopened, "list_notes", c) for c in CATEGORIES} == before
@@ -583,7 +583,7 @@ class KnowledgeBackendTests:
     def test_a_pending_erasure_survives_a_restart(
         self,
         backend: KnowledgeBackend,
-        backend_factory: Callable[[], KnowledgeBackend],
+        opener: Callable[[], KnowledgeBackend],
         twin: Twin,
         tmp_path: Path,
     ) -> None:
@@ -596,7 +596,7 @@ class KnowledgeBackendTests:
         # A forgetting of alice wrote its marker, then the process died before deleting anything.
         twin(backend, "write_blob", erasure_marker("alice"), b"")
         twin(backend, "close")
-        job = Job("search", backend_factory, twin.mode, extra={"query": "vault", "users": ["alice", "bob"]})
+        job = Job("search", opener, twin.mode, extra={"query": "vault", "users": ["alice", "bob"]})
         answers = finish(start(job, tmp_path / "jobs"))  # a new process: nothing survives but the store
         assert answers["alice"] == ([], []), "after a restart, the search of a user being forgotten found notes"
         assert len(answers["bob"][0]) == len(answers["bob"][1]) == 3
@@ -605,7 +605,7 @@ class KnowledgeBackendTests:
     def test_processes_writing_notes_lose_nothing(
         self,
         backend: KnowledgeBackend,
-        backend_factory: Callable[[], KnowledgeBackend],
+        opener: Callable[[], KnowledgeBackend],
         twin: Twin,
         tmp_path: Path,
     ) -> None:
@@ -617,7 +617,7 @@ class KnowledgeBackendTests:
         barrier = Barrier(tmp_path / "barrier", len(users))
         barrier.folder.mkdir()
         children = [
-            start(Job("write_notes", backend_factory, twin.mode, user, count, barrier, n, extra={"hot": hot}), tmp_path)
+            start(Job("write_notes", opener, twin.mode, user, count, barrier, n, extra={"hot": hot}), tmp_path)
             for n, user in enumerate(users)
         ]
         barrier.release()
@@ -650,7 +650,7 @@ class KnowledgeBackendTests:
     def test_processes_writing_through_the_engine_lose_nothing(
         self,
         backend: KnowledgeBackend,
-        backend_factory: Callable[[], KnowledgeBackend],
+        opener: Callable[[], KnowledgeBackend],
         twin: Twin,
         tmp_path: Path,
     ) -> None:
@@ -660,7 +660,7 @@ class KnowledgeBackendTests:
         barrier.folder.mkdir()
         children = [
             start(
-                Job("store_writes", backend_factory, twin.mode, user, count, barrier, n, extra={"word": f"w{n}x"}),
+                Job("store_writes", opener, twin.mode, user, count, barrier, n, extra={"word": f"w{n}x"}),
                 tmp_path,
             )
             for n, user in enumerate(users)
