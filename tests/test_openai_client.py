@@ -88,12 +88,21 @@ recorder = vcr.VCR(
 )
 
 
+ANY_PROMPT = {"test_compressor_with_real_model", "test_compressor_with_real_model_async"}
+"""Tests of what the library does with a real model's answer to the L1 prompt, not of the
+prompt's wording: their recorded answer is replayed whatever the prompt says now (the prompt
+changes as the summarizer does; the answer's shape is what is under test)."""
+
+
 @pytest.fixture
 def cassette(request: pytest.FixtureRequest) -> Iterator[None]:
     name = f"openai_{request.node.name.removeprefix('test_')}.yaml"
     if not RECORD and not (CASSETTES / name).exists():
         pytest.fail(f"missing cassette {name}: record it against a local server (see the module docstring)")
-    with recorder.use_cassette(name):
+    matchers = recorder.match_on
+    if request.node.name in ANY_PROMPT:
+        matchers = tuple(m for m in matchers if m != "body")
+    with recorder.use_cassette(name, match_on=matchers):
         yield
 
 

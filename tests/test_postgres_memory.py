@@ -37,7 +37,8 @@ def test_one_setting_puts_the_whole_memory_in_postgres(
 def test_files_stay_the_default(tmp_path: Path) -> None:
     with Memory(MemoryConfig(runtime_data_dir=tmp_path)) as memory:
         assert type(memory.runtime).__name__ == "FileRuntimeBackend"
-        assert memory.knowledge_backend is None
+        assert type(memory.knowledge_backend).__name__ == "FileKnowledgeBackend"
+        assert memory.root == tmp_path
 
 
 def test_a_wrong_database_is_one_line_naming_host_and_database_never_the_password(postgres_url: str) -> None:
