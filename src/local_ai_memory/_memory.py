@@ -585,7 +585,8 @@ class Memory:
     def delete_session(self, user_id: str, session_id: str) -> ErasureReport:
         """Delete one session's runtime memory (all levels and its log); the user's notes stay.
 
-        All or nothing for readers, even if the process dies half-way (see :mod:`._lifecycle`).
+        All or nothing for readers, even if the process dies half-way
+        (see :mod:`local_ai_memory._operations.lifecycle`).
         """
         from local_ai_memory._operations.lifecycle import erase
 
@@ -610,7 +611,8 @@ class Memory:
         return erase(self.runtime, self.knowledge.store, Erasure(user_id))
 
     def export(self, path: str | os.PathLike[str], user_id: str, session_id: str | None = None) -> ArchiveManifest:
-        """Write a user's memory (or one session of it) to the archive ``path`` (see :mod:`._archive`);
+        """Write a user's memory (or one session of it) to the archive ``path``
+        (see :mod:`local_ai_memory._operations.archive`);
         :class:`RecordNotFoundError`, and no archive, when nothing is kept for them."""
         self._known(user_id, session_id)
         from local_ai_memory._operations.archive import export_archive

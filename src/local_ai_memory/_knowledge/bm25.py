@@ -5,8 +5,8 @@ weighted query term ``(t, w)`` present in a document,
 ``w * idf(t) * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))`` with ``k1 = 1.2``,
 ``b = 0.75`` and Lucene's ``idf(t) = ln(1 + (N - df + 0.5) / (df + 0.5))``, which is always
 positive: every returned score is above zero, however few documents a user has. Lead terms
-(:data:`._analysis.LEAD`) are scored with ``b = 0``, and only length terms
-(:func:`._analysis.is_length_term`) count for ``dl``. Scores compare documents within one
+(:data:`local_ai_memory._shared.text.LEAD`) are scored with ``b = 0``, and only length terms
+(:func:`local_ai_memory._shared.text.is_length_term`) count for ``dl``. Scores compare documents within one
 query; they are not probabilities and not comparable across queries.
 
 Why not a library ranker: they rebuild from scratch on every change. Here each corpus (one
@@ -82,7 +82,7 @@ CountedDoc = tuple[TermArray, CountArray, int]
 
 def count_terms(vocab: Vocabulary, tokens: Sequence[str]) -> CountedDoc:
     """``(term ids sorted, their counts, length)`` of one document's terms; the length counts
-    only length terms (see :func:`._analysis.is_length_term`)."""
+    only length terms (see :func:`local_ai_memory._shared.text.is_length_term`)."""
     counts = Counter(tokens)
     terms = np.array(vocab.ids_for(counts), dtype=np.int32)
     tfs = np.array(list(counts.values()), dtype=np.float32)
@@ -670,7 +670,8 @@ def rank(
 ) -> list[tuple[str, str, float]]:
     """Rank the union of ``indexes`` for ``query_terms``; ``[(label, key, score)]`` best first.
 
-    A query term is a term (weight 1) or ``(term, weight)``, as :meth:`._analysis.Analyzer.query_terms`
+    A query term is a term (weight 1) or ``(term, weight)``, as
+    :meth:`~local_ai_memory._shared.text.Analyzer.query_terms`
     gives them; a term given twice counts twice. A term outside the lead and exact namespaces
     starts a new query word, which the terms after it up to the next such term belong to
     (what an index keeps between queries is per word). Only documents that contain at least one

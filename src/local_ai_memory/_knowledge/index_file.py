@@ -2,11 +2,11 @@
 
 Everything here is pure: parse and serialize the index, pull a title, a description and
 heuristic keywords out of a Markdown text, build the Stage 1 terms of an entry, and the prompt
-and parser for the optional LLM keyword refinement. :mod:`._store` does the disk work.
+and parser for the optional LLM keyword refinement. :mod:`.store` does the disk work.
 
 Titles and descriptions keep the author's text (underscores, code spans, punctuation):
 ``# my_snake_case_func and __init__`` is stored and shown as written. Ranking sees them only
-through :mod:`._analysis`. (Entries written before 0.2 may hold titles without underscores
+through :mod:`local_ai_memory._shared.text`. (Entries written before 0.2 may hold titles without underscores
 or Markdown characters; the format is unchanged, so they are kept, with any LLM keywords,
 until their note changes or ``populate_index_from_files`` runs.)
 
@@ -172,7 +172,10 @@ def serialize_index(entries: list[IndexEntry], last_updated: float, skipped: lis
 
 
 def tokenize(text: str) -> list[str]:
-    """Lower-cased words without English stop words (``snake_case`` splits), see :func:`._analysis.words`."""
+    """Lower-cased words without English stop words (``snake_case`` splits).
+
+    See :func:`local_ai_memory._shared.text.words`.
+    """
     return words(text)
 
 

@@ -2,7 +2,7 @@
 
 It finds what changed in one of two ways, both through the storage contract only:
 
-* the backend's **change feed** (:meth:`~._backends.knowledge.KnowledgeBackend.changes`): the
+* the backend's **change feed** (:meth:`~local_ai_memory._contracts.knowledge.KnowledgeBackend.changes`): the
   notes written or deleted since the last look, re-read one by one (a database, the in-memory
   backend, or files while a watcher feeds them);
 * otherwise a **listing comparison**: each note's size and version against its entry

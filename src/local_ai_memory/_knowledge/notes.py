@@ -1,22 +1,22 @@
 """``KnowledgeNotes``: knowledge notes and their index, kept current over a knowledge backend.
 
-The base of :class:`~._store.MemoryStore` (which adds search). It wires the parts, each in its
+The base of :class:`~.store.MemoryStore` (which adds search). It wires the parts, each in its
 own module and each seeing storage only through the
-:class:`~._backends.knowledge.KnowledgeBackend` contract:
+:class:`~local_ai_memory._contracts.knowledge.KnowledgeBackend` contract:
 
-* :class:`~._knowledge_index.KnowledgeIndex`: the entries in memory and ``memory_index.json``
+* :class:`~.index.KnowledgeIndex`: the entries in memory and ``memory_index.json``
   (v3), read once when first needed and written after each batch of changes, never per query.
-  While a :class:`~._index_service.MemoryIndexService` runs, writes are coalesced further.
-* :class:`~._note_indexing.NoteIndexer`: notes into entries, and what changed since (the
+  While a :class:`~.service.MemoryIndexService` runs, writes are coalesced further.
+* :class:`~.indexer.NoteIndexer`: notes into entries, and what changed since (the
   backend's change feed, else a listing comparison: ``stat()`` only on files). A crash between
   a note change and the index write loses nothing: the next check finds the difference.
-* :class:`~._ranker_cache.RankerCache`: one BM25 ranker per ``(user, category)``, updated in
+* :class:`~.rankers.RankerCache`: one BM25 ranker per ``(user, category)``, updated in
   place and snapshotted under ``.bm25/`` so a new process does not re-read unchanged notes.
 
 Before each query :meth:`KnowledgeNotes._prepare` brings the index up to date: it applies the
 backend's change feed when there is one, else (unless a watcher runs) compares the asking
-user's listing with the index. A store that built its own file backend shares these parts with
-every other such store of its folder in the process (:mod:`._shared_roots`), and its first query
+user's listing with the index. A store over a folder (its backend's ``folder`` is set) shares
+these parts with every other store of that folder in the process (:mod:`.roots`), and its first query
 starts the folder's automatic watcher (config ``auto_watch``), after which queries compare no
 listings at all.
 """
@@ -96,9 +96,9 @@ class ForgottenNotes:
 
 
 class KnowledgeNotes:
-    """Knowledge notes and their index, stored by ``backend`` (default: the files under ``guard``'s root).
+    """Knowledge notes and their index, stored by ``backend`` (chosen by the composition root).
 
-    See :class:`~._store.MemoryStore` for the whole surface; this part reads, writes and
+    See :class:`~.store.MemoryStore` for the whole surface; this part reads, writes and
     indexes notes and keeps the index current.
     """
 
@@ -270,7 +270,7 @@ class KnowledgeNotes:
         """:meth:`read_head` of the note ``filename`` in ``category`` (what Stage 3 reads: the
         names come from the index, so only the cheap name checks are made, no path resolution).
 
-        A small note read whole is kept with its index entry (:class:`._note_texts.NoteTexts`)
+        A small note read whole is kept with its index entry (:class:`.texts.NoteTexts`)
         and answered from memory while the index holds that same entry."""
         key = (self._category(category), check_component(filename))
         entries = self._index.entries

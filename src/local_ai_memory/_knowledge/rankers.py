@@ -3,14 +3,14 @@
 A ranker is built the first time a user searches a category, from its snapshot blob
 (``.bm25/{category}/{user prefix}bm25.npz``) where each document's signature (version, size
 and a checksum of its metadata) still matches the index, re-reading only the other notes.
-A changed note updates its ranker in place (see :mod:`._ranking`). Snapshots are a cache:
+A changed note updates its ranker in place (see :mod:`.bm25`). Snapshots are a cache:
 failing to write one never fails a query. Callers hold the store's lock.
 
 Snapshot format (version 3): an uncompressed ``.npz`` (no pickles; each member checked by its
-CRC-32 when read) holding the ranker's compacted base segment as :meth:`._ranking.BM25Index.export`
+CRC-32 when read) holding the ranker's compacted base segment as :meth:`.bm25.BM25Index.export`
 gives it (``keys``, ``words``, ``doc_len``, ``doc_ptr``/``doc_terms``, ``post_ptr``/``post_slots``/
 ``post_tfs``), each document's signature (``sigs``) and ``meta``, a :class:`SnapshotMeta` as JSON:
-format version, ranking field and the :class:`~._analysis.Analyzer` signature (tokenizer
+format version, ranking field and the :class:`~local_ai_memory._shared.text.Analyzer` signature (tokenizer
 version, stemming language, term weights). Loading it sorts nothing (about 0.5 s at 100k
 notes, where version 2 kept per-document term lists and spent 7 s rebuilding the postings).
 A snapshot of another version, field or analysis is ignored and rebuilt, never misread; a

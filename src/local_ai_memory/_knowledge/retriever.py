@@ -7,7 +7,7 @@
 2. **Stage 2, optional LLM.** The LLM sees the candidates' metadata as fenced data and names
    the files to load (at most 5, whatever ``k``). Names that are not candidates are dropped.
    With no LLM, a failing call or an unusable answer, the Stage 1 order of all ``k`` is kept
-   (see :mod:`._selection`).
+   (see :mod:`.selection`).
 3. **Stage 3, budgeted load.** The chosen files are read in order, each through the category
    the index gives it, and returned as ``## filename\\n{content}`` blocks joined by a blank
    line. The whole returned text never has more than ``max_tokens`` tokens. A file whose
@@ -373,7 +373,7 @@ class MemoryRetriever:
 
         ``k`` (default: the retriever's, :data:`TOP_N`) is how many Stage 1 candidates there
         are; without an LLM (or when its answer is unusable) all of them are loaded in order,
-        with one the LLM still picks at most :data:`~._selection.MAX_SELECTED` of them.
+        with one the LLM still picks at most :data:`~.selection.MAX_SELECTED` of them.
         """
         cats, count = self._check(query, user_id, categories, max_tokens, k)
         candidates = self._stage1(query, user_id, cats, count)

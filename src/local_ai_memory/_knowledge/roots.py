@@ -1,6 +1,6 @@
 """What every knowledge store of one data folder shares in a process, and who watches it.
 
-Building a :class:`~._store.MemoryStore` used to mean loading the index and building rankers
+Building a :class:`~.store.MemoryStore` used to mean loading the index and building rankers
 again; a web server that builds a retriever per request paid that on every request. Now the
 parts that hold data (the file backend with its change feed, the index, the rankers, the
 indexer and the lock that guards them) live in one :class:`RootParts` per data folder, kept in
@@ -9,10 +9,11 @@ a small registry keyed by the folder's resolved path and the settings that shape
 
 The registry keeps the :data:`MAX_SHARED_ROOTS` most recently opened folders. A folder pushed
 out stops its automatic watcher; stores that still hold its parts keep working (they compare
-listings per query again, as a store in another process would). Stores with a backend of
-their own (a database, the in-memory backend, a read-only command) share nothing.
+listings per query again, as a store in another process would). Stores over a backend that
+names no folder (:attr:`KnowledgeBackend.folder` is ``None``: a database, process memory)
+share nothing; stores handed one ``Memory`` share its one store anyway.
 
-An automatic watcher (see :func:`~._index_service.watch_automatically`) is one per folder in
+An automatic watcher (see :func:`~.service.watch_automatically`) is one per folder in
 :attr:`RootParts.auto`; :func:`close_shared_stores` stops them all and empties the registry
 (it also runs at interpreter exit, and the test suites call it after each test).
 """

@@ -3,7 +3,7 @@
 :func:`hybrid_flow` is the one description of a hybrid search: given the BM25 candidates and
 the user's entries (a :class:`HybridCorpus`), it asks for the entries' vectors and the query's
 vector (by yielding a request), scores the entries by cosine similarity and fuses both scores
-(:func:`._fusion.convex_fusion`). :func:`run_hybrid` drives it with an embedder's sync ``embed`` and
+(:func:`.fusion.convex_fusion`). :func:`run_hybrid` drives it with an embedder's sync ``embed`` and
 :func:`arun_hybrid` with its ``aembed``; neither holds any logic of its own.
 """
 
@@ -93,7 +93,7 @@ def hybrid_flow(
     """BM25 ``lexical`` fused with the cosine similarity of the ``corpus`` entries' :func:`embedding_text`.
 
     Candidates are the BM25 ones and the ``pool`` most similar entries; both scores are put on
-    one scale and added with weights ``weight`` and ``1 - weight`` (:func:`._fusion.convex_fusion`).
+    one scale and added with weights ``weight`` and ``1 - weight`` (:func:`.fusion.convex_fusion`).
     A candidate's score is the fused score, between 0 and 1. The vectors asked for are unit
     vectors (the embedding cache's), so a cosine is one dot product.
     """

@@ -3,7 +3,7 @@
 At start it loads or builds the index (the only time an LLM may be used, when one is given
 and the index is missing), then watches ``memory_data/`` with :mod:`watchfiles` in a
 background thread. Each batch of file-system events goes into the file backend's change
-feed (:meth:`~._backends.file_knowledge.FileKnowledgeBackend.record_paths`) and the store
+feed (:meth:`~local_ai_memory._backends.files.knowledge.FileKnowledgeBackend.record_paths`) and the store
 re-indexes only the files named in it (:meth:`MemoryStore.apply_changes`), so a burst of
 thousands of files costs one pass and one index write. Renames arrive as a delete plus a
 create, and editors' atomic saves (write a temporary file, rename it over the target) as a
@@ -22,9 +22,10 @@ it as a context manager, sync or async::
     async with MemoryIndexService(store):
         await store.abm25_search("python", user_id="alice")
 
-Nobody has to start it for the index to stay current: a store that built its own file backend
-starts an automatic watcher of its folder at its first query (config ``auto_watch``, on by
-default; see :func:`watch_automatically`). Starting a service explicitly stops that one first.
+Nobody has to start it for the index to stay current: a store over a folder (its backend's
+``folder`` is set, as the file backend's is) starts an automatic watcher of its folder at its
+first query (config ``auto_watch``, on by default; see :func:`watch_automatically`).
+Starting a service explicitly stops that one first.
 """
 
 from __future__ import annotations

@@ -1,15 +1,15 @@
 """``MemoryStore``: knowledge notes, their index and Stage 1 search, over a knowledge backend.
 
-Notes, the index and keeping it current live in :class:`~._knowledge_notes.KnowledgeNotes`
+Notes, the index and keeping it current live in :class:`~.notes.KnowledgeNotes`
 (see there for the parts and how they see storage only through the
-:class:`~._backends.knowledge.KnowledgeBackend` contract); this class adds the searches: BM25
+:class:`~local_ai_memory._contracts.knowledge.KnowledgeBackend` contract); this class adds the searches: BM25
 over the asking user's rankers, and hybrid search fused with embedding similarity
-(:mod:`._search`, one flow driven by the embedder's ``embed`` or ``aembed``).
+(:mod:`.search`, one flow driven by the embedder's ``embed`` or ``aembed``).
 
 The default backend keeps the layout of 0.1.0: ``{root}/memory_data/{category}/{enc(user_id)}_{name}.md``
-(see :mod:`._guard` for the naming rule that keeps ``bob`` out of ``bob_admin``'s files).
+(see :mod:`local_ai_memory._shared.naming` for the naming rule that keeps ``bob`` out of ``bob_admin``'s files).
 Stage 1 ranks each note's text plus its file-name words and keywords (``ranking_field="both"``,
-see :func:`._index.ranking_text`); ``benchmarks/bench_knowledge.py --quality`` has the
+see :func:`.index_file.ranking_text`); ``benchmarks/bench_knowledge.py --quality`` has the
 measurement behind that default.
 """
 

@@ -64,7 +64,7 @@ class SentenceTransformerEmbedder:
 
     Short calls (at most ``SHORT_CALL``, 8, texts: search queries) run through ONNX Runtime
     when ``onnx`` is true and ``onnxruntime`` is installed (the ``embeddings`` extra has it):
-    the same vectors in about 40% of torch's time (:mod:`._onnx_encoder`). The model is exported
+    the same vectors in about 40% of torch's time (:mod:`.onnx`). The model is exported
     in memory, once per process, in a background thread started by the ``ONNX_AFTER``-th (3rd)
     short call, so a one-shot process never pays the export (a second or two) and a long-lived
     one switches over without a query waiting (a process ending right after its third query

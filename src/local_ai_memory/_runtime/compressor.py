@@ -31,7 +31,7 @@ Guarantees, whatever the model answers:
 * **Budget**: the stored text never exceeds ``target_tokens``. An extractive summary written
   from messages alone (``compress``, or a merge into an empty L1) is also no longer than those
   messages when they are shorter than the budget, unless the five headings with the goal and
-  what the user stated are larger by themselves (:func:`~._summary.summary_budget`). A merge
+  what the user stated are larger by themselves (:func:`~.summary.summary_budget`). A merge
   into an existing L1 is bounded by the budget only (that L1 stands for earlier messages too),
   and so is a model's answer, which is not cut for what the model chose to keep.
   Over budget, the model gets one shrink pass, then bullets are removed oldest first from the
@@ -54,8 +54,8 @@ that yields the I/O it needs); two short drivers perform that I/O with the manag
 LLM's sync or async methods.
 
 The pure pieces live next door: the summary model, its parser, merge and budget in
-:mod:`._summary`; the prompts in :mod:`._compression_prompts`; the extractive heuristics in
-:mod:`._extractive`; fencing of untrusted text in :mod:`._fencing`.
+:mod:`.summary`; the prompts in :mod:`.prompts`; the extractive heuristics in
+:mod:`.extractive`; fencing of untrusted text in :mod:`local_ai_memory._shared.fencing`.
 """
 
 from __future__ import annotations
@@ -215,7 +215,7 @@ class WorkingMemoryCompressor:
 
         ``conversation`` is what a framework holds (it may have grown, or been trimmed or
         compacted at the front since the last call); the merge cursor kept in L0 bookkeeping
-        says which messages were merged (see :mod:`._merge_cursor`). A failed merge keeps the
+        says which messages were merged (see :mod:`.merge_cursor`). A failed merge keeps the
         cursor, so the next call offers the same messages again. ``None`` when nothing was new.
         """
         return self._run_sync(self._merge_flow(conversation))

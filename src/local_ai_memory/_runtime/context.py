@@ -11,7 +11,7 @@ in the text itself, under a note telling the model that fenced text is informati
 instructions. Text inside a part therefore cannot close its fence or pose as the prompt. The
 fence is derived from the content, not random, so identical memory gives an identical prompt
 (servers with prefix caches, such as llama.cpp, reuse it). The fencing itself lives in
-:mod:`._fencing`, shared with the compressor's prompts and the retriever.
+:mod:`local_ai_memory._shared.fencing`, shared with the compressor's prompts and the retriever.
 
 The core, :func:`assemble_context`, is pure; :class:`ContextBuilder` only reads the files.
 """

@@ -4,7 +4,7 @@ Deterministic and offline. What the user says is read first, because nothing els
 the messages are compacted: :func:`classify_user_sentence` sorts each user sentence into a
 question, a task request, a decision (a rule, a preference, a choice) or a stated fact, and
 :func:`next_goal` decides whether a user message sets, extends or leaves the goal. Stated
-facts and decisions become bullets marked :data:`~._summary.USER_MARK`, which trimming drops
+facts and decisions become bullets marked :data:`~.summary.USER_MARK`, which trimming drops
 last. Completed steps come from tool results; discoveries, open issues and decisions from cue
 words in assistant sentences. Tool outputs are data from outside, so they never feed Decisions.
 """

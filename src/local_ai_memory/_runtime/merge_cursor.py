@@ -194,7 +194,7 @@ def plan_merge(conversation: Iterable[MessageLike], cursor: MergeCursor | None =
     """The messages of ``conversation`` not merged into L1 yet, and the cursor to store after merging them.
 
     ``conversation`` is the framework's current view (dicts or framework messages, normalized
-    with :func:`~._messages.to_message`); ``cursor`` is the stored cursor (``None``: nothing
+    with :func:`~.messages.to_message`); ``cursor`` is the stored cursor (``None``: nothing
     merged yet). Pure: the caller merges ``plan.messages`` and then stores ``plan.cursor``.
     """
     if isinstance(conversation, (str, bytes, Mapping)):

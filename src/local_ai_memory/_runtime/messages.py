@@ -11,7 +11,7 @@ with one shape only.
 versioned :class:`StoredMessage` with a gap-free sequence number (on files:
 ``{runtime_data_dir}/memory/sessions/{scope}.jsonl``, one JSON record per line; a crash can
 leave a torn last line, which readers skip and the next append seals off).
-The post-run step that merges a run into L1 and then compacts the session is in :mod:`._run`.
+The post-run step that merges a run into L1 and then compacts the session is in :mod:`.run`.
 """
 
 from __future__ import annotations

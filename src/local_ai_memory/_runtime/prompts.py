@@ -1,8 +1,8 @@
 """The prompts that ask a model to write, update or shrink the L1 summary.
 
 The transcript and the existing summary are untrusted (tool outputs, user text, earlier model
-answers): they are put in the prompt as fenced data (:func:`~._fencing.fence`) with their
-line-leading ``#`` escaped (:func:`~._fencing.escape_headings`), so nothing in them can close the
+answers): they are put in the prompt as fenced data (:func:`~local_ai_memory._shared.fencing.fence`) with their
+line-leading ``#`` escaped (:func:`~local_ai_memory._shared.fencing.escape_headings`), so nothing in them can close the
 fence or add one of the five section headings. :func:`render_transcript` bounds the transcript
 to a token budget, keeping the newest messages.
 """

@@ -16,7 +16,7 @@ them all). A value is taken from the first of: keyword arguments (the ``override
 :meth:`MemoryConfig.from_yaml`), the environment, the YAML file, the default. An empty
 variable counts as unset; ``none`` or ``null`` sets an optional key to ``None``; a list
 (``categories``) is comma-separated or a JSON array. Variables that name no key, such as the
-model settings read by :func:`~._openai_client.llm_from_env` (``LOCAL_AI_MEMORY_BASE_URL``,
+model settings read by :func:`~local_ai_memory._models.openai.llm_from_env` (``LOCAL_AI_MEMORY_BASE_URL``,
 ``LOCAL_AI_MEMORY_MODEL``, ...), are not looked at here.
 
 An unknown key or a value of the wrong type raises :class:`ConfigError` naming where it came

@@ -5,15 +5,15 @@ Under ``{root}/memory_data/``::
     {category}/{user prefix}{name}.md    one note per file (edit them with any editor)
     memory_index.json                    the index (v3), a blob
     .bm25/{category}/{prefix}bm25.npz    ranker snapshots, blobs
-    .embeddings/                         the embedding cache (see :mod:`.._embeddings`)
+    .embeddings/                         the embedding cache (see :mod:`.vectors`)
 
-Every write goes through :mod:`.._fs` (atomic replace, optional fsync) and every path through
-the :class:`~.._guard.DirectoryGuard`, so symlinks out of the root are refused. A note's version
+Every write goes through :mod:`local_ai_memory._shared.fs` (atomic replace, optional fsync) and every path through
+the :class:`~local_ai_memory._shared.naming.DirectoryGuard`, so symlinks out of the root are refused. A note's version
 is its ``st_mtime_ns``; symlinks and other non-regular files are not notes.
 
 Files change behind the library's back, so the change feed is only complete while a watcher
 feeds it: :meth:`FileKnowledgeBackend.start_feed` opens it, :meth:`record_paths` is what the
-watcher (:class:`~.._index_service.MemoryIndexService`) calls with each batch of changed paths,
+watcher (:class:`~local_ai_memory._knowledge.service.MemoryIndexService`) calls with each batch of changed paths,
 and :meth:`stop_feed` closes it. Otherwise :meth:`changes` answers ``None`` and searches
 compare a ``stat()`` listing with the index.
 

@@ -43,7 +43,7 @@ class RecordInfo:
 
 
 class FileRecordFolder:
-    """Records as files ``{root}/{folder}/{name}{suffix}``, written only through :mod:`._fs`.
+    """Records as files ``{root}/{folder}/{name}{suffix}``, written only through :mod:`local_ai_memory._shared.fs`.
 
     Every path is resolved through the :class:`DirectoryGuard`, and names are checked as
     single file names, so no record can land outside its folder.

@@ -12,7 +12,7 @@ On-disk layout under ``{runtime_data_dir}/memory_data/.embeddings/``::
     manifest.json          {"version": 1, "model": "...", "dimension": 384, "shards": ["shard-....npz"]}
     shard-<id>.npz         keys (str), hashes (str), vectors (float32, n x dimension)
 
-Shards are immutable and written atomically through :mod:`._fs`; each batch of new vectors
+Shards are immutable and written atomically through :mod:`local_ai_memory._shared.fs`; each batch of new vectors
 becomes one shard and the manifest (read-modified-written under its cross-process lock)
 lists the live ones. When there are more than ``MAX_SHARDS`` shards, or more dead rows
 (replaced or forgotten keys) than live ones, they are merged into one. This keeps a 100k-file
