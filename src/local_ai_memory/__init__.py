@@ -43,6 +43,7 @@ if TYPE_CHECKING:  # what the checkers see; at run time each name is imported on
     from local_ai_memory._shared.config import MemoryConfig
     from local_ai_memory._shared.errors import (
         ConfigError,
+        ConflictError,
         InvalidInputError,
         LocalMemoryError,
         LockTimeoutError,
@@ -81,6 +82,7 @@ _EXPORTS: dict[str, str] = {
     "render_page": "local_ai_memory._runtime.tool_results",
     "MemoryConfig": "local_ai_memory._shared.config",
     "ConfigError": "local_ai_memory._shared.errors",
+    "ConflictError": "local_ai_memory._shared.errors",
     "InvalidInputError": "local_ai_memory._shared.errors",
     "LocalMemoryError": "local_ai_memory._shared.errors",
     "LockTimeoutError": "local_ai_memory._shared.errors",
@@ -119,6 +121,7 @@ __all__ = [
     "LLM",
     "CheckpointRun",
     "ConfigError",
+    "ConflictError",
     "ContextBuilder",
     "DirectoryGuard",
     "Embedder",

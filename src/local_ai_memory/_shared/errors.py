@@ -10,6 +10,7 @@ in user code keeps working::
     ├── PathEscapeError        (PermissionError)  a path that would leave the data root
     ├── RecordNotFoundError    (FileNotFoundError) a plan, tool result or file that is not there
     ├── UnsupportedFormatError (ValueError)       a file written by a newer format version
+    ├── ConflictError          (ValueError)       a write expected content that changed meanwhile
     ├── StorageError           (OSError)          a read or write failed; stored data is intact
     │   └── LockTimeoutError   (TimeoutError)     another process held a lock for too long
     └── ModelError             (RuntimeError)     an LLM or embedder call failed or answered badly
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 __all__ = [
     "ConfigError",
+    "ConflictError",
     "InvalidInputError",
     "LocalMemoryError",
     "LockTimeoutError",
@@ -54,6 +56,18 @@ class RecordNotFoundError(LocalMemoryError, FileNotFoundError):
 
 class UnsupportedFormatError(LocalMemoryError, ValueError):
     """A stored file was written by a newer format version than this library understands."""
+
+
+class ConflictError(LocalMemoryError, ValueError):
+    """A write named the content it expected (a hash from an earlier read) and found other content.
+
+    ``current_hash`` is the hash of what is stored now (``None`` when nothing is), so the caller
+    can read again, redo its change and retry with that hash.
+    """
+
+    def __init__(self, message: str, current_hash: str | None) -> None:
+        super().__init__(message)
+        self.current_hash = current_hash
 
 
 class StorageError(LocalMemoryError, OSError):

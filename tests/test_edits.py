@@ -1,0 +1,51 @@
+"""The shared note-editing rules: unique replacement, line insertion, expected hashes."""
+
+from __future__ import annotations
+
+import pytest
+
+from local_ai_memory import ConflictError, InvalidInputError
+from local_ai_memory._knowledge.edits import check_expected, insert_lines, note_hash, replace_unique
+
+
+def test_replace_unique_replaces_the_one_occurrence() -> None:
+    assert replace_unique("deploy on friday", "friday", "monday") == "deploy on monday"
+
+
+@pytest.mark.parametrize(("old", "says"), [("", "empty"), ("tuesday", "does not occur"), ("a", "occurs 4 times")])
+def test_replace_unique_refuses_what_is_not_exactly_one(old: str, says: str) -> None:
+    with pytest.raises(InvalidInputError, match=says):
+        replace_unique("a banana", old, "x")
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "expected"),
+    [("a\nb\n", 0, "x\na\nb\n"), ("a\nb\n", 1, "a\nx\nb\n"), ("a\nb", 2, "a\nb\nx\n"), ("", 0, "x\n")],
+)
+def test_insert_lines_places_whole_lines(text: str, line: int, expected: str) -> None:
+    assert insert_lines(text, line, "x") == expected
+
+
+@pytest.mark.parametrize("line", [-1, 3])
+def test_insert_lines_refuses_a_line_outside_the_note(line: int) -> None:
+    with pytest.raises(InvalidInputError, match="outside"):
+        insert_lines("a\nb\n", line, "x")
+
+
+def test_note_hash_is_the_same_for_text_and_its_utf8_bytes() -> None:
+    assert note_hash("café") == note_hash("café".encode()) != note_hash("cafe")
+
+
+def test_check_expected_names_the_current_hash_on_a_mismatch() -> None:
+    check_expected("v1", None, "n")  # no expectation: anything goes
+    check_expected("v1", note_hash("v1"), "n")
+    check_expected(None, "", "n")  # "must not exist yet" and it does not
+    with pytest.raises(ConflictError) as caught:
+        check_expected("v2", note_hash("v1"), "n")
+    assert caught.value.current_hash == note_hash("v2")
+    with pytest.raises(ConflictError) as created:
+        check_expected("v1", "", "n")
+    assert created.value.current_hash == note_hash("v1")
+    with pytest.raises(ConflictError) as gone:
+        check_expected(None, note_hash("v1"), "n")
+    assert gone.value.current_hash is None
