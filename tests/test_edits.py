@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from local_ai_memory import ConflictError, InvalidInputError
-from local_ai_memory._knowledge.edits import check_expected, insert_lines, note_hash, replace_unique
+from local_ai_memory import ConflictError, InvalidInputError, Memory, RecordNotFoundError, note_hash
+from local_ai_memory._knowledge.edits import check_expected, insert_lines, replace_unique
 
 
 def test_replace_unique_replaces_the_one_occurrence() -> None:
@@ -49,3 +51,23 @@ def test_check_expected_names_the_current_hash_on_a_mismatch() -> None:
     with pytest.raises(ConflictError) as gone:
         check_expected(None, note_hash("v1"), "n")
     assert gone.value.current_hash is None
+
+
+def test_knowledge_edits_apply_the_rules_and_check_the_expected_hash(tmp_path: Path) -> None:
+    with Memory.open(tmp_path) as memory:
+        notes = memory.knowledge
+        notes.write_note("alice", "deploy", "# Deploy\n\nRun make ship on friday.\n", expected_hash="")
+        with pytest.raises(ConflictError):  # "" means create: it exists now
+            notes.write_note("alice", "deploy", "other", expected_hash="")
+        first = note_hash(notes.read_note("alice", "deploy"))
+        second = notes.edit_note("alice", "deploy", "friday", "monday", expected_hash=first)
+        assert notes.read_note("alice", "deploy") == "# Deploy\n\nRun make ship on monday.\n"
+        assert second == note_hash(notes.read_note("alice", "deploy"))
+        with pytest.raises(ConflictError) as stale:
+            notes.insert_into_note("alice", "deploy", 1, "Owner: ops", expected_hash=first)
+        assert stale.value.current_hash == second
+        notes.insert_into_note("alice", "deploy", 1, "Owner: ops", expected_hash=second)
+        assert notes.read_note("alice", "deploy").splitlines()[1] == "Owner: ops"
+        with pytest.raises(RecordNotFoundError):
+            notes.edit_note("alice", "missing", "a", "b")
+        assert [hit.filename for hit in notes.search("monday ship", user_id="alice")] == ["alice_deploy.md"]

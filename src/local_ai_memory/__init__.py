@@ -22,6 +22,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what the checkers see; at run time each name is imported on first use
+    from local_ai_memory._knowledge.edits import note_hash
     from local_ai_memory._knowledge.retriever import MemoryRetriever
     from local_ai_memory._knowledge.roots import close_shared_stores
     from local_ai_memory._knowledge.service import MemoryIndexService
@@ -59,6 +60,7 @@ if TYPE_CHECKING:  # what the checkers see; at run time each name is imported on
     from local_ai_memory._shared.tokens import TokenCounter
 
 _EXPORTS: dict[str, str] = {
+    "note_hash": "local_ai_memory._knowledge.edits",
     "MemoryRetriever": "local_ai_memory._knowledge.retriever",
     "close_shared_stores": "local_ai_memory._knowledge.roots",
     "MemoryIndexService": "local_ai_memory._knowledge.service",
@@ -155,5 +157,6 @@ __all__ = [
     "close_shared_stores",
     "embedder_from_env",
     "llm_from_env",
+    "note_hash",
     "render_page",
 ]

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 from local_ai_memory._composition import compose, in_memory_backends
 from local_ai_memory._contracts.knowledge import KnowledgeBackend, NoteInfo
 from local_ai_memory._contracts.runtime import Erasure, RuntimeBackend, ScopeInfo
+from local_ai_memory._knowledge.edits import check_expected, insert_lines, note_hash, replace_unique
 from local_ai_memory._knowledge.retriever import MemoryRetriever, RetrievalResult
 from local_ai_memory._knowledge.store import Candidate, MemoryStore
 from local_ai_memory._runtime.messages import MessageLike, SessionMessageStore
@@ -272,11 +273,74 @@ class Knowledge:
     def _path(self, user_id: str, name: str, category: str | None) -> str:
         return f"{category or self.store.categories[0]}/{note_filename(user_id, name)}"
 
-    def write_note(self, user_id: str, name: str, text: str, *, category: str | None = None) -> str:
-        """Store ``text`` as ``user_id``'s note ``name`` (indexed at once); return its file name."""
+    def write_note(
+        self, user_id: str, name: str, text: str, *, category: str | None = None, expected_hash: str | None = None
+    ) -> str:
+        """Store ``text`` verbatim as ``user_id``'s note ``name`` (indexed at once); return its file name.
+
+        ``expected_hash`` (a :func:`note_hash` from an earlier read; ``""``: the note must not
+        exist yet) makes the write conditional: :class:`ConflictError`, carrying the current
+        hash, when the note changed meanwhile.
+        """
         path = self._path(user_id, name, category)
-        self.store.write_file(path, text)
+        if expected_hash is None:
+            self.store.write_file(path, text)
+        else:
+            self._change(path, expected_hash, lambda _current: text)
         return path.rpartition("/")[2]
+
+    def edit_note(
+        self,
+        user_id: str,
+        name: str,
+        old: str,
+        new: str,
+        *,
+        category: str | None = None,
+        expected_hash: str | None = None,
+    ) -> str:
+        """Replace the one occurrence of ``old`` in the note by ``new``; return the new :func:`note_hash`.
+
+        :class:`InvalidInputError` when ``old`` occurs zero or several times,
+        :class:`RecordNotFoundError` when there is no such note.
+        """
+        path = self._path(user_id, name, category)
+        return self._change(
+            path, expected_hash, lambda current: replace_unique(self._existing(current, path), old, new)
+        )
+
+    def insert_into_note(
+        self,
+        user_id: str,
+        name: str,
+        line: int,
+        text: str,
+        *,
+        category: str | None = None,
+        expected_hash: str | None = None,
+    ) -> str:
+        """Insert ``text`` as whole lines after the note's first ``line`` lines; return the new hash."""
+        path = self._path(user_id, name, category)
+        return self._change(
+            path, expected_hash, lambda current: insert_lines(self._existing(current, path), line, text)
+        )
+
+    @staticmethod
+    def _existing(current: str | None, path: str) -> str:
+        if current is None:
+            raise RecordNotFoundError(f"no memory file {path}")
+        return current
+
+    def _change(self, path: str, expected_hash: str | None, change: Callable[[str | None], str]) -> str:
+        """Read the note at ``path``, check ``expected_hash``, write ``change(current)``; the new hash."""
+        try:
+            current: str | None = self.store.read_file(path)
+        except RecordNotFoundError:
+            current = None
+        check_expected(current, expected_hash, path)
+        text = change(current)
+        self.store.write_file(path, text)
+        return note_hash(text)
 
     def read_note(self, user_id: str, name: str, *, category: str | None = None) -> str:
         """The text of ``user_id``'s note ``name``; :class:`RecordNotFoundError` if there is none."""
