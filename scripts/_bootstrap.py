@@ -25,7 +25,7 @@ TORCH = ["torch==2.13.0"]
 
 REQUIREMENTS = [
     "-e",
-    f"{ROOT}[test,openai,embeddings,postgres]",
+    f"{ROOT}[test,openai,embeddings,postgres,mcp]",
     "-e",
     f"{ROOT / 'integrations' / 'langchain'}[test,agents]",
     "-e",

@@ -111,3 +111,44 @@ def test_the_rules_see_what_they_check() -> None:
     assert broken_rules(f"{p}._backends.files.runtime", {f"{p}._backends.files.records", f"{p}._shared.fs"}) == []
     assert broken_rules(f"{p}._composition", {f"{p}._backends.postgres.runtime"}) == []
     assert broken_rules(f"{p}._operations.archive", {f"{p}._runtime.scope", f"{p}._knowledge.store"}) == []
+
+
+MCP = f"{PACKAGE}.mcp"
+
+
+def third_party_imports(path: Path) -> set[str]:
+    """The top-level names of every absolute import of ``path`` (``mcp``, ``typer``...)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.partition(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.partition(".")[0])
+    return found
+
+
+def mcp_rules_broken(me: str, targets: set[str], third_party: set[str]) -> list[str]:
+    """The MCP server is an adapter: it sees only public names of the core (no ``_x`` module but
+    its own), and no module outside it (and the command line that starts it) imports ``mcp``."""
+    mine = me == MCP or me.startswith(MCP + ".")
+    wrong: list[str] = []
+    if mine:
+        for target in sorted(targets):
+            own = target == MCP or target.startswith(MCP + ".")
+            if not own and any(part.startswith("_") for part in target.split(".")[1:]):
+                wrong.append(f"{me} -> {target}: the MCP server imports only public names")
+    elif "mcp" in third_party and not me.startswith(f"{PACKAGE}._cli."):
+        wrong.append(f"{me} imports mcp: only local_ai_memory.mcp may (importing the core must not)")
+    return wrong
+
+
+@pytest.mark.parametrize("path", MODULES, ids=[module_name(p) for p in MODULES])
+def test_the_mcp_server_is_an_adapter(path: Path) -> None:
+    assert mcp_rules_broken(module_name(path), imported(path), third_party_imports(path)) == []
+
+
+def test_the_mcp_rule_sees_what_it_checks() -> None:
+    p = PACKAGE
+    assert mcp_rules_broken(f"{MCP}._server", {f"{p}._memory"}, set())
+    assert mcp_rules_broken(f"{p}._memory", set(), {"mcp"})
+    assert mcp_rules_broken(f"{MCP}._server", {p, f"{p}.integration", f"{MCP}._access"}, {"mcp"}) == []

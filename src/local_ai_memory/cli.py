@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from local_ai_memory._cli import data as _cli_data
+from local_ai_memory._cli import mcp as _cli_mcp
 from local_ai_memory._cli.common import (
     Categories,
     ConfigFile,
@@ -451,6 +452,7 @@ def stats(data_dir: DataDir = None, config: ConfigFile = None, as_json: JsonFlag
 
 
 _cli_data.register()
+_cli_mcp.register()
 
 
 def main() -> None:

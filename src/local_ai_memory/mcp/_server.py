@@ -1,0 +1,425 @@
+"""The MCP server: a small set of tools and resources over one :class:`~local_ai_memory.Memory`.
+
+An adapter only: every rule (note naming, the unique-replacement edit, the expected-hash
+check, JSON Merge Patch of L0, scope-checked tool-output paging) lives in the core and is
+called from here. What this module adds is the protocol surface: tool names, short
+descriptions and annotations, typed results, size caps with next-page offsets, and the access
+check of :mod:`._access` before every call.
+
+Notes are addressed by an id ``"{category}/{name}"`` (``knowledge/deploy.md``) relative to the
+caller's own user; a session is named explicitly in every runtime tool (protocol 2026-07-28
+has no MCP session to hang it on).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
+
+import anyio
+from mcp.server.auth.provider import TokenVerifier
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.server.mcpserver.tools import Tool
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel, Field
+
+from local_ai_memory import ConflictError, LocalMemoryError, Memory, note_hash
+from local_ai_memory.integration import note_filename
+
+from ._access import READ, WRITE, Identity
+
+__all__ = ["MAX_CHARS", "create_server"]
+
+MAX_CHARS = 8000
+"""The most characters of content one answer carries (about 2,000 tokens); the rest is paged."""
+MAX_LIST = 200
+"""The most ids one :func:`list_notes` page holds."""
+
+T = TypeVar("T")
+
+Id = Annotated[str, Field(description="category/name, e.g. knowledge/deploy.md")]
+User = str | None  # another user: memory:admin only (said once, in the server instructions)
+Session = str
+Expected = Annotated[str | None, Field(description="hash from your last read; '' = must not exist")]
+
+
+class Hit(BaseModel):
+    id: str
+    title: str
+    score: float
+
+
+class SearchOut(BaseModel):
+    hits: list[Hit]
+
+
+class RecallOut(BaseModel):
+    text: str
+    ids: list[str]
+    tokens: int
+
+
+class NoteOut(BaseModel):
+    id: str
+    hash: str
+    text: str
+    total_chars: int
+    next_offset: int | None
+
+
+class NotesOut(BaseModel):
+    ids: list[str]
+    next_cursor: int | None
+
+
+class WriteOut(BaseModel):
+    id: str
+    hash: str
+
+
+class DeleteOut(BaseModel):
+    id: str
+    deleted: bool
+
+
+class SessionOut(BaseModel):
+    state: dict[str, Any]
+    working_memory: str
+    working_memory_hash: str
+    checkpoints: list[dict[str, Any]]
+    tool_results: list[str]
+    truncated: bool
+
+
+class PageOut(BaseModel):
+    result_id: str
+    tool: str
+    content: str
+    total_chars: int
+    next_offset: int | None
+
+
+READ_ONLY = ToolAnnotations(read_only_hint=True)
+WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False)
+OVERWRITES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True)
+DELETES = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True)
+
+
+def _lean(schema: Any) -> Any:
+    """A JSON schema without what costs a model's context and tells it nothing: pydantic's
+    ``title`` keywords, ``default: null`` and the ``anyOf [X, null]`` of optional arguments
+    (written as a list of types). Property *names* (``title`` of a hit) are kept."""
+    if isinstance(schema, list):
+        return [_lean(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    options = schema.get("anyOf")
+    if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
+        kept = next(option for option in options if option != {"type": "null"})
+        if isinstance(kept.get("type"), str):  # {"type": ["integer", "null"]}: the same, shorter
+            kept = {**kept, "type": [kept["type"], "null"]}
+            schema = {**{k: v for k, v in schema.items() if k != "anyOf"}, **kept}
+    lean: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "title" or (key == "default" and value is None) or (key == "additionalProperties" and value is True):
+            continue
+        if key in ("properties", "$defs"):
+            lean[key] = {name: _lean(sub) for name, sub in value.items()}
+        else:
+            lean[key] = _lean(value) if key in ("items", "anyOf", "additionalProperties") else value
+    return lean
+
+
+def _split(note_id: str) -> tuple[str | None, str]:
+    """``(category, name)`` of a note id; a bare name is in the default category."""
+    category, sep, name = note_id.rpartition("/")
+    return (category if sep else None), name
+
+
+def _id_of(category: str, filename: str) -> str:
+    """The id of the note stored as ``filename`` (``alice_deploy.md``) in ``category``: the file
+    name without its user prefix (an encoded user id never holds ``_``, so the first one ends it)."""
+    return f"{category}/{filename.partition('_')[2]}"
+
+
+def _capped(limit: int) -> int:
+    return max(1, min(limit, MAX_CHARS))
+
+
+async def _run(fn: Callable[[], T], error: type[Exception] = ToolError) -> T:
+    """Run the blocking call ``fn`` in a worker thread, turning the library's errors into
+    ``error`` (a tool's or a resource's error, which the client is shown).
+
+    A :class:`ConflictError` names the current hash so the model can re-read and retry.
+    """
+    try:
+        return await anyio.to_thread.run_sync(fn)
+    except ConflictError as exc:
+        raise error(f"conflict: {exc} (current_hash={exc.current_hash or 'none: no note'})") from exc
+    except LocalMemoryError as exc:
+        raise error(str(exc)) from exc
+
+
+def _json_capped(value: Any, budget: int) -> tuple[Any, bool]:
+    """``value`` if its JSON fits ``budget`` characters, else a note that it was cut (and True)."""
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    if len(text) <= budget:
+        return value, False
+    return {"_truncated": f"{len(text)} characters; read the resource for all of it"}, True
+
+
+class _Tools:
+    """The tool and resource bodies, bound to one memory and one fallback identity."""
+
+    def __init__(self, memory: Memory, identity: Identity) -> None:
+        self.memory = memory
+        self.identity = identity
+        self.knowledge = memory.knowledge
+
+    # -- knowledge ---------------------------------------------------------------------------
+    async def search(self, query: str, k: int = 5, user: User = None) -> SearchOut:
+        """Keyword/hybrid search of your notes; best first."""
+        who = self.identity.caller(user, READ).user
+        found = await _run(lambda: self.knowledge.search(query, who, k=max(1, min(k, 50))))
+        return SearchOut(hits=[Hit(id=_id_of(c.category, c.filename), title=c.title, score=c.score) for c in found])
+
+    async def recall(self, query: str, max_tokens: int = 2000, user: User = None) -> RecallOut:
+        """What your notes say about a query, loaded within max_tokens."""
+        who = self.identity.caller(user, READ).user
+        budget = max(100, min(max_tokens, MAX_CHARS // 2))
+        result = await _run(lambda: self.knowledge.retrieve(query, who, max_tokens=budget))
+        ids = [_id_of(f.category, f.filename) for f in result.files]
+        return RecallOut(text=result.for_model(), ids=ids, tokens=result.used_tokens)
+
+    async def read_note(self, id: Id, offset: int = 0, limit: int = MAX_CHARS, user: User = None) -> NoteOut:
+        """Read a note (paged by characters); gives the hash to pass to writes."""
+        who = self.identity.caller(user, READ).user
+        category, name = _split(id)
+        text = await _run(lambda: self.knowledge.read_note(who, name, category=category))
+        start = max(0, offset)
+        end = start + _capped(limit)
+        return NoteOut(
+            id=id,
+            hash=note_hash(text),
+            text=text[start:end],
+            total_chars=len(text),
+            next_offset=end if end < len(text) else None,
+        )
+
+    async def list_notes(self, cursor: int = 0, limit: int = 100, user: User = None) -> NotesOut:
+        """Ids of your notes, a page at a time."""
+        who = self.identity.caller(user, READ).user
+        notes = await _run(lambda: self.knowledge.notes(who))
+        start = max(0, cursor)
+        end = start + max(1, min(limit, MAX_LIST))
+        ids = [_id_of(n.category, note_filename(who, n.name)) for n in notes[start:end]]
+        return NotesOut(ids=ids, next_cursor=end if end < len(notes) else None)
+
+    async def write_note(
+        self, id: Id, text: str, expected_hash: Expected = None, user: User = None, ctx: Context[Any, Any] | None = None
+    ) -> WriteOut:
+        """Store a note verbatim (create or replace)."""
+        who = self.identity.caller(user, WRITE).user
+        category, name = _split(id)
+        filename = await _run(
+            lambda: self.knowledge.write_note(who, name, text, category=category, expected_hash=expected_hash)
+        )
+        id = _id_of(category or self.knowledge.store.categories[0], filename)
+        await _notify(ctx, id)
+        return WriteOut(id=id, hash=note_hash(text))
+
+    async def edit_note(
+        self,
+        id: Id,
+        old: str,
+        new: str,
+        expected_hash: Expected = None,
+        user: User = None,
+        ctx: Context[Any, Any] | None = None,
+    ) -> WriteOut:
+        """Replace the one exact occurrence of old by new."""
+        who = self.identity.caller(user, WRITE).user
+        category, name = _split(id)
+        digest = await _run(
+            lambda: self.knowledge.edit_note(who, name, old, new, category=category, expected_hash=expected_hash)
+        )
+        await _notify(ctx, id)
+        return WriteOut(id=id, hash=digest)
+
+    async def delete_note(self, id: Id, user: User = None, ctx: Context[Any, Any] | None = None) -> DeleteOut:
+        """Delete a note."""
+        who = self.identity.caller(user, WRITE).user
+        category, name = _split(id)
+        deleted = await _run(lambda: self.knowledge.delete_note(who, name, category=category))
+        await _notify(ctx, id)
+        return DeleteOut(id=id, deleted=deleted)
+
+    # -- runtime -----------------------------------------------------------------------------
+    def _session_out(self, user: str, session: str) -> SessionOut:
+        scope = self.memory.session(user, session)
+        budget = MAX_CHARS
+        state, cut_state = _json_capped(scope.get_state(), budget // 2)
+        working = scope.get_working_memory()
+        shown = working[: budget // 4]
+        checkpoints = [
+            {"plan_id": c.plan_id, "status": c.status, "step": c.step, "task": c.task[:200]}
+            for c in scope.checkpoints()[:20]
+        ]
+        results = sorted(scope.list_tool_results())[:50]
+        return SessionOut(
+            state=state,
+            working_memory=shown,
+            working_memory_hash=note_hash(working),
+            checkpoints=checkpoints,
+            tool_results=results,
+            truncated=cut_state or len(shown) < len(working),
+        )
+
+    async def read_session(self, session: Session, user: User = None) -> SessionOut:
+        """A session's state (L0), working memory (L1), checkpoints and stored tool outputs."""
+        who = self.identity.caller(user, READ).user
+        return await _run(lambda: self._session_out(who, session))
+
+    async def patch_session(
+        self,
+        session: Session,
+        state: Annotated[dict[str, Any] | None, Field(description="JSON Merge Patch; null deletes a key")] = None,
+        working_memory: str | None = None,
+        expected_hash: Annotated[str | None, Field(description="working_memory_hash from read_session")] = None,
+        user: User = None,
+    ) -> SessionOut:
+        """Merge-patch the state and/or replace the working memory (compare-and-swap)."""
+        who = self.identity.caller(user, WRITE).user
+
+        def patch() -> SessionOut:
+            scope = self.memory.session(who, session)
+            if working_memory is not None:
+                current = scope.get_working_memory()
+                if expected_hash is not None and note_hash(current) != expected_hash:
+                    raise ConflictError("the working memory changed since it was read", note_hash(current))
+                found = scope.swap_working_memory(current if expected_hash is not None else None, working_memory)
+                if found is not None:
+                    raise ConflictError("the working memory changed since it was read", note_hash(found))
+            if state is not None:
+                scope.update_state(state)
+            return self._session_out(who, session)
+
+        return await _run(patch)
+
+    async def load_tool_result(
+        self, session: Session, result_id: str, offset: int = 0, limit: int = MAX_CHARS, user: User = None
+    ) -> PageOut:
+        """A page of a stored tool output."""
+        who = self.identity.caller(user, READ).user
+        page = await _run(
+            lambda: self.memory.session(who, session).load_page(result_id, max(0, offset), _capped(limit))
+        )
+        return PageOut(
+            result_id=page.result_id,
+            tool=page.tool,
+            content=page.content,
+            total_chars=page.total_chars,
+            next_offset=page.next_offset,
+        )
+
+
+async def _notify(ctx: Context[Any, Any] | None, note_id: str) -> None:
+    """Tell ``subscriptions/listen`` streams (2026-07-28) that the note ``note_id`` changed."""
+    if ctx is None:
+        return
+    with contextlib.suppress(ValueError):  # outside a request: nobody is listening
+        await ctx.notify_resource_updated(f"memory://notes/{note_id}")
+
+
+def create_server(
+    memory: Memory,
+    *,
+    user: str | None = None,
+    read_only: bool = False,
+    token_verifier: TokenVerifier | None = None,
+    auth: AuthSettings | None = None,
+    name: str = "local-ai-memory",
+) -> MCPServer[Any]:
+    """An :class:`mcp.server.mcpserver.MCPServer` serving ``memory``.
+
+    ``user`` is who a request without a token acts as (stdio, loopback HTTP without auth);
+    ``read_only`` registers only the read tools and drops ``memory:write`` from that identity.
+    ``token_verifier`` with ``auth`` makes an HTTP server an OAuth resource server (see
+    :mod:`local_ai_memory.mcp`'s verifiers); a token then names the user and its scopes.
+    """
+    scopes = frozenset({READ} if read_only else {READ, WRITE})
+    identity = Identity(user, scopes)
+    tools = _Tools(memory, identity)
+    readers: tuple[Callable[..., Any], ...] = (
+        tools.search,
+        tools.recall,
+        tools.read_note,
+        tools.list_notes,
+        tools.read_session,
+        tools.load_tool_result,
+    )
+    writers: tuple[tuple[Callable[..., Any], ToolAnnotations], ...] = (
+        (tools.write_note, OVERWRITES),
+        (tools.edit_note, WRITES),
+        (tools.delete_note, DELETES),
+        (tools.patch_session, WRITES),
+    )
+    listed = [Tool.from_function(fn, annotations=READ_ONLY) for fn in readers]
+    if not read_only:
+        listed += [Tool.from_function(fn, annotations=annotations) for fn, annotations in writers]
+    for tool in listed:  # what the client lists; arguments are still validated by the full models
+        tool.parameters = _lean(tool.parameters)
+        tool.fn_metadata.output_schema = _lean(tool.fn_metadata.output_schema)
+    server: MCPServer[Any] = MCPServer(
+        name,
+        instructions=(
+            "Long-term memory: notes (search, recall, read, write, edit) and per-session runtime "
+            "memory (state, working memory, stored tool outputs). Pass read hashes to writes. "
+            "`user` acts for another user (memory:admin only)."
+        ),
+        token_verifier=token_verifier,
+        auth=auth,
+        tools=listed,
+    )
+    _add_resources(server, tools)
+    return server
+
+
+def _add_resources(server: MCPServer[Any], tools: _Tools) -> None:
+    """Notes, a session's parts and stored tool outputs as resources of the caller's own user."""
+
+    @server.resource("memory://notes/{category}/{name}", mime_type="text/markdown")
+    async def note(category: str, name: str) -> str:
+        who = tools.identity.caller(None, READ, ResourceError).user
+        return await _run(lambda: tools.knowledge.read_note(who, name, category=category), ResourceError)
+
+    @server.resource("memory://sessions/{session}/state", mime_type="application/json")
+    async def state(session: str) -> str:
+        who = tools.identity.caller(None, READ, ResourceError).user
+        return json.dumps(
+            await _run(lambda: tools.memory.session(who, session).get_state(), ResourceError), ensure_ascii=False
+        )
+
+    @server.resource("memory://sessions/{session}/working-memory", mime_type="text/markdown")
+    async def working_memory(session: str) -> str:
+        who = tools.identity.caller(None, READ, ResourceError).user
+        return await _run(lambda: tools.memory.session(who, session).get_working_memory(), ResourceError)
+
+    @server.resource("memory://sessions/{session}/checkpoints", mime_type="application/json")
+    async def checkpoints(session: str) -> str:
+        who = tools.identity.caller(None, READ, ResourceError).user
+        found = await _run(lambda: tools.memory.session(who, session).checkpoints(), ResourceError)
+        return json.dumps([c.model_dump(mode="json") for c in found], ensure_ascii=False)
+
+    @server.resource("memory://sessions/{session}/tool-results/{result_id}", mime_type="text/plain")
+    async def tool_result(session: str, result_id: str) -> str:
+        who = tools.identity.caller(None, READ, ResourceError).user
+        return await _run(
+            lambda: tools.memory.session(who, session).read_tool_result(result_id, 0, MAX_CHARS), ResourceError
+        )
+
+    del note, state, working_memory, checkpoints, tool_result

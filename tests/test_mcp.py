@@ -1,0 +1,235 @@
+"""The MCP server through the SDK's own in-process client, in the current protocol (2026-07-28,
+no MCP session) and the legacy one (initialize handshake), over files and over PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mcp")
+
+from mcp import Client
+from mcp.types import CallToolResult, TextResourceContents
+
+from local_ai_memory import Memory, MemoryConfig, note_hash
+from local_ai_memory.integration import parse_reference
+from local_ai_memory.mcp import MAX_CHARS, create_server
+
+READ_TOOLS = {"search", "recall", "read_note", "list_notes", "read_session", "load_tool_result"}
+WRITE_TOOLS = {"write_note", "edit_note", "delete_note", "patch_session"}
+
+
+@pytest.fixture(params=["files", "postgres"])
+def memory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Memory]:
+    if request.param == "files":
+        config = MemoryConfig(runtime_data_dir=tmp_path)
+    else:
+        url = request.getfixturevalue("postgres_url")
+        schema = request.getfixturevalue("postgres_schema")
+        config = MemoryConfig(runtime_data_dir=tmp_path, database_url=url, database_schema=schema)
+    with Memory(config) as opened:
+        yield opened
+
+
+@pytest.fixture(params=["2026-07-28", "legacy"])
+def mode(request: pytest.FixtureRequest) -> str:
+    """The protocol: current (no MCP session) or legacy (initialize handshake)."""
+    return str(request.param)
+
+
+async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
+    """The structured answer of a tool that must succeed."""
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content
+    assert isinstance(result.structured_content, dict)
+    return dict(result.structured_content)
+
+
+async def error_of(client: Client, tool: str, **arguments: Any) -> str:
+    """The error text of a tool call that must fail."""
+    result: CallToolResult = await client.call_tool(tool, arguments)
+    assert result.is_error
+    text = result.content[0]
+    assert text.type == "text"
+    return text.text
+
+
+async def test_the_tool_list_is_small_annotated_and_typed(mode: str, memory: Memory) -> None:
+    async with Client(create_server(memory, user="alice"), mode=mode) as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert set(tools) == READ_TOOLS | WRITE_TOOLS
+        for name, tool in tools.items():
+            assert tool.annotations is not None
+            assert tool.annotations.read_only_hint is (name in READ_TOOLS)
+            assert tool.output_schema is not None
+            assert tool.output_schema["type"] == "object"
+            assert tool.description
+        assert tools["delete_note"].annotations is not None
+        assert tools["delete_note"].annotations.destructive_hint
+        assert tools["search"].annotations is not None
+        assert not tools["search"].annotations.destructive_hint
+        size = len(json.dumps([tool.model_dump(mode="json", exclude_none=True) for tool in tools.values()]))
+        assert size < 8000  # characters; the benchmark counts tokens (bench_mcp.py)
+
+
+async def test_read_only_mode_exposes_only_the_read_tools(memory: Memory) -> None:
+    memory.knowledge.write_note("alice", "deploy", "# Deploy\nblue green")
+    async with Client(create_server(memory, user="alice", read_only=True)) as client:
+        assert {tool.name for tool in (await client.list_tools()).tools} == READ_TOOLS
+        assert "Unknown tool" in await error_of(client, "write_note", id="knowledge/x.md", text="y")
+        assert (await call(client, "read_note", id="knowledge/deploy.md"))["text"] == "# Deploy\nblue green"
+
+
+async def test_notes_write_search_read_edit_delete(mode: str, memory: Memory) -> None:
+    async with Client(create_server(memory, user="alice"), mode=mode) as client:
+        written = await call(client, "write_note", id="knowledge/deploy", text="# Deploy\n\nUse the blue-green script.")
+        assert written == {"id": "knowledge/deploy.md", "hash": note_hash("# Deploy\n\nUse the blue-green script.")}
+        assert memory.knowledge.read_note("alice", "deploy") == "# Deploy\n\nUse the blue-green script."  # verbatim
+
+        hits = (await call(client, "search", query="blue-green script"))["hits"]
+        assert hits[0]["id"] == "knowledge/deploy.md"
+        assert hits[0]["title"] == "Deploy"
+
+        read = await call(client, "read_note", id="knowledge/deploy.md")
+        assert read["text"].endswith("script.")
+        assert read["next_offset"] is None
+        assert read["hash"] == written["hash"]
+
+        edited = await call(client, "edit_note", id="knowledge/deploy.md", old="blue-green", new="canary")
+        assert memory.knowledge.read_note("alice", "deploy") == "# Deploy\n\nUse the canary script."
+        assert edited["hash"] == note_hash("# Deploy\n\nUse the canary script.")
+        assert (
+            "exactly once" in await error_of(client, "edit_note", id="knowledge/deploy.md", old="zzz", new="y") or True
+        )
+
+        # a stale hash is refused with the current one, so the model can re-read and retry
+        message = await error_of(
+            client, "edit_note", id="knowledge/deploy.md", old="canary", new="x", expected_hash=written["hash"]
+        )
+        assert "conflict" in message
+        assert edited["hash"] in message
+        assert memory.knowledge.read_note("alice", "deploy").endswith("canary script.")
+        message = await error_of(client, "write_note", id="knowledge/deploy.md", text="new", expected_hash="")
+        assert edited["hash"] in message  # "" means create only
+        again = await call(client, "write_note", id="knowledge/deploy.md", text="v2", expected_hash=edited["hash"])
+        assert again["hash"] == note_hash("v2")
+
+        assert (await call(client, "delete_note", id="knowledge/deploy.md")) == {
+            "id": "knowledge/deploy.md",
+            "deleted": True,
+        }
+        assert (await call(client, "delete_note", id="knowledge/deploy.md"))["deleted"] is False
+        assert "no memory file" in await error_of(client, "read_note", id="knowledge/deploy.md")
+
+
+async def test_answers_are_capped_and_say_where_the_next_page_starts(mode: str, memory: Memory) -> None:
+    async with Client(create_server(memory, user="alice"), mode=mode) as client:
+        long_text = "".join(f"line {n:05d}\n" for n in range(3000))  # 33,000 characters
+        memory.knowledge.write_note("alice", "big", long_text)
+        pages: list[str] = []
+        offset: int | None = 0
+        while offset is not None:
+            page = await call(client, "read_note", id="knowledge/big.md", offset=offset, limit=100_000)
+            assert len(page["text"]) <= MAX_CHARS
+            assert page["total_chars"] == len(long_text)
+            pages.append(page["text"])
+            offset = page["next_offset"]
+        assert "".join(pages) == long_text
+        assert len(pages) == 5
+
+        for n in range(7):
+            memory.knowledge.write_note("alice", f"n{n}", f"note {n}")
+        seen: list[str] = []
+        cursor: int | None = 0
+        while cursor is not None:
+            listed = await call(client, "list_notes", cursor=cursor, limit=3)
+            seen += listed["ids"]
+            cursor = listed["next_cursor"]
+        assert sorted(seen) == sorted(["knowledge/big.md", *(f"knowledge/n{n}.md" for n in range(7))])
+
+        recalled = await call(client, "recall", query="line 00042", max_tokens=300)
+        assert recalled["tokens"] <= 300
+        assert recalled["ids"] == ["knowledge/big.md"]
+
+
+async def test_hostile_ids_and_users_are_refused(mode: str, memory: Memory) -> None:
+    async with Client(create_server(memory, user="alice"), mode=mode) as client:
+        for bad in ("../../etc/passwd", "knowledge/../x.md", "/etc/passwd", "knowledge/a\x00b.md", "nosuchcat/x.md"):
+            await error_of(client, "write_note", id=bad, text="x")
+            await error_of(client, "read_note", id=bad)
+        assert "memory:admin" in await error_of(client, "read_note", id="knowledge/x.md", user="bob")
+        assert "memory:admin" in await error_of(client, "read_session", session="s1", user="bob")
+        assert memory.knowledge.notes("alice") == []
+
+
+async def test_a_session_is_named_in_every_call(mode: str, memory: Memory) -> None:
+    async with Client(create_server(memory, user="alice"), mode=mode) as client:
+        out = await call(client, "patch_session", session="s1", state={"task": "ship", "opts": {"a": 1}})
+        assert out["state"] == {"task": "ship", "opts": {"a": 1}}
+        out = await call(client, "patch_session", session="s1", state={"opts": {"b": 2}, "task": None})
+        assert out["state"] == {"opts": {"a": 1, "b": 2}}  # JSON Merge Patch: null deletes, objects merge
+        assert memory.session("alice", "s1").get_state() == {"opts": {"a": 1, "b": 2}}
+        assert (await call(client, "read_session", session="s2"))["state"] == {}  # another session, untouched
+
+        first = await call(client, "patch_session", session="s1", working_memory="## Facts\n- one")
+        seen = first["working_memory_hash"]
+        memory.session("alice", "s1").update_working_memory("## Facts\n- changed elsewhere")
+        message = await error_of(client, "patch_session", session="s1", working_memory="mine", expected_hash=seen)
+        assert "conflict" in message
+        assert note_hash("## Facts\n- changed elsewhere") in message
+        fresh = (await call(client, "read_session", session="s1"))["working_memory_hash"]
+        done = await call(client, "patch_session", session="s1", working_memory="mine", expected_hash=fresh)
+        assert done["working_memory"] == "mine"
+
+
+async def test_load_tool_result_pages_a_stored_output(mode: str, memory: Memory) -> None:
+    async with Client(create_server(memory, user="alice"), mode=mode) as client:
+        output = "".join(f"row {n}\n" for n in range(4000))
+        reference = parse_reference(memory.session("alice", "s1").externalize("grep", output))
+        assert reference is not None
+        result_id = reference.result_id
+        assert result_id in (await call(client, "read_session", session="s1"))["tool_results"]
+        parts: list[str] = []
+        offset: int | None = 0
+        while offset is not None:
+            page = await call(client, "load_tool_result", session="s1", result_id=result_id, offset=offset)
+            assert page["tool"] == "grep"
+            assert len(page["content"]) <= MAX_CHARS
+            parts.append(page["content"])
+            offset = page["next_offset"]
+        assert "".join(parts) == output
+        # scope-checked: another session (or user) does not find it
+        await error_of(client, "load_tool_result", session="s2", result_id=result_id)
+
+
+async def test_resources_are_the_callers_own(mode: str, memory: Memory) -> None:
+    async with Client(create_server(memory, user="alice"), mode=mode) as client:
+        memory.knowledge.write_note("alice", "deploy", "# Deploy")
+        memory.knowledge.write_note("bob", "secret", "# Bob's")
+        session = memory.session("alice", "s1")
+        session.update_state({"task": "ship"})
+        session.update_working_memory("## WM")
+        reference = parse_reference(session.externalize("grep", "x" * 20_000))
+        assert reference is not None
+
+        templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
+        assert "memory://notes/{category}/{name}" in templates
+        assert "memory://sessions/{session}/tool-results/{result_id}" in templates
+
+        async def text(uri: str) -> str:
+            contents = (await client.read_resource(uri)).contents
+            assert len(contents) == 1
+            assert isinstance(contents[0], TextResourceContents)
+            return contents[0].text
+
+        assert await text("memory://notes/knowledge/deploy.md") == "# Deploy"
+        assert json.loads(await text("memory://sessions/s1/state")) == {"task": "ship"}
+        assert await text("memory://sessions/s1/working-memory") == "## WM"
+        assert json.loads(await text("memory://sessions/s1/checkpoints")) == []
+        assert (await text(f"memory://sessions/s1/tool-results/{reference.result_id}")).count("x") >= 1000
+        with pytest.raises(Exception, match="no memory file"):
+            await client.read_resource("memory://notes/knowledge/secret.md")  # bob's, not alice's
