@@ -31,7 +31,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -137,16 +137,27 @@ class SqliteKnowledgeBackend(KnowledgeBackend):
         return None if row is None else bytes(row[0])
 
     def write_note(self, category: str, name: str, data: bytes) -> NoteInfo:
-        data, modified = bytes(data), time.time()
         with self._write() as db:
-            version = self._log(db, category, name)
-            db.execute(
-                "INSERT INTO notes (category, name, data, size, version, modified) VALUES (?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT (category, name) DO UPDATE SET data = excluded.data, size = excluded.size,"
-                " version = excluded.version, modified = excluded.modified",
-                (category, name, data, len(data), version, modified),
-            )
+            return self._put(db, category, name, bytes(data))
+
+    def _put(self, db: sqlite3.Connection, category: str, name: str, data: bytes) -> NoteInfo:
+        """Store a note inside a write transaction."""
+        modified = time.time()
+        version = self._log(db, category, name)
+        db.execute(
+            "INSERT INTO notes (category, name, data, size, version, modified) VALUES (?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (category, name) DO UPDATE SET data = excluded.data, size = excluded.size,"
+            " version = excluded.version, modified = excluded.modified",
+            (category, name, data, len(data), version, modified),
+        )
         return NoteInfo(category, name, len(data), version, modified)
+
+    def update_note(self, category: str, name: str, change: Callable[[bytes | None], bytes]) -> tuple[bytes, NoteInfo]:
+        # BEGIN IMMEDIATE holds the database's write lock from the read to the commit, in every process
+        with self._write() as db:
+            row = db.execute("SELECT data FROM notes WHERE category = ? AND name = ?", (category, name)).fetchone()
+            data = bytes(change(None if row is None else bytes(row[0])))
+            return data, self._put(db, category, name, data)
 
     def delete_note(self, category: str, name: str) -> bool:
         with self._write() as db:

@@ -332,15 +332,16 @@ class Knowledge:
         return current
 
     def _change(self, path: str, expected_hash: str | None, change: Callable[[str | None], str]) -> str:
-        """Read the note at ``path``, check ``expected_hash``, write ``change(current)``; the new hash."""
-        try:
-            current: str | None = self.store.read_file(path)
-        except RecordNotFoundError:
-            current = None
-        check_expected(current, expected_hash, path)
-        text = change(current)
-        self.store.write_file(path, text)
-        return note_hash(text)
+        """Check ``expected_hash`` against the note at ``path`` and write ``change(current)``, as
+        one atomic update of the backend (across threads, processes and, for a database, hosts:
+        of two updates that read the same hash, one wins and the other gets a
+        :class:`ConflictError` with the winner's hash); return the new hash."""
+
+        def checked(current: str | None) -> str:
+            check_expected(current, expected_hash, path)
+            return change(current)
+
+        return note_hash(self.store.update_file(path, checked))
 
     def read_note(self, user_id: str, name: str, *, category: str | None = None) -> str:
         """The text of ``user_id``'s note ``name``; :class:`RecordNotFoundError` if there is none."""

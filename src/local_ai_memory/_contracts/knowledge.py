@@ -35,8 +35,9 @@ backend overrides it. :mod:`local_ai_memory.testing` checks every promise below,
 from __future__ import annotations
 
 import os
+import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
@@ -61,6 +62,9 @@ __all__ = [
     "erasure_marker",
     "is_note_name",
 ]
+
+_PROCESS_UPDATES = threading.Lock()
+"""What the default :meth:`KnowledgeBackend.update_note` holds (one process only)."""
 
 NoteKey = tuple[str, str]
 """``(category, name)`` of one note."""
@@ -238,6 +242,25 @@ class KnowledgeBackend(ABC):
     def write_note(self, category: str, name: str, data: bytes) -> NoteInfo:
         """Create or replace a note atomically (readers see the old or the new bytes, never a mix)."""
 
+    def update_note(self, category: str, name: str, change: Callable[[bytes | None], bytes]) -> tuple[bytes, NoteInfo]:
+        """Read-modify-write one note atomically; return the bytes written and their :class:`NoteInfo`.
+
+        ``change`` gets the note's current bytes (``None``: there is none) and returns the new
+        bytes. Two ``update_note`` calls on the same note never interleave, through any backend
+        object that opens the same store, in any process (or on any host, for a database): the
+        second one's ``change`` sees what the first wrote, so no update is lost. When ``change``
+        raises, nothing is written and the exception propagates: that is how a compare-and-swap
+        refuses (:class:`~local_ai_memory.ConflictError` from a hash check). A plain
+        :meth:`write_note` is not ordered with these (last writer wins).
+
+        The default holds one lock of this process, which is enough only for a store that no
+        other process opens (process memory); a backend shared between processes overrides it
+        (files: a file lock; a database: one transaction that locks the note's row).
+        """
+        with _PROCESS_UPDATES:
+            data = bytes(change(self.read_note(category, name)))
+            return data, self.write_note(category, name, data)
+
     @abstractmethod
     def delete_note(self, category: str, name: str) -> bool:
         """Delete a note; return whether it existed (deleting a missing note is not an error)."""
@@ -319,6 +342,7 @@ class KnowledgeBackend(ABC):
     aread_note = thread_twin(read_note)
     awrite_note = thread_twin(write_note)
     adelete_note = thread_twin(delete_note)
+    aupdate_note = thread_twin(update_note)
     anote_info = thread_twin(note_info)
     alist_notes = thread_twin(list_notes)
     achanges = thread_twin(changes)

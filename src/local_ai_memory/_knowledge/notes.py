@@ -314,6 +314,35 @@ class KnowledgeNotes:
         self._persist()
         return self.data_dir / category / name
 
+    def update_file(self, path: str | os.PathLike[str], change: Callable[[str | None], str]) -> str:
+        """Read-modify-write a knowledge note atomically across processes (the backend's
+        :meth:`~KnowledgeBackend.update_note`): ``change(current text or None)`` gives the new
+        text, raising (a :class:`~local_ai_memory.ConflictError`, say) writes nothing. Indexed
+        at once like :meth:`write_file`; returns the text written."""
+
+        def on_bytes(current: bytes | None) -> bytes:
+            try:
+                text = change(None if current is None else current.decode("utf-8"))
+            except UnicodeDecodeError:
+                raise UnsupportedFormatError(f"{os.fspath(path)} is not UTF-8 text") from None
+            if not isinstance(text, str):
+                raise InvalidInputError(f"content must be str, got {type(text).__name__}")
+            return text.encode("utf-8")
+
+        category, name = self._note_key(path)
+        if category is None or not is_note_name(name):
+            raise InvalidInputError(
+                f"{os.fspath(path)!r} is not a note '{{category}}/{{user prefix}}{{name}}.md' "
+                f"of {list(self.categories)}"
+            )
+        data, _info = self.backend.update_note(category, name, on_bytes)
+        content = data.decode("utf-8")
+        with self._lock:
+            self._ensure_loaded()
+            self._indexer.refresh_one(category, name, content=content)
+        self._persist()
+        return content
+
     def delete_file(self, path: str | os.PathLike[str]) -> bool:
         """Delete a note with its index entry (its ranker forgets it too); return whether it existed."""
         category, name = self._note_key(path)

@@ -95,6 +95,33 @@ def _memory(backend: KnowledgeBackend, categories: tuple[str, ...]) -> Any:
     return Memory(config, runtime=InMemoryRuntimeBackend(), knowledge=backend)
 
 
+def _increment(current: bytes | None) -> bytes:
+    return str(int(current or b"0") + 1).encode()
+
+
+def _compare_and_swap(backend: KnowledgeBackend, twin: Twin, job: Job) -> tuple[str, str | None]:
+    """``("won", new hash)`` or ``("lost", the hash the loser was told)``: through the engine
+    (:meth:`Knowledge.write_note` with ``expected_hash``) or the contract (``update_note``)."""
+    from local_ai_memory import ConflictError, note_hash
+    from local_ai_memory._knowledge.edits import check_expected
+
+    text = f"written by {job.party}"
+    try:
+        if job.extra.get("engine"):
+            knowledge = _memory(backend, job.categories).knowledge
+            twin(knowledge, "write_note", job.user, "race", text, expected_hash=job.extra["expected"])
+        else:
+
+            def change(current: bytes | None) -> bytes:
+                check_expected(current, job.extra["expected"], job.extra["note"])
+                return text.encode()
+
+            twin(backend, "update_note", "knowledge", job.extra["note"], change)
+    except ConflictError as exc:
+        return "lost", exc.current_hash
+    return "won", note_hash(text)
+
+
 def _run(job: Job) -> Any:
     twin = Twin(job.mode)
     backend = job.factory()
@@ -115,6 +142,12 @@ def _run(job: Job) -> Any:
             for i in range(job.count):
                 knowledge.write_note(job.user, f"n{i}", f"# Note {i}\n\n{job.extra['word']}{i} shared words")
             return job.count
+        if job.kind == "increments":  # read-modify-write turns at one shared counter note
+            for _ in range(job.count):
+                twin(backend, "update_note", "knowledge", job.extra["note"], _increment)
+            return job.count
+        if job.kind == "compare_and_swap":  # one conditional write, all parties from the same hash
+            return _compare_and_swap(backend, twin, job)
         if job.kind == "search":  # what a freshly started process answers, user after user
             knowledge = _memory(backend, job.categories).knowledge
             answers = {}

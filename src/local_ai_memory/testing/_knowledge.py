@@ -49,7 +49,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
-from local_ai_memory import Memory, MemoryConfig, ModelError
+from local_ai_memory import ConflictError, Memory, MemoryConfig, ModelError, note_hash
 from local_ai_memory._shared.text import EXACT, LEAD
 from local_ai_memory.backends import (
     InMemoryKnowledgeBackend,
@@ -601,7 +601,91 @@ class KnowledgeBackendTests:
         assert answers["alice"] == ([], []), "after a restart, the search of a user being forgotten found notes"
         assert len(answers["bob"][0]) == len(answers["bob"][1]) == 3
 
+    def test_update_note_is_an_atomic_read_modify_write(self, backend: KnowledgeBackend, twin: Twin) -> None:
+        name = _note("alice", "counter")
+        seen: list[bytes | None] = []
+
+        def first(current: bytes | None) -> bytes:
+            seen.append(current)
+            return b"1"
+
+        data, info = twin(backend, "update_note", "knowledge", name, first)
+        assert (data, seen) == (b"1", [None])
+        assert info == twin(backend, "note_info", "knowledge", name)
+
+        def refuse(current: bytes | None) -> bytes:
+            raise ConflictError("refused", None)
+
+        with pytest.raises(ConflictError):
+            twin(backend, "update_note", "knowledge", name, refuse)
+        assert twin(backend, "read_note", "knowledge", name) == b"1"  # a refused change writes nothing
+
+        def bump(current: bytes | None) -> bytes:
+            return str(int(current or b"0") + 1).encode()
+
+        threads = [
+            threading.Thread(target=lambda: [backend.update_note("knowledge", name, bump) for _ in range(25)])
+            for _ in range(4)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert twin(backend, "read_note", "knowledge", name) == b"101"  # no increment lost
+        assert set(twin(backend, "list_notes", "knowledge")) == {name}
+
     # -- several processes (capability "cross_process") ---------------------------------------
+    def test_processes_updating_one_note_lose_no_update(
+        self,
+        backend: KnowledgeBackend,
+        opener: Callable[[], KnowledgeBackend],
+        twin: Twin,
+        tmp_path: Path,
+    ) -> None:
+        self.require("cross_process")
+        note, parties, count = _note("shared", "counter"), 3, 15
+        barrier = Barrier(tmp_path / "barrier", parties)
+        barrier.folder.mkdir()
+        children = [
+            start(
+                Job("increments", opener, twin.mode, count=count, barrier=barrier, party=n, extra={"note": note}),
+                tmp_path,
+            )
+            for n in range(parties)
+        ]
+        barrier.release()
+        assert [finish(child) for child in children] == [count] * parties
+        assert twin(backend, "read_note", "knowledge", note) == str(parties * count).encode()
+
+    @pytest.mark.parametrize("engine", [False, True], ids=["contract", "engine"])
+    def test_processes_racing_a_compare_and_swap_have_one_winner(
+        self,
+        backend: KnowledgeBackend,
+        opener: Callable[[], KnowledgeBackend],
+        twin: Twin,
+        tmp_path: Path,
+        engine: bool,
+    ) -> None:
+        self.require("cross_process")
+        note, parties = _note("alice", "race"), 4
+        twin(backend, "write_note", "knowledge", note, b"the original")
+        expected = note_hash(b"the original")
+        barrier = Barrier(tmp_path / "barrier", parties)
+        barrier.folder.mkdir()
+        extra = {"note": note, "expected": expected, "engine": engine}
+        children = [
+            start(Job("compare_and_swap", opener, twin.mode, "alice", 0, barrier, n, extra=extra), tmp_path)
+            for n in range(parties)
+        ]
+        barrier.release()
+        outcomes = [finish(child) for child in children]
+        winners = [n for n, (outcome, _) in enumerate(outcomes) if outcome == "won"]
+        assert len(winners) == 1, outcomes
+        stored = twin(backend, "read_note", "knowledge", note)
+        assert stored == f"written by {winners[0]}".encode()
+        for outcome, told in outcomes:  # each loser was told the winner's hash, so it can re-read and retry
+            assert told == note_hash(stored), (outcome, told)
+
     def test_processes_writing_notes_lose_nothing(
         self,
         backend: KnowledgeBackend,

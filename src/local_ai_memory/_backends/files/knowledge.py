@@ -26,10 +26,11 @@ from the markers it has seen (each event re-checks the marker it names), so a se
 from __future__ import annotations
 
 import bisect
+import hashlib
 import os
 import stat as stat_module
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -53,6 +54,8 @@ if TYPE_CHECKING:
 
 __all__ = ["FileKnowledgeBackend"]
 
+UPDATE_LOCKS = ".locks"
+"""Folder under ``memory_data/`` of the lock files :meth:`FileKnowledgeBackend.update_note` takes."""
 _LOG_LIMIT = 100_000  # more pending changes than this: the feed asks for one full comparison
 
 
@@ -122,6 +125,23 @@ class FileKnowledgeBackend(KnowledgeBackend):
         _fs.atomic_write(path, data, durable=self.config.fsync)
         self._record({(category, name)})
         return _info(category, name, os.stat(path, follow_symlinks=False))
+
+    def update_note(self, category: str, name: str, change: Callable[[bytes | None], bytes]) -> tuple[bytes, NoteInfo]:
+        """Under the note's cross-process lock (:func:`_fs.locked`, a file lock every process on
+        this folder takes): read, ``change``, write atomically."""
+        path = self.path_of(category, name)
+        with _fs.locked(self._update_lock_of(category, name)):
+            data = bytes(change(_fs.read_optional(path)))
+            _fs.atomic_write(path, data, durable=self.config.fsync)
+            info = _info(category, name, os.stat(path, follow_symlinks=False))
+        self._record({(category, name)})
+        return data, info
+
+    def _update_lock_of(self, category: str, name: str) -> Path:
+        """The lock of a note's updates: one of 256 stripes under ``memory_data/.locks/``, chosen by a
+        hash of the note's key, so the folder never names a note (a forgotten user's stays gone)."""
+        stripe = hashlib.sha256(f"{category}/{name}".encode()).hexdigest()[:2]
+        return self.guard.resolve(DATA_DIR, UPDATE_LOCKS, f"note-{stripe}")
 
     def delete_note(self, category: str, name: str) -> bool:
         removed = _fs.remove(self.path_of(category, name), durable=self.config.fsync)

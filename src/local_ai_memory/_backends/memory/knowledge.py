@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -109,12 +109,22 @@ class InMemoryKnowledgeBackend(KnowledgeBackend):
     def write_note(self, category: str, name: str, data: bytes) -> NoteInfo:
         data = bytes(data)
         with self._lock:
-            now = time.time_ns()
-            self._version = max(self._version + 1, now)
-            info = NoteInfo(category, name, len(data), self._version, now / 1e9)
-            self._notes[(category, name)] = (data, info)
-            self._changed((category, name))
+            return self._put(category, name, data)
+
+    def _put(self, category: str, name: str, data: bytes) -> NoteInfo:
+        """Store a note (the lock held)."""
+        now = time.time_ns()
+        self._version = max(self._version + 1, now)
+        info = NoteInfo(category, name, len(data), self._version, now / 1e9)
+        self._notes[(category, name)] = (data, info)
+        self._changed((category, name))
         return info
+
+    def update_note(self, category: str, name: str, change: Callable[[bytes | None], bytes]) -> tuple[bytes, NoteInfo]:
+        with self._lock:  # read, change and write in one hold: no write of this store comes between
+            found = self._notes.get((category, name))
+            data = bytes(change(found[0] if found is not None else None))
+            return data, self._put(category, name, data)
 
     def delete_note(self, category: str, name: str) -> bool:
         with self._lock:

@@ -15,7 +15,7 @@ are the file backend's by construction; embeddings are cached in the ``vectors``
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -104,9 +104,10 @@ class PostgresKnowledgeBackend(PgStorage, KnowledgeBackend):
             (cursor, _owner(name), category, name),
         )
 
-    def _write(self, category: str, name: str, data: bytes) -> Op[NoteInfo]:
+    def _write(self, category: str, name: str, data: bytes, cursor: int | None = None) -> Op[NoteInfo]:
         data = bytes(data)
-        cursor = yield from self._bump()
+        if cursor is None:
+            cursor = yield from self._bump()
         row = yield Stmt(
             self.db.q(
                 "INSERT INTO {s}.notes AS n (owner, category, name, data, size, version, modified)"
@@ -119,6 +120,16 @@ class PostgresKnowledgeBackend(PgStorage, KnowledgeBackend):
         )
         yield self._log(cursor, category, name)
         return NoteInfo(category, name, len(data), cursor, float(row[0]))
+
+    def _update(self, category: str, name: str, change: Callable[[bytes | None], bytes]) -> Op[tuple[bytes, NoteInfo]]:
+        """Read, change and write in one transaction. The feed row is taken first (as every write
+        does), and it stays held until commit: updates of any host run one after the other, and
+        each reads (READ COMMITTED: a fresh snapshot per statement) what the one before committed."""
+        cursor = yield from self._bump()
+        current = yield from self._read(category, name)
+        data = bytes(change(current))
+        info = yield from self._write(category, name, data, cursor)
+        return data, info
 
     def _delete(self, category: str, name: str) -> Op[bool]:
         cursor = yield from self._bump()  # the feed row first, as in _write: one lock order, no deadlock
@@ -168,6 +179,14 @@ class PostgresKnowledgeBackend(PgStorage, KnowledgeBackend):
 
     async def awrite_note(self, category: str, name: str, data: bytes) -> NoteInfo:
         return await self.arun("write_note", self._write(category, name, data))
+
+    def update_note(self, category: str, name: str, change: Callable[[bytes | None], bytes]) -> tuple[bytes, NoteInfo]:
+        return self.run("update_note", self._update(category, name, change))
+
+    async def aupdate_note(
+        self, category: str, name: str, change: Callable[[bytes | None], bytes]
+    ) -> tuple[bytes, NoteInfo]:
+        return await self.arun("update_note", self._update(category, name, change))
 
     def delete_note(self, category: str, name: str) -> bool:
         return self.run("delete_note", self._delete(category, name))
