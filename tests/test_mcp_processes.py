@@ -1,0 +1,137 @@
+"""The MCP server as real processes: a stdio session through ``local-ai-memory mcp``, and two
+server processes on one data folder (or one PostgreSQL database) racing edits of one note."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+pytest.importorskip("mcp")
+
+from mcp import Client, StdioServerParameters
+
+from local_ai_memory import Memory, MemoryConfig, note_hash
+
+SOURCE = str(Path(__file__).resolve().parent.parent / "src")
+
+
+def server_params(root: Path, user: str, *extra: str, env: dict[str, str] | None = None) -> StdioServerParameters:
+    """``local-ai-memory mcp`` over ``root`` as ``user``, started by this interpreter with our sources."""
+    path = os.pathsep.join([SOURCE, *(p for p in sys.path if p)])
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-c", "from local_ai_memory.cli import main; main()", "mcp", "-d", str(root), *extra],
+        env={"PYTHONPATH": path, "LOCAL_AI_MEMORY_USER": user, **(env or {})},
+    )
+
+
+@asynccontextmanager
+async def stdio_client(params: StdioServerParameters, mode: str = "auto") -> AsyncIterator[Client]:
+    async with Client(params, mode=mode, read_timeout_seconds=60) as client:
+        yield client
+
+
+async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content
+    assert isinstance(result.structured_content, dict)
+    return dict(result.structured_content)
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_stdio_session_through_the_command(tmp_path: Path, mode: str) -> None:
+    async with stdio_client(server_params(tmp_path, "alice"), mode) as client:
+        assert "write_note" in {tool.name for tool in (await client.list_tools()).tools}
+        written = await call(client, "write_note", id="deploy", text="# Deploy\n\nblue-green via the script")
+        assert written["id"] == "knowledge/deploy.md"
+        hits = (await call(client, "search", query="blue-green script"))["hits"]
+        assert [hit["id"] for hit in hits] == ["knowledge/deploy.md"]
+        await call(client, "patch_session", session="s1", state={"task": "ship"})
+    with Memory.open(tmp_path) as memory:  # what the server wrote is the user's, on disk
+        assert memory.knowledge.read_note("alice", "deploy").startswith("# Deploy")
+        assert memory.session("alice", "s1").get_state() == {"task": "ship"}
+
+
+async def test_the_read_only_command_lists_only_read_tools(tmp_path: Path) -> None:
+    async with stdio_client(server_params(tmp_path, "alice", "--read-only")) as client:
+        names = {tool.name for tool in (await client.list_tools()).tools}
+    assert "search" in names
+    assert not names & {"write_note", "edit_note", "delete_note", "patch_session"}
+
+
+async def append_lines(client: Client, tag: str, count: int) -> int:
+    """Append ``count`` lines to the shared note, each by read + conditional write, retrying on
+    conflict (what a model does when told the note changed); return how many conflicts it met."""
+    conflicts = 0
+    for n in range(count):
+        while True:
+            read = await call(client, "read_note", id="knowledge/shared.md")
+            text = read["text"] + f"{tag} {n}\n"
+            result = await client.call_tool(
+                "write_note", {"id": "knowledge/shared.md", "text": text, "expected_hash": read["hash"]}
+            )
+            if not result.is_error:
+                break
+            message = result.content[0].text if result.content[0].type == "text" else ""
+            assert "conflict" in message
+            assert "current_hash=sha256:" in message  # the loser is told why, with the hash to retry from
+            conflicts += 1
+    return conflicts
+
+
+@pytest.mark.parametrize("backend", ["files", "postgres"])
+async def test_two_server_processes_racing_edits_lose_no_write(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
+    env: dict[str, str] = {}
+    config = MemoryConfig(runtime_data_dir=tmp_path)
+    if backend == "postgres":
+        url = request.getfixturevalue("postgres_url")
+        schema = request.getfixturevalue("postgres_schema")
+        env = {"LOCAL_AI_MEMORY_DATABASE_URL": url, "LOCAL_AI_MEMORY_DATABASE_SCHEMA": schema}
+        config = MemoryConfig(runtime_data_dir=tmp_path, database_url=url, database_schema=schema)
+    with Memory(config) as memory:
+        memory.knowledge.write_note("alice", "shared", "# Shared\n")
+    count = 12
+    conflicts: list[int] = []
+    async with (
+        stdio_client(server_params(tmp_path, "alice", env=env)) as first,
+        stdio_client(server_params(tmp_path, "alice", env=env)) as second,
+    ):
+
+        async def run(client: Client, tag: str) -> None:
+            conflicts.append(await append_lines(client, tag, count))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(run, first, "a")
+            group.start_soon(run, second, "b")
+
+        # one stale hash, two writers: exactly one wins, the other is told the winner's hash
+        base = await call(first, "read_note", id="knowledge/shared.md")
+        outcomes: list[Any] = []
+
+        async def race(client: Client, text: str) -> None:
+            outcomes.append(
+                await client.call_tool(
+                    "write_note", {"id": "knowledge/shared.md", "text": text, "expected_hash": base["hash"]}
+                )
+            )
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(race, first, base["text"] + "A\n")
+            group.start_soon(race, second, base["text"] + "B\n")
+    assert sorted(result.is_error for result in outcomes) == [False, True]
+    with Memory(config) as memory:
+        final = memory.knowledge.read_note("alice", "shared")
+    lines = final.splitlines()
+    for tag in "ab":
+        assert [line for line in lines if line.startswith(f"{tag} ")] == [f"{tag} {n}" for n in range(count)]
+    loser = next(result for result in outcomes if result.is_error)
+    assert note_hash(final) in loser.content[0].text
