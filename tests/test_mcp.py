@@ -102,9 +102,11 @@ async def test_notes_write_search_read_edit_delete(mode: str, memory: Memory) ->
         edited = await call(client, "edit_note", id="knowledge/deploy.md", old="blue-green", new="canary")
         assert memory.knowledge.read_note("alice", "deploy") == "# Deploy\n\nUse the canary script."
         assert edited["hash"] == note_hash("# Deploy\n\nUse the canary script.")
-        assert (
-            "exactly once" in await error_of(client, "edit_note", id="knowledge/deploy.md", old="zzz", new="y") or True
-        )
+        absent = await error_of(client, "edit_note", id="knowledge/deploy.md", old="zzz", new="y")
+        assert "does not occur" in absent
+        await call(client, "write_note", id="knowledge/twice.md", text="a b a")
+        assert "occurs 2 times" in await error_of(client, "edit_note", id="knowledge/twice.md", old="a", new="c")
+        assert memory.knowledge.read_note("alice", "twice") == "a b a"
 
         # a stale hash is refused with the current one, so the model can re-read and retry
         message = await error_of(
