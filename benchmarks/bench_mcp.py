@@ -1,0 +1,196 @@
+"""What the MCP server costs a model's context and an agent's clock, beside its peers.
+
+Prints, in one run:
+
+* the token size (cl100k, the project's offline :class:`~local_ai_memory.TokenCounter`) of the
+  whole tool list a client receives (``tools/list``: names, descriptions, input and output
+  schemas, annotations), ours (default and ``--read-only``) beside the reference
+  ``@modelcontextprotocol/server-memory`` and ``basic-memory`` when they are installed in a
+  scratch place (``npm install --prefix /tmp/peers @modelcontextprotocol/server-memory``;
+  ``python -m venv /tmp/peer-venv && /tmp/peer-venv/bin/pip install basic-memory``), else
+  "not installed";
+* the start time of ``local-ai-memory mcp`` (process start to the answered tool list, over stdio);
+* the per-call latency (p50, p95) of ``search`` and ``load_tool_result`` over stdio, on a data
+  folder of ``--notes`` notes (the sample corpus of the standard library, cut into that many).
+
+Targets (issue 22): tool list under 2,000 tokens, search p50 under 5 ms at 2,000 notes, start
+under 1.5 s.
+
+Run: ``.venv/bin/python benchmarks/bench_mcp.py [--notes 2000] [--calls 200]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from mcp import Client, StdioServerParameters
+
+from local_ai_memory import Memory, TokenCounter
+from local_ai_memory.integration import note_filename, parse_reference
+from local_ai_memory.mcp import create_server
+from local_ai_memory.samples import build_corpus
+
+SOURCE = str(Path(__file__).resolve().parent.parent / "src")
+PEERS_NPM = Path(os.environ.get("PEERS_NPM", "/tmp/peers"))
+PEERS_VENV = Path(os.environ.get("PEERS_VENV", "/tmp/peer-venv"))
+
+
+def tool_list_tokens(tools: list[Any], counter: TokenCounter) -> int:
+    """Tokens of the tool list as the client receives it (the wire JSON of every tool)."""
+    wire = [tool.model_dump(mode="json", by_alias=True, exclude_none=True) for tool in tools]
+    return counter.count(json.dumps(wire, ensure_ascii=False))
+
+
+def ours(user: str, root: Path, *extra: str) -> StdioServerParameters:
+    path = os.pathsep.join([SOURCE, *(p for p in sys.path if p)])
+    return StdioServerParameters(
+        command=sys.executable,
+        args=["-c", "from local_ai_memory.cli import main; main()", "mcp", "-d", str(root), "--user", user, *extra],
+        env={"PYTHONPATH": path},
+    )
+
+
+def peers(scratch: Path) -> dict[str, StdioServerParameters | None]:
+    """The peer servers found in their scratch places, ``None`` where absent."""
+    npm_bin = PEERS_NPM / "node_modules" / ".bin" / "mcp-server-memory"
+    basic = PEERS_VENV / "bin" / "basic-memory"
+    return {
+        "@modelcontextprotocol/server-memory": StdioServerParameters(
+            command=str(npm_bin), env={"MEMORY_FILE_PATH": str(scratch / "graph.jsonl")}
+        )
+        if npm_bin.exists()
+        else None,
+        "basic-memory": StdioServerParameters(
+            command=str(basic), args=["mcp"], env={"HOME": str(scratch), "BASIC_MEMORY_HOME": str(scratch / "bm")}
+        )
+        if basic.exists()
+        else None,
+    }
+
+
+async def listed_tools(params: StdioServerParameters) -> list[Any]:
+    async with Client(params, mode="legacy", read_timeout_seconds=120) as client:
+        return list((await client.list_tools()).tools)
+
+
+def fill(root: Path, count: int) -> list[str]:
+    """``count`` notes of user ``bench`` from the sample corpus, written as plain files (as a user
+    would drop them in) and indexed once; return queries that find them."""
+    corpus = build_corpus()
+    folder = root / "memory_data" / "knowledge"
+    folder.mkdir(parents=True)
+    for n in range(count):
+        note = corpus.notes[n % len(corpus.notes)]
+        text = f"# {note.module} part {n}\n\n{note.text}"
+        (folder / note_filename("bench", f"{note.stem}-{n}")).write_text(text, encoding="utf-8")
+    with Memory.open(root) as memory:
+        memory.knowledge.build_index("bench")
+    return [query.text for query in corpus.queries] or [note.module for note in corpus.notes]
+
+
+async def timed_calls(client: Client, tool: str, arguments: list[dict[str, Any]]) -> list[float]:
+    times: list[float] = []
+    for args in arguments:
+        start = time.perf_counter()
+        result = await client.call_tool(tool, args)
+        times.append((time.perf_counter() - start) * 1000)
+        assert not result.is_error, result.content
+    return times
+
+
+def p(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--notes", type=int, default=2000)
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--starts", type=int, default=5)
+    args = parser.parse_args()
+    counter = TokenCounter()
+
+    print("== tool list size (cl100k tokens of tools/list) ==")
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch)
+        with Memory.open(root / "ours") as memory:
+            async with Client(create_server(memory, user="bench")) as client:
+                default = list((await client.list_tools()).tools)
+            async with Client(create_server(memory, user="bench", read_only=True)) as client:
+                read_only = list((await client.list_tools()).tools)
+        ours_tokens = tool_list_tokens(default, counter)
+        print(f"{'local-ai-memory (default)':40s} {len(default):3d} tools {ours_tokens:7,d} tokens")
+        read_only_tokens = tool_list_tokens(read_only, counter)
+        print(f"{'local-ai-memory (--read-only)':40s} {len(read_only):3d} tools {read_only_tokens:7,d} tokens")
+        for name, params in peers(root).items():
+            if params is None:
+                print(f"{name:40s} not installed")
+                continue
+            try:
+                tools = await listed_tools(params)
+            except Exception as exc:  # a peer that fails to start here is reported, not fatal
+                print(f"{name:40s} failed to start: {type(exc).__name__}: {exc}")
+                continue
+            tokens = tool_list_tokens(tools, counter)
+            print(f"{name:40s} {len(tools):3d} tools {tokens:7,d} tokens  ({tokens / ours_tokens:.1f}x ours)")
+
+    print("\n== start time of `local-ai-memory mcp` (stdio: spawn to answered tools/list) ==")
+    with tempfile.TemporaryDirectory() as scratch:
+        starts: list[float] = []
+        cpu: list[float] = []
+        bare: list[float] = []
+        for _ in range(args.starts):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            begin = time.perf_counter()
+            await listed_tools(ours("bench", Path(scratch)))
+            starts.append(time.perf_counter() - begin)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+            begin = time.perf_counter()
+            subprocess.run([sys.executable, "-c", "import mcp.server.mcpserver"], check=True)
+            bare.append(time.perf_counter() - begin)
+        wall, alone = statistics.median(starts), statistics.median(bare)
+        print(f"ours: median {wall:.2f} s wall, {statistics.median(cpu):.2f} s CPU, over {args.starts} starts")
+        print(f"the SDK's own import (python -c 'import mcp.server.mcpserver'): median {alone:.2f} s wall")
+        print(
+            f"ours / bare SDK import: {wall / alone:.2f}x (target < 1.5 s; load average now {os.getloadavg()[0]:.1f})"
+        )
+
+    print(f"\n== per-call latency over stdio, {args.notes:,d} notes ==")
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch)
+        begin = time.perf_counter()
+        queries = fill(root, args.notes)
+        print(f"(wrote and indexed {args.notes:,d} notes in {time.perf_counter() - begin:.1f} s)")
+        with Memory.open(root) as memory:
+            reference = parse_reference(memory.session("bench", "s1").externalize("grep", "row\n" * 200_000))
+            assert reference is not None
+        async with Client(ours("bench", root), read_timeout_seconds=120) as client:
+            await client.call_tool("search", {"query": "warm up"})
+            searches = [{"query": queries[n % len(queries)]} for n in range(args.calls)]
+            search_ms = await timed_calls(client, "search", searches)
+            pages = [
+                {"session": "s1", "result_id": reference.result_id, "offset": (n * 8000) % 790_000}
+                for n in range(args.calls)
+            ]
+            page_ms = await timed_calls(client, "load_tool_result", pages)
+        print(
+            f"search            p50 {p(search_ms, 0.5):6.2f} ms  p95 {p(search_ms, 0.95):6.2f} ms (target p50 < 5 ms)"
+        )
+        print(f"load_tool_result  p50 {p(page_ms, 0.5):6.2f} ms  p95 {p(page_ms, 0.95):6.2f} ms")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
