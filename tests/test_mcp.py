@@ -4,10 +4,13 @@ no MCP session) and the legacy one (initialize handshake), over files and over P
 from __future__ import annotations
 
 import json
+import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 pytest.importorskip("mcp")
@@ -15,9 +18,9 @@ pytest.importorskip("mcp")
 from mcp import Client
 from mcp.types import CallToolResult, TextResourceContents
 
-from local_ai_memory import Memory, MemoryConfig, note_hash
+from local_ai_memory import ConfigError, Memory, MemoryConfig, note_hash
 from local_ai_memory.integration import parse_reference
-from local_ai_memory.mcp import MAX_CHARS, create_server
+from local_ai_memory.mcp import MAX_CHARS, ApiKeyVerifier, create_server, hash_api_key, is_loopback, new_api_key
 
 READ_TOOLS = {"search", "recall", "read_note", "list_notes", "read_session", "load_tool_result"}
 WRITE_TOOLS = {"write_note", "edit_note", "delete_note", "patch_session"}
@@ -235,3 +238,52 @@ async def test_resources_are_the_callers_own(mode: str, memory: Memory) -> None:
         assert (await text(f"memory://sessions/s1/tool-results/{reference.result_id}")).count("x") >= 1000
         with pytest.raises(Exception, match="no memory file"):
             await client.read_resource("memory://notes/knowledge/secret.md")  # bob's, not alice's
+
+
+async def test_a_note_write_reaches_resource_listeners(tmp_path: Path) -> None:
+    with Memory.open(tmp_path) as memory:
+        async with Client(create_server(memory, user="alice"), mode="2026-07-28") as client:
+            uri = "memory://notes/knowledge/deploy.md"
+            async with client.listen(resource_subscriptions=[uri]) as events:
+                await call(client, "write_note", id="knowledge/deploy.md", text="# Deploy")
+                with anyio.fail_after(10):
+                    event = await events.__anext__()
+            assert getattr(event, "uri", None) == uri
+
+
+async def test_the_api_key_file_holds_hashes_and_is_reread(tmp_path: Path) -> None:
+    keys = tmp_path / "keys.json"
+    alice_key, bob_key = new_api_key(), new_api_key()
+    entry = {"hash": hash_api_key(alice_key), "subject": "alice", "scopes": ["memory:read"]}
+    keys.write_text(json.dumps({"keys": [entry]}), encoding="utf-8")
+    verifier = ApiKeyVerifier(keys)
+    found = await verifier.verify_token(alice_key)
+    assert found is not None
+    assert (found.subject, found.scopes) == ("alice", ["memory:read"])
+    assert await verifier.verify_token(bob_key) is None
+    assert alice_key not in keys.read_text(encoding="utf-8")
+
+    bob = {"hash": hash_api_key(bob_key), "subject": "bob", "scopes": ["memory:admin"]}
+    keys.write_text(json.dumps({"keys": [bob]}), encoding="utf-8")  # alice revoked, bob added
+    os.utime(keys, ns=(time.time_ns() + 10**9, time.time_ns() + 10**9))
+    assert await verifier.verify_token(alice_key) is None
+    found = await verifier.verify_token(bob_key)
+    assert found is not None
+    assert found.subject == "bob"
+
+    keys.write_text("{not json", encoding="utf-8")  # a broken edit keeps the last good keys
+    os.utime(keys, ns=(time.time_ns() + 2 * 10**9, time.time_ns() + 2 * 10**9))
+    assert await verifier.verify_token(bob_key) is not None
+    for bad in (
+        "{not json",
+        '{"keys": [{"hash": "md5:x", "subject": "a", "scopes": []}]}',
+        '{"keys": [{"hash": "' + hash_api_key("k") + '", "subject": "a", "scopes": ["root"]}]}',
+    ):
+        keys.write_text(bad, encoding="utf-8")
+        with pytest.raises(ConfigError):
+            ApiKeyVerifier(keys)
+
+
+def test_loopback_addresses() -> None:
+    assert all(is_loopback(host) for host in ("127.0.0.1", "127.8.0.1", "::1", "[::1]", "localhost"))
+    assert not any(is_loopback(host) for host in ("0.0.0.0", "::", "192.168.1.2", "example.org", ""))
