@@ -198,6 +198,17 @@ async def main() -> None:
             f"search            p50 {p(search_ms, 0.5):6.2f} ms  p95 {p(search_ms, 0.95):6.2f} ms (target p50 < 5 ms)"
         )
         print(f"load_tool_result  p50 {p(page_ms, 0.5):6.2f} ms  p95 {p(page_ms, 0.95):6.2f} ms")
+        with Memory.open(root) as memory:  # the same calls without the pipe: what the server itself costs
+            direct: list[float] = []
+            for args_ in searches:
+                begin = time.perf_counter()
+                memory.knowledge.search(args_["query"], "bench")
+                direct.append((time.perf_counter() - begin) * 1000)
+            async with Client(create_server(memory, user="bench", offload=False)) as client:
+                inproc_ms = await timed_calls(client, "search", searches)
+        print(f"search, in process through the SDK's client: p50 {p(inproc_ms, 0.5):6.2f} ms")
+        print(f"search, the library call alone:               p50 {p(direct, 0.5):6.2f} ms")
+        print(f"(load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
 
 
 if __name__ == "__main__":

@@ -112,4 +112,4 @@ def serve_http(memory: Memory, *, host: str = "127.0.0.1", port: int = 8765, **o
 
 def serve_stdio(memory: Memory, *, user: str, read_only: bool = False) -> None:
     """Serve ``memory`` as ``user`` over stdin/stdout until the client closes them."""
-    create_server(memory, user=user, read_only=read_only).run("stdio")
+    create_server(memory, user=user, read_only=read_only, offload=False).run("stdio")
