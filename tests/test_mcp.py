@@ -123,6 +123,12 @@ async def test_notes_write_search_read_edit_delete(mode: str, memory: Memory) ->
         again = await call(client, "write_note", id="knowledge/deploy.md", text="v2", expected_hash=edited["hash"])
         assert again["hash"] == note_hash("v2")
 
+        stale = await error_of(client, "delete_note", id="knowledge/deploy.md", expected_hash=edited["hash"])
+        assert again["hash"] in stale  # a conditional delete of a changed note is refused, with the hash
+        assert memory.knowledge.read_note("alice", "deploy") == "v2"
+        deleted = await call(client, "delete_note", id="knowledge/deploy.md", expected_hash=again["hash"])
+        assert deleted == {"id": "knowledge/deploy.md", "deleted": True}
+        await call(client, "write_note", id="knowledge/deploy.md", text="v3")
         assert (await call(client, "delete_note", id="knowledge/deploy.md")) == {
             "id": "knowledge/deploy.md",
             "deleted": True,

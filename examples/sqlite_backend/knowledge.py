@@ -159,6 +159,15 @@ class SqliteKnowledgeBackend(KnowledgeBackend):
             data = bytes(change(None if row is None else bytes(row[0])))
             return data, self._put(db, category, name, data)
 
+    def delete_note_if(self, category: str, name: str, check: Callable[[bytes | None], None]) -> bool:
+        with self._write() as db:  # the write lock from the read to the commit, as in update_note
+            row = db.execute("SELECT data FROM notes WHERE category = ? AND name = ?", (category, name)).fetchone()
+            check(None if row is None else bytes(row[0]))
+            gone = db.execute("DELETE FROM notes WHERE category = ? AND name = ?", (category, name)).rowcount
+            if gone:
+                self._log(db, category, name)
+        return bool(gone)
+
     def delete_note(self, category: str, name: str) -> bool:
         with self._write() as db:
             gone = db.execute("DELETE FROM notes WHERE category = ? AND name = ?", (category, name)).rowcount

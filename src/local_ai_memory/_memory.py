@@ -347,9 +347,18 @@ class Knowledge:
         """The text of ``user_id``'s note ``name``; :class:`RecordNotFoundError` if there is none."""
         return self.store.read_file(self._path(user_id, name, category))
 
-    def delete_note(self, user_id: str, name: str, *, category: str | None = None) -> bool:
-        """Delete ``user_id``'s note ``name`` and its index entry; return whether it existed."""
-        return self.store.delete_file(self._path(user_id, name, category))
+    def delete_note(
+        self, user_id: str, name: str, *, category: str | None = None, expected_hash: str | None = None
+    ) -> bool:
+        """Delete ``user_id``'s note ``name`` and its index entry; return whether it existed.
+
+        With ``expected_hash`` the delete is conditional and atomic like :meth:`write_note`'s:
+        :class:`ConflictError` with the current hash when the note changed (or is gone).
+        """
+        path = self._path(user_id, name, category)
+        if expected_hash is None:
+            return self.store.delete_file(path)
+        return self.store.delete_file_if(path, lambda current: check_expected(current, expected_hash, path))
 
     def note_info(self, user_id: str, name: str, *, category: str | None = None) -> NoteInfo | None:
         """Size, version and write time of ``user_id``'s note ``name`` without reading it; ``None`` if there is none."""

@@ -261,6 +261,16 @@ class KnowledgeBackend(ABC):
             data = bytes(change(self.read_note(category, name)))
             return data, self.write_note(category, name, data)
 
+    def delete_note_if(self, category: str, name: str, check: Callable[[bytes | None], None]) -> bool:
+        """Delete a note unless ``check(current bytes or None)`` raises; return whether it existed.
+
+        Atomic like :meth:`update_note` (and ordered with it): the bytes ``check`` sees are the
+        ones deleted. When ``check`` raises, nothing is deleted and the exception propagates.
+        """
+        with _PROCESS_UPDATES:
+            check(self.read_note(category, name))
+            return self.delete_note(category, name)
+
     @abstractmethod
     def delete_note(self, category: str, name: str) -> bool:
         """Delete a note; return whether it existed (deleting a missing note is not an error)."""
@@ -343,6 +353,7 @@ class KnowledgeBackend(ABC):
     awrite_note = thread_twin(write_note)
     adelete_note = thread_twin(delete_note)
     aupdate_note = thread_twin(update_note)
+    adelete_note_if = thread_twin(delete_note_if)
     anote_info = thread_twin(note_info)
     alist_notes = thread_twin(list_notes)
     achanges = thread_twin(changes)

@@ -356,6 +356,20 @@ class KnowledgeNotes:
             self._persist()
         return existed
 
+    def delete_file_if(self, path: str | os.PathLike[str], check: Callable[[bytes | None], None]) -> bool:
+        """:meth:`delete_file` unless ``check(current bytes or None)`` raises, atomically across
+        processes (the backend's :meth:`~KnowledgeBackend.delete_note_if`)."""
+        category, name = self._note_key(path)
+        if category is None:
+            raise InvalidInputError(f"{os.fspath(path)!r} is not a note of the categories {list(self.categories)}")
+        existed = self.backend.delete_note_if(category, name, check)
+        with self._lock:
+            self._ensure_loaded()
+            dropped = self._indexer.drop(category, name)
+        if dropped:
+            self._persist()
+        return existed
+
     def forget_user(self, user_id: str) -> ForgottenNotes:
         """Delete every note of ``user_id`` in every category, with its index entries, rankers,
         ranker snapshots and (when an embedder is configured) cached vectors.

@@ -258,11 +258,15 @@ class _Tools:
         await _notify(ctx, id)
         return WriteOut(id=id, hash=digest)
 
-    async def delete_note(self, id: Id, user: User = None, ctx: Context[Any, Any] | None = None) -> DeleteOut:
+    async def delete_note(
+        self, id: Id, expected_hash: Expected = None, user: User = None, ctx: Context[Any, Any] | None = None
+    ) -> DeleteOut:
         """Delete a note."""
         who = self.identity.caller(user, WRITE).user
         category, name = _split(id)
-        deleted = await self._call(lambda: self.knowledge.delete_note(who, name, category=category))
+        deleted = await self._call(
+            lambda: self.knowledge.delete_note(who, name, category=category, expected_hash=expected_hash)
+        )
         await _notify(ctx, id)
         return DeleteOut(id=id, deleted=deleted)
 

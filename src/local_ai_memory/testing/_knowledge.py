@@ -634,6 +634,24 @@ class KnowledgeBackendTests:
         assert twin(backend, "read_note", "knowledge", name) == b"101"  # no increment lost
         assert set(twin(backend, "list_notes", "knowledge")) == {name}
 
+    def test_delete_note_if_checks_what_it_deletes(self, backend: KnowledgeBackend, twin: Twin) -> None:
+        name = _note("alice", "gone")
+        twin(backend, "write_note", "knowledge", name, b"v1")
+        seen: list[bytes | None] = []
+
+        def refuse(current: bytes | None) -> None:
+            seen.append(current)
+            raise ConflictError("refused", None)
+
+        with pytest.raises(ConflictError):
+            twin(backend, "delete_note_if", "knowledge", name, refuse)
+        assert seen == [b"v1"]
+        assert twin(backend, "read_note", "knowledge", name) == b"v1"  # a refused delete deletes nothing
+        assert twin(backend, "delete_note_if", "knowledge", name, seen.append) is True
+        assert twin(backend, "read_note", "knowledge", name) is None
+        assert twin(backend, "delete_note_if", "knowledge", name, seen.append) is False
+        assert seen[-1] is None
+
     # -- several processes (capability "cross_process") ---------------------------------------
     def test_processes_updating_one_note_lose_no_update(
         self,

@@ -137,6 +137,16 @@ class FileKnowledgeBackend(KnowledgeBackend):
         self._record({(category, name)})
         return data, info
 
+    def delete_note_if(self, category: str, name: str, check: Callable[[bytes | None], None]) -> bool:
+        """Under the same lock as :meth:`update_note`: read, ``check``, remove."""
+        path = self.path_of(category, name)
+        with _fs.locked(self._update_lock_of(category, name)):
+            check(_fs.read_optional(path))
+            removed = _fs.remove(path, durable=self.config.fsync)
+        if removed:
+            self._record({(category, name)})
+        return removed
+
     def _update_lock_of(self, category: str, name: str) -> Path:
         """The lock of a note's updates: one of 256 stripes under ``memory_data/.locks/``, chosen by a
         hash of the note's key, so the folder never names a note (a forgotten user's stays gone)."""

@@ -126,6 +126,15 @@ class InMemoryKnowledgeBackend(KnowledgeBackend):
             data = bytes(change(found[0] if found is not None else None))
             return data, self._put(category, name, data)
 
+    def delete_note_if(self, category: str, name: str, check: Callable[[bytes | None], None]) -> bool:
+        with self._lock:
+            found = self._notes.get((category, name))
+            check(found[0] if found is not None else None)
+            if self._notes.pop((category, name), None) is None:
+                return False
+            self._changed((category, name))
+            return True
+
     def delete_note(self, category: str, name: str) -> bool:
         with self._lock:
             if self._notes.pop((category, name), None) is None:

@@ -131,8 +131,15 @@ class PostgresKnowledgeBackend(PgStorage, KnowledgeBackend):
         info = yield from self._write(category, name, data, cursor)
         return data, info
 
-    def _delete(self, category: str, name: str) -> Op[bool]:
-        cursor = yield from self._bump()  # the feed row first, as in _write: one lock order, no deadlock
+    def _delete_if(self, category: str, name: str, check: Callable[[bytes | None], None]) -> Op[bool]:
+        """Read, check and delete in one transaction, behind the feed row like :meth:`_update`."""
+        cursor = yield from self._bump()
+        check((yield from self._read(category, name)))
+        return (yield from self._delete(category, name, cursor))
+
+    def _delete(self, category: str, name: str, cursor: int | None = None) -> Op[bool]:
+        if cursor is None:  # the feed row first, as in _write: one lock order, no deadlock
+            cursor = yield from self._bump()
         count = yield Stmt(
             self.db.q("DELETE FROM {s}.notes WHERE owner = %s AND category = %s AND name = %s"),
             (_owner(name), category, name),
@@ -190,6 +197,12 @@ class PostgresKnowledgeBackend(PgStorage, KnowledgeBackend):
 
     def delete_note(self, category: str, name: str) -> bool:
         return self.run("delete_note", self._delete(category, name))
+
+    def delete_note_if(self, category: str, name: str, check: Callable[[bytes | None], None]) -> bool:
+        return self.run("delete_note", self._delete_if(category, name, check))
+
+    async def adelete_note_if(self, category: str, name: str, check: Callable[[bytes | None], None]) -> bool:
+        return await self.arun("delete_note", self._delete_if(category, name, check))
 
     async def adelete_note(self, category: str, name: str) -> bool:
         return await self.arun("delete_note", self._delete(category, name))
