@@ -250,6 +250,20 @@ class RuntimeBackendTests:
             assert [by_seq[number] for number in mine] == [f"{index}:{n}" for n in range(_PROCESS_ROUNDS)]
 
     @_requires(CROSS_PROCESS)
+    def test_processes_pop_each_message_once(self, opener: Opener, mode: Mode) -> None:
+        scope = Scope.of("shared", "s1")
+        total = _PROCESS_ROUNDS // 2
+        with _opened(opener) as backend:
+            backend.append_messages(scope, [StoredMessage(role="user", content=str(n)) for n in range(total)])
+            popped = Workers(opener, "pop_messages", 2, mode, ("shared", "s1", 7)).results()
+            left = backend.get_messages(scope)
+        taken = [content for mine in popped for content in mine]
+        pushed = {f"p{index}:{count}" for index in range(2) for count in range(7, 71, 7) if count <= len(popped[index])}
+        assert left == [], "messages were left after every process popped until empty"
+        assert len(taken) == len(set(taken)), "two processes popped the same message"
+        assert set(taken) == {str(n) for n in range(total)} | pushed, "a message was lost between pops and appends"
+
+    @_requires(CROSS_PROCESS)
     def test_processes_compare_and_swap_with_one_winner(self, opener: Opener, mode: Mode) -> None:
         scope = Scope.of("shared", "s1")
         with _opened(opener) as backend:
