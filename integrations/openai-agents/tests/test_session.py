@@ -287,3 +287,15 @@ async def test_the_runner_calls_compaction_and_the_next_turn_sees_the_working_me
     assert last is not None
     assert last.system_instructions is not None
     assert "Working memory of this conversation" in last.system_instructions
+
+
+def test_run_sync_uses_the_session_too(memory: Memory) -> None:
+    session = LocalMemorySession(memory, "alice", "sync")
+    model = ScriptedModel([[assistant_message("one")], [assistant_message("two")]])
+    agent = Agent(name="a", model=model)
+    assert Runner.run_sync(agent, "first", session=session).final_output == "one"
+    assert Runner.run_sync(agent, "second", session=session).final_output == "two"
+    last = model.last_call
+    assert last is not None
+    assert last.input[0] == {"role": "user", "content": "first"}
+    assert len(memory.session("alice", "sync").messages.items()) == 4
