@@ -98,6 +98,9 @@ HOSTILE = [
     "/memories/\u202eevil.md",
     "/memories/a\u200b.md",
     "/memories/x.md/",
+    "/memories/a\uff0f..\uff0fb.md",
+    "/memories/\uff0e\uff0e",
+    "/memories/...",
     "",
 ]
 

@@ -21,6 +21,7 @@ Nothing in this module touches storage, so the sync and async tools share all of
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -82,7 +83,8 @@ def parse_path(path: object, categories: Sequence[str]) -> Target:
         return Target(None, None)
     parts = rest.split("/")
     for part in parts:
-        if part in ("", ".", "..") or "\\" in part or "\x00" in part:
+        folded = unicodedata.normalize("NFKC", part)  # a fullwidth solidus or dot reads as the real one
+        if folded.strip(".") == "" or "/" in folded or "\\" in folded or "\x00" in part:
             raise ToolError(f"The path {path!r} is not allowed: no '.', '..', empty or backslashed parts")
     if len(parts) == 1 and parts[0] in categories:
         return Target(parts[0], None)
