@@ -293,8 +293,13 @@ def test_run_sync_uses_the_session_too(memory: Memory) -> None:
     session = LocalMemorySession(memory, "alice", "sync")
     model = ScriptedModel([[assistant_message("one")], [assistant_message("two")]])
     agent = Agent(name="a", model=model)
-    assert Runner.run_sync(agent, "first", session=session).final_output == "one"
-    assert Runner.run_sync(agent, "second", session=session).final_output == "two"
+    policy = asyncio.get_event_loop_policy()
+    try:
+        assert Runner.run_sync(agent, "first", session=session).final_output == "one"
+        assert Runner.run_sync(agent, "second", session=session).final_output == "two"
+    finally:  # run_sync leaves the thread's default loop it made open: close it here
+        policy.get_event_loop().close()
+        policy.set_event_loop(None)
     last = model.last_call
     assert last is not None
     assert last.input[0] == {"role": "user", "content": "first"}
