@@ -119,3 +119,13 @@ async def test_rename_note_async_and_across_categories(tmp_path: Path) -> None:
     assert await knowledge.aedit_note("alice", "plan", "ship", "test", category="projects")
     assert await knowledge.ainsert_into_note("alice", "plan", 0, "# Plan", category="projects")
     assert knowledge.read_note("alice", "plan", category="projects") == "# Plan\ntest it\n"
+
+
+def test_items_survive_export_and_import(tmp_path: Path) -> None:
+    source = Memory.open(tmp_path / "a", fsync=False)
+    source.session("alice", "s1").messages.append_items(ITEMS)
+    source.export(tmp_path / "alice.zip", "alice")
+    target = Memory.open(tmp_path / "b", fsync=False)
+    target.import_archive(tmp_path / "alice.zip")
+    back = target.session("alice", "s1").messages.items()
+    assert [json.dumps(item) for item in back] == [json.dumps(item) for item in ITEMS]
