@@ -30,6 +30,10 @@ REQUIREMENTS = [
     f"{ROOT / 'integrations' / 'langchain'}[test,agents]",
     "-e",
     f"{ROOT / 'integrations' / 'llama-index'}[test]",
+    "-e",
+    f"{ROOT / 'integrations' / 'openai-agents'}[test]",
+    "-e",
+    f"{ROOT / 'integrations' / 'anthropic'}[test]",
 ]
 
 
@@ -60,7 +64,7 @@ def ensure_venv() -> Path:
         venv.EnvBuilder(with_pip=True).create(VENV)
     fingerprint = _fingerprint()
     if not STAMP.exists() or STAMP.read_text() != fingerprint:
-        say("installing torch (CPU), local-ai-memory and both integrations (editable, with test extras)")
+        say("installing torch (CPU), local-ai-memory and its integrations (editable, with test extras)")
         code = run(PYTHON, "-m", "pip", "install", "--disable-pip-version-check", "-q", *TORCH)
         if code == 0:
             code = run(PYTHON, "-m", "pip", "install", "--disable-pip-version-check", "-q", *REQUIREMENTS)

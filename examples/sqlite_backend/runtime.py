@@ -369,6 +369,19 @@ class SQLiteRuntimeBackend(RuntimeBackend):
             db.execute("UPDATE scopes SET next_seq = 0 WHERE key = ?", (scope.key,))  # a cleared log starts at 0
         return bool(gone) or bool(row and row[0])
 
+    def pop_message(self, scope: Scope) -> StoredMessage | None:
+        with self._transaction(write=True) as db:
+            if self._hidden(db, scope):
+                return None
+            row = db.execute(
+                "SELECT seq, body FROM messages WHERE key = ? ORDER BY seq DESC LIMIT 1", (scope.key,)
+            ).fetchone()
+            if row is None:
+                return None
+            db.execute("DELETE FROM messages WHERE key = ? AND seq = ?", (scope.key, row[0]))
+            db.execute("UPDATE scopes SET next_seq = ? WHERE key = ?", (row[0], scope.key))  # the number is given back
+        return StoredMessage.model_validate({**_unpack(row[1]), "seq": row[0]})
+
     # -- the scope as a whole ---------------------------------------------------------
 
     @contextlib.contextmanager

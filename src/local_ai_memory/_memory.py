@@ -36,7 +36,7 @@ from local_ai_memory._runtime.messages import MessageLike, SessionMessageStore
 from local_ai_memory._runtime.scope import MemoryManager
 from local_ai_memory._runtime.tool_results import DEFAULT_PAGE_CHARS, DEFAULT_PAGE_LINES, ToolResultStore
 from local_ai_memory._shared.config import MemoryConfig
-from local_ai_memory._shared.errors import InvalidInputError, RecordNotFoundError
+from local_ai_memory._shared.errors import ConflictError, InvalidInputError, RecordNotFoundError
 from local_ai_memory._shared.models import LLM, Embedder
 from local_ai_memory._shared.naming import DirectoryGuard, note_filename, user_file_prefix, validate_name
 from local_ai_memory._shared.records import ToolResultPage
@@ -343,6 +343,35 @@ class Knowledge:
 
         return note_hash(self.store.update_file(path, checked))
 
+    def rename_note(
+        self,
+        user_id: str,
+        name: str,
+        new_name: str,
+        *,
+        category: str | None = None,
+        new_category: str | None = None,
+    ) -> str:
+        """Move ``user_id``'s note ``name`` to ``new_name`` (in ``new_category``, by default the
+        same category); return the new file name. Both are indexed at once.
+
+        :class:`RecordNotFoundError` when there is no such note, :class:`ConflictError` when the
+        new name is taken or the note changed during the move (the new copy is then removed
+        again). The text is written under the new name before the old one is deleted, so a
+        crash in between leaves both copies, never none.
+        """
+        text = self.read_note(user_id, name, category=category)
+        target = new_category if new_category is not None else category
+        if self._path(user_id, name, category) == self._path(user_id, new_name, target):
+            return self._path(user_id, new_name, target).rpartition("/")[2]
+        written = self.write_note(user_id, new_name, text, category=target, expected_hash="")
+        try:
+            self.delete_note(user_id, name, category=category, expected_hash=note_hash(text))
+        except ConflictError:  # edited meanwhile: keep the edit under its old name, drop the copy
+            self.delete_note(user_id, new_name, category=target, expected_hash=note_hash(text))
+            raise
+        return written
+
     def read_note(self, user_id: str, name: str, *, category: str | None = None) -> str:
         """The text of ``user_id``'s note ``name``; :class:`RecordNotFoundError` if there is none."""
         return self.store.read_file(self._path(user_id, name, category))
@@ -402,8 +431,11 @@ class Knowledge:
         return {folder: count for folder, count in found.items() if count}
 
     awrite_note = thread_twin(write_note)
+    aedit_note = thread_twin(edit_note)
+    ainsert_into_note = thread_twin(insert_into_note)
     aread_note = thread_twin(read_note)
     adelete_note = thread_twin(delete_note)
+    arename_note = thread_twin(rename_note)
     anotes = thread_twin(notes)
     auncovered_folders = thread_twin(uncovered_folders)
 

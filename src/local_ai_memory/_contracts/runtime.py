@@ -27,7 +27,8 @@ The guarantees, checked by :class:`local_ai_memory.testing.RuntimeBackendTests` 
   numbers start at 0 and are consecutive, unique and gap-free per scope, however many threads
   or processes append; :meth:`~RuntimeBackend.compact_messages` never renumbers and numbers
   are never reused after it, while :meth:`~RuntimeBackend.clear_messages` starts the log anew
-  (the next message gets 0).
+  (the next message gets 0) and :meth:`~RuntimeBackend.pop_message` gives the newest
+  message's number back.
 * **Erasure.** While an :class:`Erasure` is pending, the scopes it covers read as empty (no
   state, no messages, every tool result not found) and are not listed, so a deletion cut
   half-way by a crash is never seen half done. The record is as durable as the data: a
@@ -55,6 +56,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from local_ai_memory._shared.errors import StorageError
 from local_ai_memory._shared.naming import decode_name, encode_name, scope_name, validate_name
 from local_ai_memory._shared.records import StoredMessage, ToolIndexEntry, ToolResultPage, page_of
 from local_ai_memory._shared.twins import thread_twin
@@ -359,6 +361,16 @@ class RuntimeBackend(ABC):
         that dropped them all).
         """
 
+    def pop_message(self, scope: Scope) -> StoredMessage | None:
+        """Remove the newest message and return it (with its ``seq``); ``None`` when there is none.
+
+        Atomic against appends and other pops (one writer removes a given message), and it
+        gives the number back: the next message appended gets the popped ``seq``, as if that
+        append had not happened. A backend that cannot offer it raises
+        :class:`StorageError` (the three shipped backends all can).
+        """
+        raise StorageError(f"{type(self).__name__} cannot pop a session message")
+
     # -- the scope as a whole ---------------------------------------------------------
 
     @abstractmethod
@@ -445,6 +457,7 @@ class RuntimeBackend(ABC):
     aget_messages = thread_twin(get_messages)
     acompact_messages = thread_twin(compact_messages)
     aclear_messages = thread_twin(clear_messages)
+    apop_message = thread_twin(pop_message)
     alist_scopes = thread_twin(list_scopes)
     adelete_scope = thread_twin(delete_scope)
     abegin_erasure = thread_twin(begin_erasure)

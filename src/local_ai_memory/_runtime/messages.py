@@ -12,12 +12,18 @@ versioned :class:`StoredMessage` with a gap-free sequence number (on files:
 ``{runtime_data_dir}/memory/sessions/{scope}.jsonl``, one JSON record per line; a crash can
 leave a torn last line, which readers skip and the next append seals off).
 The post-run step that merges a run into L1 and then compacts the session is in :mod:`.run`.
+
+A framework whose own items must come back exactly (the OpenAI Agents SDK's session items,
+Responses API shapes such as ``function_call`` and ``function_call_output``) stores them with
+:meth:`SessionMessageStore.append_items`: each record keeps the item's JSON text in ``raw``
+beside its normal form, so the compressor still reads the conversation.
 """
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,13 +33,19 @@ from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.errors import InvalidInputError
 from local_ai_memory._shared.records import StoredMessage
 
+Item = Any
+"""A framework's own JSON-able item (a dict), kept exactly by :meth:`SessionMessageStore.append_items`."""
+
 __all__ = [
+    "Item",
     "Message",
     "MessageLike",
     "SessionMessageStore",
     "StoredMessage",
     "from_stored",
+    "item_of",
     "stored",
+    "stored_items",
     "to_message",
     "to_messages",
 ]
@@ -130,10 +142,36 @@ def _tool_call_names(item: Any) -> tuple[str, ...]:
     return tuple(names)
 
 
+def _responses_item(item: Mapping[str, Any]) -> Message | None:
+    """The normal form of a Responses API item without a role (a tool call, its output, a
+    reasoning summary), or ``None`` when ``item`` is no such item."""
+    kind = item.get("type")
+    if "role" in item or not isinstance(kind, str):
+        return None
+    call_id = item.get("call_id")
+    call_id = call_id if isinstance(call_id, str) and call_id else None
+    if kind.endswith("_output"):  # function_call_output, computer_call_output, ...
+        return Message("tool", _text_of(item.get("output")), tool_call_id=call_id)
+    if kind.endswith("_call"):  # function_call, file_search_call, ...
+        name = item.get("name")
+        arguments = item.get("arguments")
+        return Message(
+            "assistant",
+            arguments if isinstance(arguments, str) else "",
+            tool_call_id=call_id,
+            tool_calls=(name if isinstance(name, str) and name else kind,),
+        )
+    if kind == "reasoning":
+        return Message("assistant", _text_of(item.get("summary")))
+    return Message(kind, _text_of(item.get("content")))
+
+
 def to_message(item: MessageLike) -> Message:
     """Normalize one dict or framework message into a :class:`Message`."""
     if isinstance(item, Message):
         return item
+    if isinstance(item, Mapping) and (responses := _responses_item(item)) is not None:
+        return responses
     role = _role_of(item)
     name = _get(item, "name")
     tool_call_id = _get(item, "tool_call_id")
@@ -168,6 +206,33 @@ def stored(message: Message, now: float) -> StoredMessage:
 def from_stored(record: StoredMessage) -> Message:
     """The normal form of a stored message."""
     return Message(record.role, record.content, record.name, record.tool_call_id, record.tool_calls)
+
+
+def stored_items(items: Sequence[Item], now: float) -> list[StoredMessage]:
+    """The records of framework items: each one's normal form plus its JSON text in ``raw``."""
+    if isinstance(items, (str, bytes, Mapping)):
+        raise InvalidInputError("expected a list of items, got a single " + type(items).__name__)
+    records = []
+    for item in items:
+        try:
+            raw = json.dumps(item)
+        except (TypeError, ValueError) as error:
+            raise InvalidInputError(f"an item must be JSON-able to be kept exactly: {error}") from error
+        records.append(stored(to_message(item), now).model_copy(update={"raw": raw}))
+    return records
+
+
+def item_of(record: StoredMessage) -> Item:
+    """The item a record was appended as: the framework's own (``raw``) or the normal form's dict."""
+    return json.loads(record.raw) if record.raw is not None else from_stored(record).to_dict()
+
+
+def _last(records: list[StoredMessage], limit: int | None) -> list[StoredMessage]:
+    if limit is None:
+        return records
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise InvalidInputError(f"limit must be a non-negative integer or None, got {limit!r}")
+    return records[-limit:] if limit else []
 
 
 def _keep(config: MemoryConfig, keep_last: int | None) -> int:
@@ -229,6 +294,44 @@ class SessionMessageStore:
     def clear(self) -> bool:
         """Delete the session's messages; return whether there were any."""
         return self.backend.clear_messages(self.scope_info)
+
+    def append_items(self, items: Sequence[Item]) -> int:
+        """Append framework items (JSON-able dicts) in one write, each kept exactly; return how many.
+
+        :meth:`items` gives them back equal to what was given (and ``json.dumps`` of each,
+        byte for byte), while :meth:`messages` and the compressor read their normal form.
+        """
+        records = stored_items(items, time.time())
+        return len(self.backend.append_messages(self.scope_info, records)) if records else 0
+
+    def items(self, limit: int | None = None) -> list[Item]:
+        """The session's items, oldest first: the last ``limit`` (``None``: all; ``0``: none).
+
+        An entry appended by :meth:`append` (not as an item) comes back as its normal form's dict.
+        """
+        return [item_of(record) for record in _last(self.records(), limit)]
+
+    def pop_item(self) -> Item | None:
+        """Remove the newest entry and return it as :meth:`items` would; ``None`` when the log is empty.
+
+        Atomic: two callers never get the same entry. The next entry appended takes its place.
+        """
+        record = self.backend.pop_message(self.scope_info)
+        return None if record is None else item_of(record)
+
+    async def aappend_items(self, items: Sequence[Item]) -> int:
+        """Async twin of :meth:`append_items`."""
+        records = stored_items(items, time.time())
+        return len(await self.backend.aappend_messages(self.scope_info, records)) if records else 0
+
+    async def aitems(self, limit: int | None = None) -> list[Item]:
+        """Async twin of :meth:`items`."""
+        return [item_of(record) for record in _last(await self.arecords(), limit)]
+
+    async def apop_item(self) -> Item | None:
+        """Async twin of :meth:`pop_item`."""
+        record = await self.backend.apop_message(self.scope_info)
+        return None if record is None else item_of(record)
 
     async def arecords(self) -> list[StoredMessage]:
         """Async twin of :meth:`records`."""

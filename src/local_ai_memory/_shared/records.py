@@ -202,6 +202,10 @@ class StoredMessage(BaseModel):
 
     ``seq`` numbers a scope's messages from 0 in append order, without gaps; compaction drops
     the oldest but never renumbers. Lines written by 0.1.0 have no ``seq``: their position is it.
+
+    ``raw`` is the JSON text of a framework's own item when it must come back exactly as given
+    (an OpenAI Agents SDK session item, say); ``role``/``content`` are then its normal form,
+    which the compressor and the context builder read. Older readers ignore the field.
     """
 
     model_config = ConfigDict(extra="ignore", frozen=True)
@@ -214,6 +218,7 @@ class StoredMessage(BaseModel):
     tool_call_id: str | None = None
     tool_calls: tuple[str, ...] = ()
     created_at: float = 0.0
+    raw: str | None = None
 
 
 class AgentCheckpoint(BaseModel):

@@ -56,6 +56,19 @@ def _append_messages(api: Calls, backend: RuntimeBackend, index: int, args: Sequ
     return numbers
 
 
+def _pop_messages(api: Calls, backend: RuntimeBackend, index: int, args: Sequence[Any], barrier: Any) -> list[str]:
+    """Pop until the log is empty, appending one message of its own every ``every`` pops;
+    return the contents popped."""
+    scope, every = _scope(args), int(args[2])
+    barrier.wait(_START_TIMEOUT)
+    popped: list[str] = []
+    while (message := api.pop_message(scope)) is not None:
+        popped.append(message.content)
+        if len(popped) % every == 0 and len(popped) <= 10 * every:
+            api.append_messages(scope, [StoredMessage(role="user", content=f"p{index}:{len(popped)}")])
+    return popped
+
+
 def _swap_once(api: Calls, backend: RuntimeBackend, index: int, args: Sequence[Any], barrier: Any) -> str | None:
     """One compare-and-swap from ``v0``, all workers at once: ``None`` if this one won."""
     scope = _scope(args)
@@ -105,6 +118,7 @@ def _begin_erasures(api: Calls, backend: RuntimeBackend, index: int, args: Seque
 TASKS: dict[str, Task] = {
     "bump_state": _bump_state,
     "append_messages": _append_messages,
+    "pop_messages": _pop_messages,
     "swap_once": _swap_once,
     "enter_lock": _enter_lock,
     "snapshot": _snapshot,

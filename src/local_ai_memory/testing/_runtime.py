@@ -250,6 +250,20 @@ class RuntimeBackendTests:
             assert [by_seq[number] for number in mine] == [f"{index}:{n}" for n in range(_PROCESS_ROUNDS)]
 
     @_requires(CROSS_PROCESS)
+    def test_processes_pop_each_message_once(self, opener: Opener, mode: Mode) -> None:
+        scope = Scope.of("shared", "s1")
+        total = _PROCESS_ROUNDS // 2
+        with _opened(opener) as backend:
+            backend.append_messages(scope, [StoredMessage(role="user", content=str(n)) for n in range(total)])
+            popped = Workers(opener, "pop_messages", 2, mode, ("shared", "s1", 7)).results()
+            left = backend.get_messages(scope)
+        taken = [content for mine in popped for content in mine]
+        pushed = {f"p{index}:{count}" for index in range(2) for count in range(7, 71, 7) if count <= len(popped[index])}
+        assert left == [], "messages were left after every process popped until empty"
+        assert len(taken) == len(set(taken)), "two processes popped the same message"
+        assert set(taken) == {str(n) for n in range(total)} | pushed, "a message was lost between pops and appends"
+
+    @_requires(CROSS_PROCESS)
     def test_processes_compare_and_swap_with_one_winner(self, opener: Opener, mode: Mode) -> None:
         scope = Scope.of("shared", "s1")
         with _opened(opener) as backend:
@@ -608,6 +622,41 @@ class RuntimeBackendTests:
         assert api.append_messages(scope, [_message("anew"), _message("again")]) == [0, 1]  # cleared: from 0
         assert api.append_messages(scope, []) == []
         assert api.clear_messages(Scope.of("alice", "never")) is False
+
+    def test_pop_message_takes_the_newest_and_gives_its_number_back(self, api: Calls) -> None:
+        scope, other = Scope.of("alice", "s1"), Scope.of("alice", "s2")
+        assert api.pop_message(scope) is None
+        api.append_messages(other, [_message("theirs")])
+        raw = '{"type": "function_call", "arguments": "{\\"a\\": 1}", "x": "\\u00e9\\u0000"}'
+        api.append_messages(scope, [_message("one"), _message("two").model_copy(update={"raw": raw})])
+        popped = api.pop_message(scope)
+        assert popped is not None
+        assert (popped.seq, popped.content, popped.raw) == (1, "two", raw), "the raw item changed"
+        assert api.append_messages(scope, [_message("three")]) == [1], "the popped number was not given back"
+        assert [message.content for message in api.get_messages(scope)] == ["one", "three"]
+        assert api.compact_messages(scope, 0) == 2
+        assert api.append_messages(scope, [_message("four")]) == [2]
+        popped = api.pop_message(scope)
+        assert popped is not None
+        assert popped.seq == 2
+        assert api.pop_message(scope) is None
+        assert api.append_messages(scope, [_message("five")]) == [2], "pop after compaction reused a dropped number"
+        assert [message.content for message in api.get_messages(other)] == ["theirs"], "pop reached another scope"
+
+    def test_concurrent_pops_take_each_message_once(self, api: Calls) -> None:
+        scope = Scope.of("alice", "s1")
+        api.append_messages(scope, [_message(str(number)) for number in range(40)])
+        taken: list[str] = []
+        lock = threading.Lock()
+
+        def pop(_index: int) -> None:
+            while (popped := api.pop_message(scope)) is not None:
+                with lock:
+                    taken.append(popped.content)
+
+        _parallel(_RACERS, pop)
+        assert sorted(taken, key=int) == [str(number) for number in range(40)], "a message was popped twice or lost"
+        assert api.append_messages(scope, [_message("anew")]) == [0]
 
     def test_concurrent_appends_are_ordered_and_gap_free(self, api: Calls) -> None:
         scope = Scope.of("alice", "s1")

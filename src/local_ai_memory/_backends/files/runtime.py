@@ -494,6 +494,22 @@ class FileRuntimeBackend(RuntimeBackend):
         with self._sessions.locked(key):
             return self._sessions.delete(key)
 
+    def pop_message(self, scope: Scope) -> StoredMessage | None:
+        if self._hidden(scope):
+            return None
+        key = self._ready(scope)
+        with self._sessions.locked(key):
+            raw = self._sessions.read(key)
+            messages = [] if raw is None else _numbered(parse_lines(raw, self._sessions.location(key)))
+            if not messages:
+                return None
+            popped, kept = messages[-1], messages[:-1]
+            lines = [message.model_dump(mode="json") for message in kept]
+            if not kept and popped.seq:  # older numbers were compacted away: keep the count going
+                lines = [{"format_version": FORMAT_VERSION, "next_seq": popped.seq}]
+            self._sessions.write(key, encode_lines(lines))
+            return popped
+
     # -- the scope as a whole ---------------------------------------------------------
 
     @contextlib.contextmanager

@@ -250,6 +250,16 @@ class InMemoryRuntimeBackend(RuntimeBackend):
             data.next_seq = 0
             return had
 
+    def pop_message(self, scope: Scope) -> StoredMessage | None:
+        data = self._view(scope)
+        with data.lock:
+            if not data.messages:
+                return None
+            popped = data.messages.pop()
+            data.next_seq = popped.seq if popped.seq is not None else len(data.messages)
+            self._touch(data)
+            return popped
+
     @contextlib.contextmanager
     def locked(self, scope: Scope) -> Iterator[None]:
         with self._data(scope).lock:

@@ -530,6 +530,30 @@ class PostgresRuntimeBackend(PgStorage, RuntimeBackend):
         )
         return bool(count) or int(row[0]) > 0
 
+    def _pop_message(self, scope: Scope) -> Op[StoredMessage | None]:
+        u, s = _ids(scope)
+        row = yield Stmt(  # the scope row's lock orders this pop with appends (they number through it)
+            self.db.q("SELECT next_seq FROM {s}.scopes WHERE user_id = %s AND session_id = %s FOR UPDATE"),
+            (u, s),
+            "one",
+        )
+        if row is None:
+            return None
+        found = yield Stmt(
+            self.db.q(
+                "DELETE FROM {s}.messages WHERE user_id = %s AND session_id = %s AND seq = (SELECT max(seq)"
+                f" FROM {{s}}.messages WHERE user_id = %s AND session_id = %s) AND {_VISIBLE} RETURNING seq, body"
+            ),
+            (u, s, u, s, u, s),
+            "one",
+        )
+        if found is None:
+            return None
+        yield Stmt(
+            self.db.q("UPDATE {s}.scopes SET next_seq = %s WHERE user_id = %s AND session_id = %s"), (found[0], u, s)
+        )
+        return StoredMessage.model_validate({**unpack(found[1]), "seq": found[0]})
+
     def append_messages(self, scope: Scope, messages: Sequence[StoredMessage]) -> list[int]:
         return self.run("append_messages", self._append_messages(scope, messages))
 
@@ -553,6 +577,12 @@ class PostgresRuntimeBackend(PgStorage, RuntimeBackend):
 
     async def aclear_messages(self, scope: Scope) -> bool:
         return await self.arun("clear_messages", self._clear_messages(scope))
+
+    def pop_message(self, scope: Scope) -> StoredMessage | None:
+        return self.run("pop_message", self._pop_message(scope))
+
+    async def apop_message(self, scope: Scope) -> StoredMessage | None:
+        return await self.arun("pop_message", self._pop_message(scope))
 
     # -- the scope as a whole ---------------------------------------------------------
 
