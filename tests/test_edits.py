@@ -71,3 +71,25 @@ def test_knowledge_edits_apply_the_rules_and_check_the_expected_hash(tmp_path: P
         with pytest.raises(RecordNotFoundError):
             notes.edit_note("alice", "missing", "a", "b")
         assert [hit.filename for hit in notes.search("monday ship", user_id="alice")] == ["alice_deploy.md"]
+
+
+def test_a_rename_never_loses_an_edit_made_during_the_move(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with Memory.open(tmp_path) as memory:
+        notes = memory.knowledge
+        notes.write_note("alice", "draft", "v1\n")
+        write = type(notes).write_note
+
+        def write_then_edit_the_source(self: object, user_id: str, name: str, text: str, **options: object) -> str:
+            written = write(notes, user_id, name, text, **options)  # type: ignore[arg-type]
+            if name == "final":  # another writer edits the source between the copy and the delete
+                write(notes, "alice", "draft", "v2\n")
+            return written
+
+        monkeypatch.setattr(type(notes), "write_note", write_then_edit_the_source)
+        with pytest.raises(ConflictError):
+            notes.rename_note("alice", "draft", "final")
+        monkeypatch.undo()
+        assert notes.read_note("alice", "draft") == "v2\n"
+        assert [note.name for note in notes.notes("alice")] == ["draft"]
+        assert notes.rename_note("alice", "draft", "final") == "alice_final.md"
+        assert [note.name for note in notes.notes("alice")] == ["final"]
