@@ -35,13 +35,12 @@ plans once per saver; after that it only appends, and the backend's answer that 
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import json
+import random
 import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Generator, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -62,6 +61,16 @@ from local_ai_memory import InvalidInputError, Memory, MemoryConfig
 from local_ai_memory.backends import PlanSteps, RuntimeBackend, Scope, ScopeInfo
 from local_ai_memory.integration import adrive, drive
 
+from ._checkpoint_log import (
+    FORMAT,
+    ListTip,
+    Namespace,
+    encode_channel,
+    fold_log,
+    pack,
+    resolve,
+    unpack,
+)
 from ._scope import memory_of
 
 __all__ = ["LocalMemorySaver", "fold_log"]
@@ -77,58 +86,18 @@ def _plan_id(checkpoint_ns: str) -> str:
     return "lg-" + hashlib.sha256(checkpoint_ns.encode("utf-8", "surrogatepass")).hexdigest()[:40]
 
 
-Typed = tuple[str, bytes]
-Packed = Sequence[str]
-"""A serialized value as stored: ``[type, base64 of the bytes]``."""
-
-
-def _pack(typed: Typed) -> list[str]:
-    return [typed[0], base64.b64encode(typed[1]).decode("ascii")]
-
-
-def _unpack(packed: Sequence[str]) -> Typed:
-    return (packed[0], base64.b64decode(packed[1]))
-
-
 @dataclass
-class _Namespace:
-    """One checkpoint namespace of a thread, folded from its log."""
+class _Tip:
+    """The last checkpoint this saver wrote or read in a namespace, and the list values a step
+    from it can store as tails (see :func:`~._checkpoint_log.encode_channel`)."""
 
-    # Values stay packed (base64) until a checkpoint that needs them is read.
-    checkpoints: dict[str, tuple[dict[str, Any], Packed, str | None]] = field(default_factory=dict)
-    blobs: dict[tuple[str, str], Packed] = field(default_factory=dict)  # (channel, version) -> value
-    writes: dict[str, dict[tuple[str, int], tuple[str, str, Packed, str]]] = field(default_factory=dict)
-    latest: str | None = None  # the newest checkpoint id (ids sort by time)
-    size: int = 0  # characters of packed values held (what keeping this fold costs)
+    checkpoint_id: str
+    versions: dict[str, Any]
+    lists: dict[str, ListTip]
 
-
-def fold_log(entries: Sequence[dict[str, Any]], into: _Namespace | None = None) -> _Namespace:
-    """Replay a namespace's log: checkpoints, channel values by version and pending writes.
-
-    With ``into``, ``entries`` continue a log already folded there (it is updated and returned).
-    A write of a task at a non-negative index is kept from its first save (a retried task
-    does not replace it); special writes (errors, interrupts: negative indexes) replace, as
-    in LangGraph's own savers.
-    """
-    folded = _Namespace() if into is None else into
-    for entry in entries:
-        kind = entry.get("t")
-        if kind == "checkpoint":
-            for channel, (version, *packed) in entry["blobs"].items():
-                folded.blobs[(channel, json.dumps(version))] = packed
-                folded.size += len(packed[-1])
-            folded.checkpoints[entry["id"]] = (entry["checkpoint"], entry["metadata"], entry["parent"])
-            if folded.latest is None or entry["id"] > folded.latest:
-                folded.latest = entry["id"]
-        elif kind == "writes":
-            stored = folded.writes.setdefault(entry["checkpoint_id"], {})
-            for idx, channel, *packed in entry["writes"]:
-                key = (entry["task_id"], idx)
-                if idx >= 0 and key in stored:
-                    continue
-                stored[key] = (entry["task_id"], channel, packed, entry["task_path"])
-                folded.size += len(packed[-1])
-    return folded
+    @property
+    def size(self) -> int:
+        return sum(len(data) for tip in self.lists.values() for _, data in tip.items)
 
 
 def _checkpoint_entry(
@@ -137,21 +106,46 @@ def _checkpoint_entry(
     metadata: CheckpointMetadata,
     new_versions: ChannelVersions,
     serde: SerializerProtocol,
-) -> dict[str, Any]:
-    skeleton = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+    tip: _Tip | None,
+) -> tuple[dict[str, Any], _Tip]:
+    """The log record of a ``put``, and the tip it leaves. With ``tip`` (the parent checkpoint's),
+    a list channel that only grew stores its new items; without, every changed value is whole."""
+    parent = config["configurable"].get("checkpoint_id")
+    if tip is not None and tip.checkpoint_id != parent:
+        tip = None
     values = checkpoint["channel_values"]
-    blobs = {
-        channel: [version, *_pack(serde.dumps_typed(values[channel]) if channel in values else ("empty", b""))]
-        for channel, version in new_versions.items()
+    versions = dict(checkpoint["channel_versions"])
+    lists = {
+        channel: kept
+        for channel, kept in (tip.lists.items() if tip else ())
+        if channel not in new_versions and versions.get(channel) == kept.version
     }
-    return {
+    blobs: dict[str, Any] = {}
+    for channel, version in new_versions.items():
+        if channel not in values:
+            blobs[channel] = [version, *pack(("empty", b""))]
+            continue
+        base = None
+        if tip is not None and channel in tip.lists and tip.lists[channel].version == tip.versions.get(channel):
+            base = tip.lists[channel]
+        blobs[channel], grown = encode_channel(values[channel], version, base, serde)
+        if grown is not None:
+            lists[channel] = grown
+    skeleton = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+    entry = {
         "t": "checkpoint",
+        "format": FORMAT,
         "id": checkpoint["id"],
-        "parent": config["configurable"].get("checkpoint_id"),
+        "parent": parent,
         "checkpoint": skeleton,
-        "metadata": _pack(serde.dumps_typed(get_checkpoint_metadata(config, metadata))),
+        "metadata": pack(serde.dumps_typed(get_checkpoint_metadata(config, metadata))),
         "blobs": blobs,
     }
+    return entry, _Tip(checkpoint["id"], versions, lists)
+
+
+def _has_tails(entry: dict[str, Any]) -> bool:
+    return any(isinstance(blob, dict) and "base" in blob for blob in entry.get("blobs", {}).values())
 
 
 def _writes_entry(
@@ -163,7 +157,7 @@ def _writes_entry(
         "task_id": task_id,
         "task_path": task_path,
         "writes": [
-            [WRITES_IDX_MAP.get(channel, idx), channel, *_pack(serde.dumps_typed(value))]
+            [WRITES_IDX_MAP.get(channel, idx), channel, *pack(serde.dumps_typed(value))]
             for idx, (channel, value) in enumerate(writes)
         ],
     }
@@ -237,7 +231,8 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
         self.user_id = user_id
         Scope.of(user_id, "check")  # refuse a hostile user id now, not at the first step
         self._registered: set[FoldKey] = set()  # logs this saver registered with their session's plans
-        self._folds: OrderedDict[FoldKey, tuple[str, _Namespace]] = OrderedDict()  # key -> (cursor, fold)
+        self._folds: OrderedDict[FoldKey, tuple[str, Namespace]] = OrderedDict()  # key -> (cursor, fold)
+        self._tips: OrderedDict[FoldKey, _Tip] = OrderedDict()  # key -> the namespace's last checkpoint
         self._folds_lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -271,30 +266,38 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
         return change
 
     def _tuple(
-        self, thread_id: str, checkpoint_ns: str, checkpoint_id: str, folded: _Namespace
-    ) -> CheckpointTuple | None:
+        self, thread_id: str, checkpoint_ns: str, checkpoint_id: str, folded: Namespace
+    ) -> tuple[CheckpointTuple, _Tip] | None:
+        """The checkpoint ``checkpoint_id`` as LangGraph reads it, and the tip a step from it extends."""
         found = folded.checkpoints.get(checkpoint_id)
         if found is None:
             return None
         skeleton, metadata, parent = found
         values = {}
+        lists: dict[str, ListTip] = {}
         for channel, version in skeleton.get("channel_versions", {}).items():
-            packed = folded.blobs.get((channel, json.dumps(version)))
-            if packed is not None and packed[0] != "empty":
-                values[channel] = self.serde.loads_typed(_unpack(packed))
-        stored = folded.writes.get(checkpoint_id, {})
-        ordered = sorted(stored.items(), key=lambda item: writes_sort_key(item[1][3], *item[0]))
+            stored = resolve(folded.blobs, channel, version)
+            if stored is None:
+                continue
+            if stored.tip is not None:
+                values[channel] = [self.serde.loads_typed(item) for item in stored.tip.items]
+                lists[channel] = stored.tip
+            elif stored.packed is not None and stored.packed[0] != "empty":
+                values[channel] = self.serde.loads_typed(unpack(stored.packed))
+        stored_writes = folded.writes.get(checkpoint_id, {})
+        ordered = sorted(stored_writes.items(), key=lambda item: writes_sort_key(item[1][3], *item[0]))
         base = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
-        return CheckpointTuple(
+        answer = CheckpointTuple(
             config={"configurable": {**base, "checkpoint_id": checkpoint_id}},
             checkpoint={**skeleton, "channel_values": values},  # type: ignore[typeddict-item]
-            metadata=self.serde.loads_typed(_unpack(metadata)),
+            metadata=self.serde.loads_typed(unpack(metadata)),
             parent_config={"configurable": {**base, "checkpoint_id": parent}} if parent else None,
             pending_writes=[
-                (task, channel, self.serde.loads_typed(_unpack(value)))
+                (task, channel, self.serde.loads_typed(unpack(value)))
                 for task, channel, value, _ in (w for _, w in ordered)
             ],
         )
+        return answer, _Tip(checkpoint_id, dict(skeleton.get("channel_versions", {})), lists)
 
     def _select(
         self,
@@ -314,9 +317,10 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
                     continue
                 if before_id and cid >= before_id:
                     continue
-                found = self._tuple(thread_id, checkpoint_ns, cid, folded)
-                if found is None:
+                answer = self._tuple(thread_id, checkpoint_ns, cid, folded)
+                if answer is None:
                     continue
+                found = answer[0]
                 if filter and not all(found.metadata.get(k) == v for k, v in filter.items()):
                     continue
                 yield found
@@ -371,13 +375,35 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
             checkpoint_id = get_checkpoint_id(config) or folded.latest
             if checkpoint_id is None:
                 return True, None
-            return True, self._tuple(config["configurable"]["thread_id"], checkpoint_ns, checkpoint_id, folded)
+            answer = self._tuple(config["configurable"]["thread_id"], checkpoint_ns, checkpoint_id, folded)
+        if answer is None:
+            return True, None
+        self._keep_tip(key, answer[1])  # the next step usually starts from the checkpoint just read
+        return True, answer[0]
+
+    def _keep_tip(self, key: FoldKey, tip: _Tip | None) -> None:
+        with self._folds_lock:
+            if tip is None or not tip.lists:
+                self._tips.pop(key, None)
+                return
+            self._tips[key] = tip
+            self._tips.move_to_end(key)
+            while len(self._tips) > 1 and (
+                len(self._tips) > _KEPT_FOLDS or sum(kept.size for kept in self._tips.values()) > _KEPT_SIZE
+            ):
+                self._tips.popitem(last=False)
+
+    def _tip(self, key: FoldKey) -> _Tip | None:
+        with self._folds_lock:
+            return self._tips.get(key)
 
     def _forget(self, scope: Scope) -> None:
         """Drop what this saver keeps of a thread it deleted."""
         with self._folds_lock:
             for key in [key for key in self._folds if key[0] == scope.key]:
                 del self._folds[key]
+            for key in [key for key in self._tips if key[0] == scope.key]:
+                del self._tips[key]
             self._registered = {key for key in self._registered if key[0] != scope.key}
 
     # -- the operations (each one rule for sync and async) --------------------------------------
@@ -433,21 +459,30 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
                     if remaining <= 0:
                         return
 
-    def _append_op(self, scope: Scope, plan_id: str, register: Registration, lines: Lines) -> Op[None]:
+    def _append_op(self, scope: Scope, plan_id: str, register: Registration, lines: Lines) -> Op[bool]:
         """Register the log once per saver, then only append; a log the append finds new had its
-        thread deleted meanwhile (perhaps by another process), so it is registered again."""
+        thread deleted meanwhile (perhaps by another process), so it is registered again.
+        Returns whether the log was new."""
         known = (scope.key, plan_id) in self._registered
         if not known:
             yield _Call("update_plans", (scope, register))
-        if (yield _Call("append_plan_steps", (scope, plan_id, lines))) and known:
+        new = bool((yield _Call("append_plan_steps", (scope, plan_id, lines))))
+        if new and known:
             yield _Call("update_plans", (scope, register))
         self._registered.add((scope.key, plan_id))
+        return new
 
     def _put_op(
         self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, versions: ChannelVersions
     ) -> Op[RunnableConfig]:
-        entry = _checkpoint_entry(config, checkpoint, metadata, versions, self.serde)
-        yield from self._append_op(*self._entry(config, entry))
+        scope, plan_id, register, _ = self._entry(config, {})
+        key = (scope.key, plan_id)
+        entry, tip = _checkpoint_entry(config, checkpoint, metadata, versions, self.serde, self._tip(key))
+        new = yield from self._append_op(scope, plan_id, register, [entry])
+        if new and _has_tails(entry):  # the log was begun anew under us: the bases are gone, store values whole
+            entry, tip = _checkpoint_entry(config, checkpoint, metadata, versions, self.serde, None)
+            yield _Call("append_plan_steps", (scope, plan_id, [entry]))
+        self._keep_tip(key, tip)
         return _saved_config(config, checkpoint)
 
     def _put_writes_op(
@@ -487,6 +522,12 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
         return await adrive(op, lambda call: cast(_Call, call).aon(self.memory.runtime))
 
     # -- BaseCheckpointSaver --------------------------------------------------------------------
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        """Versions unique across branches (a counter and a random part, as ``InMemorySaver``'s), so a
+        fork from an old checkpoint never gives one channel two values under one version."""
+        number = 0 if current is None else int(str(current).split(".")[0])
+        return f"{number + 1:032}.{random.random():016}"
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return self._run(self._get_tuple_op(config))

@@ -60,6 +60,7 @@ from local_ai_memory._contracts.runtime import (
     Scope,
     ScopeInfo,
     StateChange,
+    StepsChange,
     erased,
 )
 from local_ai_memory._shared import fs as _fs
@@ -371,6 +372,25 @@ class FileRuntimeBackend(RuntimeBackend):
         folder = self._steps(self._ready(scope))
         with folder.locked(plan_id):
             folder.delete(plan_id)
+
+    def rewrite_plan_steps(self, scope: Scope, plan_id: str, change: StepsChange) -> list[dict[str, Any]]:
+        """Under the log's lock (appends take it too): the new log is written to a temporary file
+        and renamed over the old one, so a crash leaves one or the other whole, and a reader's
+        cursor (which names the file's inode) makes it read the new log from its start."""
+        if self._hidden(scope):
+            return []
+        folder = self._steps(self._ready(scope))
+        with folder.locked(plan_id):
+            raw = folder.read(plan_id)
+            current = [] if raw is None else parse_lines(raw, folder.location(plan_id))
+            new = change([dict(step) for step in current])
+            if new is None:
+                return current
+            if new:
+                folder.write(plan_id, encode_lines([{"format_version": FORMAT_VERSION, **step} for step in new]))
+            else:
+                folder.delete(plan_id)
+            return new
 
     # -- L3 tool results ----------------------------------------------------------------
 

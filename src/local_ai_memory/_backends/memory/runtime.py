@@ -26,6 +26,7 @@ from local_ai_memory._contracts.runtime import (
     Scope,
     ScopeInfo,
     StateChange,
+    StepsChange,
     erased,
 )
 from local_ai_memory._shared.errors import InvalidInputError, RecordNotFoundError
@@ -172,6 +173,21 @@ class InMemoryRuntimeBackend(RuntimeBackend):
         data = self._data(scope)
         with data.lock:
             data.steps.pop(plan_id, None)
+
+    def rewrite_plan_steps(self, scope: Scope, plan_id: str, change: StepsChange) -> list[dict[str, Any]]:
+        """Under the scope's lock; the log gets a new serial, so readers' cursors restart."""
+        data = self._data(scope)
+        with data.lock:
+            current = copy.deepcopy(data.steps.get(plan_id, []))
+            new = change(current)
+            if new is None:
+                return copy.deepcopy(data.steps.get(plan_id, []))
+            data.steps.pop(plan_id, None)
+            if new:
+                data.steps[plan_id] = copy.deepcopy(list(new))
+                data.step_logs[plan_id] = next(self._log_serials)
+            self._touch(data)
+            return copy.deepcopy(list(new))
 
     def tool_result_exists(self, result_id: str) -> bool:
         with self._lock:

@@ -30,6 +30,7 @@ from local_ai_memory._contracts.runtime import (
     Scope,
     ScopeInfo,
     StateChange,
+    StepsChange,
 )
 from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.errors import InvalidInputError, LockTimeoutError, RecordNotFoundError, StorageError
@@ -264,6 +265,31 @@ class PostgresRuntimeBackend(PgStorage, RuntimeBackend):
             self.db.q("DELETE FROM {s}.plan_steps WHERE user_id = %s AND session_id = %s AND plan_id = %s"),
             (*_ids(scope), plan_id),
         )
+
+    def _rewrite_steps(self, scope: Scope, plan_id: str, change: StepsChange) -> Op[list[dict[str, Any]]]:
+        """In one transaction under the scope row's lock (appends take it too): the old rows go and
+        the new ones get new ids, so a reader's cursor (a row id now gone) reads the log anew."""
+        yield Stmt(self.db.q(_TOUCH), _ids(scope))
+        current = yield from self._get_steps(scope, plan_id)
+        new = change([dict(step) for step in current])
+        if new is None:
+            return current
+        yield from self._clear_steps(scope, plan_id)
+        if new:
+            yield Stmt(
+                self.db.q(
+                    "INSERT INTO {s}.plan_steps (user_id, session_id, plan_id, body)"
+                    " SELECT %s, %s, %s, body FROM unnest(%s::bytea[]) WITH ORDINALITY AS t(body, n) ORDER BY n"
+                ),
+                (*_ids(scope), plan_id, [pack(step) for step in new]),
+            )
+        return new
+
+    def rewrite_plan_steps(self, scope: Scope, plan_id: str, change: StepsChange) -> list[dict[str, Any]]:
+        return self.run("rewrite_plan_steps", self._rewrite_steps(scope, plan_id, change))
+
+    async def arewrite_plan_steps(self, scope: Scope, plan_id: str, change: StepsChange) -> list[dict[str, Any]]:
+        return await self.arun("rewrite_plan_steps", self._rewrite_steps(scope, plan_id, change))
 
     def get_plans(self, scope: Scope) -> dict[str, Any]:
         return self.run("get_plans", self._get_plans(scope))
