@@ -35,6 +35,7 @@ plans once per saver; after that it only appends, and the backend's answer that 
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import random
 import threading
@@ -289,7 +290,9 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
         base = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
         answer = CheckpointTuple(
             config={"configurable": {**base, "checkpoint_id": checkpoint_id}},
-            checkpoint={**skeleton, "channel_values": values},  # type: ignore[typeddict-item]
+            # A copy: LangGraph changes the checkpoint it is given (its versions) in place, and the
+            # fold this came from is kept for the next read.
+            checkpoint={**copy.deepcopy(skeleton), "channel_values": values},  # type: ignore[typeddict-item]
             metadata=self.serde.loads_typed(unpack(metadata)),
             parent_config={"configurable": {**base, "checkpoint_id": parent}} if parent else None,
             pending_writes=[
