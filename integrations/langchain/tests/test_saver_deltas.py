@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, RemoveMessage
 from langchain_core.runnables import RunnableConfig
-from langchain_local_ai_memory import LocalMemorySaver, _checkpoint_log
+from langchain_local_ai_memory import LocalMemorySaver
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
@@ -29,6 +29,7 @@ from langgraph.graph.message import add_messages
 from langgraph.types import Command, Interrupt, interrupt
 
 from local_ai_memory import Memory
+from local_ai_memory.integration import checkpoint_log as _checkpoint_log
 
 
 class Chat(TypedDict):

@@ -39,9 +39,11 @@ import copy
 import hashlib
 import random
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Generic, TypeVar, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -59,25 +61,24 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from local_ai_memory import InvalidInputError, Memory, MemoryConfig
-from local_ai_memory.backends import PlanSteps, RuntimeBackend, Scope, ScopeInfo
-from local_ai_memory.integration import adrive, drive
+from local_ai_memory.backends import PlanSteps, RuntimeBackend, Scope, ScopeInfo, StepsChange
+from local_ai_memory.integration import adrive, checkpoint_log, drive
 
-from ._checkpoint_log import (
-    FORMAT,
-    ListTip,
-    Namespace,
-    encode_channel,
-    fold_log,
-    pack,
-    resolve,
-    unpack,
-)
 from ._scope import memory_of
 
 __all__ = ["LocalMemorySaver", "fold_log"]
 
-PLAN_KIND = "langgraph-checkpoints"
-"""The plan record marking a step log as a LangGraph namespace's checkpoints."""
+FORMAT = checkpoint_log.FORMAT
+PLAN_KIND = checkpoint_log.PLAN_KIND
+ListTip = checkpoint_log.ListTip
+Namespace = checkpoint_log.Namespace
+compact = checkpoint_log.compact
+encode_channel = checkpoint_log.encode_channel
+fold_log = checkpoint_log.fold_log
+pack = checkpoint_log.pack
+resolve = checkpoint_log.resolve
+unpack = checkpoint_log.unpack
+Packed = checkpoint_log.Packed
 
 
 def _plan_id(checkpoint_ns: str) -> str:
@@ -217,6 +218,12 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
     ``memory`` keeps the checkpoints (``config=`` is a shortcut that builds ``Memory(config)``).
     ``user_id`` names whose sessions the threads are; a thread id is a session id, so it is
     checked the same way (hostile ids raise :class:`~local_ai_memory.InvalidInputError`).
+
+    ``ttl`` (minutes, as LangGraph's ``TTLConfig.default_ttl``) makes threads expire: a thread
+    neither written nor (with ``refresh_on_read``) read for that long is deleted by
+    :meth:`sweep_ttl`. Retention as LangGraph defines it: :meth:`prune` (``"keep_latest"``
+    checkpoint per namespace, or ``"delete"``) and :meth:`delete_for_runs`; both rewrite a log
+    atomically and keep every value a kept checkpoint reads (list tails with their bases).
     """
 
     def __init__(
@@ -226,10 +233,16 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
         *,
         config: MemoryConfig | None = None,
         serde: SerializerProtocol | None = None,
+        ttl: float | None = None,
+        refresh_on_read: bool = True,
     ) -> None:
         super().__init__(serde=serde)
         self.memory = memory_of(memory, config)
         self.user_id = user_id
+        if ttl is not None and not (isinstance(ttl, (int, float)) and ttl > 0):
+            raise InvalidInputError(f"ttl must be a positive number of minutes, got {ttl!r}")
+        self.ttl = ttl
+        self.refresh_on_read = refresh_on_read
         Scope.of(user_id, "check")  # refuse a hostile user id now, not at the first step
         self._registered: set[FoldKey] = set()  # logs this saver registered with their session's plans
         self._folds: OrderedDict[FoldKey, tuple[str, Namespace]] = OrderedDict()  # key -> (cursor, fold)
@@ -422,9 +435,14 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
 
     def _get_tuple_op(self, config: RunnableConfig) -> Op[CheckpointTuple | None]:
         scope = self._scope(config["configurable"]["thread_id"])
-        located = self._located(config, (yield _Call("get_plans", (scope,))))
+        plans = yield _Call("get_plans", (scope,))
+        located = self._located(config, plans)
         if located is None:
             return None
+        if self.ttl is not None and self.refresh_on_read:
+            now = time.time()
+            if now - _touched(plans) > min(60.0, self.ttl * 6):  # at most one write per minute (or ttl/10)
+                yield _Call("update_plans", (scope, _touch(now)))
         checkpoint_ns, plan_id = located
         key = (scope.key, plan_id)
         cursor = self._cursor(key)
@@ -499,6 +517,57 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
         yield _Call("update_plans", (scope, _drop_langgraph_plans))
         self._forget(scope)
 
+    def _rewrite_op(self, scope: Scope, change: StepsChange) -> Op[None]:
+        """Rewrite every LangGraph log of a thread with ``change`` (atomic per log)."""
+        for plan_id in self._namespaces((yield _Call("get_plans", (scope,)))).values():
+            yield _Call("rewrite_plan_steps", (scope, plan_id, change))
+        self._forget(scope)  # what this saver kept of the old logs may name values gone now
+
+    def _prune_op(self, thread_ids: Sequence[str], strategy: str) -> Op[None]:
+        if strategy not in ("keep_latest", "delete"):
+            raise InvalidInputError(f"strategy must be 'keep_latest' or 'delete', got {strategy!r}")
+        for thread_id in thread_ids:
+            if strategy == "delete":
+                yield from self._delete_op(thread_id)
+            else:
+                yield from self._rewrite_op(self._scope(thread_id), _keep_latest)
+
+    def _delete_for_runs_op(self, run_ids: Sequence[str]) -> Op[None]:
+        gone = {str(run_id) for run_id in run_ids}
+        if not gone:
+            return
+        serde = self.serde
+
+        def keep(checkpoint_id: str, metadata: Packed) -> bool:
+            return str(serde.loads_typed(unpack(metadata)).get("run_id")) not in gone
+
+        def change(steps: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+            return compact(steps, keep)
+
+        for thread_id in self._threads((yield _Call("list_scopes"))):
+            yield from self._rewrite_op(self._scope(thread_id), change)
+
+    def _sweep_op(self, now: float) -> Op[int]:
+        """Delete the threads whose last write or (refreshing) read is older than ``ttl``."""
+        if self.ttl is None:
+            return 0
+        swept = 0
+        for thread_id in self._threads((yield _Call("list_scopes"))):
+            scope = self._scope(thread_id)
+            plans = yield _Call("get_plans", (scope,))
+            namespaces = self._namespaces(plans)
+            if not namespaces:
+                continue  # a session without LangGraph checkpoints is not this saver's to expire
+            last = _touched(plans)
+            for plan_id in namespaces.values():
+                folded = fold_log((yield _Call("get_plan_steps", (scope, plan_id))))
+                if folded.latest is not None:
+                    last = max(last, _stamp(folded.checkpoints[folded.latest][0].get("ts")))
+            if now - last > self.ttl * 60:
+                yield from self._delete_op(thread_id)
+                swept += 1
+        return swept
+
     def _copy_op(self, source_thread_id: str, target_thread_id: str) -> Op[None]:
         source, target = self._scope(source_thread_id), self._scope(target_thread_id)
         for checkpoint_ns, entries in (yield from self._logs_op(source, None)).items():
@@ -565,6 +634,26 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         self._run(self._copy_op(source_thread_id, target_thread_id))
 
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        self._run(self._prune_op(thread_ids, strategy))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self._run(self._delete_for_runs_op(run_ids))
+
+    def sweep_ttl(self) -> int:
+        """Delete this user's threads idle for longer than ``ttl``; return how many went."""
+        return self._run(self._sweep_op(time.time()))
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await self._arun(self._prune_op(thread_ids, strategy))
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await self._arun(self._delete_for_runs_op(run_ids))
+
+    async def asweep_ttl(self) -> int:
+        """:meth:`sweep_ttl`, async."""
+        return await self._arun(self._sweep_op(time.time()))
+
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return await self._arun(self._get_tuple_op(config))
 
@@ -616,6 +705,41 @@ def _drop_langgraph_plans(plans: dict[str, Any]) -> dict[str, Any] | None:
     kept = {
         plan_id: payload
         for plan_id, payload in plans.items()
-        if not (isinstance(payload, dict) and payload.get("kind") == PLAN_KIND)
+        if not (isinstance(payload, dict) and payload.get("kind") in (PLAN_KIND, TOUCH_KIND))
     }
     return None if len(kept) == len(plans) else kept
+
+
+TOUCH_ID = "lg-touched"
+TOUCH_KIND = "langgraph-touched"
+"""The plan record holding when a thread was last read (for ``ttl`` with ``refresh_on_read``)."""
+
+
+def _touched(plans: dict[str, Any]) -> float:
+    record = plans.get(TOUCH_ID)
+    at = record.get("at") if isinstance(record, dict) else None
+    return float(at) if isinstance(at, (int, float)) else 0.0
+
+
+def _touch(now: float) -> Callable[[dict[str, Any]], dict[str, Any] | None]:
+    def change(plans: dict[str, Any]) -> dict[str, Any] | None:
+        if not any(isinstance(p, dict) and p.get("kind") == PLAN_KIND for p in plans.values()):
+            return None  # the thread was deleted meanwhile: do not bring a record of it back
+        return {**plans, TOUCH_ID: {"kind": TOUCH_KIND, "at": max(now, _touched(plans))}}
+
+    return change
+
+
+def _stamp(ts: object) -> float:
+    """A checkpoint's ``ts`` (ISO 8601) in seconds since the epoch (0 when missing or unreadable)."""
+    if not isinstance(ts, str):
+        return 0.0
+    try:
+        return datetime.fromisoformat(ts).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def _keep_latest(steps: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    latest = fold_log(steps).latest
+    return compact(steps, lambda checkpoint_id, _: checkpoint_id == latest)

@@ -1,4 +1,8 @@
-"""The on-disk records of ``LocalMemorySaver``'s step logs, and the pure rules over them.
+"""The on-disk records of LangGraph checkpoint logs (``LocalMemorySaver``), and the pure rules over them.
+
+It lives in the core so that one set of rules serves the saver (writing, reading) and the
+memory's own retention and data commands (:meth:`Memory.apply_retention`, ``show``), which
+prune and count a thread's checkpoints without LangGraph installed.
 
 A namespace's log is a sequence of JSON records (one ``put`` or ``put_writes`` each):
 
@@ -35,13 +39,32 @@ import base64
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from langgraph.checkpoint.serde.base import SerializerProtocol
+from local_ai_memory._shared.errors import StorageError, UnsupportedFormatError
 
-from local_ai_memory import StorageError, UnsupportedFormatError
 
-__all__ = ["FORMAT", "ListTip", "Namespace", "compact", "encode_channel", "fold_log", "resolve"]
+class SerializerProtocol(Protocol):
+    """The part of LangGraph's serializer protocol the log uses (typed dumps)."""
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]: ...
+
+
+__all__ = [
+    "FORMAT",
+    "PLAN_KIND",
+    "ListTip",
+    "Namespace",
+    "compact",
+    "encode_channel",
+    "fold_log",
+    "pack",
+    "resolve",
+    "unpack",
+]
+
+PLAN_KIND = "langgraph-checkpoints"
+"""The plan record marking a step log as a LangGraph namespace's checkpoints."""
 
 FORMAT = 2
 """The newest record format this module writes and reads (1: values whole only)."""
