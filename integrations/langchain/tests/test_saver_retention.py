@@ -91,7 +91,8 @@ def test_ttl_sweeps_idle_threads_and_a_read_refreshes(open_memory: Callable[[], 
     saver.get_tuple(read)
     swept = saver._run(saver._sweep_op(time.time() + 61))
     assert swept == 3  # all three are idle for 61 s: a read refreshes by the clock of the read
-    assert saver.get_tuple(idle) is None and saver.get_tuple(read) is None and saver.get_tuple(fresh) is None
+    for config in (idle, read, fresh):
+        assert saver.get_tuple(config) is None
     with pytest.raises(InvalidInputError):
         LocalMemorySaver(open_memory(), user_id="u", ttl=0)
 
