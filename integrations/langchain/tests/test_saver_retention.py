@@ -6,6 +6,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from langchain_core.messages import HumanMessage
@@ -112,3 +113,81 @@ def test_a_read_moves_the_expiry_on(open_memory: Callable[[], Memory], monkeypat
     monkeypatch.setattr(checkpointer.time, "time", lambda: start + 200)
     no_refresh.get_tuple(read)  # does not refresh
     assert no_refresh._run(no_refresh._sweep_op(start + 200)) == 1
+
+
+def _log_bytes(memory: Memory, root: Path, thread: str) -> int:
+    """The bytes the thread's checkpoint logs really take: file sizes, or row bytes in PostgreSQL."""
+    runtime: Any = memory.runtime
+    if hasattr(runtime, "db"):
+        import psycopg
+
+        schema = runtime.db.settings.schema
+        with psycopg.connect(runtime.db.settings.url) as conn:
+            row = conn.execute(
+                f"SELECT coalesce(sum(octet_length(body)), 0) FROM {schema}.plan_steps WHERE session_id = %s",
+                (thread,),
+            ).fetchone()
+        return int(row[0])
+    return sum(path.stat().st_size for path in (root / "memory" / "plans" / f"u_{thread}").glob("lg-*.jsonl"))
+
+
+def test_show_and_sessions_count_a_thread_and_its_true_bytes(open_memory: Callable[[], Memory], tmp_path: Path) -> None:
+    memory = open_memory()
+    saver = LocalMemorySaver(memory, user_id="u")
+    config = _talk(saver, "t", 7)
+    report = memory.show("u", "t")
+    listed = len(list(saver.list(config)))
+    assert report.langgraph.checkpoints == listed == 21  # input, question, reply per turn
+    assert report.langgraph.messages == 14
+    assert report.langgraph.namespaces == 1
+    real = _log_bytes(memory, tmp_path, "t")
+    assert report.langgraph.bytes == real > 7 * 500
+    assert report.to_dict()["langgraph"]["messages"] == 14
+    (user,) = memory.users()
+    (session,) = user.sessions
+    assert session.size >= real  # the session's size counts its checkpoint logs
+
+
+def test_apply_retention_keeps_the_newest_per_thread_exactly(open_memory: Callable[[], Memory]) -> None:
+    memory = open_memory()
+    saver = LocalMemorySaver(memory, user_id="u")
+    config = _talk(saver, "t", 6)
+    other = _talk(saver, "o", 1)
+    newest = [_normal(found) for found in saver.list(config)][:4]
+    before = memory.show("u", "t").langgraph
+    report = memory.apply_retention(keep_last=4)
+    assert report.sessions == [("u", "t")]
+    assert report.checkpoints_removed == before.checkpoints - 4
+    assert report.bytes_after < report.bytes_before
+    fresh = LocalMemorySaver(open_memory(), user_id="u")
+    assert [_normal(found) for found in fresh.list(config)] == newest
+    assert len(list(fresh.list(other))) == 3  # a thread with fewer is untouched
+    after = memory.show("u", "t").langgraph
+    assert (after.checkpoints, after.messages) == (4, 12)
+    assert memory.apply_retention(max_age=3600).checkpoints_removed == 0  # all younger than an hour
+    assert memory.apply_retention(max_age=0).checkpoints_removed == 7  # all older than now
+    with pytest.raises(InvalidInputError):
+        memory.apply_retention(keep_last=0)
+
+
+def test_the_retain_command_prunes_every_session(tmp_path: Path) -> None:
+    import json
+    import os
+    import subprocess
+    import sys
+
+    memory = Memory.open(tmp_path, fsync=False)
+    saver = LocalMemorySaver(memory, user_id="u")
+    _talk(saver, "a", 3)
+    _talk(saver, "b", 2)
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "local_ai_memory.cli", *args, "-d", str(tmp_path)]
+        return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False, env=dict(os.environ))
+
+    result = cli("retain", "--keep-last", "1", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["checkpoints_removed"] == 9 + 6 - 2
+    assert sum(1 for _ in LocalMemorySaver(Memory.open(tmp_path, fsync=False), user_id="u").list(None)) == 2
+    assert cli("retain", "--max-age", "soon").returncode != 0
+    assert cli("retain").returncode != 0

@@ -152,7 +152,8 @@ class ScopeInfo:
     """A scope that holds data, with its stored bytes and last change (seconds since the epoch).
 
     ``size`` is in the backend's own measure (see the module docstring) and at least the sum of
-    the scope's tool-result sizes plus the UTF-8 length of its working memory.
+    the scope's tool-result sizes plus the UTF-8 length of its working memory; the shipped
+    backends also count the scope's step logs (:meth:`RuntimeBackend.plan_step_bytes`).
     """
 
     scope: Scope
@@ -284,6 +285,18 @@ class RuntimeBackend(ABC):
     @abstractmethod
     def clear_plan_steps(self, scope: Scope, plan_id: str) -> None:
         """Empty the plan's step log (a fresh run of the plan starts)."""
+
+    def plan_step_bytes(self, scope: Scope) -> dict[str, int]:
+        """The bytes each step log of the scope takes, by plan id (the backend's own measure: file
+        bytes on files, row bytes on PostgreSQL). This default counts the compact JSON of the
+        logs of the scope's plans; the shipped backends measure what they store."""
+        import json
+
+        return {
+            plan_id: sum(len(json.dumps(step, separators=(",", ":")).encode()) for step in steps)
+            for plan_id in self.get_plans(scope)
+            if (steps := self.get_plan_steps(scope, plan_id))
+        }
 
     def rewrite_plan_steps(self, scope: Scope, plan_id: str, change: StepsChange) -> list[dict[str, Any]]:
         """Replace the plan's step log with ``change(current steps)`` (``None``: keep); return the log.
@@ -457,6 +470,7 @@ class RuntimeBackend(ABC):
     aread_plan_steps = thread_twin(read_plan_steps)
     aclear_plan_steps = thread_twin(clear_plan_steps)
     arewrite_plan_steps = thread_twin(rewrite_plan_steps)
+    aplan_step_bytes = thread_twin(plan_step_bytes)
     atool_result_exists = thread_twin(tool_result_exists)
     asave_tool_result = thread_twin(save_tool_result)
     aload_tool_result = thread_twin(load_tool_result)

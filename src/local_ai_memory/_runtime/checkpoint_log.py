@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -55,11 +55,15 @@ __all__ = [
     "PLAN_KIND",
     "ListTip",
     "Namespace",
+    "ThreadFigures",
     "compact",
+    "count_items",
     "encode_channel",
     "fold_log",
     "pack",
     "resolve",
+    "retention_rule",
+    "thread_figures",
     "unpack",
 ]
 
@@ -289,3 +293,86 @@ def compact(entries: Sequence[dict[str, Any]], keep: Callable[[str, Packed], boo
                 }
             )
     return out
+
+
+def _msgpack_length(typed: Sequence[str]) -> int | None:
+    """The item count of a list stored whole in format 1, read from its msgpack array header."""
+    if typed[0] != "msgpack":
+        return None
+    head = base64.b64decode(typed[1][:8])
+    if not head:
+        return None
+    if 0x90 <= head[0] <= 0x9F:
+        return head[0] - 0x90
+    if head[0] == 0xDC and len(head) >= 3:
+        return int.from_bytes(head[1:3], "big")
+    if head[0] == 0xDD and len(head) >= 5:
+        return int.from_bytes(head[1:5], "big")
+    return None
+
+
+def count_items(blobs: dict[tuple[str, str], Any], channel: str, version: Any) -> int | None:
+    """How many items the list ``channel`` holds at ``version``, without decoding one; ``None``
+    when it is not a list (or one stored whole by another serializer)."""
+    count = 0
+    blob = blobs.get((channel, version_key(version)))
+    for _ in range(len(blobs) + 1):
+        if blob is None:
+            return None
+        if not isinstance(blob, dict):
+            whole = _msgpack_length(blob[1:])
+            return None if whole is None else count + whole
+        count += len(blob["items"])
+        if "base" not in blob:
+            return count
+        blob = blobs.get((channel, version_key(blob["base"])))
+    return None
+
+
+@dataclass(frozen=True)
+class ThreadFigures:
+    """What a LangGraph thread's logs hold: namespaces, checkpoints, the messages of its latest
+    root checkpoint (``messages`` channel), and the bytes its logs take."""
+
+    namespaces: int = 0
+    checkpoints: int = 0
+    messages: int = 0
+    bytes: int = 0
+
+
+def thread_figures(logs: Mapping[str, Sequence[dict[str, Any]]], sizes: Mapping[str, int]) -> ThreadFigures:
+    """Figures of a thread from its logs (``{checkpoint_ns: steps}``) and their sizes by namespace."""
+    checkpoints = messages = 0
+    for checkpoint_ns, steps in logs.items():
+        folded = fold_log(steps)
+        checkpoints += len(folded.checkpoints)
+        if checkpoint_ns == "" and folded.latest is not None:
+            versions = folded.checkpoints[folded.latest][0].get("channel_versions", {})
+            if "messages" in versions:
+                messages = count_items(folded.blobs, "messages", versions["messages"]) or 0
+    return ThreadFigures(len(logs), checkpoints, messages, sum(sizes.values()))
+
+
+def retention_rule(
+    now: float, max_age: float | None, keep_last: int | None
+) -> Callable[[list[dict[str, Any]]], list[dict[str, Any]] | None]:
+    """The change of one namespace's log that keeps the checkpoints younger than ``max_age``
+    seconds (by their ``ts``) and among the ``keep_last`` newest; pure, for ``rewrite_plan_steps``."""
+    from datetime import datetime
+
+    def age_ok(ts: object) -> bool:
+        if max_age is None:
+            return True
+        try:
+            return isinstance(ts, str) and now - datetime.fromisoformat(ts).timestamp() <= max_age
+        except ValueError:
+            return True  # an unreadable time is no reason to delete
+
+    def change(steps: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+        folded = fold_log(steps)
+        newest = sorted(folded.checkpoints, reverse=True)
+        kept = set(newest if keep_last is None else newest[:keep_last])
+        kept = {cid for cid in kept if age_ok(folded.checkpoints[cid][0].get("ts"))}
+        return compact(steps, lambda checkpoint_id, _: checkpoint_id in kept)
+
+    return change

@@ -373,6 +373,11 @@ class FileRuntimeBackend(RuntimeBackend):
         with folder.locked(plan_id):
             folder.delete(plan_id)
 
+    def plan_step_bytes(self, scope: Scope) -> dict[str, int]:
+        if self._hidden(scope):
+            return {}
+        return {info.name: info.size for info in self._steps(scope.key).list_info()}
+
     def rewrite_plan_steps(self, scope: Scope, plan_id: str, change: StepsChange) -> list[dict[str, Any]]:
         """Under the log's lock (appends take it too): the new log is written to a temporary file
         and renamed over the old one, so a crash leaves one or the other whole, and a reader's
@@ -531,6 +536,10 @@ class FileRuntimeBackend(RuntimeBackend):
         for folder in (self._state, self._working, self._plans, self._sessions):
             for info in folder.list_info():
                 add(info.name, info.size, info.modified)
+        for key in _subfolders(self.guard.resolve("memory", "plans")):
+            if key in found:  # step logs count in a scope's size, but do not make a scope listed
+                for info in self._steps(key).list_info():
+                    add(key, info.size, info.modified)
         index_root = self.guard.resolve("memory", "tool_index")
         for entry in _subfolders(index_root):
             results = self._results.infos(marker.name for marker in self._markers(entry).list_info())

@@ -285,6 +285,24 @@ class PostgresRuntimeBackend(PgStorage, RuntimeBackend):
             )
         return new
 
+    def _step_bytes(self, scope: Scope) -> Op[dict[str, int]]:
+        u, s = _ids(scope)
+        rows = yield Stmt(
+            self.db.q(
+                "SELECT plan_id, sum(octet_length(body)) FROM {s}.plan_steps"
+                f" WHERE user_id = %s AND session_id = %s AND {_VISIBLE} GROUP BY plan_id"
+            ),
+            (u, s, u, s),
+            "all",
+        )
+        return {plan_id: int(size) for plan_id, size in rows}
+
+    def plan_step_bytes(self, scope: Scope) -> dict[str, int]:
+        return self.run("plan_step_bytes", self._step_bytes(scope))
+
+    async def aplan_step_bytes(self, scope: Scope) -> dict[str, int]:
+        return await self.arun("plan_step_bytes", self._step_bytes(scope))
+
     def rewrite_plan_steps(self, scope: Scope, plan_id: str, change: StepsChange) -> list[dict[str, Any]]:
         return self.run("rewrite_plan_steps", self._rewrite_steps(scope, plan_id, change))
 
@@ -641,6 +659,8 @@ class PostgresRuntimeBackend(PgStorage, RuntimeBackend):
                 " (SELECT count(*) FROM {s}.messages m WHERE m.user_id = c.user_id AND m.session_id = c.session_id),"
                 " (SELECT coalesce(sum(octet_length(body)), 0) FROM {s}.messages m"
                 "   WHERE m.user_id = c.user_id AND m.session_id = c.session_id)"
+                " + (SELECT coalesce(sum(octet_length(body)), 0) FROM {s}.plan_steps p"
+                "   WHERE p.user_id = c.user_id AND p.session_id = c.session_id)"
                 " FROM {s}.scopes c" + hidden + " ORDER BY c.user_id, c.session_id"
             ),
             fetch="all",
