@@ -221,9 +221,9 @@ def _child(spec: dict[str, Any]) -> None:
     first = (time.perf_counter() - start) * 1000
     assert len(state.values["messages"]) >= 2 * spec["steps"] - 1, len(state.values["messages"])
     start = time.perf_counter()
-    history = [snapshot for _, snapshot in zip(range(50), agent.get_state_history(thread), strict=False)]
+    history = list(agent.get_state_history(thread, limit=50))
     history_ms = (time.perf_counter() - start) * 1000
-    assert len(history) == 50
+    assert len(history) == min(50, 2 * spec["steps"] + 1), len(history)
     print(json.dumps({"first": first, "history": history_ms}))
     stack.close()
 
@@ -231,7 +231,8 @@ def _child(spec: dict[str, Any]) -> None:
 def _run(name: str, opener: Callable[[Path, str], Any], steps: int, url: str) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp, opener(Path(tmp), url) as (saver, size, spec):
         sizes: dict[int, int] = {}
-        puts: list[float] = []
+        puts: list[tuple[int, float]] = []  # (model step, seconds)
+        step = [0]
         original = saver.put
 
         def timed_put(*args: Any, **kwargs: Any) -> Any:
@@ -239,11 +240,12 @@ def _run(name: str, opener: Callable[[Path, str], Any], steps: int, url: str) ->
             try:
                 return original(*args, **kwargs)
             finally:
-                puts.append(time.perf_counter() - start)
+                puts.append((step[0], time.perf_counter() - start))
 
         saver.put = timed_put
 
         def on_step(n: int) -> None:  # the tool of step n runs once step n's checkpoint is stored
+            step[0] = n
             if n in MARKS:
                 sizes[n] = size()
 
@@ -254,11 +256,15 @@ def _run(name: str, opener: Callable[[Path, str], Any], steps: int, url: str) ->
         wall = time.perf_counter() - started
         assert len(result["messages"]) == 2 * steps, len(result["messages"])
         sizes[steps] = size()
-        tail = puts[-max(1, len(puts) // 10) :]
-        put_ms = sum(tail) / len(tail) * 1000
+
+        def put_ms(upto: int) -> float:  # mean put over the last tenth of the first `upto` steps
+            window = [seconds for n, seconds in puts if upto - upto // 10 <= n <= upto] or [puts[-1][1]]
+            return sum(window) / len(window) * 1000
+
+        put_at = {mark: put_ms(mark) for mark in (*MARKS, steps) if mark <= steps}
         first, history = _fresh_read(spec, steps)
         print(f"  {name}: {steps} steps in {wall:.0f} s", flush=True)
-        return {"name": name, "steps": steps, "sizes": sizes, "put_ms": put_ms, "first": first, "history": history}
+        return {"name": name, "steps": steps, "sizes": sizes, "put_at": put_at, "first": first, "history": history}
 
 
 def _quadratic(points: dict[int, int], at: int) -> float:
@@ -318,23 +324,27 @@ def main() -> None:
     print("\nA create_agent thread, ~1 KB per model step, durability='sync'. '~': extrapolated (quadratic fit).")
     head = "".join(f"{'KB @' + str(m):>13}" for m in marks)
     print(f"{'saver':30}{'steps run':>10}{head}{'B/step 10-100':>15}{'B/step last':>13}", end="")
-    print(f"{'put ms':>8}{'x sqlite':>9}{'fresh get_state ms':>20}{'history 50 ms':>15}")
+    common = min(args.steps, args.peer_steps)
+    print(f"{'put ms @' + str(common):>12}{'x sqlite':>9}{'put ms @last':>13}", end="")
+    print(f"{'fresh get_state ms':>20}{'history 50 ms':>15}")
     for row in rows:
         cells = "".join(f"{total(row, m)[1] + format(total(row, m)[0] / 1024, ',.0f'):>13}" for m in marks)
         early = (total(row, 100)[0] - total(row, 10)[0]) / 90
         prev = marks[-2]
         late = (total(row, steps)[0] - total(row, prev)[0]) / (steps - prev)
-        ratio = row["put_ms"] / sqlite["put_ms"] if sqlite else float("nan")
+        put_common = row["put_at"][common]
+        ratio = put_common / sqlite["put_at"][common] if sqlite else float("nan")
+        put_last = row["put_at"][row["steps"]]
         print(f"{row['name']:30}{row['steps']:>10}{cells}{early:>15,.0f}{late:>13,.0f}", end="")
-        print(f"{row['put_ms']:>8.2f}{ratio:>9.2f}{row['first']:>20.1f}{row['history']:>15.1f}")
+        print(f"{put_common:>12.2f}{ratio:>9.2f}{put_last:>13.2f}{row['first']:>20.1f}{row['history']:>15.1f}")
     if sqlite:
         print(f"\nTotal at step {steps} as a fraction of SqliteSaver's (extrapolated where marked):")
         base = total(sqlite, steps)[0]
         for row in rows:
             print(f"  {row['name']:30} 1/{base / total(row, steps)[0]:,.1f}")
     print(
-        "put ms: mean over the last tenth of the saver's run (a peer's last tenth is at its last step, not "
-        f"at {steps}: its put time grows with the thread, so at {steps} it would be larger)."
+        f"put ms @N: mean put over steps 0.9N..N (the same window for every saver at N={common}); @last: at the"
+        " saver's own last step. fresh get_state and history 50 are at each saver's last step."
     )
 
 
