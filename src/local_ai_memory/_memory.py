@@ -46,7 +46,7 @@ from local_ai_memory._shared.twins import thread_twin
 if TYPE_CHECKING:  # imported where used: a search loads no compressor, archive or watcher code
     from local_ai_memory._knowledge.service import MemoryIndexService
     from local_ai_memory._operations.archive import ArchiveManifest, ImportReport
-    from local_ai_memory._operations.lifecycle import ErasureReport, ScopeReport, UserInfo
+    from local_ai_memory._operations.lifecycle import ErasureReport, RetentionReport, ScopeReport, UserInfo
     from local_ai_memory._runtime.checkpoints import CheckpointRun
     from local_ai_memory._runtime.compressor import CompressionResult, WorkingMemoryCompressor
     from local_ai_memory._runtime.context import BuiltContext, ContextBuilder
@@ -687,6 +687,17 @@ class Memory:
         from local_ai_memory._operations.lifecycle import show_scope
 
         return show_scope(self.session(user_id, session_id))
+
+    def apply_retention(self, *, max_age: float | None = None, keep_last: int | None = None) -> RetentionReport:
+        """Prune the LangGraph checkpoints (``LocalMemorySaver`` threads) of every session: keep those
+        younger than ``max_age`` seconds and the ``keep_last`` newest per thread and namespace.
+        Atomic per log; what a kept checkpoint reads is kept (see :mod:`~local_ai_memory._operations.lifecycle`)."""
+        import time
+
+        from local_ai_memory._operations.lifecycle import apply_retention
+
+        self._recover()
+        return apply_retention(self.runtime, now=time.time(), max_age=max_age, keep_last=keep_last)
 
     def delete_session(self, user_id: str, session_id: str) -> ErasureReport:
         """Delete one session's runtime memory (all levels and its log); the user's notes stay.

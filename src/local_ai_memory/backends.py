@@ -38,6 +38,7 @@ from local_ai_memory._contracts.runtime import (
     Scope,
     ScopeInfo,
     StateChange,
+    StepsChange,
     erased,
 )
 from local_ai_memory._shared.naming import note_filename, owner_of, user_file_prefix
@@ -65,6 +66,7 @@ __all__ = [
     "Scope",
     "ScopeInfo",
     "StateChange",
+    "StepsChange",
     "StoredMessage",
     "ToolIndexEntry",
     "ToolResultPage",

@@ -16,6 +16,8 @@ calls it instead of re-implementing it:
 * :func:`drive` and :func:`adrive` run a sans-IO generator flow (one that yields requests and
   is sent the answers) blocking or async, so an integration writes its logic once;
 * :func:`log_event` emits the library's named log events;
+* :mod:`checkpoint_log` is the record format of LangGraph checkpoint logs and its pure rules
+  (fold, list tails, compaction), shared by ``LocalMemorySaver`` and the memory's retention;
 * :func:`note_filename` is the file name of a user's note (the naming rule that keeps
   ``bob`` out of ``bob_admin``'s notes), for integrations that address notes by name.
 """
@@ -26,6 +28,7 @@ from local_ai_memory._knowledge.selection import (
     parse_selection,
     resolve_selection,
 )
+from local_ai_memory._runtime import checkpoint_log
 from local_ai_memory._runtime.checkpoints import load_checkpoint, mark_status, raise_on_signals, save_checkpoint
 from local_ai_memory._runtime.context import assemble_context
 from local_ai_memory._runtime.messages import to_message, to_messages
@@ -54,6 +57,7 @@ __all__ = [
     "afinish_run",
     "assemble_context",
     "build_selection_prompt",
+    "checkpoint_log",
     "drive",
     "finish_run",
     "load_checkpoint",

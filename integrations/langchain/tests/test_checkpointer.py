@@ -50,7 +50,8 @@ async def test_langgraph_checkpoint_conformance(kind: str, tmp_path: Path, reque
     report = await validate(saver)
     report.print_report()
     assert report.passed_all_base()
-    assert report.passed_all()  # copy_thread too, the extended capability we implement
+    assert report.passed_all()  # the extended capabilities too: copy_thread, prune, delete_for_runs
+    assert all(result.detected for result in report.results.values())
 
 
 class Counters(TypedDict):

@@ -159,10 +159,46 @@ def test_tuples_come_back_as_lists(store: LocalMemoryStore) -> None:
     assert item.value == {"pair": [1, 2]}
 
 
-def test_ttl_is_not_supported(store: LocalMemoryStore) -> None:
-    assert store.supports_ttl is False
-    with pytest.raises(NotImplementedError):
-        store.put(("bob",), "k", {"v": 1}, ttl=5)
+def test_ttl_expires_refreshes_on_read_and_is_swept(
+    store: LocalMemoryStore, memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from datetime import datetime as real_datetime
+    from datetime import timedelta, timezone
+
+    import langchain_local_ai_memory._store as store_module
+
+    assert store.supports_ttl is True
+    store.put(("bob",), "short", {"v": 1}, ttl=1)
+    store.put(("bob",), "read", {"v": 2}, ttl=1)
+    store.put(("bob",), "forever", {"v": 3})
+    store.put(("bob",), "off", {"v": 4}, ttl=1)
+    assert "expires_at" in _note_file(memory, "bob_short.md").read_text()
+    start = real_datetime.now(timezone.utc)
+
+    class Clock(real_datetime):
+        offset = timedelta(0)
+
+        @classmethod
+        def now(cls, tz: object = None) -> real_datetime:  # type: ignore[override]
+            return start + cls.offset
+
+    monkeypatch.setattr(store_module, "datetime", Clock)
+    Clock.offset = timedelta(seconds=45)
+    assert store.get(("bob",), "read") is not None  # a read moves its expiry to 45 s + 1 min
+    assert store.get(("bob",), "off", refresh_ttl=False) is not None  # a read that does not refresh
+    Clock.offset = timedelta(seconds=75)
+    assert store.get(("bob",), "short") is None  # expired: reads as absent
+    assert store.get(("bob",), "off") is None
+    assert store.get(("bob",), "read") is not None
+    assert sorted(item.key for item in store.search(("bob",))) == ["forever", "read"]  # expired ones are not found
+    import langchain_local_ai_memory._store_items as items_module
+
+    monkeypatch.setattr(items_module, "datetime", Clock)
+    assert store.sweep_ttl() == 2  # "short" and "off" are deleted
+    assert not _note_file(memory, "bob_short.md").exists()
+    assert store.get(("bob",), "forever") is not None
+    with pytest.raises(InvalidInputError):
+        store.put(("bob",), "k", {"v": 1}, ttl=-5)
 
 
 def test_notes_written_otherwise_are_items_and_hand_edits_are_honoured(store: LocalMemoryStore, memory: Memory) -> None:

@@ -142,6 +142,57 @@ def show(
             outputs.add_row(result_id, _size(entry.size), _when(entry.saved_at))
         out.print(outputs)
         out.print(f"messages in the session log: {report.messages}", highlight=False)
+        graph = report.langgraph
+        if graph.namespaces:
+            out.print(
+                f"LangGraph thread: {graph.checkpoints} checkpoints, {graph.messages} messages,"
+                f" {_size(graph.bytes)} of checkpoint logs",
+                highlight=False,
+            )
+
+
+def _seconds(text: str) -> float:
+    """``90``, ``45m``, ``12h``, ``30d`` or ``2w`` as seconds."""
+    from local_ai_memory._shared.errors import InvalidInputError
+
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+    number, unit = (text[:-1], text[-1]) if text and text[-1] in units else (text, "s")
+    try:
+        value = float(number) * units[unit]
+    except ValueError:
+        raise InvalidInputError(f"not an age: {text!r} (use e.g. 90, 45m, 12h, 30d, 2w)") from None
+    if not value >= 0:
+        raise InvalidInputError(f"an age must be positive, got {text!r}")
+    return value
+
+
+def retain(
+    data_dir: DataDir = None,
+    config: ConfigFile = None,
+    max_age: Annotated[
+        str | None, typer.Option("--max-age", help="Drop checkpoints older than this (90, 45m, 12h, 30d, 2w).")
+    ] = None,
+    keep_last: Annotated[
+        int | None, typer.Option("--keep-last", help="Keep only the newest N checkpoints per thread.")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Prune the LangGraph checkpoints of every session by age and/or to the newest N per thread."""
+    from local_ai_memory._shared.errors import InvalidInputError
+
+    with errors():
+        if max_age is None and keep_last is None:
+            raise InvalidInputError("give --max-age, --keep-last or both")
+        memory = _memory(data_dir, config)
+        report = memory.apply_retention(max_age=None if max_age is None else _seconds(max_age), keep_last=keep_last)
+        if as_json:
+            print_json(report.to_dict())
+            return
+        out.print(
+            f"Removed {report.checkpoints_removed} checkpoint(s) from {len(report.sessions)} session(s):"
+            f" {_size(report.bytes_before)} -> {_size(report.bytes_after)}",
+            highlight=False,
+        )
 
 
 def forget(
@@ -315,6 +366,7 @@ def register() -> None:
     """Add these commands to the ``local-ai-memory`` app."""
     app.command()(sessions)
     app.command()(show)
+    app.command()(retain)
     app.command()(forget)
     app.command()(export)
     app.command(name="import")(import_)

@@ -70,6 +70,7 @@ __all__ = [
     "Scope",
     "ScopeInfo",
     "StateChange",
+    "StepsChange",
     "erased",
 ]
 
@@ -80,6 +81,9 @@ StateChange = Callable[[dict[str, Any]], dict[str, Any]]
 
 PlansChange = Callable[[dict[str, Any]], "dict[str, Any] | None"]
 """Turns ``{plan_id: payload}`` into the new map, or ``None`` to write nothing."""
+
+StepsChange = Callable[[list[dict[str, Any]]], "list[dict[str, Any]] | None"]
+"""Turns a step log into the new one, or ``None`` to write nothing (pure; may be called again)."""
 
 
 @dataclass(frozen=True)
@@ -150,7 +154,8 @@ class ScopeInfo:
     """A scope that holds data, with its stored bytes and last change (seconds since the epoch).
 
     ``size`` is in the backend's own measure (see the module docstring) and at least the sum of
-    the scope's tool-result sizes plus the UTF-8 length of its working memory.
+    the scope's tool-result sizes plus the UTF-8 length of its working memory; the shipped
+    backends also count the scope's step logs (:meth:`RuntimeBackend.plan_step_bytes`).
     """
 
     scope: Scope
@@ -282,6 +287,36 @@ class RuntimeBackend(ABC):
     @abstractmethod
     def clear_plan_steps(self, scope: Scope, plan_id: str) -> None:
         """Empty the plan's step log (a fresh run of the plan starts)."""
+
+    def plan_step_bytes(self, scope: Scope) -> dict[str, int]:
+        """The bytes each step log of the scope takes, by plan id (the backend's own measure: file
+        bytes on files, row bytes on PostgreSQL). This default counts the compact JSON of the
+        logs of the scope's plans; the shipped backends measure what they store."""
+        import json
+
+        return {
+            plan_id: sum(len(json.dumps(step, separators=(",", ":")).encode()) for step in steps)
+            for plan_id in self.get_plans(scope)
+            if (steps := self.get_plan_steps(scope, plan_id))
+        }
+
+    def rewrite_plan_steps(self, scope: Scope, plan_id: str, change: StepsChange) -> list[dict[str, Any]]:
+        """Replace the plan's step log with ``change(current steps)`` (``None``: keep); return the log.
+
+        For retention (a checkpointer pruning old checkpoints): the shipped backends do it in one
+        atomic step under the log's lock, so a concurrent append is never lost and a crash leaves
+        the old log or the new one, never a mix or an empty log (*atomic_rewrite*). ``change`` may
+        be called again on a retry, so it must be pure. This default is neither: it reads, clears
+        and appends, so a crash in between can empty the log; a backend overrides it to be atomic.
+        """
+        current = self.get_plan_steps(scope, plan_id)
+        new = change([dict(step) for step in current])
+        if new is None:
+            return current
+        self.clear_plan_steps(scope, plan_id)
+        if new:
+            self.append_plan_steps(scope, plan_id, new)
+        return new
 
     # -- L3 tool results ----------------------------------------------------------------
 
@@ -446,6 +481,8 @@ class RuntimeBackend(ABC):
     aget_plan_steps = thread_twin(get_plan_steps)
     aread_plan_steps = thread_twin(read_plan_steps)
     aclear_plan_steps = thread_twin(clear_plan_steps)
+    arewrite_plan_steps = thread_twin(rewrite_plan_steps)
+    aplan_step_bytes = thread_twin(plan_step_bytes)
     atool_result_exists = thread_twin(tool_result_exists)
     asave_tool_result = thread_twin(save_tool_result)
     aload_tool_result = thread_twin(load_tool_result)

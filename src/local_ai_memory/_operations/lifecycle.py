@@ -21,6 +21,7 @@ from typing import Any
 from local_ai_memory._contracts.knowledge import KnowledgeBackend, erasure_marker
 from local_ai_memory._contracts.runtime import Erasure, RuntimeBackend, Scope, ScopeInfo
 from local_ai_memory._knowledge.store import MemoryStore
+from local_ai_memory._runtime import checkpoint_log
 from local_ai_memory._runtime.checkpoints import list_checkpoints
 from local_ai_memory._runtime.scope import MemoryManager
 from local_ai_memory._shared.naming import owner_of
@@ -28,11 +29,14 @@ from local_ai_memory._shared.records import AgentCheckpoint, ToolIndexEntry, vis
 
 __all__ = [
     "ErasureReport",
+    "RetentionReport",
     "ScopeReport",
     "UserInfo",
+    "apply_retention",
     "erase",
     "erasure_marker",
     "finish_pending",
+    "langgraph_logs",
     "list_users",
     "show_scope",
 ]
@@ -83,6 +87,8 @@ class ScopeReport:
     checkpoints: list[AgentCheckpoint]
     tool_results: dict[str, ToolIndexEntry]
     messages: int
+    langgraph: checkpoint_log.ThreadFigures = field(default_factory=checkpoint_log.ThreadFigures)
+    """The session as a LangGraph thread (``LocalMemorySaver``): checkpoints, messages, bytes."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -96,6 +102,7 @@ class ScopeReport:
             ],
             "tool_results": {key: entry.model_dump() for key, entry in self.tool_results.items()},
             "messages": self.messages,
+            "langgraph": asdict(self.langgraph),
         }
 
 
@@ -140,8 +147,27 @@ def list_users(runtime: RuntimeBackend, knowledge: KnowledgeBackend) -> list[Use
     ]
 
 
+def langgraph_logs(plans: dict[str, Any]) -> dict[str, str]:
+    """``{checkpoint_ns: plan_id}`` of the LangGraph checkpoint logs among a session's plans."""
+    return {
+        payload["checkpoint_ns"]: plan_id
+        for plan_id, payload in plans.items()
+        if isinstance(payload, dict) and payload.get("kind") == checkpoint_log.PLAN_KIND
+    }
+
+
+def _thread_figures(runtime: RuntimeBackend, scope: Scope) -> checkpoint_log.ThreadFigures:
+    namespaces = langgraph_logs(runtime.get_plans(scope))
+    if not namespaces:
+        return checkpoint_log.ThreadFigures()
+    sizes = runtime.plan_step_bytes(scope)
+    logs = {ns: runtime.get_plan_steps(scope, plan_id) for ns, plan_id in namespaces.items()}
+    return checkpoint_log.thread_figures(logs, {ns: sizes.get(plan_id, 0) for ns, plan_id in namespaces.items()})
+
+
 def show_scope(manager: MemoryManager) -> ScopeReport:
-    """What the scope of ``manager`` holds (bookkeeping keys of the library are left out of the state)."""
+    """What the scope of ``manager`` holds (bookkeeping keys of the library are left out of the state),
+    a LangGraph thread's checkpoints, messages and log bytes included."""
     assert manager.user_id is not None
     assert manager.session_id is not None
     return ScopeReport(
@@ -152,7 +178,71 @@ def show_scope(manager: MemoryManager) -> ScopeReport:
         list_checkpoints(manager),
         manager.list_tool_results(),
         len(manager.backend.get_messages(manager.scope_info)),
+        _thread_figures(manager.backend, manager.scope_info),
     )
+
+
+@dataclass(frozen=True)
+class RetentionReport:
+    """What :func:`apply_retention` did: sessions whose LangGraph checkpoints it pruned, how many
+    checkpoints went, and the bytes of those sessions' logs before and after."""
+
+    sessions: list[tuple[str, str]] = field(default_factory=list)
+    checkpoints_removed: int = 0
+    bytes_before: int = 0
+    bytes_after: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def apply_retention(
+    runtime: RuntimeBackend, *, now: float, max_age: float | None = None, keep_last: int | None = None
+) -> RetentionReport:
+    """Prune the LangGraph checkpoints of every session: keep those younger than ``max_age``
+    seconds and among the ``keep_last`` newest of each namespace (either may be ``None``: no
+    limit). Each log is rewritten atomically and keeps every value a kept checkpoint reads."""
+    from local_ai_memory._shared.errors import InvalidInputError
+
+    if max_age is not None and not max_age >= 0:
+        raise InvalidInputError(f"max_age must be a number of seconds >= 0, got {max_age!r}")
+    if keep_last is not None and keep_last < 1:
+        raise InvalidInputError(f"keep_last must be at least 1, got {keep_last!r}")
+    rule = checkpoint_log.retention_rule(now, max_age, keep_last)
+    report = RetentionReport()
+    for info in runtime.list_scopes():
+        scope = info.scope
+        namespaces = langgraph_logs(runtime.get_plans(scope))
+        if not namespaces or scope.user_id is None or scope.session_id is None:
+            continue
+        before = runtime.plan_step_bytes(scope)
+        removed = 0
+        for plan_id in namespaces.values():
+            counted: list[int] = []
+
+            def change(steps: list[dict[str, Any]], counted: list[int] = counted) -> list[dict[str, Any]] | None:
+                new = rule(steps)
+                counted[:] = (
+                    []
+                    if new is None
+                    else [
+                        len(checkpoint_log.fold_log(steps).checkpoints) - len(checkpoint_log.fold_log(new).checkpoints)
+                    ]
+                )
+                return new
+
+            runtime.rewrite_plan_steps(scope, plan_id, change)
+            removed += sum(counted)
+        if removed:
+            after = runtime.plan_step_bytes(scope)
+            report = replace(
+                report,
+                sessions=[*report.sessions, (scope.user_id, scope.session_id)],
+                checkpoints_removed=report.checkpoints_removed + removed,
+                bytes_before=report.bytes_before + sum(before.get(p, 0) for p in namespaces.values()),
+                bytes_after=report.bytes_after + sum(after.get(p, 0) for p in namespaces.values()),
+            )
+    return report
 
 
 def _scopes_of(runtime: RuntimeBackend, erasure: Erasure) -> list[Scope]:

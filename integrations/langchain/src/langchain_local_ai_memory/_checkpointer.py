@@ -35,13 +35,15 @@ plans once per saver; after that it only appends, and the backend's answer that 
 
 from __future__ import annotations
 
-import base64
+import copy
 import hashlib
-import json
+import random
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Generator, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Generic, TypeVar, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -59,15 +61,24 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from local_ai_memory import InvalidInputError, Memory, MemoryConfig
-from local_ai_memory.backends import PlanSteps, RuntimeBackend, Scope, ScopeInfo
-from local_ai_memory.integration import adrive, drive
+from local_ai_memory.backends import PlanSteps, RuntimeBackend, Scope, ScopeInfo, StepsChange
+from local_ai_memory.integration import adrive, checkpoint_log, drive
 
 from ._scope import memory_of
 
 __all__ = ["LocalMemorySaver", "fold_log"]
 
-PLAN_KIND = "langgraph-checkpoints"
-"""The plan record marking a step log as a LangGraph namespace's checkpoints."""
+FORMAT = checkpoint_log.FORMAT
+PLAN_KIND = checkpoint_log.PLAN_KIND
+ListTip = checkpoint_log.ListTip
+Namespace = checkpoint_log.Namespace
+compact = checkpoint_log.compact
+encode_channel = checkpoint_log.encode_channel
+fold_log = checkpoint_log.fold_log
+pack = checkpoint_log.pack
+resolve = checkpoint_log.resolve
+unpack = checkpoint_log.unpack
+Packed = checkpoint_log.Packed
 
 
 def _plan_id(checkpoint_ns: str) -> str:
@@ -77,58 +88,18 @@ def _plan_id(checkpoint_ns: str) -> str:
     return "lg-" + hashlib.sha256(checkpoint_ns.encode("utf-8", "surrogatepass")).hexdigest()[:40]
 
 
-Typed = tuple[str, bytes]
-Packed = Sequence[str]
-"""A serialized value as stored: ``[type, base64 of the bytes]``."""
-
-
-def _pack(typed: Typed) -> list[str]:
-    return [typed[0], base64.b64encode(typed[1]).decode("ascii")]
-
-
-def _unpack(packed: Sequence[str]) -> Typed:
-    return (packed[0], base64.b64decode(packed[1]))
-
-
 @dataclass
-class _Namespace:
-    """One checkpoint namespace of a thread, folded from its log."""
+class _Tip:
+    """The last checkpoint this saver wrote or read in a namespace, and the list values a step
+    from it can store as tails (see :func:`~._checkpoint_log.encode_channel`)."""
 
-    # Values stay packed (base64) until a checkpoint that needs them is read.
-    checkpoints: dict[str, tuple[dict[str, Any], Packed, str | None]] = field(default_factory=dict)
-    blobs: dict[tuple[str, str], Packed] = field(default_factory=dict)  # (channel, version) -> value
-    writes: dict[str, dict[tuple[str, int], tuple[str, str, Packed, str]]] = field(default_factory=dict)
-    latest: str | None = None  # the newest checkpoint id (ids sort by time)
-    size: int = 0  # characters of packed values held (what keeping this fold costs)
+    checkpoint_id: str
+    versions: dict[str, Any]
+    lists: dict[str, ListTip]
 
-
-def fold_log(entries: Sequence[dict[str, Any]], into: _Namespace | None = None) -> _Namespace:
-    """Replay a namespace's log: checkpoints, channel values by version and pending writes.
-
-    With ``into``, ``entries`` continue a log already folded there (it is updated and returned).
-    A write of a task at a non-negative index is kept from its first save (a retried task
-    does not replace it); special writes (errors, interrupts: negative indexes) replace, as
-    in LangGraph's own savers.
-    """
-    folded = _Namespace() if into is None else into
-    for entry in entries:
-        kind = entry.get("t")
-        if kind == "checkpoint":
-            for channel, (version, *packed) in entry["blobs"].items():
-                folded.blobs[(channel, json.dumps(version))] = packed
-                folded.size += len(packed[-1])
-            folded.checkpoints[entry["id"]] = (entry["checkpoint"], entry["metadata"], entry["parent"])
-            if folded.latest is None or entry["id"] > folded.latest:
-                folded.latest = entry["id"]
-        elif kind == "writes":
-            stored = folded.writes.setdefault(entry["checkpoint_id"], {})
-            for idx, channel, *packed in entry["writes"]:
-                key = (entry["task_id"], idx)
-                if idx >= 0 and key in stored:
-                    continue
-                stored[key] = (entry["task_id"], channel, packed, entry["task_path"])
-                folded.size += len(packed[-1])
-    return folded
+    @property
+    def size(self) -> int:
+        return sum(len(data) for tip in self.lists.values() for _, data in tip.items)
 
 
 def _checkpoint_entry(
@@ -137,21 +108,46 @@ def _checkpoint_entry(
     metadata: CheckpointMetadata,
     new_versions: ChannelVersions,
     serde: SerializerProtocol,
-) -> dict[str, Any]:
-    skeleton = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+    tip: _Tip | None,
+) -> tuple[dict[str, Any], _Tip]:
+    """The log record of a ``put``, and the tip it leaves. With ``tip`` (the parent checkpoint's),
+    a list channel that only grew stores its new items; without, every changed value is whole."""
+    parent = config["configurable"].get("checkpoint_id")
+    if tip is not None and tip.checkpoint_id != parent:
+        tip = None
     values = checkpoint["channel_values"]
-    blobs = {
-        channel: [version, *_pack(serde.dumps_typed(values[channel]) if channel in values else ("empty", b""))]
-        for channel, version in new_versions.items()
+    versions = dict(checkpoint["channel_versions"])
+    lists = {
+        channel: kept
+        for channel, kept in (tip.lists.items() if tip else ())
+        if channel not in new_versions and versions.get(channel) == kept.version
     }
-    return {
+    blobs: dict[str, Any] = {}
+    for channel, version in new_versions.items():
+        if channel not in values:
+            blobs[channel] = [version, *pack(("empty", b""))]
+            continue
+        base = None
+        if tip is not None and channel in tip.lists and tip.lists[channel].version == tip.versions.get(channel):
+            base = tip.lists[channel]
+        blobs[channel], grown = encode_channel(values[channel], version, base, serde)
+        if grown is not None:
+            lists[channel] = grown
+    skeleton = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+    entry = {
         "t": "checkpoint",
+        "format": FORMAT,
         "id": checkpoint["id"],
-        "parent": config["configurable"].get("checkpoint_id"),
+        "parent": parent,
         "checkpoint": skeleton,
-        "metadata": _pack(serde.dumps_typed(get_checkpoint_metadata(config, metadata))),
+        "metadata": pack(serde.dumps_typed(get_checkpoint_metadata(config, metadata))),
         "blobs": blobs,
     }
+    return entry, _Tip(checkpoint["id"], versions, lists)
+
+
+def _has_tails(entry: dict[str, Any]) -> bool:
+    return any(isinstance(blob, dict) and "base" in blob for blob in entry.get("blobs", {}).values())
 
 
 def _writes_entry(
@@ -163,7 +159,7 @@ def _writes_entry(
         "task_id": task_id,
         "task_path": task_path,
         "writes": [
-            [WRITES_IDX_MAP.get(channel, idx), channel, *_pack(serde.dumps_typed(value))]
+            [WRITES_IDX_MAP.get(channel, idx), channel, *pack(serde.dumps_typed(value))]
             for idx, (channel, value) in enumerate(writes)
         ],
     }
@@ -222,6 +218,12 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
     ``memory`` keeps the checkpoints (``config=`` is a shortcut that builds ``Memory(config)``).
     ``user_id`` names whose sessions the threads are; a thread id is a session id, so it is
     checked the same way (hostile ids raise :class:`~local_ai_memory.InvalidInputError`).
+
+    ``ttl`` (minutes, as LangGraph's ``TTLConfig.default_ttl``) makes threads expire: a thread
+    neither written nor (with ``refresh_on_read``) read for that long is deleted by
+    :meth:`sweep_ttl`. Retention as LangGraph defines it: :meth:`prune` (``"keep_latest"``
+    checkpoint per namespace, or ``"delete"``) and :meth:`delete_for_runs`; both rewrite a log
+    atomically and keep every value a kept checkpoint reads (list tails with their bases).
     """
 
     def __init__(
@@ -231,13 +233,20 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
         *,
         config: MemoryConfig | None = None,
         serde: SerializerProtocol | None = None,
+        ttl: float | None = None,
+        refresh_on_read: bool = True,
     ) -> None:
         super().__init__(serde=serde)
         self.memory = memory_of(memory, config)
         self.user_id = user_id
+        if ttl is not None and not (isinstance(ttl, (int, float)) and ttl > 0):
+            raise InvalidInputError(f"ttl must be a positive number of minutes, got {ttl!r}")
+        self.ttl = ttl
+        self.refresh_on_read = refresh_on_read
         Scope.of(user_id, "check")  # refuse a hostile user id now, not at the first step
         self._registered: set[FoldKey] = set()  # logs this saver registered with their session's plans
-        self._folds: OrderedDict[FoldKey, tuple[str, _Namespace]] = OrderedDict()  # key -> (cursor, fold)
+        self._folds: OrderedDict[FoldKey, tuple[str, Namespace]] = OrderedDict()  # key -> (cursor, fold)
+        self._tips: OrderedDict[FoldKey, _Tip] = OrderedDict()  # key -> the namespace's last checkpoint
         self._folds_lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -271,30 +280,40 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
         return change
 
     def _tuple(
-        self, thread_id: str, checkpoint_ns: str, checkpoint_id: str, folded: _Namespace
-    ) -> CheckpointTuple | None:
+        self, thread_id: str, checkpoint_ns: str, checkpoint_id: str, folded: Namespace
+    ) -> tuple[CheckpointTuple, _Tip] | None:
+        """The checkpoint ``checkpoint_id`` as LangGraph reads it, and the tip a step from it extends."""
         found = folded.checkpoints.get(checkpoint_id)
         if found is None:
             return None
         skeleton, metadata, parent = found
         values = {}
+        lists: dict[str, ListTip] = {}
         for channel, version in skeleton.get("channel_versions", {}).items():
-            packed = folded.blobs.get((channel, json.dumps(version)))
-            if packed is not None and packed[0] != "empty":
-                values[channel] = self.serde.loads_typed(_unpack(packed))
-        stored = folded.writes.get(checkpoint_id, {})
-        ordered = sorted(stored.items(), key=lambda item: writes_sort_key(item[1][3], *item[0]))
+            stored = resolve(folded.blobs, channel, version)
+            if stored is None:
+                continue
+            if stored.tip is not None:
+                values[channel] = [self.serde.loads_typed(item) for item in stored.tip.items]
+                lists[channel] = stored.tip
+            elif stored.packed is not None and stored.packed[0] != "empty":
+                values[channel] = self.serde.loads_typed(unpack(stored.packed))
+        stored_writes = folded.writes.get(checkpoint_id, {})
+        ordered = sorted(stored_writes.items(), key=lambda item: writes_sort_key(item[1][3], *item[0]))
         base = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
-        return CheckpointTuple(
+        answer = CheckpointTuple(
             config={"configurable": {**base, "checkpoint_id": checkpoint_id}},
-            checkpoint={**skeleton, "channel_values": values},  # type: ignore[typeddict-item]
-            metadata=self.serde.loads_typed(_unpack(metadata)),
+            # A copy: LangGraph changes the checkpoint it is given (its versions) in place, and the
+            # fold this came from is kept for the next read.
+            checkpoint={**copy.deepcopy(skeleton), "channel_values": values},  # type: ignore[typeddict-item]
+            metadata=self.serde.loads_typed(unpack(metadata)),
             parent_config={"configurable": {**base, "checkpoint_id": parent}} if parent else None,
             pending_writes=[
-                (task, channel, self.serde.loads_typed(_unpack(value)))
+                (task, channel, self.serde.loads_typed(unpack(value)))
                 for task, channel, value, _ in (w for _, w in ordered)
             ],
         )
+        return answer, _Tip(checkpoint_id, dict(skeleton.get("channel_versions", {})), lists)
 
     def _select(
         self,
@@ -314,9 +333,10 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
                     continue
                 if before_id and cid >= before_id:
                     continue
-                found = self._tuple(thread_id, checkpoint_ns, cid, folded)
-                if found is None:
+                answer = self._tuple(thread_id, checkpoint_ns, cid, folded)
+                if answer is None:
                     continue
+                found = answer[0]
                 if filter and not all(found.metadata.get(k) == v for k, v in filter.items()):
                     continue
                 yield found
@@ -371,13 +391,35 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
             checkpoint_id = get_checkpoint_id(config) or folded.latest
             if checkpoint_id is None:
                 return True, None
-            return True, self._tuple(config["configurable"]["thread_id"], checkpoint_ns, checkpoint_id, folded)
+            answer = self._tuple(config["configurable"]["thread_id"], checkpoint_ns, checkpoint_id, folded)
+        if answer is None:
+            return True, None
+        self._keep_tip(key, answer[1])  # the next step usually starts from the checkpoint just read
+        return True, answer[0]
+
+    def _keep_tip(self, key: FoldKey, tip: _Tip | None) -> None:
+        with self._folds_lock:
+            if tip is None or not tip.lists:
+                self._tips.pop(key, None)
+                return
+            self._tips[key] = tip
+            self._tips.move_to_end(key)
+            while len(self._tips) > 1 and (
+                len(self._tips) > _KEPT_FOLDS or sum(kept.size for kept in self._tips.values()) > _KEPT_SIZE
+            ):
+                self._tips.popitem(last=False)
+
+    def _tip(self, key: FoldKey) -> _Tip | None:
+        with self._folds_lock:
+            return self._tips.get(key)
 
     def _forget(self, scope: Scope) -> None:
         """Drop what this saver keeps of a thread it deleted."""
         with self._folds_lock:
             for key in [key for key in self._folds if key[0] == scope.key]:
                 del self._folds[key]
+            for key in [key for key in self._tips if key[0] == scope.key]:
+                del self._tips[key]
             self._registered = {key for key in self._registered if key[0] != scope.key}
 
     # -- the operations (each one rule for sync and async) --------------------------------------
@@ -393,9 +435,14 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
 
     def _get_tuple_op(self, config: RunnableConfig) -> Op[CheckpointTuple | None]:
         scope = self._scope(config["configurable"]["thread_id"])
-        located = self._located(config, (yield _Call("get_plans", (scope,))))
+        plans = yield _Call("get_plans", (scope,))
+        located = self._located(config, plans)
         if located is None:
             return None
+        if self.ttl is not None and self.refresh_on_read:
+            now = time.time()
+            if now - _touched(plans) > min(60.0, self.ttl * 6):  # at most one write per minute (or ttl/10)
+                yield _Call("update_plans", (scope, _touch(now)))
         checkpoint_ns, plan_id = located
         key = (scope.key, plan_id)
         cursor = self._cursor(key)
@@ -433,21 +480,30 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
                     if remaining <= 0:
                         return
 
-    def _append_op(self, scope: Scope, plan_id: str, register: Registration, lines: Lines) -> Op[None]:
+    def _append_op(self, scope: Scope, plan_id: str, register: Registration, lines: Lines) -> Op[bool]:
         """Register the log once per saver, then only append; a log the append finds new had its
-        thread deleted meanwhile (perhaps by another process), so it is registered again."""
+        thread deleted meanwhile (perhaps by another process), so it is registered again.
+        Returns whether the log was new."""
         known = (scope.key, plan_id) in self._registered
         if not known:
             yield _Call("update_plans", (scope, register))
-        if (yield _Call("append_plan_steps", (scope, plan_id, lines))) and known:
+        new = bool((yield _Call("append_plan_steps", (scope, plan_id, lines))))
+        if new and known:
             yield _Call("update_plans", (scope, register))
         self._registered.add((scope.key, plan_id))
+        return new
 
     def _put_op(
         self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata, versions: ChannelVersions
     ) -> Op[RunnableConfig]:
-        entry = _checkpoint_entry(config, checkpoint, metadata, versions, self.serde)
-        yield from self._append_op(*self._entry(config, entry))
+        scope, plan_id, register, _ = self._entry(config, {})
+        key = (scope.key, plan_id)
+        entry, tip = _checkpoint_entry(config, checkpoint, metadata, versions, self.serde, self._tip(key))
+        new = yield from self._append_op(scope, plan_id, register, [entry])
+        if new and _has_tails(entry):  # the log was begun anew under us: the bases are gone, store values whole
+            entry, tip = _checkpoint_entry(config, checkpoint, metadata, versions, self.serde, None)
+            yield _Call("append_plan_steps", (scope, plan_id, [entry]))
+        self._keep_tip(key, tip)
         return _saved_config(config, checkpoint)
 
     def _put_writes_op(
@@ -460,6 +516,57 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
         scope = self._scope(thread_id)
         yield _Call("update_plans", (scope, _drop_langgraph_plans))
         self._forget(scope)
+
+    def _rewrite_op(self, scope: Scope, change: StepsChange) -> Op[None]:
+        """Rewrite every LangGraph log of a thread with ``change`` (atomic per log)."""
+        for plan_id in self._namespaces((yield _Call("get_plans", (scope,)))).values():
+            yield _Call("rewrite_plan_steps", (scope, plan_id, change))
+        self._forget(scope)  # what this saver kept of the old logs may name values gone now
+
+    def _prune_op(self, thread_ids: Sequence[str], strategy: str) -> Op[None]:
+        if strategy not in ("keep_latest", "delete"):
+            raise InvalidInputError(f"strategy must be 'keep_latest' or 'delete', got {strategy!r}")
+        for thread_id in thread_ids:
+            if strategy == "delete":
+                yield from self._delete_op(thread_id)
+            else:
+                yield from self._rewrite_op(self._scope(thread_id), _keep_latest)
+
+    def _delete_for_runs_op(self, run_ids: Sequence[str]) -> Op[None]:
+        gone = {str(run_id) for run_id in run_ids}
+        if not gone:
+            return
+        serde = self.serde
+
+        def keep(checkpoint_id: str, metadata: Packed) -> bool:
+            return str(serde.loads_typed(unpack(metadata)).get("run_id")) not in gone
+
+        def change(steps: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+            return compact(steps, keep)
+
+        for thread_id in self._threads((yield _Call("list_scopes"))):
+            yield from self._rewrite_op(self._scope(thread_id), change)
+
+    def _sweep_op(self, now: float) -> Op[int]:
+        """Delete the threads whose last write or (refreshing) read is older than ``ttl``."""
+        if self.ttl is None:
+            return 0
+        swept = 0
+        for thread_id in self._threads((yield _Call("list_scopes"))):
+            scope = self._scope(thread_id)
+            plans = yield _Call("get_plans", (scope,))
+            namespaces = self._namespaces(plans)
+            if not namespaces:
+                continue  # a session without LangGraph checkpoints is not this saver's to expire
+            last = _touched(plans)
+            for plan_id in namespaces.values():
+                folded = fold_log((yield _Call("get_plan_steps", (scope, plan_id))))
+                if folded.latest is not None:
+                    last = max(last, _stamp(folded.checkpoints[folded.latest][0].get("ts")))
+            if now - last > self.ttl * 60:
+                yield from self._delete_op(thread_id)
+                swept += 1
+        return swept
 
     def _copy_op(self, source_thread_id: str, target_thread_id: str) -> Op[None]:
         source, target = self._scope(source_thread_id), self._scope(target_thread_id)
@@ -487,6 +594,12 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
         return await adrive(op, lambda call: cast(_Call, call).aon(self.memory.runtime))
 
     # -- BaseCheckpointSaver --------------------------------------------------------------------
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        """Versions unique across branches (a counter and a random part, as ``InMemorySaver``'s), so a
+        fork from an old checkpoint never gives one channel two values under one version."""
+        number = 0 if current is None else int(str(current).split(".")[0])
+        return f"{number + 1:032}.{random.random():016}"
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return self._run(self._get_tuple_op(config))
@@ -520,6 +633,26 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         self._run(self._copy_op(source_thread_id, target_thread_id))
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        self._run(self._prune_op(thread_ids, strategy))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self._run(self._delete_for_runs_op(run_ids))
+
+    def sweep_ttl(self) -> int:
+        """Delete this user's threads idle for longer than ``ttl``; return how many went."""
+        return self._run(self._sweep_op(time.time()))
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await self._arun(self._prune_op(thread_ids, strategy))
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await self._arun(self._delete_for_runs_op(run_ids))
+
+    async def asweep_ttl(self) -> int:
+        """:meth:`sweep_ttl`, async."""
+        return await self._arun(self._sweep_op(time.time()))
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return await self._arun(self._get_tuple_op(config))
@@ -572,6 +705,41 @@ def _drop_langgraph_plans(plans: dict[str, Any]) -> dict[str, Any] | None:
     kept = {
         plan_id: payload
         for plan_id, payload in plans.items()
-        if not (isinstance(payload, dict) and payload.get("kind") == PLAN_KIND)
+        if not (isinstance(payload, dict) and payload.get("kind") in (PLAN_KIND, TOUCH_KIND))
     }
     return None if len(kept) == len(plans) else kept
+
+
+TOUCH_ID = "lg-touched"
+TOUCH_KIND = "langgraph-touched"
+"""The plan record holding when a thread was last read (for ``ttl`` with ``refresh_on_read``)."""
+
+
+def _touched(plans: dict[str, Any]) -> float:
+    record = plans.get(TOUCH_ID)
+    at = record.get("at") if isinstance(record, dict) else None
+    return float(at) if isinstance(at, (int, float)) else 0.0
+
+
+def _touch(now: float) -> Callable[[dict[str, Any]], dict[str, Any] | None]:
+    def change(plans: dict[str, Any]) -> dict[str, Any] | None:
+        if not any(isinstance(p, dict) and p.get("kind") == PLAN_KIND for p in plans.values()):
+            return None  # the thread was deleted meanwhile: do not bring a record of it back
+        return {**plans, TOUCH_ID: {"kind": TOUCH_KIND, "at": max(now, _touched(plans))}}
+
+    return change
+
+
+def _stamp(ts: object) -> float:
+    """A checkpoint's ``ts`` (ISO 8601) in seconds since the epoch (0 when missing or unreadable)."""
+    if not isinstance(ts, str):
+        return 0.0
+    try:
+        return datetime.fromisoformat(ts).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def _keep_latest(steps: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    latest = fold_log(steps).latest
+    return compact(steps, lambda checkpoint_id, _: checkpoint_id == latest)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Iterator
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from langgraph.store.base import (
@@ -27,6 +27,7 @@ from langgraph.store.base import (
     Result,
     SearchItem,
     SearchOp,
+    TTLConfig,
 )
 
 from local_ai_memory import InvalidInputError, Memory, MemoryConfig, RecordNotFoundError, UnsupportedFormatError
@@ -65,8 +66,12 @@ class LocalMemoryStore(BaseStore):
     :mod:`._store_filter`). A search under ``()`` or a user's namespace spans several
     categories and users; scores of different users come from different BM25 corpora.
 
-    **Limits.** No TTL (``supports_ttl`` is false, so ``put(..., ttl=...)`` raises), and
-    ``put``'s ``index`` argument is ignored: every item's text is indexed. Keys that differ only
+    **TTL.** ``put(..., ttl=minutes)`` (or ``ttl={"default_ttl": minutes}`` here) gives an item an
+    expiry kept on its note's metadata line; an expired item reads as absent, a read with
+    ``refresh_ttl`` (LangGraph's default) moves the expiry on, and :meth:`sweep_ttl` deletes the
+    expired notes.
+
+    **Limits.** ``put``'s ``index`` argument is ignored: every item's text is indexed. Keys that differ only
     in letter case are two files that a case-insensitive file system (macOS, Windows) keeps as
     one. A key must fit a file name (about 200 bytes once encoded).
 
@@ -80,10 +85,14 @@ class LocalMemoryStore(BaseStore):
     []
     """
 
-    supports_ttl = False
+    supports_ttl = True
 
-    def __init__(self, memory: Memory | None = None, *, config: MemoryConfig | None = None) -> None:
-        """The notes of ``memory`` (``config=`` is a shortcut that builds ``Memory(config)``)."""
+    def __init__(
+        self, memory: Memory | None = None, *, config: MemoryConfig | None = None, ttl: TTLConfig | None = None
+    ) -> None:
+        """The notes of ``memory`` (``config=`` is a shortcut that builds ``Memory(config)``);
+        ``ttl`` is LangGraph's ``TTLConfig`` (``default_ttl`` minutes, ``refresh_on_read``)."""
+        self.ttl_config = ttl
         self.memory = memory_of(memory, config)
         self.knowledge = self.memory.knowledge
         self.categories: tuple[str, ...] = tuple(self.knowledge.store.categories)
@@ -106,17 +115,21 @@ class LocalMemoryStore(BaseStore):
 
     def _run(self, op: Op) -> Result:
         if isinstance(op, GetOp):
-            return self._get(op.namespace, op.key)
+            return self._get(op.namespace, op.key, refresh=op.refresh_ttl)
         if isinstance(op, PutOp):
             if op.value is None:
                 self._delete(op.namespace, op.key)
             else:
-                if op.ttl is not None:
-                    raise NotImplementedError("LocalMemoryStore keeps no TTL: put items with ttl=None")
-                self._put(op.namespace, op.key, op.value)
+                if op.ttl is not None and not (isinstance(op.ttl, (int, float)) and op.ttl > 0):
+                    raise InvalidInputError(f"ttl must be a positive number of minutes, got {op.ttl!r}")
+                self._put(op.namespace, op.key, op.value, op.ttl)
             return None
         if isinstance(op, SearchOp):
-            return self._search(op)
+            page = self._search(op)
+            if op.refresh_ttl:
+                for item in page:
+                    self._refresh(item.namespace, item.key)
+            return page
         if isinstance(op, ListNamespacesOp):
             return select_namespaces(self._namespaces(), op.match_conditions, op.max_depth, op.limit, op.offset)
         raise InvalidInputError(f"unknown store operation {type(op).__name__}")
@@ -143,7 +156,7 @@ class LocalMemoryStore(BaseStore):
         key = name_to_key(name.removesuffix(".md"))
         stored = parse_note(text, key)
         if stored is not None:
-            return stored
+            return None if stored.expired(datetime.now(timezone.utc)) else stored
         info = self.knowledge.note_info(user_id, name, category=category)
         return plain_item(text, key, info.modified if info is not None else 0.0)
 
@@ -151,7 +164,7 @@ class LocalMemoryStore(BaseStore):
         namespace = namespace_of(user_id, category, self.categories)
         return SearchItem(namespace, stored.key, stored.value, stored.created_at, stored.updated_at, score)
 
-    def _get(self, namespace: tuple[str, ...], key: str) -> Item | None:
+    def _get(self, namespace: tuple[str, ...], key: str, refresh: bool = False) -> Item | None:
         try:
             place = place_of(namespace, self.categories)
         except InvalidInputError:
@@ -160,6 +173,8 @@ class LocalMemoryStore(BaseStore):
         stored = self._read(place.user_id, category, self._name(key))
         if stored is None:
             return None
+        if refresh:
+            self._refresh(namespace, key, stored)
         return Item(
             value=stored.value,
             key=stored.key,
@@ -168,15 +183,52 @@ class LocalMemoryStore(BaseStore):
             updated_at=stored.updated_at,
         )
 
-    def _put(self, namespace: tuple[str, ...], key: str, value: Any) -> None:
+    def _put(self, namespace: tuple[str, ...], key: str, value: Any, ttl: float | None = None) -> None:
         place = place_of(namespace, self.categories)
         checked = check_value(value)
         category = place.categories[0]
         name = self._name(key)
         previous = self._read(place.user_id, category, name)  # its created_at is kept
         now = datetime.now(timezone.utc)
-        text = render_note(key, checked, previous.created_at if previous is not None else now, now)
+        expires = None if ttl is None else now + timedelta(minutes=ttl)
+        created = previous.created_at if previous is not None else now
+        text = render_note(key, checked, created, now, ttl, expires)
         self.knowledge.write_note(place.user_id, name, text, category=category)
+
+    def _refresh(self, namespace: tuple[str, ...], key: str, stored: StoredItem | None = None) -> None:
+        """Move an item's expiry on by its TTL (a read counts as use); at most once a minute."""
+        place = place_of(namespace, self.categories)
+        category = place.categories[0]
+        name = self._name(key)
+        stored = stored or self._read(place.user_id, category, name)
+        if stored is None or stored.ttl is None or stored.expires_at is None:
+            return
+        expires = datetime.now(timezone.utc) + timedelta(minutes=stored.ttl)
+        if expires - stored.expires_at < timedelta(minutes=min(1.0, stored.ttl / 10)):
+            return
+        text = render_note(key, stored.value, stored.created_at, stored.updated_at, stored.ttl, expires)
+        self.knowledge.write_note(place.user_id, name, text, category=category)
+
+    def sweep_ttl(self) -> int:
+        """Delete every expired item (of every user and category); return how many went."""
+        now = datetime.now(timezone.utc)
+        swept = 0
+        for user_id in self._users():
+            for category in self.categories:
+                for note in self.knowledge.notes(user_id, category=category):
+                    try:
+                        text = self.knowledge.read_note(user_id, note.name, category=category)
+                    except (RecordNotFoundError, UnsupportedFormatError, InvalidInputError):
+                        continue
+                    stored = parse_note(text, name_to_key(note.name.removesuffix(".md")))
+                    if stored is not None and stored.expired(now):
+                        self.knowledge.delete_note(user_id, note.name, category=category)
+                        swept += 1
+        return swept
+
+    async def asweep_ttl(self) -> int:
+        """:meth:`sweep_ttl` in a worker thread."""
+        return await asyncio.to_thread(self.sweep_ttl)
 
     def _delete(self, namespace: tuple[str, ...], key: str) -> None:
         try:

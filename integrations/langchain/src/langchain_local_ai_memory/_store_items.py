@@ -85,6 +85,12 @@ class StoredItem:
     created_at: datetime
     updated_at: datetime
     managed: bool
+    ttl: float | None = None  # minutes, when put with a TTL
+    expires_at: datetime | None = None
+
+    def expired(self, now: datetime) -> bool:
+        """Whether the item's TTL ran out before ``now`` (an item without one never expires)."""
+        return self.expires_at is not None and self.expires_at <= now
 
 
 # -- keys ----------------------------------------------------------------------------------------
@@ -155,14 +161,25 @@ def body_field(value: Mapping[str, Any]) -> str | None:
 
 
 # -- notes ---------------------------------------------------------------------------------------
-def render_note(key: str, value: Mapping[str, Any], created_at: datetime, updated_at: datetime) -> str:
-    """The Markdown text of an item (see the module docstring)."""
+def render_note(
+    key: str,
+    value: Mapping[str, Any],
+    created_at: datetime,
+    updated_at: datetime,
+    ttl: float | None = None,
+    expires_at: datetime | None = None,
+) -> str:
+    """The Markdown text of an item (see the module docstring); ``ttl`` (minutes) and
+    ``expires_at`` go on the metadata line of an item put with a TTL."""
     body = body_field(value)
     rest = dict(value)
     if body is not None:
         rest[body] = BODY_PLACEHOLDER
     block = json.dumps(rest, ensure_ascii=False, indent=2, allow_nan=False)
-    meta = {"body": body, "created_at": created_at.isoformat(), "updated_at": updated_at.isoformat()}
+    meta: dict[str, Any] = {"body": body, "created_at": created_at.isoformat(), "updated_at": updated_at.isoformat()}
+    if ttl is not None and expires_at is not None:
+        meta["ttl"] = ttl
+        meta["expires_at"] = expires_at.isoformat()
     # ``>`` is escaped so nothing can close the comment early; the JSON stays valid.
     marker = json.dumps(meta, ensure_ascii=False).replace(">", "\\u003e")
     heading = "# " + (" ".join(key.split()) or "(blank key)")
@@ -185,13 +202,15 @@ def parse_note(text: str, key: str) -> StoredItem | None:
         value = json.loads(text[block_start + 2 + len(_JSON_OPEN) : block_end])
         created, updated = datetime.fromisoformat(meta["created_at"]), datetime.fromisoformat(meta["updated_at"])
         body = meta["body"]
+        ttl = float(meta["ttl"]) if meta.get("ttl") is not None else None
+        expires = datetime.fromisoformat(meta["expires_at"]) if meta.get("expires_at") is not None else None
     except (ValueError, KeyError, TypeError):
         return None
     if not isinstance(value, dict) or not (body is None or (isinstance(body, str) and body in value)):
         return None
     if body is not None:
         value[body] = text[body_start:block_start] if block_start >= body_start else ""
-    return StoredItem(key, value, created, updated, managed=True)
+    return StoredItem(key, value, created, updated, managed=True, ttl=ttl, expires_at=expires)
 
 
 def plain_item(text: str, key: str, modified: float) -> StoredItem:

@@ -60,6 +60,7 @@ from local_ai_memory._contracts.runtime import (
     Scope,
     ScopeInfo,
     StateChange,
+    StepsChange,
     erased,
 )
 from local_ai_memory._shared import fs as _fs
@@ -372,6 +373,30 @@ class FileRuntimeBackend(RuntimeBackend):
         with folder.locked(plan_id):
             folder.delete(plan_id)
 
+    def plan_step_bytes(self, scope: Scope) -> dict[str, int]:
+        if self._hidden(scope):
+            return {}
+        return {info.name: info.size for info in self._steps(scope.key).list_info()}
+
+    def rewrite_plan_steps(self, scope: Scope, plan_id: str, change: StepsChange) -> list[dict[str, Any]]:
+        """Under the log's lock (appends take it too): the new log is written to a temporary file
+        and renamed over the old one, so a crash leaves one or the other whole, and a reader's
+        cursor (which names the file's inode) makes it read the new log from its start."""
+        if self._hidden(scope):
+            return []
+        folder = self._steps(self._ready(scope))
+        with folder.locked(plan_id):
+            raw = folder.read(plan_id)
+            current = [] if raw is None else parse_lines(raw, folder.location(plan_id))
+            new = change([dict(step) for step in current])
+            if new is None:
+                return current
+            if new:
+                folder.write(plan_id, encode_lines([{"format_version": FORMAT_VERSION, **step} for step in new]))
+            else:
+                folder.delete(plan_id)
+            return new
+
     # -- L3 tool results ----------------------------------------------------------------
 
     def tool_result_exists(self, result_id: str) -> bool:
@@ -527,6 +552,10 @@ class FileRuntimeBackend(RuntimeBackend):
         for folder in (self._state, self._working, self._plans, self._sessions):
             for info in folder.list_info():
                 add(info.name, info.size, info.modified)
+        for key in _subfolders(self.guard.resolve("memory", "plans")):
+            if key in found:  # step logs count in a scope's size, but do not make a scope listed
+                for info in self._steps(key).list_info():
+                    add(key, info.size, info.modified)
         index_root = self.guard.resolve("memory", "tool_index")
         for entry in _subfolders(index_root):
             results = self._results.infos(marker.name for marker in self._markers(entry).list_info())

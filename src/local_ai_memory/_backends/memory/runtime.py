@@ -26,6 +26,7 @@ from local_ai_memory._contracts.runtime import (
     Scope,
     ScopeInfo,
     StateChange,
+    StepsChange,
     erased,
 )
 from local_ai_memory._shared.errors import InvalidInputError, RecordNotFoundError
@@ -173,6 +174,26 @@ class InMemoryRuntimeBackend(RuntimeBackend):
         with data.lock:
             data.steps.pop(plan_id, None)
 
+    def plan_step_bytes(self, scope: Scope) -> dict[str, int]:
+        data = self._view(scope)
+        with data.lock:
+            return {plan_id: _json_size(steps) for plan_id, steps in data.steps.items() if steps}
+
+    def rewrite_plan_steps(self, scope: Scope, plan_id: str, change: StepsChange) -> list[dict[str, Any]]:
+        """Under the scope's lock; the log gets a new serial, so readers' cursors restart."""
+        data = self._data(scope)
+        with data.lock:
+            current = copy.deepcopy(data.steps.get(plan_id, []))
+            new = change(current)
+            if new is None:
+                return copy.deepcopy(data.steps.get(plan_id, []))
+            data.steps.pop(plan_id, None)
+            if new:
+                data.steps[plan_id] = copy.deepcopy(list(new))
+                data.step_logs[plan_id] = next(self._log_serials)
+            self._touch(data)
+            return copy.deepcopy(list(new))
+
     def tool_result_exists(self, result_id: str) -> bool:
         with self._lock:
             return result_id in self._results
@@ -303,6 +324,12 @@ class InMemoryRuntimeBackend(RuntimeBackend):
                 size = sum(self._results[result_id][2] for result_id in data.results if result_id in self._results)
                 size += len(data.working.encode("utf-8", "surrogatepass"))
                 size += sum(len(message.content) for message in data.messages)
+                size += sum(_json_size(steps) for steps in data.steps.values())
             if not empty:
                 infos.append(ScopeInfo(scope, size, data.modified))
         return sorted(infos, key=lambda info: info.scope.key)
+
+
+def _json_size(steps: list[dict[str, Any]]) -> int:
+    """A step log's size in this backend's measure: the bytes of its compact JSON."""
+    return sum(len(json.dumps(step, separators=(",", ":")).encode()) for step in steps)

@@ -30,6 +30,7 @@ from local_ai_memory._contracts.runtime import (
     Scope,
     ScopeInfo,
     StateChange,
+    StepsChange,
 )
 from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.errors import InvalidInputError, LockTimeoutError, RecordNotFoundError, StorageError
@@ -264,6 +265,49 @@ class PostgresRuntimeBackend(PgStorage, RuntimeBackend):
             self.db.q("DELETE FROM {s}.plan_steps WHERE user_id = %s AND session_id = %s AND plan_id = %s"),
             (*_ids(scope), plan_id),
         )
+
+    def _rewrite_steps(self, scope: Scope, plan_id: str, change: StepsChange) -> Op[list[dict[str, Any]]]:
+        """In one transaction under the scope row's lock (appends take it too): the old rows go and
+        the new ones get new ids, so a reader's cursor (a row id now gone) reads the log anew."""
+        yield Stmt(self.db.q(_TOUCH), _ids(scope))
+        current = yield from self._get_steps(scope, plan_id)
+        new = change([dict(step) for step in current])
+        if new is None:
+            return current
+        yield from self._clear_steps(scope, plan_id)
+        if new:
+            yield Stmt(
+                self.db.q(
+                    "INSERT INTO {s}.plan_steps (user_id, session_id, plan_id, body)"
+                    " SELECT %s, %s, %s, body FROM unnest(%s::bytea[]) WITH ORDINALITY AS t(body, n) ORDER BY n"
+                ),
+                (*_ids(scope), plan_id, [pack(step) for step in new]),
+            )
+        return new
+
+    def _step_bytes(self, scope: Scope) -> Op[dict[str, int]]:
+        u, s = _ids(scope)
+        rows = yield Stmt(
+            self.db.q(
+                "SELECT plan_id, sum(octet_length(body)) FROM {s}.plan_steps"
+                f" WHERE user_id = %s AND session_id = %s AND {_VISIBLE} GROUP BY plan_id"
+            ),
+            (u, s, u, s),
+            "all",
+        )
+        return {plan_id: int(size) for plan_id, size in rows}
+
+    def plan_step_bytes(self, scope: Scope) -> dict[str, int]:
+        return self.run("plan_step_bytes", self._step_bytes(scope))
+
+    async def aplan_step_bytes(self, scope: Scope) -> dict[str, int]:
+        return await self.arun("plan_step_bytes", self._step_bytes(scope))
+
+    def rewrite_plan_steps(self, scope: Scope, plan_id: str, change: StepsChange) -> list[dict[str, Any]]:
+        return self.run("rewrite_plan_steps", self._rewrite_steps(scope, plan_id, change))
+
+    async def arewrite_plan_steps(self, scope: Scope, plan_id: str, change: StepsChange) -> list[dict[str, Any]]:
+        return await self.arun("rewrite_plan_steps", self._rewrite_steps(scope, plan_id, change))
 
     def get_plans(self, scope: Scope) -> dict[str, Any]:
         return self.run("get_plans", self._get_plans(scope))
@@ -645,6 +689,8 @@ class PostgresRuntimeBackend(PgStorage, RuntimeBackend):
                 " (SELECT count(*) FROM {s}.messages m WHERE m.user_id = c.user_id AND m.session_id = c.session_id),"
                 " (SELECT coalesce(sum(octet_length(body)), 0) FROM {s}.messages m"
                 "   WHERE m.user_id = c.user_id AND m.session_id = c.session_id)"
+                " + (SELECT coalesce(sum(octet_length(body)), 0) FROM {s}.plan_steps p"
+                "   WHERE p.user_id = c.user_id AND p.session_id = c.session_id)"
                 " FROM {s}.scopes c" + hidden + " ORDER BY c.user_id, c.session_id"
             ),
             fetch="all",
