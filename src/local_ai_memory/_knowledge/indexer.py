@@ -151,8 +151,7 @@ class NoteIndexer:
         if head is None or hashlib.sha256(head[0]).hexdigest() != entry.content_hash:
             return True
         if time.time_ns() - (entry.mtime_ns or 0) > RACY_WINDOW_NS and self.index.entries is not None:
-            self.index.entries[(entry.category, entry.filename)] = entry.model_copy(update={"content_hash": None})
-            self.index.dirty = True
+            self.index.set_entry(entry.model_copy(update={"content_hash": None}))
         return False
 
     def _skip(self, info: NoteInfo, reason: str) -> None:
@@ -336,7 +335,7 @@ class NoteIndexer:
                 # index starts empty (their notes show up as stale "new" on their next refresh).
                 found = dict(self.index.skipped)  # what this population skipped
                 stored = self.index.load_stored()
-                self.index.replace(*(stored or ({}, None)))
+                self.index.replace(*(stored or ({}, None)), stored=stored is not None)
                 self.index.skipped.update(found)
                 self.rankers.clear()
             entries = self.index.current()
@@ -363,4 +362,4 @@ class NoteIndexer:
                     self.rankers.rebuild(owner, category, groups.get((owner, category), []))
                     if not names:
                         del self.index.owned[(owner, category)]
-            self.index.dirty = True
+            self.index.mark_replaced()

@@ -360,7 +360,8 @@ class KnowledgeNotes:
                 if self._vectors is None or self._vectors[0] is not self.embedder:
                     self._vectors = (self.embedder, self.backend.vector_cache(self.embedder))
                 vectors = self._vectors[1].discard(embedded)
-            self._index.flush()
+            # A snapshot, not journal lines: the forgotten names leave the stored index at once.
+            self._index.compact()
         return ForgottenNotes(notes, size, snapshots, vectors)
 
     # -- index -----------------------------------------------------------------------------------
@@ -374,14 +375,16 @@ class KnowledgeNotes:
                 return self._index.entries
             loaded = self._index.load_stored()
             if loaded is not None:
-                self._replace(*loaded)
+                self._replace(*loaded, stored=True)
                 return loaded[0]
             self._replace({})
         self.populate_index_from_files(None, None, llm=llm, progress=progress)
         return self._index.current()
 
-    def _replace(self, entries: dict[Any, IndexEntry], skipped: dict[Any, SkippedNote] | None = None) -> None:
-        self._index.replace(entries, skipped)
+    def _replace(
+        self, entries: dict[Any, IndexEntry], skipped: dict[Any, SkippedNote] | None = None, *, stored: bool = False
+    ) -> None:
+        self._index.replace(entries, skipped, stored=stored)
         self._rankers.clear()
         self._indexer.cursor = None  # entries from elsewhere: the next look compares every listing once
 
@@ -405,7 +408,7 @@ class KnowledgeNotes:
         files = index.files if isinstance(index, IndexFile) else list(index)
         with self._lock:
             self._replace({(e.category, e.filename): e for e in files})
-            self._index.dirty = True
+            self._index.mark_replaced()
         self.flush()
 
     def find_entry(self, filename: str, category: str | None = None) -> IndexEntry | None:
@@ -432,8 +435,32 @@ class KnowledgeNotes:
         return sorted(found, key=lambda n: (n.category, n.filename))
 
     def flush(self) -> bool:
-        """Write the index now if it changed since the last write; return whether it wrote."""
-        return self._index.flush()
+        """Store the index changes now (journal lines, or a snapshot when the journal is full);
+        return whether it wrote. A snapshot write also snapshots the rankers of the notes
+        changed since the last one, so a new process neither replays a long journal nor
+        re-reads the notes this one already ranked."""
+        index = self._index
+        snapshots = index.writes
+        wrote = index.flush()
+        if index.writes != snapshots:
+            self._snapshot_rankers()
+        return wrote
+
+    def _snapshot_rankers(self) -> None:
+        """Bring the rankers of the notes changed since the last index snapshot up to date (a
+        ranker this process never loaded is loaded from its snapshot plus the notes it lacks:
+        about one journal's worth) and write their snapshots. Only a cache: a failure is logged."""
+        with self._lock:
+            touched = self._index.take_touched()
+            if not touched:
+                return
+            try:
+                for owner, category in sorted(touched):
+                    if category in self.categories:
+                        self._rankers.get(owner, category, self._indexer.stored_tokens)
+                self._rankers.save_changed()
+            except StorageError as exc:
+                log_event(Event.INDEX_WRITE_DEFERRED, level=logging.WARNING, path="ranker cache", reason=str(exc))
 
     def _persist(self) -> None:
         if not self.defer_writes:
