@@ -88,6 +88,8 @@ class KnowledgeIndex:
         self._full = True  # the entries were replaced: only a snapshot stores them
         self._pending: set[EntryKey] = set()  # changed since the last flush: the next journal lines
         self._own: set[EntryKey] = set()  # changed here since the last snapshot: ours win a compaction
+        self.racy: set[EntryKey] = set()
+        """Entries that carry a content hash (indexed within a timestamp tick of their write)."""
         self.touched: set[tuple[str, str]] = set()
         """``(owner, category)`` of the notes changed since the last snapshot (their rankers are
         snapshotted with it; see :meth:`take_touched`)."""
@@ -171,6 +173,7 @@ class KnowledgeIndex:
         its journal (when it had one); otherwise the next flush writes a snapshot."""
         self.entries = entries
         self.generation += 1
+        self.racy = {key for key, entry in entries.items() if entry.content_hash is not None}
         self._pending = set()
         self._own = set()
         self.touched = set()
@@ -240,6 +243,11 @@ class KnowledgeIndex:
 
     def changed(self, key: EntryKey) -> None:
         """Note ``key``'s entry or skipped record changed: the next flush journals it."""
+        entry = self.current().get(key)
+        if entry is not None and entry.content_hash is not None:
+            self.racy.add(key)
+        else:
+            self.racy.discard(key)
         self._pending.add(key)
         self._own.add(key)
         owner = owner_of(key[1])
@@ -251,6 +259,13 @@ class KnowledgeIndex:
         """Many entries changed at once (a population): the next flush writes a snapshot."""
         self._full = True
         self.dirty = True
+
+    def compaction_due(self) -> bool:
+        """Whether the next :meth:`flush` writes a snapshot rather than journal lines."""
+        if not self.dirty or self.entries is None:
+            return False
+        lines = self.journal_lines + len(self._pending)
+        return self._full or self.journal is None or lines > journal_bound(len(self.entries))
 
     def take_touched(self) -> set[tuple[str, str]]:
         """The ``(owner, category)`` changed since the last call (cleared)."""
@@ -267,19 +282,19 @@ class KnowledgeIndex:
         self.changed((category, filename))
         return True
 
-    def flush(self) -> bool:
+    def flush(self, *, compact: bool = True) -> bool:
         """Store the changes since the last flush, if any; return whether it wrote.
 
         Appends one journal line per changed note while the journal stays within
-        :func:`journal_bound`; otherwise writes a snapshot (see :meth:`compact`)."""
+        :func:`journal_bound`; otherwise writes a snapshot (see :meth:`compact`). With
+        ``compact=False`` (a query's refresh) it appends past the bound too, unless only a
+        snapshot can hold the changes: the next write compacts, and the query does not wait."""
         with self._write_lock:
             with self.lock:
                 if not self.dirty or self.entries is None:
                     return False
                 entries = self.entries
-                journal = self.journal
-                lines = self.journal_lines + len(self._pending)
-                if self._full or journal is None or lines > journal_bound(len(entries)):
+                if self._full or self.journal is None or (compact and self.compaction_due()):
                     return self._compact_locked()
                 keys = sorted(self._pending)
                 data = b"".join(journal_line(key, entries.get(key), self.skipped.get(key)) for key in keys)

@@ -439,9 +439,15 @@ class KnowledgeNotes:
         return whether it wrote. A snapshot write also snapshots the rankers of the notes
         changed since the last one, so a new process neither replays a long journal nor
         re-reads the notes this one already ranked."""
+        return self._flush(compact=True)
+
+    def _flush(self, *, compact: bool) -> bool:
         index = self._index
         snapshots = index.writes
-        wrote = index.flush()
+        if compact and index.compaction_due():
+            with self._lock:
+                self._indexer.settle_racy(sorted(index.racy))
+        wrote = index.flush(compact=compact)
         if index.writes != snapshots:
             self._snapshot_rankers()
         return wrote
@@ -467,9 +473,11 @@ class KnowledgeNotes:
             self.flush()
 
     def _persist_or_defer(self, during_query: bool) -> None:
-        """Write the index; a query that cannot (disk full) still answers and a later write retries."""
+        """Write the index; a query that cannot (disk full) still answers and a later write
+        retries. A query appends journal lines only: the snapshot waits for the next write."""
         try:
-            self._persist()
+            if not self.defer_writes:
+                self._flush(compact=not during_query)
         except StorageError as exc:
             if not during_query:
                 raise
