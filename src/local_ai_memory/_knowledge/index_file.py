@@ -34,6 +34,8 @@ entry instead of rewriting every entry::
     {"k": ["knowledge", "alice_tea.md"], "e": {entry}, "s": null}    the note's entry now
     {"k": ["knowledge", "alice_old.md"], "e": null, "s": null}       deleted (no entry)
 
+(each line is written with its line break first, so a torn append never swallows the next).
+
 A line says the whole state of its note (entry and skipped record, ``null`` when none), so
 applying lines in order is idempotent. Lines are applied only when the header names the
 snapshot's ``journal`` id (a compaction writes the snapshot, then a fresh journal); a line
@@ -226,17 +228,20 @@ def serialize_index(
 
 def journal_header(journal: str) -> bytes:
     """The first line of a fresh journal following the snapshot with id ``journal``."""
-    return JournalHeader(journal=journal).model_dump_json().encode("utf-8") + b"\n"
+    return JournalHeader(journal=journal).model_dump_json().encode("utf-8")
 
 
 def journal_line(key: tuple[str, str], entry: IndexEntry | None, skipped: SkippedNote | None) -> bytes:
-    """One journal line: note ``key`` now has ``entry`` (``None``: none) and ``skipped`` record."""
+    """One journal line: note ``key`` now has ``entry`` (``None``: none) and ``skipped`` record.
+
+    The line break comes first, so a line appended after a torn one (a writer killed in its
+    append) starts a line of its own: only the torn line is lost."""
     body = {
         "k": list(key),
         "e": entry.model_dump(exclude_none=True) if entry is not None else None,
         "s": skipped.model_dump() if skipped is not None else None,
     }
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+    return b"\n" + json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 def parse_journal(data: bytes, journal: str) -> tuple[list[JournalLine], int] | None:
@@ -261,7 +266,7 @@ def parse_journal(data: bytes, journal: str) -> tuple[list[JournalLine], int] | 
             found.append(JournalLine.model_validate_json(raw))
         except ValueError:
             continue
-    return found, max(0, len(lines) - 2)
+    return found, len(lines) - 1
 
 
 def stored_entries(snapshot: bytes, journal: bytes | None) -> list[IndexEntry]:
