@@ -15,8 +15,9 @@ user's files in one category) is a :class:`BM25Index`:
 * a compacted **base segment** in term-major CSR arrays (term id -> document slots and term
   frequencies), scored with vectorized numpy per query term;
 * a small **delta** of documents added or changed since the last compaction, kept in a
-  Python posting dict (term -> slots and term frequencies, scored one array operation per term). Changing one file marks its old slot dead and adds a new slot: O(size
-  of that file), no rebuild. When delta plus dead slots pass ``max(1024, 10% of docs)`` the
+  Python posting dict (term -> slots and term frequencies, scored one array operation per
+  term). Changing one file marks its old slot dead and adds a new slot: O(size of that
+  file), no rebuild. When delta plus dead slots pass ``max(1024, 10% of docs)`` the
   index compacts itself (a vectorized rebuild, about a second at 100k full-text documents).
 
 Document frequencies, ``N`` and total length are kept incrementally, so the statistics always
