@@ -243,7 +243,7 @@ class KnowledgeIndex:
 
     def changed(self, key: EntryKey) -> None:
         """Note ``key``'s entry or skipped record changed: the next flush journals it."""
-        entry = self.current().get(key)
+        entry = self.entries.get(key) if self.entries is not None else None  # a population skips before it loads
         if entry is not None and entry.content_hash is not None:
             self.racy.add(key)
         else:
