@@ -205,7 +205,7 @@ class RankerCache:
         except Exception:
             ranker, loaded = BM25Index(self.vocab, category), set()
         missing = sorted(name for name in names if name not in loaded)
-        if len(missing) > 64:
+        if len(missing) > max(64, journal_bound(len(names))):  # fewer go to the delta: no compaction now
             ranker.build((name, tokens_of(entries[(category, name)])) for name in missing)
         else:
             for name in missing:
