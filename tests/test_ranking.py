@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import time
@@ -14,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from local_ai_memory._knowledge.bm25 import BM25Index, Vocabulary, rank, read_snapshot, unpack_texts
+from local_ai_memory._knowledge.index_file import stored_entries
 from local_ai_memory._knowledge.rankers import SnapshotMeta
 from local_ai_memory._knowledge.store import MemoryStore
 from local_ai_memory._shared.config import MemoryConfig
@@ -337,8 +337,9 @@ def test_titles_and_descriptions_are_stored_and_shown_verbatim(tmp_path: Path) -
     assert entry.description == "Endpoints of the *AI* index, listed."
     # Ranking still splits what is shown: the words of the file name find the note.
     assert store.bm25_search("gcloud endpoints", user_id="alice") == ["alice_gcloud_ai_index-endpoints.md"]
-    on_disk = json.loads(store.index_path.read_bytes())
-    assert "my_snake_case_func and __init__" in {e["title"] for e in on_disk["files"]}
+    store.flush()
+    on_disk = stored_entries(store.index_path.read_bytes(), _journal(store.index_path))
+    assert "my_snake_case_func and __init__" in {e.title for e in on_disk}
 
 
 @pytest.mark.parametrize("count", [1, 2, 3])
@@ -427,3 +428,9 @@ def test_ranker_snapshot_is_not_reused_after_the_analysis_changes(tmp_path: Path
     other = _store(tmp_path, stemmer_language=None)
     assert other.bm25_search("melons", user_id="alice") == ["alice_a.md"]
     assert _snapshot_meta(snapshot).analyzer == Analyzer(None).signature
+
+
+def _journal(index_path: Path) -> bytes | None:
+    """The index journal stored beside ``memory_index.json`` (``None``: none)."""
+    journal = index_path.with_name("memory_index.journal")
+    return journal.read_bytes() if journal.exists() else None

@@ -16,6 +16,7 @@ from local_ai_memory._knowledge.index_file import (
     extract_keywords,
     extract_title,
     parse_keywords,
+    stored_entries,
     tokenize,
 )
 from local_ai_memory._knowledge.store import MemoryStore, StaleEntry
@@ -129,14 +130,15 @@ def test_binary_files_are_skipped_with_an_event(tmp_path: Path, events: Any) -> 
 
 
 # -- index --------------------------------------------------------------------------------------
-def test_index_is_written_in_v3_format(tmp_path: Path) -> None:
+def test_index_is_written_in_v4_format(tmp_path: Path) -> None:
     store = make_store(tmp_path)
     assert not store.index_exists()
     put(store, "alice", "python", "# Python Basics\n\nIntroduction to Python programming.\n\nLists and loops.")
     store.ensure_index()
     assert store.index_exists()
     data = json.loads(store.index_path.read_bytes())
-    assert data["index_version"] == 3
+    assert data["index_version"] == 4
+    assert isinstance(data["journal"], str)  # the snapshot's journal id (memory_index.journal)
     assert isinstance(data["last_updated"], float)
     (entry,) = data["files"]
     assert entry["filename"] == "alice_python.md"
@@ -156,7 +158,7 @@ def test_outdated_index_is_rebuilt(tmp_path: Path, events: Any) -> None:
     store.index_path.write_text(json.dumps({"index_version": 2, "files": [{"filename": "alice_old.md"}]}))
     assert store.bm25_search("snakes", user_id="alice") == ["alice_python.md"]
     assert "INDEX_REBUILT" in events.names()
-    assert json.loads(store.index_path.read_bytes())["index_version"] == 3
+    assert json.loads(store.index_path.read_bytes())["index_version"] == 4
 
 
 @pytest.mark.parametrize(
@@ -169,12 +171,12 @@ def test_broken_index_is_quarantined_and_rebuilt(tmp_path: Path, events: Any, da
     assert store.bm25_search("snakes", user_id="alice") == ["alice_python.md"]
     assert "MEMORY_CORRUPT" in events.names()
     assert (store.index_path.parent / "memory_index.json.corrupt.bak").read_bytes() == damage
-    assert json.loads(store.index_path.read_bytes())["index_version"] == 3
+    assert json.loads(store.index_path.read_bytes())["index_version"] == 4
 
 
 def test_newer_index_version_is_refused(tmp_path: Path) -> None:
     store = make_store(tmp_path)
-    store.index_path.write_text(json.dumps({"index_version": 4, "files": []}))
+    store.index_path.write_text(json.dumps({"index_version": 5, "files": []}))
     with pytest.raises(UnsupportedFormatError):
         store.read_index()
     assert store.index_path.exists()
@@ -273,7 +275,7 @@ def test_stale_detection_after_create_modify_delete(tmp_path: Path) -> None:
     assert store.refresh_stale_entries("alice") == 3
     assert store.get_stale_entries("alice") == []
     assert sorted(store.bm25_search("omega delta beta alpha", user_id="alice")) == ["alice_a.md", "alice_new.md"]
-    on_disk = {e["filename"] for e in json.loads(store.index_path.read_bytes())["files"]}
+    on_disk = {e.filename for e in stored_entries(store.index_path.read_bytes(), _journal(store.index_path))}
     assert on_disk == {"alice_a.md", "alice_new.md", "bob_c.md"}
 
 
@@ -476,7 +478,7 @@ def test_populating_one_user_keeps_other_users_entries(tmp_path: Path) -> None:
     store.ensure_index()
     fresh = make_store(tmp_path)
     assert fresh.populate_index_from_files("alice") == 1
-    on_disk = {e["filename"] for e in json.loads(store.index_path.read_bytes())["files"]}
+    on_disk = {e.filename for e in stored_entries(store.index_path.read_bytes(), _journal(store.index_path))}
     assert on_disk == {"alice_a.md", "bob_b.md"}
 
 
@@ -635,3 +637,9 @@ def test_racily_clean_entries_keep_a_hash_until_their_mtime_can_be_trusted(
     assert store.get_stale_entries("alice") == []
     assert store.find_entry("alice_a.md").content_hash is None  # type: ignore[union-attr]
     assert store.dirty
+
+
+def _journal(index_path: Path) -> bytes | None:
+    """The index journal stored beside ``memory_index.json`` (``None``: none)."""
+    journal = index_path.with_name("memory_index.journal")
+    return journal.read_bytes() if journal.exists() else None

@@ -30,7 +30,7 @@ from crash_workloads import FakeEmbedder
 
 from local_ai_memory import StorageError, close_shared_stores
 from local_ai_memory._backends.files.vectors import EmbeddingCache
-from local_ai_memory._knowledge.index_file import parse_index
+from local_ai_memory._knowledge.index_file import parse_index, stored_entries
 from local_ai_memory._knowledge.store import MemoryStore
 from local_ai_memory._runtime.checkpoints import CheckpointRun, load_checkpoint, mark_status
 from local_ai_memory._runtime.compressor import WorkingMemoryCompressor
@@ -122,11 +122,15 @@ def _setup_refresh(root: Path) -> MemoryStore:
 
 
 def _disk_index_view(root: Path) -> str:
-    """The description of alice_notes.md in memory_index.json as stored (no refresh)."""
-    status, index, why = parse_index((root / "memory_data/memory_index.json").read_bytes())
+    """The description of alice_notes.md in the stored index (snapshot and journal; no refresh)."""
+    data = root / "memory_data"
+    status, index, why = parse_index((data / "memory_index.json").read_bytes())
     assert status == "ok", why
     assert index is not None, why
-    (entry,) = [e for e in index.files if e.filename == "alice_notes.md"]
+    journal = data / "memory_index.journal"
+    tail = journal.read_bytes() if journal.exists() else None
+    stored = stored_entries((data / "memory_index.json").read_bytes(), tail)
+    (entry,) = [e for e in stored if e.filename == "alice_notes.md"]
     return entry.description
 
 

@@ -310,6 +310,19 @@ class KnowledgeBackend(ABC):
     def write_blob(self, name: str, data: bytes) -> None:
         """Store a blob atomically."""
 
+    def append_blob(self, name: str, data: bytes) -> None:
+        """Append ``data`` to a blob (created if missing): how the index journal grows by one
+        note's entry instead of rewriting the whole index.
+
+        Appends by several writers must not interleave within one ``data``; a crash may leave
+        a partial last append, which readers of appended blobs skip. The default reads and
+        rewrites the blob under no lock shared with other processes (a concurrent append may
+        be lost, which the index tolerates: it re-reads what its journal misses); backends
+        that can append natively (a file, an SQL concatenation) override it.
+        """
+        old = self.read_blob(name)
+        self.write_blob(name, (old or b"") + data)
+
     @abstractmethod
     def blob_size(self, name: str) -> int | None:
         """Size in bytes of a blob, or ``None`` if there is none (cheaper than reading it)."""
@@ -359,6 +372,7 @@ class KnowledgeBackend(ABC):
     achanges = thread_twin(changes)
     aread_blob = thread_twin(read_blob)
     awrite_blob = thread_twin(write_blob)
+    aappend_blob = thread_twin(append_blob)
     ablob_size = thread_twin(blob_size)
     aquarantine_blob = thread_twin(quarantine_blob)
     aread_note_head = thread_twin(read_note_head)

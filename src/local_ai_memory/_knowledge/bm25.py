@@ -15,8 +15,9 @@ user's files in one category) is a :class:`BM25Index`:
 * a compacted **base segment** in term-major CSR arrays (term id -> document slots and term
   frequencies), scored with vectorized numpy per query term;
 * a small **delta** of documents added or changed since the last compaction, kept in a
-  Python posting dict. Changing one file marks its old slot dead and adds a new slot: O(size
-  of that file), no rebuild. When delta plus dead slots pass ``max(1024, 10% of docs)`` the
+  Python posting dict (term -> slots and term frequencies, scored one array operation per
+  term). Changing one file marks its old slot dead and adds a new slot: O(size of that
+  file), no rebuild. When delta plus dead slots pass ``max(1024, 10% of docs)`` the
   index compacts itself (a vectorized rebuild, about a second at 100k full-text documents).
 
 Document frequencies, ``N`` and total length are kept incrementally, so the statistics always
@@ -178,7 +179,7 @@ class BM25Index:
         self._base_end = 0
         # The delta (slots from _base_end on): each live document's counted terms, and postings.
         self._pending: dict[int, tuple[TermArray, CountArray]] = {}
-        self._delta: dict[int, list[int]] = {}
+        self._delta: dict[int, tuple[list[int], list[float]]] = {}  # term -> (slots, term frequencies)
         self._stats_cache: tuple[int, int, _Stats] | None = None
         self._norm_cache: tuple[int, float, FloatArray] | None = None
         self._dead_cache: tuple[tuple[int, int], IntArray] | None = None
@@ -216,8 +217,14 @@ class BM25Index:
         self.n_docs += 1
         self.total_len += length
         if postings:
-            for term in terms.tolist():
-                self._delta.setdefault(term, []).append(slot)
+            delta = self._delta
+            for term, tf in zip(terms.tolist(), tfs.tolist(), strict=True):
+                found = delta.get(term)
+                if found is None:
+                    delta[term] = ([slot], [tf])
+                else:
+                    found[0].append(slot)
+                    found[1].append(tf)
 
     def _delete(self, key: str) -> bool:
         slot = self._slot.pop(key, None)
@@ -446,13 +453,14 @@ class BM25Index:
         for word in query:
             self._add_word(scores, word, norm)
             for term, idf, flat in word:
-                for slot in self._delta.get(term, ()):
-                    doc = self._pending.get(slot)
-                    if doc is None:
-                        continue
-                    terms, tfs = doc
-                    tf_one = float(tfs[int(np.searchsorted(terms, term))])
-                    scores[slot] += idf * (tf_one * (K1 + 1.0) / (tf_one + (K1 if flat else norm[slot])))
+                found = self._delta.get(term)
+                if found is None:
+                    continue
+                # One array operation per term over the delta's postings (a slot appears once
+                # per term; replaced and removed slots are zeroed below with the dead ones).
+                slots = np.array(found[0], dtype=np.int64)
+                tf = np.array(found[1], dtype=np.float64)
+                scores[slots] += idf * (tf * (K1 + 1.0) / (tf + (K1 if flat else norm[slots])))
         scores[self._dead_slots(cap)] = 0.0
         return scores
 

@@ -1,29 +1,65 @@
-"""``KnowledgeIndex``: the index entries in memory and their ``memory_index.json`` (v3) blob.
+"""``KnowledgeIndex``: the index entries in memory, stored as a snapshot and a journal.
 
-The blob is read once, when first needed, and written after each batch of changes (never per
-query; see :meth:`KnowledgeIndex.flush`). A broken blob is quarantined and an outdated one
-ignored: the caller rebuilds from the notes. Besides the entries it keeps, per
-``(user, category)``, the names each user owns, and the signatures of notes that were skipped
-(not UTF-8 or binary) so they are not re-read until they change: they are kept in the blob
-too, so no other process re-reads them either. Callers hold ``lock``.
+Stored as ``memory_index.json`` (v4: the snapshot of every entry) and
+``memory_index.journal`` (the entries changed since, one JSON line per note; see
+:mod:`.index_file`). The blobs are read once, when first needed. After a batch of changes
+:meth:`KnowledgeIndex.flush` appends the changed notes' lines to the journal, so a write costs
+its note, not the index; when the journal passes :func:`journal_bound` lines (or the entries
+were replaced wholesale) it writes a new snapshot and a fresh journal instead (a compaction).
+Compaction keeps the lines of other processes for the notes this one did not change, so their
+writes stay in the snapshot. A crash between a note's write and its line leaves the note
+unindexed in storage; the listing comparison (or the change feed) after the next load finds
+it, as it found any change made behind the index's back. A broken snapshot is quarantined and
+an outdated one ignored: the caller rebuilds from the notes. A version 3 snapshot (0.2) is read
+as it is and rewritten as version 4 by the first write (it has no journal to append to).
+
+Besides the entries it keeps, per ``(user, category)``, the names each user owns, and the
+signatures of notes that were skipped (not UTF-8 or binary) so they are not re-read until they
+change: they are kept in the blobs too, so no other process re-reads them either. Callers hold
+``lock``.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Container
+from typing import TypeVar
 
 from local_ai_memory._contracts.knowledge import KnowledgeBackend, is_note_name
-from local_ai_memory._knowledge.index_file import IndexEntry, SkippedNote, parse_index, serialize_index
+from local_ai_memory._knowledge.index_file import (
+    IndexEntry,
+    SkippedNote,
+    journal_header,
+    journal_line,
+    parse_index,
+    parse_journal,
+    serialize_index,
+)
 from local_ai_memory._shared.events import Event, log_event
 from local_ai_memory._shared.naming import owner_of
 
-__all__ = ["INDEX_NAME", "EntryKey", "KnowledgeIndex", "StoredIndex"]
+__all__ = ["INDEX_NAME", "JOURNAL_MIN", "JOURNAL_NAME", "EntryKey", "KnowledgeIndex", "StoredIndex", "journal_bound"]
 
 INDEX_NAME = "memory_index.json"
+JOURNAL_NAME = "memory_index.journal"
+JOURNAL_MIN = 128
+"""A journal is folded into a new snapshot once it holds more lines than :func:`journal_bound`."""
+JOURNAL_RATIO = 64
+
+
+def journal_bound(entries: int) -> int:
+    """Lines a journal may hold over a snapshot of ``entries`` entries before a compaction:
+    at least :data:`JOURNAL_MIN`, growing with the index (1/64 of it) so the snapshot writes
+    stay a constant share of the writes' cost (amortized O(1) per write), while a new process
+    replays and re-reads at most that many notes beyond its snapshots."""
+    return max(JOURNAL_MIN, entries // JOURNAL_RATIO)
+
+
 EntryKey = tuple[str, str]  # (category, filename)
 Signature = tuple[int, int]  # (version, size) of a note
+_V = TypeVar("_V")
 StoredIndex = tuple[dict[EntryKey, IndexEntry], dict[EntryKey, SkippedNote]]
 
 
@@ -43,6 +79,20 @@ class KnowledgeIndex:
         self.last_write = 0.0
         self.reads = 0
         self.writes = 0
+        self.appends = 0
+        self.loaded_journal: str | None = None
+        self.loaded_lines = 0
+        self.journal: str | None = None
+        """Id of the stored snapshot this index follows (``None``: the next flush writes a snapshot)."""
+        self.journal_lines = 0
+        self._full = True  # the entries were replaced: only a snapshot stores them
+        self._pending: set[EntryKey] = set()  # changed since the last flush: the next journal lines
+        self._own: set[EntryKey] = set()  # changed here since the last snapshot: ours win a compaction
+        self.racy: set[EntryKey] = set()
+        """Entries that carry a content hash (indexed within a timestamp tick of their write)."""
+        self.touched: set[tuple[str, str]] = set()
+        """``(owner, category)`` of the notes changed since the last snapshot (their rankers are
+        snapshotted with it; see :meth:`take_touched`)."""
 
     @property
     def dirty(self) -> bool:
@@ -94,12 +144,43 @@ class KnowledgeIndex:
             for n in index.skipped
             if is_note_name(n.filename) and n.category in self.categories and (n.category, n.filename) not in entries
         }
+        self.loaded_journal = None
+        self.loaded_lines = 0
+        if index.journal is not None:
+            data = self.backend.read_blob(JOURNAL_NAME)
+            parsed = parse_journal(data, index.journal) if data is not None else None
+            if parsed is not None:
+                lines, count = parsed
+                for line in lines:
+                    key = line.k
+                    if not is_note_name(key[1]) or key[0] not in self.categories:
+                        continue
+                    _set(entries, key, line.e)
+                    _set(skipped, key, line.s if line.e is None else None)
+                self.loaded_journal, self.loaded_lines = index.journal, count
         return entries, skipped
 
-    def replace(self, entries: dict[EntryKey, IndexEntry], skipped: dict[EntryKey, SkippedNote] | None = None) -> None:
-        """Use ``entries`` (and ``skipped``) as the whole index (rebuilding who owns what)."""
+    def replace(
+        self,
+        entries: dict[EntryKey, IndexEntry],
+        skipped: dict[EntryKey, SkippedNote] | None = None,
+        *,
+        stored: bool = False,
+    ) -> None:
+        """Use ``entries`` (and ``skipped``) as the whole index (rebuilding who owns what).
+
+        ``stored``: they are what :meth:`load_stored` just read, so later changes may go to
+        its journal (when it had one); otherwise the next flush writes a snapshot."""
         self.entries = entries
         self.generation += 1
+        self.racy = {key for key, entry in entries.items() if entry.content_hash is not None}
+        self._pending = set()
+        self._own = set()
+        self.touched = set()
+        if stored and self.loaded_journal is not None:
+            self.journal, self.journal_lines, self._full = self.loaded_journal, self.loaded_lines, False
+        else:
+            self.journal, self.journal_lines, self._full = None, 0, True
         self.skipped = dict(skipped) if skipped is not None else {}
         self.owned = {}
         for category, filename in entries:
@@ -117,7 +198,7 @@ class KnowledgeIndex:
         self.skipped[(category, filename)] = SkippedNote(
             category=category, filename=filename, size=size, mtime_ns=version, reason=reason
         )
-        self.dirty = True
+        self.changed((category, filename))
 
     def is_skipped(self, category: str, filename: str, signature: Signature) -> bool:
         """Whether the note was skipped with exactly this signature (unchanged since)."""
@@ -127,7 +208,7 @@ class KnowledgeIndex:
     def unskip(self, category: str, filename: str) -> None:
         """Forget that a note was skipped (it was deleted)."""
         if self.skipped.pop((category, filename), None) is not None:
-            self.dirty = True
+            self.changed((category, filename))
 
     def forget_skipped(self, category: str, present: Container[str], owner_prefix: str | None) -> None:
         """Drop skipped notes of ``category`` (names starting with ``owner_prefix``) no longer ``present``."""
@@ -140,8 +221,7 @@ class KnowledgeIndex:
         ]
         for key in gone:
             del self.skipped[key]
-        if gone:
-            self.dirty = True
+            self.changed(key)
 
     def put(self, entry: IndexEntry) -> str | None:
         """Add or replace an entry; return its owner (``None``: not a user's note, ignored)."""
@@ -150,11 +230,47 @@ class KnowledgeIndex:
             return None
         key = (entry.category, entry.filename)
         self.current()[key] = entry
-        if self.skipped.pop(key, None) is not None:
-            self.dirty = True
+        self.skipped.pop(key, None)
         self.owned.setdefault((owner, entry.category), set()).add(entry.filename)
-        self.dirty = True
+        self.changed(key)
         return owner
+
+    def set_entry(self, entry: IndexEntry) -> None:
+        """Replace the entry of a note already indexed (same owner: no ranker change)."""
+        key = (entry.category, entry.filename)
+        self.current()[key] = entry
+        self.changed(key)
+
+    def changed(self, key: EntryKey) -> None:
+        """Note ``key``'s entry or skipped record changed: the next flush journals it."""
+        entry = self.entries.get(key) if self.entries is not None else None  # a population skips before it loads
+        if entry is not None and entry.content_hash is not None:
+            self.racy.add(key)
+        else:
+            self.racy.discard(key)
+        self._pending.add(key)
+        self._own.add(key)
+        owner = owner_of(key[1])
+        if owner is not None:
+            self.touched.add((owner, key[0]))
+        self.dirty = True
+
+    def mark_replaced(self) -> None:
+        """Many entries changed at once (a population): the next flush writes a snapshot."""
+        self._full = True
+        self.dirty = True
+
+    def compaction_due(self) -> bool:
+        """Whether the next :meth:`flush` writes a snapshot rather than journal lines."""
+        if not self.dirty or self.entries is None:
+            return False
+        lines = self.journal_lines + len(self._pending)
+        return self._full or self.journal is None or lines > journal_bound(len(self.entries))
+
+    def take_touched(self) -> set[tuple[str, str]]:
+        """The ``(owner, category)`` changed since the last call (cleared)."""
+        touched, self.touched = self.touched, set()
+        return touched
 
     def drop(self, category: str, filename: str) -> bool:
         """Remove an entry; return whether it was there (a skipped note stays remembered)."""
@@ -163,25 +279,95 @@ class KnowledgeIndex:
         owner = owner_of(filename)
         if owner is not None:
             self.owned.get((owner, category), set()).discard(filename)
-        self.dirty = True
+        self.changed((category, filename))
         return True
 
-    def flush(self) -> bool:
-        """Write the blob now if the entries changed since the last write; return whether it wrote."""
+    def flush(self, *, compact: bool = True) -> bool:
+        """Store the changes since the last flush, if any; return whether it wrote.
+
+        Appends one journal line per changed note while the journal stays within
+        :func:`journal_bound`; otherwise writes a snapshot (see :meth:`compact`). With
+        ``compact=False`` (a query's refresh) it appends past the bound too, unless only a
+        snapshot can hold the changes: the next write compacts, and the query does not wait."""
         with self._write_lock:
             with self.lock:
                 if not self.dirty or self.entries is None:
                     return False
-                snapshot = list(self.entries.values())
-                skipped = list(self.skipped.values())
+                entries = self.entries
+                if self._full or self.journal is None or (compact and self.compaction_due()):
+                    return self._compact_locked()
+                keys = sorted(self._pending)
+                data = b"".join(journal_line(key, entries.get(key), self.skipped.get(key)) for key in keys)
+                self._pending = set()
                 self.dirty = False
-            now = time.time()
             try:
-                self.backend.write_blob(INDEX_NAME, serialize_index(snapshot, now, skipped))
+                self.backend.append_blob(JOURNAL_NAME, data)
             except BaseException:
                 with self.lock:
+                    self._pending.update(keys)
                     self.dirty = True
                 raise
-            self.last_write = now
-            self.writes += 1
+            with self.lock:
+                self.journal_lines += len(keys)
+            self.last_write = time.time()
+            self.appends += 1
             return True
+
+    def compact(self) -> bool:
+        """Write a snapshot of every entry and start a fresh journal, whatever changed."""
+        with self._write_lock, self.lock:
+            if self.entries is None:
+                return False
+            return self._compact_locked()
+
+    def _compact_locked(self) -> bool:
+        """The snapshot write (callers hold both locks; the store's ``lock`` is let go while writing).
+
+        The stored journal's lines for notes this index did not change since its last snapshot
+        are kept (another process wrote them); then the new snapshot, then its fresh journal.
+        A crash between the two leaves a journal that names the old snapshot: ignored."""
+        entries = self.current()
+        others: dict[EntryKey, tuple[IndexEntry | None, SkippedNote | None]] = {}
+        if self.journal is not None and not self._full:
+            data = self.backend.read_blob(JOURNAL_NAME)
+            parsed = parse_journal(data, self.journal) if data is not None else None
+            if parsed is not None:
+                for line in parsed[0]:
+                    key = line.k
+                    if key not in self._own and key[0] in self.categories and is_note_name(key[1]):
+                        others[key] = (line.e, line.s)
+        snapshot = dict(entries)
+        skipped = dict(self.skipped)
+        for key, (entry, skip) in others.items():
+            _set(snapshot, key, entry)
+            _set(skipped, key, skip if entry is None else None)
+        pending, own, full = self._pending, self._own, self._full
+        self._pending, self._own, self._full = set(), set(), False
+        self.dirty = False
+        journal = uuid.uuid4().hex
+        self.lock.release()
+        try:
+            now = time.time()
+            data = serialize_index(list(snapshot.values()), now, list(skipped.values()), journal)
+            self.backend.write_blob(INDEX_NAME, data)
+            self.backend.write_blob(JOURNAL_NAME, journal_header(journal))
+        except BaseException:
+            with self.lock:
+                self._pending |= pending
+                self._own |= own
+                self._full = self._full or full
+                self.dirty = True
+            raise
+        finally:
+            self.lock.acquire()
+        self.journal, self.journal_lines = journal, 0
+        self.last_write = now
+        self.writes += 1
+        return True
+
+
+def _set(mapping: dict[EntryKey, _V], key: EntryKey, value: _V | None) -> None:
+    if value is None:
+        mapping.pop(key, None)
+    else:
+        mapping[key] = value

@@ -25,6 +25,23 @@ huge note was indexed) and a top-level ``skipped`` list of notes that could not 
 (``category``, ``filename``, ``size``, ``mtime_ns``, ``reason``), so no process re-reads them
 until they change. An index with an older version is
 rebuilt from the files; a newer one is refused with :class:`UnsupportedFormatError`.
+
+Version 4 (0.3) is version 3 plus a ``journal`` id: the snapshot is followed by the journal
+blob ``memory_index.journal``, one JSON line per changed note, so a write appends its note's
+entry instead of rewriting every entry::
+
+    {"journal": "5f0c...", "index_version": 4}                      header: the snapshot it follows
+    {"k": ["knowledge", "alice_tea.md"], "e": {entry}, "s": null}    the note's entry now
+    {"k": ["knowledge", "alice_old.md"], "e": null, "s": null}       deleted (no entry)
+
+(each line is written with its line break first, so a torn append never swallows the next).
+
+A line says the whole state of its note (entry and skipped record, ``null`` when none), so
+applying lines in order is idempotent. Lines are applied only when the header names the
+snapshot's ``journal`` id (a compaction writes the snapshot, then a fresh journal); a line
+that does not parse (a torn last append) is skipped: the listing comparison that follows every
+load finds what it missed. A version 3 index (0.2) is read as it is; the first write rewrites
+it as version 4.
 """
 
 from __future__ import annotations
@@ -41,26 +58,35 @@ from local_ai_memory._shared.text import Analyzer, words
 
 __all__ = [
     "INDEX_VERSION",
+    "READABLE_VERSIONS",
     "IndexEntry",
     "IndexFile",
+    "JournalHeader",
+    "JournalLine",
     "ParsedIndex",
     "SkippedNote",
     "extract_description",
     "extract_keywords",
     "extract_metadata",
     "extract_title",
+    "journal_header",
+    "journal_line",
     "keyword_prompt",
     "lead_text",
     "metadata_text",
     "parse_index",
+    "parse_journal",
     "parse_keywords",
     "ranking_text",
     "ranking_tokens",
     "serialize_index",
+    "stored_entries",
     "tokenize",
 ]
 
-INDEX_VERSION = 3
+INDEX_VERSION = 4
+READABLE_VERSIONS = (3, 4)
+"""Versions read as they are: 3 (0.2, no journal) and 4 (snapshot plus journal)."""
 MAX_DESCRIPTION = 300
 HEURISTIC_KEYWORDS = 10
 RankingField = Literal["metadata", "content", "both"]
@@ -112,8 +138,28 @@ class IndexFile(BaseModel):
 
     index_version: int = INDEX_VERSION
     last_updated: float = 0.0
+    journal: str | None = None
     files: list[IndexEntry] = Field(default_factory=list)
     skipped: list[SkippedNote] = Field(default_factory=list)
+
+
+class JournalHeader(BaseModel):
+    """The first line of the journal blob: which snapshot its lines follow."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    journal: str
+    index_version: int = INDEX_VERSION
+
+
+class JournalLine(BaseModel):
+    """One journal line: the whole state of one note after a change (see the module docstring)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    k: tuple[str, str]
+    e: IndexEntry | None = None
+    s: SkippedNote | None = None
 
 
 class _VersionOnly(BaseModel):
@@ -137,7 +183,7 @@ def parse_index(data: bytes) -> ParsedIndex:
     except ValueError:  # ValidationError included: classified below
         pass
     else:
-        if index.index_version == INDEX_VERSION and "index_version" in index.model_fields_set:
+        if index.index_version in READABLE_VERSIONS and "index_version" in index.model_fields_set:
             return "ok", index, ""
     try:
         raw = json.loads(data)
@@ -153,22 +199,90 @@ def parse_index(data: bytes) -> ParsedIndex:
         raise UnsupportedFormatError(
             f"memory_index.json has index_version {version}; this library reads up to {INDEX_VERSION}"
         )
-    if version < INDEX_VERSION:
-        return "outdated", None, f"index_version {version} < {INDEX_VERSION}"
+    if version not in READABLE_VERSIONS:
+        return "outdated", None, f"index_version {version} < {READABLE_VERSIONS[0]}"
     try:
         return "ok", IndexFile.model_validate(raw), ""
     except ValidationError as exc:
         return "corrupt", None, f"invalid entries: {exc.error_count()} error(s)"
 
 
-def serialize_index(entries: list[IndexEntry], last_updated: float, skipped: list[SkippedNote] | None = None) -> bytes:
-    """The bytes of an index holding ``entries`` (sorted by category, then file name) and ``skipped``."""
+def serialize_index(
+    entries: list[IndexEntry],
+    last_updated: float,
+    skipped: list[SkippedNote] | None = None,
+    journal: str | None = None,
+) -> bytes:
+    """The bytes of an index holding ``entries`` (sorted by category, then file name) and
+    ``skipped``, followed by the journal ``journal`` (when given)."""
     ordered = sorted(entries, key=lambda e: (e.category, e.filename))
     files = [e.model_dump(exclude_none=True) for e in ordered]
-    body: dict[str, object] = {"index_version": INDEX_VERSION, "last_updated": last_updated, "files": files}
+    body: dict[str, object] = {"index_version": INDEX_VERSION, "last_updated": last_updated}
+    if journal is not None:
+        body["journal"] = journal
+    body["files"] = files
     if skipped:
         body["skipped"] = [n.model_dump() for n in sorted(skipped, key=lambda n: (n.category, n.filename))]
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def journal_header(journal: str) -> bytes:
+    """The first line of a fresh journal following the snapshot with id ``journal``."""
+    return JournalHeader(journal=journal).model_dump_json().encode("utf-8")
+
+
+def journal_line(key: tuple[str, str], entry: IndexEntry | None, skipped: SkippedNote | None) -> bytes:
+    """One journal line: note ``key`` now has ``entry`` (``None``: none) and ``skipped`` record.
+
+    The line break comes first, so a line appended after a torn one (a writer killed in its
+    append) starts a line of its own: only the torn line is lost."""
+    body = {
+        "k": list(key),
+        "e": entry.model_dump(exclude_none=True) if entry is not None else None,
+        "s": skipped.model_dump() if skipped is not None else None,
+    }
+    return b"\n" + json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def parse_journal(data: bytes, journal: str) -> tuple[list[JournalLine], int] | None:
+    """The lines of a journal blob that follows the snapshot ``journal``, and how many lines it
+    has in all; ``None`` when its header names another snapshot (or it has none).
+
+    Lines that do not parse (a torn last append, a fragment that a crash left in front of a
+    later append) are skipped, never fatal: the listing comparison after each load finds
+    the notes they named."""
+    lines = data.split(b"\n")
+    try:
+        header = JournalHeader.model_validate_json(lines[0])
+    except ValueError:
+        return None
+    if header.journal != journal:
+        return None
+    found: list[JournalLine] = []
+    for raw in lines[1:]:
+        if not raw:
+            continue
+        try:
+            found.append(JournalLine.model_validate_json(raw))
+        except ValueError:
+            continue
+    return found, len(lines) - 1
+
+
+def stored_entries(snapshot: bytes, journal: bytes | None) -> list[IndexEntry]:
+    """The entries a stored index holds: its snapshot with its journal's lines applied, sorted
+    by category and file name (what a new process loads; for tools and tests)."""
+    status, index, why = parse_index(snapshot)
+    if status != "ok" or index is None:
+        raise ValueError(f"not a readable index: {why}")
+    entries = {(e.category, e.filename): e for e in index.files}
+    parsed = parse_journal(journal, index.journal) if journal is not None and index.journal is not None else None
+    for line in parsed[0] if parsed is not None else []:
+        if line.e is None:
+            entries.pop(line.k, None)
+        else:
+            entries[line.k] = line.e
+    return [entries[key] for key in sorted(entries)]
 
 
 def tokenize(text: str) -> list[str]:

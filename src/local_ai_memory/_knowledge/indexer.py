@@ -23,7 +23,7 @@ import codecs
 import hashlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -151,9 +151,24 @@ class NoteIndexer:
         if head is None or hashlib.sha256(head[0]).hexdigest() != entry.content_hash:
             return True
         if time.time_ns() - (entry.mtime_ns or 0) > RACY_WINDOW_NS and self.index.entries is not None:
-            self.index.entries[(entry.category, entry.filename)] = entry.model_copy(update={"content_hash": None})
-            self.index.dirty = True
+            self.index.set_entry(entry.model_copy(update={"content_hash": None}))
         return False
+
+    def settle_racy(self, keys: Iterable[EntryKey]) -> int:
+        """Check the entries of ``keys`` indexed within a timestamp tick of their write, now
+        that the tick is over: an unchanged note loses its content hash, a changed one is
+        re-indexed. Done before a snapshot so a new process does not read and hash every note
+        this one wrote (one head read per note, once); returns how many were re-indexed."""
+        entries = self.index.current()
+        now = time.time_ns()
+        changed = 0
+        for key in keys:
+            entry = entries.get(key)
+            if entry is None or entry.content_hash is None or now - (entry.mtime_ns or 0) <= RACY_WINDOW_NS:
+                continue
+            if self._racy_changed(entry):
+                changed += self.refresh_one(*key)
+        return changed
 
     def _skip(self, info: NoteInfo, reason: str) -> None:
         self.index.skip(info.category, info.name, _signature(info), reason)
@@ -336,7 +351,7 @@ class NoteIndexer:
                 # index starts empty (their notes show up as stale "new" on their next refresh).
                 found = dict(self.index.skipped)  # what this population skipped
                 stored = self.index.load_stored()
-                self.index.replace(*(stored or ({}, None)))
+                self.index.replace(*(stored or ({}, None)), stored=stored is not None)
                 self.index.skipped.update(found)
                 self.rankers.clear()
             entries = self.index.current()
@@ -363,4 +378,4 @@ class NoteIndexer:
                     self.rankers.rebuild(owner, category, groups.get((owner, category), []))
                     if not names:
                         del self.index.owned[(owner, category)]
-            self.index.dirty = True
+            self.index.mark_replaced()

@@ -308,11 +308,15 @@ class KnowledgeNotes:
                 f"knowledge file name {name!r} must be '{{user prefix}}_{{name}}.md' (see user_file_prefix)"
             )
         self.backend.write_note(category, name, content.encode("utf-8"))
+        self._indexed(category, name, content)
+        return self.data_dir / category / name
+
+    def _indexed(self, category: str, name: str, content: str) -> None:
+        """Index the note just written (its journal line, or a snapshot when one is due)."""
         with self._lock:
             self._ensure_loaded()
             self._indexer.refresh_one(category, name, content=content)
         self._persist()
-        return self.data_dir / category / name
 
     def update_file(self, path: str | os.PathLike[str], change: Callable[[str | None], str]) -> str:
         """Read-modify-write a knowledge note atomically across processes (the backend's
@@ -337,10 +341,7 @@ class KnowledgeNotes:
             )
         data, _info = self.backend.update_note(category, name, on_bytes)
         content = data.decode("utf-8")
-        with self._lock:
-            self._ensure_loaded()
-            self._indexer.refresh_one(category, name, content=content)
-        self._persist()
+        self._indexed(category, name, content)
         return content
 
     def delete_file(self, path: str | os.PathLike[str]) -> bool:
@@ -349,12 +350,16 @@ class KnowledgeNotes:
         if category is None:
             raise InvalidInputError(f"{os.fspath(path)!r} is not a note of the categories {list(self.categories)}")
         existed = self.backend.delete_note(category, name)
+        self._unindexed(category, name)
+        return existed
+
+    def _unindexed(self, category: str, name: str) -> None:
+        """Drop the entry of the note just deleted (its ranker forgets it too)."""
         with self._lock:
             self._ensure_loaded()
             dropped = self._indexer.drop(category, name)
         if dropped:
             self._persist()
-        return existed
 
     def delete_file_if(self, path: str | os.PathLike[str], check: Callable[[bytes | None], None]) -> bool:
         """:meth:`delete_file` unless ``check(current bytes or None)`` raises, atomically across
@@ -363,11 +368,7 @@ class KnowledgeNotes:
         if category is None:
             raise InvalidInputError(f"{os.fspath(path)!r} is not a note of the categories {list(self.categories)}")
         existed = self.backend.delete_note_if(category, name, check)
-        with self._lock:
-            self._ensure_loaded()
-            dropped = self._indexer.drop(category, name)
-        if dropped:
-            self._persist()
+        self._unindexed(category, name)
         return existed
 
     def forget_user(self, user_id: str) -> ForgottenNotes:
@@ -403,7 +404,8 @@ class KnowledgeNotes:
                 if self._vectors is None or self._vectors[0] is not self.embedder:
                     self._vectors = (self.embedder, self.backend.vector_cache(self.embedder))
                 vectors = self._vectors[1].discard(embedded)
-            self._index.flush()
+            # A snapshot, not journal lines: the forgotten names leave the stored index at once.
+            self._index.compact()
         return ForgottenNotes(notes, size, snapshots, vectors)
 
     # -- index -----------------------------------------------------------------------------------
@@ -417,14 +419,16 @@ class KnowledgeNotes:
                 return self._index.entries
             loaded = self._index.load_stored()
             if loaded is not None:
-                self._replace(*loaded)
+                self._replace(*loaded, stored=True)
                 return loaded[0]
             self._replace({})
         self.populate_index_from_files(None, None, llm=llm, progress=progress)
         return self._index.current()
 
-    def _replace(self, entries: dict[Any, IndexEntry], skipped: dict[Any, SkippedNote] | None = None) -> None:
-        self._index.replace(entries, skipped)
+    def _replace(
+        self, entries: dict[Any, IndexEntry], skipped: dict[Any, SkippedNote] | None = None, *, stored: bool = False
+    ) -> None:
+        self._index.replace(entries, skipped, stored=stored)
         self._rankers.clear()
         self._indexer.cursor = None  # entries from elsewhere: the next look compares every listing once
 
@@ -448,7 +452,7 @@ class KnowledgeNotes:
         files = index.files if isinstance(index, IndexFile) else list(index)
         with self._lock:
             self._replace({(e.category, e.filename): e for e in files})
-            self._index.dirty = True
+            self._index.mark_replaced()
         self.flush()
 
     def find_entry(self, filename: str, category: str | None = None) -> IndexEntry | None:
@@ -475,17 +479,49 @@ class KnowledgeNotes:
         return sorted(found, key=lambda n: (n.category, n.filename))
 
     def flush(self) -> bool:
-        """Write the index now if it changed since the last write; return whether it wrote."""
-        return self._index.flush()
+        """Store the index changes now (journal lines, or a snapshot when the journal is full);
+        return whether it wrote. A snapshot write also snapshots the rankers of the notes
+        changed since the last one, so a new process neither replays a long journal nor
+        re-reads the notes this one already ranked."""
+        return self._flush(compact=True)
+
+    def _flush(self, *, compact: bool) -> bool:
+        index = self._index
+        snapshots = index.writes
+        if compact and index.compaction_due():
+            with self._lock:
+                self._indexer.settle_racy(sorted(index.racy))
+        wrote = index.flush(compact=compact)
+        if index.writes != snapshots:
+            self._snapshot_rankers()
+        return wrote
+
+    def _snapshot_rankers(self) -> None:
+        """Bring the rankers of the notes changed since the last index snapshot up to date (a
+        ranker this process never loaded is loaded from its snapshot plus the notes it lacks:
+        about one journal's worth) and write their snapshots. Only a cache: a failure is logged."""
+        with self._lock:
+            touched = self._index.take_touched()
+            if not touched:
+                return
+            try:
+                for owner, category in sorted(touched):
+                    if category in self.categories:
+                        self._rankers.get(owner, category, self._indexer.stored_tokens)
+                self._rankers.save_changed()
+            except StorageError as exc:
+                log_event(Event.INDEX_WRITE_DEFERRED, level=logging.WARNING, path="ranker cache", reason=str(exc))
 
     def _persist(self) -> None:
         if not self.defer_writes:
             self.flush()
 
     def _persist_or_defer(self, during_query: bool) -> None:
-        """Write the index; a query that cannot (disk full) still answers and a later write retries."""
+        """Write the index; a query that cannot (disk full) still answers and a later write
+        retries. A query appends journal lines only: the snapshot waits for the next write."""
         try:
-            self._persist()
+            if not self.defer_writes:
+                self._flush(compact=not during_query)
         except StorageError as exc:
             if not during_query:
                 raise

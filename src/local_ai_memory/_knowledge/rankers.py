@@ -38,7 +38,7 @@ from local_ai_memory._knowledge.bm25 import (
     snapshot_bytes,
     unpack_texts,
 )
-from local_ai_memory._knowledge.index import KnowledgeIndex
+from local_ai_memory._knowledge.index import KnowledgeIndex, journal_bound
 from local_ai_memory._knowledge.index_file import IndexEntry, RankingField, metadata_text
 from local_ai_memory._shared.errors import StorageError
 from local_ai_memory._shared.events import Event, log_event
@@ -205,7 +205,7 @@ class RankerCache:
         except Exception:
             ranker, loaded = BM25Index(self.vocab, category), set()
         missing = sorted(name for name in names if name not in loaded)
-        if len(missing) > 64:
+        if len(missing) > max(64, journal_bound(len(names))):  # fewer go to the delta: no compaction now
             ranker.build((name, tokens_of(entries[(category, name)])) for name in missing)
         else:
             for name in missing:
@@ -213,7 +213,9 @@ class RankerCache:
         self._rankers[(user_id, category)] = ranker
         if not names:  # nothing to cache: a search for a user without notes here writes nothing
             self._saved[(user_id, category)] = ranker.version
-        elif not loaded or len(missing) > max(64, len(names) // 100):
+        elif not loaded or len(missing) > max(64, len(names) // 100, journal_bound(len(names))):
+            # (Up to one journal's worth of notes newer than the snapshot is normal: a writer
+            # snapshots its rankers when it folds its journal; a query does not wait for that.)
             try:
                 self.save(user_id, category)
             except StorageError as exc:  # only a cache: the query answers, save_rankers() retries

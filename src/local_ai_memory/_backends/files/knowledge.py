@@ -323,6 +323,12 @@ class FileKnowledgeBackend(KnowledgeBackend):
         if marker is not None:
             self._marker_changed(marker)
 
+    def append_blob(self, name: str, data: bytes) -> None:
+        """One ``O_APPEND`` write under the blob's cross-process lock (fsync as configured)."""
+        path = self._blob_path(name)
+        with _fs.locked(path):
+            _fs.append_bytes(path, data, durable=self.config.fsync)
+
     def blob_known_absent(self, name: str) -> bool:
         marker = _marker_name(name)
         if marker is None:

@@ -178,6 +178,10 @@ class InMemoryKnowledgeBackend(KnowledgeBackend):
         with self._lock:
             self._blobs[name] = bytes(data)
 
+    def append_blob(self, name: str, data: bytes) -> None:
+        with self._lock:
+            self._blobs[name] = self._blobs.get(name, b"") + bytes(data)
+
     def blob_size(self, name: str) -> int | None:
         with self._lock:
             data = self._blobs.get(name)

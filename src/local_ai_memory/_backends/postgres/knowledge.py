@@ -261,6 +261,15 @@ class PostgresKnowledgeBackend(PgStorage, KnowledgeBackend):
             (name, bytes(data)),
         )
 
+    def _append_blob(self, name: str, data: bytes) -> Op[None]:
+        yield Stmt(
+            self.db.q(
+                "INSERT INTO {s}.blobs (name, data) VALUES (%s, %s)"
+                " ON CONFLICT (name) DO UPDATE SET data = {s}.blobs.data || EXCLUDED.data"
+            ),
+            (name, bytes(data)),
+        )
+
     def _blob_size(self, name: str) -> Op[int | None]:
         row = yield Stmt(self.db.q("SELECT octet_length(data) FROM {s}.blobs WHERE name = %s"), (name,), "one")
         return None if row is None else int(row[0])
@@ -293,6 +302,13 @@ class PostgresKnowledgeBackend(PgStorage, KnowledgeBackend):
 
     async def awrite_blob(self, name: str, data: bytes) -> None:
         await self.arun("write_blob", self._write_blob(name, data))
+
+    def append_blob(self, name: str, data: bytes) -> None:
+        """One statement that concatenates in place: concurrent appends queue on the row lock."""
+        self.run("append_blob", self._append_blob(name, data))
+
+    async def aappend_blob(self, name: str, data: bytes) -> None:
+        await self.arun("append_blob", self._append_blob(name, data))
 
     def blob_size(self, name: str) -> int | None:
         return self.run("blob_size", self._blob_size(name))

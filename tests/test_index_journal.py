@@ -1,0 +1,272 @@
+"""The index journal: a write stores its note's entry, not the whole index (issue 26).
+
+Covers: one write appends one journal line and writes no snapshot; a new process reads the
+snapshot plus the journal (deletes and edits included) without re-reading notes; compaction
+past the bound, keeping another writer's lines; a torn or foreign journal is skipped and the
+listing comparison finds what it missed; a 0.2 (v3) folder opens as it is and its first write
+migrates it; SIGKILL at random points of writes on files and on PostgreSQL leaves the index
+consistent with the notes after the next query.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from local_ai_memory import close_shared_stores
+from local_ai_memory._knowledge import index as index_module
+from local_ai_memory._knowledge.index import JOURNAL_NAME, journal_bound
+from local_ai_memory._knowledge.index_file import parse_index, serialize_index, stored_entries
+from local_ai_memory._knowledge.store import MemoryStore
+from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.naming import DirectoryGuard
+from local_ai_memory.backends import FileKnowledgeBackend, InMemoryKnowledgeBackend
+
+CONFIG = MemoryConfig(fsync=False)
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+
+def _store(root: Path) -> MemoryStore:
+    return MemoryStore(FileKnowledgeBackend(DirectoryGuard(root), CONFIG), CONFIG, categories=["knowledge"])
+
+
+def _fresh(root: Path) -> MemoryStore:
+    """A store as a new process would open it (no per-folder state shared with earlier stores)."""
+    close_shared_stores()
+    return _store(root)
+
+
+def _stored(root: Path) -> list[Any]:
+    data = root / "memory_data"
+    journal = data / JOURNAL_NAME
+    return stored_entries((data / "memory_index.json").read_bytes(), journal.read_bytes() if journal.exists() else None)
+
+
+def _note(n: int) -> str:
+    return f"# Note {n}\n\nThe word tok{n}x marks this note, among ordinary words about tea and gardens.\n"
+
+
+def test_a_write_appends_its_entry_and_writes_no_snapshot(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.write_file("knowledge/alice_n0.md", _note(0))  # the first write of a folder writes its (empty) snapshot
+    snapshots, journal = store.index_writes, tmp_path / "memory_data" / JOURNAL_NAME
+    size = journal.stat().st_size
+    for n in range(1, 40):
+        store.write_file(f"knowledge/alice_n{n}.md", _note(n))
+    assert store.index_writes == snapshots  # 39 more writes, 39 more lines, no snapshot
+    assert len(journal.read_bytes().split(b"\n")) == 41  # the header and one line per write
+    assert journal.stat().st_size > size
+    assert {e.filename for e in _stored(tmp_path)} == {f"alice_n{n}.md" for n in range(40)}
+
+
+def test_a_new_process_reads_snapshot_and_journal_with_edits_and_deletes(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    for n in range(30):
+        store.write_file(f"knowledge/alice_n{n}.md", _note(n))
+    store.write_file("knowledge/alice_n3.md", _note(1003))  # an edit
+    store.delete_file("knowledge/alice_n4.md")
+    assert store.bm25_search("tok5x", user_id="alice") == ["alice_n5.md"]  # a ranker, snapshotted below
+    fresh = _fresh(tmp_path)
+    reads = []
+    original = fresh.backend.read_note_head
+    fresh.backend.read_note_head = lambda *a: reads.append(a) or original(*a)  # type: ignore[method-assign]
+    assert fresh.bm25_search("tok1003x", user_id="alice") == ["alice_n3.md"]
+    # The first query reads each note at most once: the notes written within the timestamp
+    # tick are checked by content (until the tick is over), and the ranker comes from its snapshot.
+    assert len(reads) <= 30
+    assert fresh.bm25_search("tok3x", user_id="alice") == []
+    assert fresh.bm25_search("tok4x", user_id="alice") == []
+    assert fresh.bm25_search("tok29x", user_id="alice") == ["alice_n29.md"]
+    assert fresh.index_reads == 1
+    assert fresh.find_entry("alice_n4.md") is None
+
+
+def test_the_journal_is_folded_into_a_snapshot_past_its_bound(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    bound = journal_bound(0)
+    for n in range(bound + 10):
+        store.write_file(f"knowledge/alice_n{n}.md", _note(n))
+    assert store.index_writes == 2  # the first write, then one compaction
+    journal = (tmp_path / "memory_data" / JOURNAL_NAME).read_bytes()
+    assert len(journal.split(b"\n")) < 20
+    snapshot = json.loads((tmp_path / "memory_data" / "memory_index.json").read_bytes())
+    assert snapshot["index_version"] == 4
+    assert json.loads(journal.split(b"\n")[0])["journal"] == snapshot["journal"]
+    assert len(_stored(tmp_path)) == bound + 10
+    # The compaction snapshotted the writer's ranker: a new process re-reads only the notes since.
+    assert (tmp_path / "memory_data" / ".bm25" / "knowledge" / "alice_bm25.npz").exists()
+
+
+def test_compaction_keeps_lines_another_writer_appended() -> None:
+    backend = InMemoryKnowledgeBackend()
+    first = MemoryStore(backend, CONFIG, categories=["knowledge"])
+    first.write_file("knowledge/alice_a.md", _note(1))
+    second = MemoryStore(backend, CONFIG, categories=["knowledge"])  # another process: its own index
+    second.ensure_index()
+    first.write_file("knowledge/alice_b.md", _note(2))  # a line second does not have in memory
+    for n in range(journal_bound(0) + 5):  # second compacts
+        second.write_file(f"knowledge/bob_n{n}.md", _note(100 + n))
+    assert second.index_writes >= 1
+    names = {e.filename for e in MemoryStore(backend, CONFIG, categories=["knowledge"]).read_index().files}
+    assert {"alice_a.md", "alice_b.md"} <= names
+    snapshot = parse_index(backend.read_blob("memory_index.json") or b"")[1]
+    assert snapshot is not None
+    assert "alice_b.md" in {e.filename for e in snapshot.files}
+
+
+@pytest.mark.parametrize("damage", ["torn tail", "foreign header", "garbage line"])
+def test_a_damaged_journal_loses_nothing(tmp_path: Path, damage: str) -> None:
+    store = _store(tmp_path)
+    for n in range(12):
+        store.write_file(f"knowledge/alice_n{n}.md", _note(n))
+    journal = tmp_path / "memory_data" / JOURNAL_NAME
+    data = journal.read_bytes()
+    if damage == "torn tail":
+        journal.write_bytes(data[:-25])
+    elif damage == "foreign header":
+        journal.write_bytes(b'{"journal":"someone-else","index_version":4}\n' + data.split(b"\n", 1)[1])
+    else:
+        lines = data.split(b"\n")
+        journal.write_bytes(b"\n".join([*lines[:3], b'{"k": [1', *lines[3:]]))
+    fresh = _fresh(tmp_path)
+    for n in range(12):
+        assert fresh.bm25_search(f"tok{n}x", user_id="alice") == [f"alice_n{n}.md"]
+    fresh.write_file("knowledge/alice_more.md", _note(99))
+    assert {e.filename for e in _fresh(tmp_path).read_index().files} >= {f"alice_n{n}.md" for n in range(12)}
+
+
+def test_a_0_2_folder_opens_as_it_is_and_its_first_write_migrates_it(tmp_path: Path, events: Any) -> None:
+    store = _store(tmp_path)
+    for n in range(20):
+        store.write_file(f"knowledge/alice_n{n}.md", _note(n))
+    entries = store.read_index().files
+    close_shared_stores()
+    data = tmp_path / "memory_data"
+    (data / JOURNAL_NAME).unlink()
+    body = json.loads(serialize_index(list(entries), time.time()))
+    body["index_version"] = 3  # exactly what 0.2 wrote: no journal id
+    (data / "memory_index.json").write_text(json.dumps(body))
+    old = _fresh(tmp_path)
+    events.records.clear()
+    assert old.bm25_search("tok7x", user_id="alice") == ["alice_n7.md"]
+    assert "INDEX_REBUILT" not in events.names()  # read as it is, not rebuilt from the notes
+    assert json.loads((data / "memory_index.json").read_bytes())["index_version"] == 3
+    old.write_file("knowledge/alice_new.md", _note(500))
+    migrated = json.loads((data / "memory_index.json").read_bytes())
+    assert migrated["index_version"] == 4
+    assert isinstance(migrated["journal"], str)
+    assert len(_stored(tmp_path)) == 21
+    assert _fresh(tmp_path).bm25_search("tok500x", user_id="alice") == ["alice_new.md"]
+
+
+# -- crashes -----------------------------------------------------------------------------------
+WRITER = textwrap.dedent(
+    """
+    import random, sys
+    from pathlib import Path
+    from local_ai_memory._knowledge import index as index_module
+    from local_ai_memory._knowledge.store import MemoryStore
+    from local_ai_memory._shared.config import MemoryConfig
+    index_module.JOURNAL_MIN = 6  # compactions every few writes: kills land in them too
+    kind, where, start = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    config = MemoryConfig(fsync=True)
+    if kind == "files":
+        from local_ai_memory._shared.naming import DirectoryGuard
+        from local_ai_memory.backends import FileKnowledgeBackend
+        backend = FileKnowledgeBackend(DirectoryGuard(Path(where)), config)
+    else:
+        from local_ai_memory.backends import PostgresKnowledgeBackend
+        url, schema = where.split("|")
+        backend = PostgresKnowledgeBackend(url, schema=schema)
+    store = MemoryStore(backend, config, categories=["knowledge"])
+    store.ensure_index()
+    print("ready", flush=True)
+    rng = random.Random(start)
+    for n in range(start, start + 100000):
+        slot = rng.randrange(12)
+        if rng.random() < 0.15:
+            store.delete_file(f"knowledge/crash_s{slot}.md")
+        else:
+            store.write_file(f"knowledge/crash_s{slot}.md", f"# Slot {slot}\\n\\nversion tok{n}x of slot {slot}\\n")
+        if rng.random() < 0.1:
+            store.bm25_search(f"tok{n}x", user_id="crash")
+    """
+)
+
+
+def _crash_rounds(kind: str, where: str, check: Any, rounds: int) -> None:
+    rng = random.Random(26)
+    env = {**os.environ, "PYTHONPATH": SRC, "LOCAL_AI_MEMORY_AUTO_WATCH": "false"}
+    for round_ in range(rounds):
+        child = subprocess.Popen(
+            [sys.executable, "-c", WRITER, kind, where, str(round_ * 100000)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "ready", child.stderr.read() if child.stderr else ""
+        time.sleep(rng.uniform(0.02, 0.6))
+        child.send_signal(signal.SIGKILL)
+        _, errors = child.communicate()
+        assert "Traceback" not in errors, errors  # killed in its loop, never failed by itself
+        check()
+
+
+def _check_consistent(store: MemoryStore, on_disk: dict[str, str]) -> None:
+    """After one query: every note on disk is indexed at its current version and findable by its
+    token, and nothing is indexed that is not on disk."""
+    for name, text in sorted(on_disk.items()):
+        token = text.split("version ", 1)[1].split()[0]
+        assert store.bm25_search(token, user_id="crash") == [name], (name, token)
+    indexed = {e.filename: e for e in store.read_index().files}
+    assert set(indexed) == set(on_disk)
+
+
+def test_kills_during_writes_leave_the_file_index_consistent(tmp_path: Path) -> None:
+    def check() -> None:
+        data = tmp_path / "memory_data"
+        if (data / "memory_index.json").exists():
+            assert parse_index((data / "memory_index.json").read_bytes())[0] == "ok"
+            _stored(tmp_path)  # snapshot plus journal always load
+        folder = data / "knowledge"
+        on_disk = {p.name: p.read_text() for p in folder.glob("*.md")} if folder.exists() else {}
+        _check_consistent(_fresh(tmp_path), on_disk)
+
+    _crash_rounds("files", str(tmp_path), check, rounds=10)
+
+
+def test_kills_during_writes_leave_the_postgres_index_consistent(postgres_url: str, postgres_schema: str) -> None:
+    from local_ai_memory.backends import PostgresKnowledgeBackend
+
+    def check() -> None:
+        backend = PostgresKnowledgeBackend(postgres_url, schema=postgres_schema)
+        try:
+            snapshot = backend.read_blob("memory_index.json")
+            if snapshot is not None:
+                assert parse_index(snapshot)[0] == "ok"
+                stored_entries(snapshot, backend.read_blob(JOURNAL_NAME))
+            on_disk = {}
+            for name in backend.list_notes("knowledge"):
+                on_disk[name] = (backend.read_note("knowledge", name) or b"").decode()
+            _check_consistent(MemoryStore(backend, CONFIG, categories=["knowledge"]), on_disk)
+        finally:
+            backend.close()
+
+    _crash_rounds("postgres", f"{postgres_url}|{postgres_schema}", check, rounds=6)
+
+
+def test_journal_bound_grows_with_the_index() -> None:
+    assert journal_bound(0) == index_module.JOURNAL_MIN
+    assert journal_bound(100_000) == 100_000 // index_module.JOURNAL_RATIO
