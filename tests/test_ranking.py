@@ -99,8 +99,9 @@ def test_scores_match_the_reference_after_any_changes(
     fresh = BM25Index(Vocabulary(), "c")
     fresh.build(docs.items())
     rebuilt = rank([fresh], query, 100)
-    assert [key for _, key, _ in rebuilt] == [key for _, key, _ in got]  # incremental == fresh build
-    assert [score for *_, score in rebuilt] == pytest.approx([score for *_, score in got], rel=1e-9)
+    # incremental == fresh build: the same notes with the same scores (equal notes tie, and
+    # a tie's order may differ in the last bits of a float sum, so compare by key)
+    assert {key: score for _, key, score in rebuilt} == pytest.approx({key: score for _, key, score in got}, rel=1e-9)
 
 
 def test_kept_word_contributions_stay_exact_over_every_slot_or_a_union() -> None:
