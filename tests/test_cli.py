@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from local_ai_memory._knowledge.index_file import stored_entries
+
 
 def run(
     *args: str, env: dict[str, str] | None = None, timeout: float = 60, without: tuple[str, ...] = ()
@@ -155,7 +157,8 @@ def test_watch_picks_up_a_new_file(data: Path) -> None:
     first = next(line for line in stderr.splitlines() if "watching" in line)
     assert len(first) > 80
     assert first.endswith("Ctrl-C to stop")
-    names = {e["filename"] for e in json.loads(index.read_bytes())["files"]}
+    journal = index.with_name("memory_index.journal")  # the snapshot and the writes after it
+    names = {e.filename for e in stored_entries(index.read_bytes(), journal.read_bytes() if journal.exists() else None)}
     assert "alice_new.md" in names
 
 

@@ -76,10 +76,8 @@ def test_python_search_names_uncovered_folders_and_creates_nothing(tmp_path: Pat
         assert memory.knowledge.uncovered_folders("bob") == {}
         assert memory.knowledge.notes("alice") == []
         assert [info.notes for info in memory.users()] == [2]
-    assert sorted(p.name for p in (data / "memory_data").iterdir() if not p.name.startswith(".")) == [
-        "man",
-        "memory_index.json",
-    ]
+    created = sorted(p.name for p in (data / "memory_data").iterdir() if not p.name.startswith("."))
+    assert created == ["man", "memory_index.journal", "memory_index.json"]  # the index, and no category folder
 
 
 # -- files that are not text ----------------------------------------------------------------
