@@ -228,10 +228,7 @@ def search(
         if not known:
             fail(f"--mode must be bm25 or hybrid, got {mode!r}", 2)
         chosen = memory.config.search_mode
-        if chosen == "hybrid":
-            found = memory.knowledge.store.hybrid_candidates(query, top, user_id=user, categories=category)
-        else:
-            found = memory.knowledge.search(query, user, k=top, categories=category)
+        found = memory.knowledge.search(query, user, k=top, categories=category)  # follows search_mode
         uncovered = _uncovered(memory, user, category, empty=not found)
         if as_json:
             print_json(

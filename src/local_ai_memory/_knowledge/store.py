@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Literal
 
 from local_ai_memory._contracts.knowledge import VectorCache
 from local_ai_memory._knowledge.bm25 import rank
@@ -44,7 +44,9 @@ CORPORA_KEPT = 64
 EMBED_BATCH = 256
 """Notes embedded per call of :meth:`MemoryStore.embed_notes` (one progress step each)."""
 
-__all__ = ["Candidate", "MemoryStore", "StaleEntry"]
+__all__ = ["Candidate", "MemoryStore", "SearchMode", "StaleEntry"]
+
+SearchMode = Literal["bm25", "hybrid"]
 
 
 class MemoryStore(KnowledgeNotes):
@@ -209,6 +211,39 @@ class MemoryStore(KnowledgeNotes):
             c.filename
             for c in self.hybrid_candidates(query, top_n, bm25_weight, user_id=user_id, categories=categories)
         ]
+
+    def stage1(
+        self,
+        query: str,
+        top_n: int = 5,
+        *,
+        user_id: str,
+        categories: Iterable[str] | None = None,
+        mode: SearchMode | None = None,
+        bm25_weight: float | None = None,
+    ) -> list[Candidate]:
+        """Stage 1 as the memory is configured: :meth:`hybrid_candidates` when ``search_mode`` is
+        ``hybrid``, else :meth:`search` (BM25). The one place that reads the mode; every entry
+        point (``Knowledge.search``, the retrievers, the tools, the LangChain store, the CLI) asks
+        here. ``mode`` and ``bm25_weight`` override the store's config (a retriever with its own)."""
+        if (mode or self.config.search_mode) == "hybrid":
+            return self.hybrid_candidates(query, top_n, bm25_weight, user_id=user_id, categories=categories)
+        return self.search(query, top_n, user_id=user_id, categories=categories)
+
+    async def astage1(
+        self,
+        query: str,
+        top_n: int = 5,
+        *,
+        user_id: str,
+        categories: Iterable[str] | None = None,
+        mode: SearchMode | None = None,
+        bm25_weight: float | None = None,
+    ) -> list[Candidate]:
+        """Async twin of :meth:`stage1`."""
+        if (mode or self.config.search_mode) == "hybrid":
+            return await self.ahybrid_candidates(query, top_n, bm25_weight, user_id=user_id, categories=categories)
+        return await self.asearch(query, top_n, user_id=user_id, categories=categories)
 
     def stats(self) -> dict[str, Any]:
         """Counts for humans and the CLI: files per category and per user, index size in storage."""
