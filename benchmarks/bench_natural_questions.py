@@ -145,7 +145,10 @@ def peer_rankers(notes: dict[str, str], embed: Callable[[list[str]], list[list[f
                 return embed(texts)
 
         Settings.embed_model = MiniLM(model_name="all-MiniLM-L6-v2", embed_batch_size=64)
-        docs = [Document(text=t, id_=n, metadata={"name": n}) for n, t in zip(names, texts, strict=True)]
+        docs = [
+            Document(text=t, id_=n, metadata={"name": n}, excluded_embed_metadata_keys=["name"])
+            for n, t in zip(names, texts, strict=True)
+        ]
         index = VectorStoreIndex.from_documents(docs, show_progress=False)
         vector = index.as_retriever(similarity_top_k=10)
 
@@ -214,6 +217,24 @@ def peer_rankers(notes: dict[str, str], embed: Callable[[list[str]], list[list[f
     return out
 
 
+def cached_embed(embedder: Any) -> Callable[[list[str]], list[list[float]]]:
+    """The peers' embedding calls through a content-addressed cache kept on disk (the same
+    model; a text embedded once, by any peer or run, is not embedded again)."""
+    from local_ai_memory._backends.files.vectors import EmbeddingCache
+
+    folder = BENCH_CACHE / "peer-vectors"
+    folder.mkdir(parents=True, exist_ok=True)
+    cache = EmbeddingCache(DirectoryGuard(folder), embedder, MemoryConfig(fsync=False))
+
+    def embed(texts: list[str]) -> list[list[float]]:
+        if len(texts) == 1:
+            return [cache.embed_query(texts[0]).tolist()]
+        rows: list[list[float]] = cache.vectors_for([(str(i), t) for i, t in enumerate(texts)]).tolist()
+        return rows
+
+    return embed
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--questions", type=Path, default=manpages.QUESTIONS)
@@ -249,7 +270,7 @@ def main() -> None:
         ]
     if args.peers:
         started = time.perf_counter()
-        rankers.update(peer_rankers(notes, embedder.embed))
+        rankers.update(peer_rankers(notes, cached_embed(embedder)))
         print(f"peers built in {time.perf_counter() - started:.0f} s", file=sys.stderr)
     splits = [s for s in args.split.split(",") if s]
     header = " | ".join(f"{s} ({sum(q['split'] == s for q in questions)} q) R@5 / MRR@10" for s in splits)

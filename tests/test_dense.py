@@ -127,3 +127,17 @@ def test_dense_scores_are_the_best_passage() -> None:
     matrix = np.array([[1, 0], [0, 1], [0.6, 0.8]], dtype=np.float32)
     dense = DenseMatrix(entries, matrix, np.array([0, 2], dtype=np.int64))
     assert dense.note_scores(np.array([0.0, 1.0], dtype=np.float32)).tolist() == pytest.approx([1.0, 0.8])
+
+
+def test_the_watchers_refresh_embeds_what_an_editor_changed(tmp_path: Path) -> None:
+    embedder = CountingEmbedder()
+    with _open(tmp_path / "data", embedder) as memory:
+        memory.knowledge.write_note("alice", "garden", "# Garden\n\nroses\n")
+        path = tmp_path / "data" / "memory_data" / "knowledge" / "alice_garden.md"
+        path.write_text("# Garden\n\nroses and a falcon on the fence\n")  # an editor
+        embedder.calls.clear()
+        assert memory.knowledge.store.refresh_stale_entries() == 1  # what a polling watcher calls
+        assert any("falcon" in t for t in embedder.texts)
+        embedder.calls.clear()
+        assert memory.knowledge.search("falcon", "alice")[0].filename == "alice_garden.md"
+        assert embedder.calls == [["falcon"]]

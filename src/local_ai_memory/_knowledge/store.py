@@ -217,10 +217,25 @@ class MemoryStore(KnowledgeNotes):
         return count
 
     def refresh_paths(self, paths: Iterable[str | os.PathLike[str]]) -> int:
-        """Re-index the given files (the watcher's call); in hybrid mode embed what changed."""
+        """Re-index the given files (an automatic watcher's call); in hybrid mode embed what changed."""
         changed = super().refresh_paths(paths)
         if changed:
             self._embed_after_indexing("watch", self.embed_notes)
+        return changed
+
+    def apply_changes(self) -> int:
+        """Apply the backend's change feed (a watcher's and a PostgreSQL reader's call); in
+        hybrid mode embed what changed and nobody embedded."""
+        changed = super().apply_changes()
+        if changed:
+            self._embed_after_indexing("watch", self.embed_notes)
+        return changed
+
+    def refresh_stale_entries(self, user_id: str | None = None, categories: Iterable[str] | None = None) -> int:
+        """Re-index what changed on disk (a polling watcher's call); in hybrid mode embed it too."""
+        changed = super().refresh_stale_entries(user_id, categories)
+        if changed:
+            self._embed_after_indexing("watch", lambda: self.embed_notes(user_id, categories))
         return changed
 
     def forget_user(self, user_id: str) -> ForgottenNotes:
