@@ -29,7 +29,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -67,6 +67,12 @@ class DenseMatrix:
     entries: Sequence[IndexEntry]
     matrix: Vector
     starts: npt.NDArray[np.int64]
+    rows: dict[str, int] = field(default_factory=dict)
+    """``"category/filename"`` -> index in ``entries`` (built once, not per query)."""
+
+    def __post_init__(self) -> None:
+        if not self.rows:
+            self.rows.update({f"{e.category}/{e.filename}": row for row, e in enumerate(self.entries)})
 
     def note_scores(self, query: Vector) -> Vector:
         """Each note's best passage cosine with the unit ``query`` (one product, one reduce)."""

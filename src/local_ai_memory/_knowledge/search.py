@@ -103,8 +103,7 @@ def hybrid_flow(
     if dense.entries:
         query_vector = yield ("query", query)
         cosines = dense.note_scores(query_vector)
-        rows = {f"{e.category}/{e.filename}": row for row, e in enumerate(dense.entries)}
-        lexical_rows = [row for row in map(rows.get, keyed) if row is not None]
+        lexical_rows = [row for row in map(dense.rows.get, keyed) if row is not None]
         for row in sorted({*top_rows(cosines, pool), *lexical_rows}):
             entry = dense.entries[row]
             key = f"{entry.category}/{entry.filename}"
