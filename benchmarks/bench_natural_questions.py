@@ -31,6 +31,7 @@ kept under ``~/.cache/local-ai-memory-bench/nq/`` so a second run embeds nothing
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import logging
 import os
@@ -229,7 +230,9 @@ def cached_embed(embedder: Any) -> Callable[[list[str]], list[list[float]]]:
     def embed(texts: list[str]) -> list[list[float]]:
         if len(texts) == 1:
             return [cache.embed_query(texts[0]).tolist()]
-        rows: list[list[float]] = cache.vectors_for([(str(i), t) for i, t in enumerate(texts)]).tolist()
+        # keyed by the text itself: a key reused for another text would let a merge drop the old vector
+        items = [(hashlib.sha256(t.encode("utf-8", "surrogatepass")).hexdigest(), t) for t in texts]
+        rows: list[list[float]] = cache.vectors_for(items).tolist()
         return rows
 
     return embed
