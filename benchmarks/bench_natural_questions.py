@@ -126,6 +126,7 @@ def peer_rankers(notes: dict[str, str], embed: Callable[[list[str]], list[list[f
     try:
         from llama_index.core import Settings, VectorStoreIndex
         from llama_index.core.base.embeddings.base import BaseEmbedding
+        from llama_index.core.llms import MockLLM
         from llama_index.core.retrievers import BaseRetriever, QueryFusionRetriever
         from llama_index.core.schema import Document, NodeWithScore, QueryBundle, TextNode
     except ImportError:
@@ -183,7 +184,7 @@ def peer_rankers(notes: dict[str, str], embed: Callable[[list[str]], list[list[f
                 num_queries=1,
                 mode="reciprocal_rerank",
                 use_async=False,
-                llm=None,
+                llm=MockLLM(),  # one query: no query generation, the model is never asked
             )
             out[label] = lambda q: names_of(fusion.retrieve(q))[:10]
     try:
