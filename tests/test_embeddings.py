@@ -363,7 +363,7 @@ def test_notes_are_embedded_ahead_of_the_first_hybrid_query(tmp_path: Path) -> N
 def test_an_unchanged_corpus_is_not_looked_at_again_and_a_change_is_seen(tmp_path: Path) -> None:
     from local_ai_memory import MemoryStore
 
-    config = MemoryConfig(runtime_data_dir=tmp_path, search_mode="hybrid", fsync=False)
+    config = MemoryConfig(runtime_data_dir=tmp_path, search_mode="hybrid", fsync=False, auto_watch=False)
     embedder = HashEmbedder()
     store = MemoryStore(FileKnowledgeBackend(DirectoryGuard(tmp_path), config), config, embedder=embedder)
     for number in range(50):
