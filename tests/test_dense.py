@@ -116,7 +116,7 @@ def test_best_passage_decides_and_forget_removes_passage_vectors(tmp_path: Path)
         assert dense.digests_of_user("alice", ["knowledge"]) == []
 
 
-def test_dense_scores_are_the_best_passage() -> None:
+def test_dense_scores_mix_the_best_passage_and_the_whole_note() -> None:
     from local_ai_memory._knowledge.dense import DenseMatrix
     from local_ai_memory._knowledge.index_file import IndexEntry
 
@@ -126,7 +126,9 @@ def test_dense_scores_are_the_best_passage() -> None:
     ]
     matrix = np.array([[1, 0], [0, 1], [0.6, 0.8]], dtype=np.float32)
     dense = DenseMatrix(entries, matrix, np.array([0, 2], dtype=np.int64))
-    assert dense.note_scores(np.array([0.0, 1.0], dtype=np.float32)).tolist() == pytest.approx([1.0, 0.8])
+    # note 0: best passage 1.0, whole-note vector (unit mean of its two) 0.707; note 1: 0.8 and 0.8
+    expected = [(1.0 + 0.5**0.5) / 2, 0.8]
+    assert dense.note_scores(np.array([0.0, 1.0], dtype=np.float32)).tolist() == pytest.approx(expected, abs=1e-6)
 
 
 def test_the_watchers_refresh_embeds_what_an_editor_changed(tmp_path: Path) -> None:

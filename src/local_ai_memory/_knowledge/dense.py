@@ -17,8 +17,8 @@ cost is that note's passages, logged as ``EMBEDDINGS_FALLBACK`` with ``reason="n
 indexing"``. A map blob is rewritten whole when a note of its user and category changes (about
 300 bytes per note).
 
-A note's dense score is the best cosine of its passages (max): measured on the known-item and
-natural-question sets of ``benchmarks/`` against the lead alone and the mean of the top two.
+A note's dense score is the mean of its best passage's cosine and its whole-note vector's
+(the unit mean of its passages): see :meth:`DenseMatrix.note_scores` for the measurement.
 """
 
 from __future__ import annotations
@@ -70,15 +70,29 @@ class DenseMatrix:
     rows: dict[str, int] = field(default_factory=dict)
     """``"category/filename"`` -> index in ``entries`` (built once, not per query)."""
 
+    means: Vector = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
+    """Each note's passages averaged and scaled to unit length (its whole-note vector)."""
+
     def __post_init__(self) -> None:
         if not self.rows:
             self.rows.update({f"{e.category}/{e.filename}": row for row, e in enumerate(self.entries)})
+        if self.entries and self.means.shape[0] != len(self.entries):
+            counts = np.diff(np.append(self.starts, self.matrix.shape[0])).astype(np.float32)
+            sums = np.add.reduceat(self.matrix, self.starts, axis=0) / counts[:, None]
+            norms = np.linalg.norm(sums, axis=1, keepdims=True)
+            norms[norms == 0] = 1.0
+            object.__setattr__(self, "means", (sums / norms).astype(np.float32))
 
     def note_scores(self, query: Vector) -> Vector:
-        """Each note's best passage cosine with the unit ``query`` (one product, one reduce)."""
+        """Each note's dense score for the unit ``query``: the mean of its best passage's cosine
+        and its whole-note (mean passage) vector's cosine. Measured against the best passage
+        alone (z-score fusion at 0.5): natural questions (dev, 400 pages) .802/.694 against
+        .767/.691 R@5/MRR@10; known items stdlib .917/.796 against .929/.793, readmes .897/.805
+        against .891/.801."""
         if not self.entries:
             return np.zeros(0, dtype=np.float32)
-        scores: Vector = np.maximum.reduceat(self.matrix @ query, self.starts)
+        best = np.maximum.reduceat(self.matrix @ query, self.starts)
+        scores: Vector = ((best + self.means @ query) / 2).astype(np.float32)
         return scores
 
 
