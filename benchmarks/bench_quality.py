@@ -34,6 +34,7 @@ import argparse
 import logging
 import math
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -57,6 +58,7 @@ from local_ai_memory._shared.naming import DirectoryGuard
 
 USER = "bench"
 POOL = 10
+VECTORS = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "local-ai-memory-bench" / "quality-vectors"
 
 Row = tuple[str, float, float, str]
 
@@ -110,24 +112,31 @@ def model_rows(
     expected: list[str],
     embedder: object,
     variants: bool,
+    corpus_name: str = "",
+    weights: Sequence[float] = (),
 ) -> list[Row]:
     from local_ai_memory._backends.files.vectors import EmbeddingCache
 
     rows: list[Row] = []
-    hybrid = MemoryStore(
-        FileKnowledgeBackend(
-            DirectoryGuard(tmp / "hybrid"), MemoryConfig(runtime_data_dir=tmp / "hybrid", fsync=False)
-        ),
-        MemoryConfig(runtime_data_dir=tmp / "hybrid", fsync=False),
-        embedder=embedder,
-    )
-    write_corpus(hybrid, USER, corpus=corpus)
+    # Vectors are kept between runs (content-addressed, outside the repository): a second run
+    # with other weights embeds nothing. The notes are rewritten into a fresh folder each run.
+    kept = VECTORS / corpus_name
+    folder = tmp / "hybrid"
+    if kept.is_dir():
+        shutil.copytree(kept, folder / "memory_data" / ".embeddings")
+    config = MemoryConfig(runtime_data_dir=folder, fsync=False, search_mode="hybrid")
+    hybrid = MemoryStore(FileKnowledgeBackend(DirectoryGuard(folder), config), config, embedder=embedder)  # type: ignore[arg-type]
     start = time.perf_counter()
-    hybrid.hybrid_search("warm up the vectors", 10, user_id=USER)
+    write_corpus(hybrid, USER, corpus=corpus)  # hybrid mode: each note's passages embedded as it is written
     first = time.perf_counter() - start
+    shutil.rmtree(kept, ignore_errors=True)
+    shutil.copytree(folder / "memory_data" / ".embeddings", kept)
     ranked, ms = timed(lambda: [hybrid.hybrid_search(q, 10, user_id=USER) for q in queries])
-    note = f"{ms:.1f} ms/query, {first:.0f} s to embed {len(corpus.notes)} notes"
+    note = f"{ms:.1f} ms/query, {first:.0f} s to write and embed {len(corpus.notes)} notes"
     rows.append(("ours: hybrid (shipped, MiniLM)", *score(ranked, expected), note))
+    for weight in weights:
+        ranked = [hybrid.hybrid_search(q, 10, weight, user_id=USER) for q in queries]
+        rows.append((f"ours: hybrid, BM25 weight {weight}", *score(ranked, expected), ""))
     if not variants:
         return rows
     cache = EmbeddingCache(DirectoryGuard(tmp / "vectors"), embedder, MemoryConfig(fsync=False))  # type: ignore[arg-type]
@@ -219,13 +228,14 @@ def main() -> None:
     parser.add_argument("--no-model", action="store_true", help="skip everything that needs the embedding model")
     parser.add_argument("--corpus", default=",".join(CORPORA), help="corpora to run (comma-separated)")
     parser.add_argument("--variants", action="store_true", help="also the variants behind the shipped choices")
+    parser.add_argument("--weights", default="", help="also hybrid at these BM25 weights (comma-separated)")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     embedder = None
     if not args.no_model:
-        from local_ai_memory._models.sentence_transformers import SentenceTransformerEmbedder
+        from local_ai_memory._models.onnx_file import local_embedder
 
-        embedder = SentenceTransformerEmbedder()
+        embedder = local_embedder()  # ONNX Runtime once exported, else torch: the same vectors
         embedder.embed(["warm up"])
     summary: list[tuple[str, list[Row]]] = []
     for name in args.corpus.split(","):
@@ -238,7 +248,8 @@ def main() -> None:
             tmp = Path(folder)
             rows, store = bm25_rows(corpus, tmp, queries, expected, args.variants)
             if embedder is not None:
-                rows += model_rows(corpus, tmp, store, queries, expected, embedder, args.variants)
+                weights = [float(w) for w in args.weights.split(",") if w]
+                rows += model_rows(corpus, tmp, store, queries, expected, embedder, args.variants, name, weights)
             rows += peer_rows(corpus, queries, expected)
             close_shared_stores()  # stop the stores' watchers before their folders are removed
         print_table(f"Corpus {name}: {len(corpus.notes)} notes, {len(queries)} held-out queries", rows)

@@ -15,7 +15,7 @@ def test_defaults_match_the_original_design() -> None:
     assert config.enabled is True
     assert config.categories == ("knowledge",)
     assert config.search_mode == "bm25"
-    assert config.hybrid_bm25_weight == 0.8  # measured for score fusion (benchmarks/bench_quality.py); was 0.5 for RRF
+    assert config.hybrid_bm25_weight == 0.5  # z-score fusion, passage max (bench_natural_questions.py)
     assert config.hybrid_top_n == 10
     assert config.working_memory_enabled is True
     assert config.working_memory_target_tokens == 768

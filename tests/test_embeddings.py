@@ -330,21 +330,25 @@ def test_real_model_loads_offline_and_leaves_the_environment_alone(tmp_path: Pat
 
 
 def test_notes_are_embedded_ahead_of_the_first_hybrid_query(tmp_path: Path) -> None:
-    """``embed_notes`` (the CLI's ``index`` in hybrid mode) embeds once; the first query embeds only itself."""
+    """``embed_notes`` (the CLI's ``index`` in hybrid mode) embeds once; the first query embeds only itself.
+
+    The notes are written in BM25 mode (no embedding at write time), so ``embed_notes`` has them all to do.
+    """
     from local_ai_memory import ConfigError, MemoryStore
 
-    config = MemoryConfig(runtime_data_dir=tmp_path, search_mode="hybrid", fsync=False)
+    config = MemoryConfig(runtime_data_dir=tmp_path, search_mode="bm25", fsync=False)
     embedder = HashEmbedder()
     store = MemoryStore(FileKnowledgeBackend(DirectoryGuard(tmp_path), config), config, embedder=embedder)
     for number in range(300):
         owner = "alice" if number % 3 else "bob"
         store.write_file(f"knowledge/{owner}_note{number}.md", f"# Note {number}\n\ntopic{number % 7} words here\n")
+    assert embedder.embedded == []  # BM25 mode: writing embeds nothing
     steps: list[tuple[int, int]] = []
     assert store.embed_notes("alice", progress=lambda done, total: steps.append((done, total))) == 200
-    assert steps == [(200, 200)]  # one batch of 256 at most
-    assert len(embedder.embedded) == 200
+    assert steps == [(256, 400), (400, 400)]  # two passages a note (lead, body), 256 per batch
+    assert len(embedder.embedded) == 400
     assert store.embed_notes() == 300  # everyone: only bob's 100 are new
-    assert len(embedder.embedded) == 300
+    assert len(embedder.embedded) == 600
     embedder.calls.clear()
     found = store.hybrid_candidates("topic3 words", 5, user_id="alice")
     assert found
@@ -359,7 +363,7 @@ def test_notes_are_embedded_ahead_of_the_first_hybrid_query(tmp_path: Path) -> N
 def test_an_unchanged_corpus_is_not_looked_at_again_and_a_change_is_seen(tmp_path: Path) -> None:
     from local_ai_memory import MemoryStore
 
-    config = MemoryConfig(runtime_data_dir=tmp_path, search_mode="hybrid", fsync=False)
+    config = MemoryConfig(runtime_data_dir=tmp_path, search_mode="hybrid", fsync=False, auto_watch=False)
     embedder = HashEmbedder()
     store = MemoryStore(FileKnowledgeBackend(DirectoryGuard(tmp_path), config), config, embedder=embedder)
     for number in range(50):
@@ -368,14 +372,18 @@ def test_an_unchanged_corpus_is_not_looked_at_again_and_a_change_is_seen(tmp_pat
     cache = store._vectors[1] if store._vectors is not None else None
     assert isinstance(cache, EmbeddingCache)
     first = store.hybrid_candidates("subject3", 5, user_id="alice")
-    kept = cache._last_items
+    dense = store._dense()
+    assert dense is not None
+    kept = dense._matrices[("alice", ("knowledge",))]
     again = store.hybrid_candidates("subject3", 5, user_id="alice")
     assert again == first
-    assert cache._last_items is kept  # the same inputs object: the cache answered without looking at texts
+    assert dense._matrices[("alice", ("knowledge",))] is kept  # the same matrix: nothing looked at again
+    embedder.calls.clear()
     store.write_file("knowledge/alice_n7.md", "# Changed\n\nkestrel migration plan\n")
+    assert any("kestrel" in text for text in embedder.embedded)  # embedded as it was written
     embedder.calls.clear()
     found = store.hybrid_candidates("kestrel migration", 5, user_id="alice")
     assert found[0].filename == "alice_n7.md"
-    assert any("kestrel" in text for text in embedder.embedded if text != "kestrel migration")  # the new text
+    assert embedder.embedded == ["kestrel migration"]  # the query alone
     store.delete_file("knowledge/alice_n7.md")
     assert all(c.filename != "alice_n7.md" for c in store.hybrid_candidates("kestrel migration", 50, user_id="alice"))

@@ -443,13 +443,13 @@ class Knowledge:
         self, query: str, user_id: str, *, k: int = 5, categories: Iterable[str] | None = None
     ) -> list[Candidate]:
         """Stage 1 (BM25 or hybrid, per ``memory.search_mode``): scored candidates, best first."""
-        return self.store.search(query, k, user_id=user_id, categories=categories)
+        return self.store.stage1(query, k, user_id=user_id, categories=categories)
 
     async def asearch(
         self, query: str, user_id: str, *, k: int = 5, categories: Iterable[str] | None = None
     ) -> list[Candidate]:
         """Async twin of :meth:`search`."""
-        return await self.store.asearch(query, k, user_id=user_id, categories=categories)
+        return await self.store.astage1(query, k, user_id=user_id, categories=categories)
 
     def retrieve(
         self,

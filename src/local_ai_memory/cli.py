@@ -102,9 +102,9 @@ def _open(
         config = config.replace(search_mode=search_mode)
     embedder: Embedder | None = None
     if config.search_mode == "hybrid":
-        from local_ai_memory._models.sentence_transformers import SentenceTransformerEmbedder
+        from local_ai_memory._models.onnx_file import local_embedder
 
-        embedder = SentenceTransformerEmbedder()
+        embedder = local_embedder()  # ONNX Runtime alone once exported (see `index`), else torch
     if read_only and not config.database_url:  # notes in PostgreSQL: nothing to create or refuse on disk
         from local_ai_memory._cli.files import ReadOnlyFiles
 
@@ -196,12 +196,36 @@ def index(
                     )
 
 
+def _export_onnx(memory: Memory, *, quiet: bool) -> None:
+    """Once per machine: export the torch model to ONNX so later calls load no torch
+    (``LOCAL_AI_MEMORY_ONNX_EXPORT=0`` skips it; a failed export only keeps torch)."""
+    import os
+
+    from local_ai_memory._models.sentence_transformers import SentenceTransformerEmbedder
+
+    if os.environ.get("LOCAL_AI_MEMORY_ONNX_EXPORT", "1") == "0" or not isinstance(
+        memory.embedder, SentenceTransformerEmbedder
+    ):
+        return
+    from local_ai_memory._models.onnx_file import export_model
+    from local_ai_memory._shared.errors import ModelError
+
+    try:
+        folder = export_model()
+    except ModelError as exc:
+        err.print(f"ONNX export skipped, queries keep loading torch: {exc}", highlight=False, markup=False)
+        return
+    if not quiet:
+        err.print(f"Exported the embedding model to ONNX in {folder} (queries load no torch)", highlight=False)
+
+
 def _embed(memory: Memory, user: str | None, categories: list[str] | None, *, quiet: bool) -> int:
     """In hybrid mode, embed the notes now (with a progress bar on a terminal), not at the first query."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     if memory.embedder is None:
         return 0
+    _export_onnx(memory, quiet=quiet)
     knowledge = memory.knowledge
     if quiet:
         return knowledge.embed_notes(user, categories)
@@ -229,10 +253,7 @@ def search(
         if not known:
             fail(f"--mode must be bm25 or hybrid, got {mode!r}", 2)
         chosen = memory.config.search_mode
-        if chosen == "hybrid":
-            found = memory.knowledge.store.hybrid_candidates(query, top, user_id=user, categories=category)
-        else:
-            found = memory.knowledge.search(query, user, k=top, categories=category)
+        found = memory.knowledge.search(query, user, k=top, categories=category)  # follows search_mode
         uncovered = _uncovered(memory, user, category, empty=not found)
         if as_json:
             print_json(

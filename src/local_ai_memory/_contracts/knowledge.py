@@ -167,6 +167,18 @@ class VectorCache(Protocol):
     async def aembed_query(self, text: str) -> npt.NDArray[np.float32]:
         """Async twin of :meth:`embed_query`."""
 
+    def digest_of(self, text: str) -> str:
+        """The name under which this cache keeps the vector of ``text`` (for :meth:`kept`): a
+        caller that embedded passages at index time records these, and a query asks for the
+        vectors by them without holding the texts."""
+
+    def kept(self, digests: Sequence[str]) -> npt.NDArray[np.float32] | None:
+        """The kept unit vectors of ``digests`` (:meth:`digest_of`), one row each in order, or
+        ``None`` if any is not kept (never embeds: the caller decides what to embed)."""
+
+    def discard_kept(self, digests: Sequence[str]) -> int:
+        """Delete the kept vectors of ``digests`` for good; return how many were kept."""
+
     def discard(self, items: Sequence[tuple[str, str]]) -> int:
         """Delete the kept vectors of ``(key, text)`` items for good (a forgotten user's notes).
 

@@ -35,6 +35,7 @@ __all__ = [
     "cosine_scores",
     "cosine_top_n",
     "reciprocal_rank_fusion",
+    "standard_fusion",
     "top_rows",
     "unit_scores",
 ]
@@ -123,6 +124,52 @@ def convex_fusion(
     fused = [(bm25_weight * lex[n] + (1.0 - bm25_weight) * sem[n], n) for n in names]
     fused.sort(key=lambda item: (-item[0], order.get(item[1], len(order)), item[1]))
     return [(name, score) for score, name in fused]
+
+
+def _standard(values: dict[str, float]) -> dict[str, float]:
+    """``values`` as z-scores (mean 0, standard deviation 1); all equal map to 0."""
+    if not values:
+        return {}
+    array = np.fromiter(values.values(), dtype=np.float64, count=len(values))
+    spread = float(array.std())
+    mean = float(array.mean())
+    if spread <= 0.0:
+        return dict.fromkeys(values, 0.0)
+    return {name: (value - mean) / spread for name, value in values.items()}
+
+
+def standard_fusion(
+    bm25_scored: Sequence[tuple[str, float]], vector_scored: Sequence[tuple[str, float]], bm25_weight: float
+) -> list[tuple[str, float]]:
+    """Fuse two scored lists by z-scores: what hybrid search uses.
+
+    Like :func:`convex_fusion` (same candidates, same missing-score rules, same ties), but each
+    side is put on one scale by its mean and standard deviation over the candidates instead of
+    its minimum and maximum: one outlier (a BM25 score far above the rest on a word-for-word
+    match, or one very close passage) no longer squeezes the other candidates of its side
+    together. The fused value is then scaled to 0..1 (best 1) for the caller; the order is
+    that of ``bm25_weight * z(bm25) + (1 - bm25_weight) * z(vector)``.
+
+    Measured (``benchmarks/bench_natural_questions.py``, dev split, 1,000 man pages; and the
+    known-item ``stdlib`` set of ``bench_quality.py``) with passage max as the vector score: at
+    weight 0.5, recall@5 / MRR@10 .753 / .664 on natural questions (min-max at 0.8, the old
+    default: .680 / .565; min-max at 0.5: .691 / .639) and .929 / .793 on known items (min-max
+    at 0.8: .917 / .805). Lower weights gain on questions and lose on known items.
+    """
+    _check_weight(bm25_weight)
+    lexical = dict(bm25_scored)
+    semantic = dict(vector_scored)
+    names = list(dict.fromkeys([*lexical, *semantic]))
+    if not names:
+        return []
+    floor = min(semantic.values()) if semantic else 0.0
+    lex = _standard({n: lexical.get(n, 0.0) for n in names})
+    sem = _standard({n: semantic.get(n, floor) for n in names})
+    order = {name: i for i, name in enumerate(lexical)}
+    fused = [(bm25_weight * lex[n] + (1.0 - bm25_weight) * sem[n], n) for n in names]
+    fused.sort(key=lambda item: (-item[0], order.get(item[1], len(order)), item[1]))
+    scaled = _unit_range({n: v for v, n in fused})
+    return [(name, scaled[name]) for _, name in fused]
 
 
 def cosine_scores(matrix: npt.ArrayLike, query: npt.ArrayLike) -> npt.NDArray[np.float32]:

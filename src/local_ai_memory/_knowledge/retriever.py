@@ -465,19 +465,25 @@ class MemoryRetriever:
     # -- stage 1 -------------------------------------------------------------------------------
     def _stage1(self, query: str, user_id: str, cats: list[str] | None, count: int) -> list[Candidate]:
         self.store.ensure_index()
-        if self.config.search_mode == "hybrid":
-            return self.store.hybrid_candidates(
-                query, count, self.config.hybrid_bm25_weight, user_id=user_id, categories=cats
-            )
-        return self.store.search(query, count, user_id=user_id, categories=cats)
+        return self.store.stage1(
+            query,
+            count,
+            user_id=user_id,
+            categories=cats,
+            mode=self.config.search_mode,
+            bm25_weight=self.config.hybrid_bm25_weight,
+        )
 
     async def _astage1(self, query: str, user_id: str, cats: list[str] | None, count: int) -> list[Candidate]:
         await self.store.aensure_index()
-        if self.config.search_mode == "hybrid":
-            return await self.store.ahybrid_candidates(
-                query, count, self.config.hybrid_bm25_weight, user_id=user_id, categories=cats
-            )
-        return await self.store.asearch(query, count, user_id=user_id, categories=cats)
+        return await self.store.astage1(
+            query,
+            count,
+            user_id=user_id,
+            categories=cats,
+            mode=self.config.search_mode,
+            bm25_weight=self.config.hybrid_bm25_weight,
+        )
 
     # -- stage 2: the LLM call ------------------------------------------------------------------
     def _call_llm(self, query: str, candidates: Sequence[Candidate]) -> str | None:

@@ -1,9 +1,9 @@
 """Stage 1 search results and the fusion of BM25 with embedding similarity.
 
 :func:`hybrid_flow` is the one description of a hybrid search: given the BM25 candidates and
-the user's entries (a :class:`HybridCorpus`), it asks for the entries' vectors and the query's
-vector (by yielding a request), scores the entries by cosine similarity and fuses both scores
-(:func:`.fusion.convex_fusion`). :func:`run_hybrid` drives it with an embedder's sync ``embed`` and
+the user's passage vectors (a :class:`.dense.DenseMatrix`, embedded at index time), it asks
+for the query's vector (by yielding a request), scores each note by its best passage and fuses
+both scores (:func:`.fusion.standard_fusion`). :func:`run_hybrid` drives it with an embedder's sync ``embed`` and
 :func:`arun_hybrid` with its ``aembed``; neither holds any logic of its own.
 """
 
@@ -17,7 +17,8 @@ import numpy as np
 import numpy.typing as npt
 
 from local_ai_memory._contracts.knowledge import VectorCache
-from local_ai_memory._knowledge.fusion import convex_fusion, top_rows, unit_scores
+from local_ai_memory._knowledge.dense import DenseMatrix
+from local_ai_memory._knowledge.fusion import standard_fusion, top_rows
 from local_ai_memory._knowledge.index_file import IndexEntry, lead_text
 from local_ai_memory._shared.drive import adrive, drive
 
@@ -34,7 +35,7 @@ __all__ = [
 ]
 
 Vector = npt.NDArray[np.float32]
-Request = tuple[Literal["vectors"], Sequence[tuple[str, str]]] | tuple[Literal["query"], str]
+Request = tuple[Literal["query"], str]
 HybridFlow = Generator[Request, Vector, list["Candidate"]]
 
 
@@ -85,30 +86,30 @@ class HybridCorpus:
 def hybrid_flow(
     query: str,
     lexical: Sequence[Candidate],
-    corpus: HybridCorpus,
+    dense: DenseMatrix,
     pool: int,
     top_n: int,
     weight: float,
 ) -> HybridFlow:
-    """BM25 ``lexical`` fused with the cosine similarity of the ``corpus`` entries' :func:`embedding_text`.
+    """BM25 ``lexical`` fused with each note's best passage cosine (``dense``, built at index time).
 
-    Candidates are the BM25 ones and the ``pool`` most similar entries; both scores are put on
-    one scale and added with weights ``weight`` and ``1 - weight`` (:func:`.fusion.convex_fusion`).
-    A candidate's score is the fused score, between 0 and 1. The vectors asked for are unit
-    vectors (the embedding cache's), so a cosine is one dot product.
+    Candidates are the BM25 ones and the ``pool`` notes with the best passages; both scores are
+    put on one scale (z-scores) and added with weights ``weight`` and ``1 - weight``
+    (:func:`.fusion.standard_fusion`). A candidate's score is the fused score, between 0 and 1.
+    The only request is the query's unit vector: the notes' vectors are already there.
     """
     keyed = {f"{c.category}/{c.filename}": c for c in lexical}
     similar: list[tuple[str, float]] = []
-    if corpus.entries:
-        matrix = yield ("vectors", corpus.items)
+    if dense.entries:
         query_vector = yield ("query", query)
-        cosines = unit_scores(matrix, query_vector)
-        lexical_rows = [row for row in map(corpus.rows.get, keyed) if row is not None]
+        cosines = dense.note_scores(query_vector)
+        lexical_rows = [row for row in map(dense.rows.get, keyed) if row is not None]
         for row in sorted({*top_rows(cosines, pool), *lexical_rows}):
-            key = corpus.items[row][0]
+            entry = dense.entries[row]
+            key = f"{entry.category}/{entry.filename}"
             similar.append((key, float(cosines[row])))
-            keyed.setdefault(key, candidate_of(corpus.entries[row], 0.0))
-    fused = convex_fusion([(key, c.score) for key, c in keyed.items() if c.score > 0], similar, weight)
+            keyed.setdefault(key, candidate_of(entry, 0.0))
+    fused = standard_fusion([(key, c.score) for key, c in keyed.items() if c.score > 0], similar, weight)
     out = []
     for key, score in fused[:top_n]:
         c = keyed[key]
@@ -117,17 +118,14 @@ def hybrid_flow(
 
 
 def run_hybrid(flow: HybridFlow, cache: VectorCache) -> list[Candidate]:
-    """Drive :func:`hybrid_flow` with the cache's sync embedding calls."""
-    return drive(
-        flow,
-        lambda request: cache.vectors_for(request[1]) if request[0] == "vectors" else cache.embed_query(request[1]),
-    )
+    """Drive :func:`hybrid_flow` with the cache's sync query embedding."""
+    return drive(flow, lambda request: cache.embed_query(request[1]))
 
 
 async def arun_hybrid(flow: HybridFlow, cache: VectorCache) -> list[Candidate]:
     """Drive :func:`hybrid_flow` with the cache's async embedding calls (the embedder's ``aembed``)."""
 
     def answer(request: Request) -> Awaitable[Vector]:
-        return cache.avectors_for(request[1]) if request[0] == "vectors" else cache.aembed_query(request[1])
+        return cache.aembed_query(request[1])
 
     return await adrive(flow, answer)

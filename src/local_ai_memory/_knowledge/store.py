@@ -16,35 +16,26 @@ measurement behind that default.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Literal
 
 from local_ai_memory._contracts.knowledge import VectorCache
 from local_ai_memory._knowledge.bm25 import rank
+from local_ai_memory._knowledge.dense import DenseIndex, DenseMatrix
 from local_ai_memory._knowledge.index import INDEX_NAME
 from local_ai_memory._knowledge.indexer import StaleEntry
-from local_ai_memory._knowledge.notes import KnowledgeNotes
-from local_ai_memory._knowledge.search import (
-    Candidate,
-    HybridCorpus,
-    arun_hybrid,
-    candidate_of,
-    embedding_items,
-    hybrid_flow,
-    run_hybrid,
-)
+from local_ai_memory._knowledge.notes import ForgottenNotes, KnowledgeNotes
+from local_ai_memory._knowledge.search import Candidate, arun_hybrid, candidate_of, hybrid_flow, run_hybrid
 from local_ai_memory._shared.errors import ConfigError, InvalidInputError
 from local_ai_memory._shared.events import Event, log_event
+from local_ai_memory._shared.models import LLM
 from local_ai_memory._shared.naming import owner_of
 from local_ai_memory._shared.twins import thread_twin
 
-CORPORA_KEPT = 64
-"""Users whose hybrid-search inputs a store keeps between queries."""
+__all__ = ["Candidate", "MemoryStore", "SearchMode", "StaleEntry"]
 
-EMBED_BATCH = 256
-"""Notes embedded per call of :meth:`MemoryStore.embed_notes` (one progress step each)."""
-
-__all__ = ["Candidate", "MemoryStore", "StaleEntry"]
+SearchMode = Literal["bm25", "hybrid"]
 
 
 class MemoryStore(KnowledgeNotes):
@@ -95,30 +86,57 @@ class MemoryStore(KnowledgeNotes):
             raise InvalidInputError(f"bm25_weight must be between 0 and 1, got {bm25_weight!r}")
         return weight, max(top_n, self.config.hybrid_top_n)
 
-    def _hybrid_inputs(self, user_id: str, categories: Iterable[str] | None) -> tuple[HybridCorpus, VectorCache] | None:
-        """The user's :class:`HybridCorpus` and the vector cache; ``None`` without an embedder.
-
-        The corpus is kept until the index changes (its ``generation``), so a query on an
-        unchanged corpus neither rebuilds it nor makes the cache look at every text again.
-        """
+    def _dense(self) -> DenseIndex | None:
+        """The passage vectors of this store's embedder (``None`` without one)."""
         embedder = self.embedder
         if embedder is None:
+            return None
+        with self._lock:
+            if self._vectors is None or self._vectors[0] is not embedder:
+                self._vectors = (embedder, self.backend.vector_cache(embedder))
+            dense = self.__dict__.get("_dense_index")
+            if dense is None or dense.cache is not self._vectors[1]:
+                dense = DenseIndex(self.backend, self._vectors[1], embedder)
+                self.__dict__["_dense_index"] = dense
+            return dense
+
+    def _read_text(self, category: str, name: str) -> str | None:
+        data = self.backend.read_note(category, name)
+        return None if data is None else data.decode("utf-8", "replace")
+
+    def _hybrid_inputs(self, user_id: str, categories: Iterable[str] | None) -> tuple[DenseMatrix, VectorCache] | None:
+        """The user's passage vectors (a :class:`DenseMatrix`, kept until the index changes)
+        and the vector cache; ``None`` without an embedder."""
+        dense = self._dense()
+        if dense is None:
             log_event(Event.EMBEDDINGS_FALLBACK, reason="no embedder configured")
             return None
         cats = self._categories(categories)
         with self._lock:
-            if self._vectors is None or self._vectors[0] is not embedder:
-                self._vectors = (embedder, self.backend.vector_cache(embedder))
             generation = self._index.generation
-            kept = self._parts.hybrid_corpora.pop((user_id, cats), None)
-            if kept is None or kept[0] != generation:
-                entries = self._index.current()
-                chosen = [entries[(c, n)] for c in cats for n in sorted(self._index.names_of(user_id, c))]
-                kept = (generation, HybridCorpus.of(chosen))
-            self._parts.hybrid_corpora[(user_id, cats)] = kept
-            while len(self._parts.hybrid_corpora) > CORPORA_KEPT:
-                self._parts.hybrid_corpora.pop(next(iter(self._parts.hybrid_corpora)))
-            return kept[1], self._vectors[1]
+            entries = self._index.current()
+            chosen = [entries[(c, n)] for c in cats for n in sorted(self._index.names_of(user_id, c))]
+        return dense.matrix(user_id, cats, chosen, generation, self._read_text), dense.cache
+
+    async def _ahybrid_inputs(
+        self, user_id: str, categories: Iterable[str] | None
+    ) -> tuple[DenseMatrix, VectorCache] | None:
+        """Async twin of :meth:`_hybrid_inputs` (a stale note goes through ``aembed``)."""
+        dense = self._dense()
+        if dense is None:
+            log_event(Event.EMBEDDINGS_FALLBACK, reason="no embedder configured")
+            return None
+        cats = self._categories(categories)
+        with self._lock:
+            generation = self._index.generation
+            entries = self._index.current()
+            chosen = [entries[(c, n)] for c in cats for n in sorted(self._index.names_of(user_id, c))]
+        return await dense.amatrix(user_id, cats, chosen, generation, self._read_text), dense.cache
+
+    @property
+    def embeds_at_index(self) -> bool:
+        """Whether indexing embeds notes: an embedder is configured and the mode is hybrid."""
+        return self.embedder is not None and self.config.search_mode == "hybrid"
 
     def embed_notes(
         self,
@@ -126,12 +144,11 @@ class MemoryStore(KnowledgeNotes):
         categories: Iterable[str] | None = None,
         progress: Callable[[int, int], None] | None = None,
     ) -> int:
-        """Embed now what hybrid search compares (every user's notes, or ``user_id``'s), so the
-        first hybrid query does not wait for it; return how many notes. Vectors already cached
-        cost nothing. ``progress(done, total)`` is called after each batch.
-        """
-        embedder = self.embedder
-        if embedder is None:
+        """Embed now the passages of every note (every user's, or ``user_id``'s) not embedded
+        since it last changed, so no query has to; return how many notes were checked. Vectors
+        the cache keeps cost nothing. ``progress(done, total)`` counts passages."""
+        dense = self._dense()
+        if dense is None:
             raise ConfigError("embedding notes needs an embedder (memory.search_mode: hybrid, or embedder=...)")
         cats = set(self._categories(categories))
         with self._lock:
@@ -141,15 +158,94 @@ class MemoryStore(KnowledgeNotes):
                 for (category, name), entry in sorted(entries.items())
                 if category in cats and (user_id is None or owner_of(name) == user_id)
             ]
-            if self._vectors is None or self._vectors[0] is not embedder:
-                self._vectors = (embedder, self.backend.vector_cache(embedder))
-            cache = self._vectors[1]
-        items = embedding_items(chosen)
-        for start in range(0, len(items), EMBED_BATCH):
-            cache.vectors_for(items[start : start + EMBED_BATCH])
-            if progress is not None:
-                progress(min(start + EMBED_BATCH, len(items)), len(items))
-        return len(items)
+        stale = dense.stale(chosen)
+        dense.embed([(e, self._read_text(e.category, e.filename) or "") for e in stale], progress)
+        if progress is not None and not stale:
+            progress(0, 0)
+        return len(chosen)
+
+    def _embed_after_indexing(self, what: str, run: Callable[[], object]) -> None:
+        """Index-time embedding (the hook after a note is (re)indexed): a failing embedder never
+        fails the write; the next query embeds what is missing (logged)."""
+        if not self.embeds_at_index:
+            return
+        try:
+            run()
+        except Exception as exc:
+            log_event(Event.EMBEDDINGS_FALLBACK, reason=f"embedding at {what} failed: {exc!r}")
+
+    def _indexed(self, category: str, name: str, content: str) -> None:
+        """Index a note just written (every write path: :meth:`write_file`, the conditional
+        :meth:`update_file`); in hybrid mode its passages are embedded now, not by the next query."""
+        super()._indexed(category, name, content)
+
+        def embed() -> None:
+            dense = self._dense()
+            with self._lock:
+                entry = self._index.current().get((category, name))
+            if dense is not None and entry is not None:
+                dense.embed([(entry, content)])
+
+        self._embed_after_indexing("write", embed)
+
+    def populate_index_from_files(
+        self,
+        user_id: str | None = None,
+        categories: Iterable[str] | None = None,
+        llm: LLM | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
+        """Index every file from scratch (see :class:`.notes.KnowledgeNotes`); in hybrid mode the
+        notes' passages are embedded too, so the first query embeds nothing."""
+        count = super().populate_index_from_files(user_id, categories, llm, progress)
+        self._embed_after_indexing("index", lambda: self.embed_notes(user_id, categories))
+        return count
+
+    async def apopulate_index_from_files(
+        self,
+        user_id: str | None = None,
+        categories: Iterable[str] | None = None,
+        llm: LLM | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
+        """Async twin of :meth:`populate_index_from_files`."""
+        count = await super().apopulate_index_from_files(user_id, categories, llm, progress)
+        await asyncio.to_thread(self._embed_after_indexing, "index", lambda: self.embed_notes(user_id, categories))
+        return count
+
+    def refresh_paths(self, paths: Iterable[str | os.PathLike[str]]) -> int:
+        """Re-index the given files (an automatic watcher's call); in hybrid mode embed what changed."""
+        changed = super().refresh_paths(paths)
+        if changed:
+            self._embed_after_indexing("watch", self.embed_notes)
+        return changed
+
+    def apply_changes(self) -> int:
+        """Apply the backend's change feed (a watcher's and a PostgreSQL reader's call); in
+        hybrid mode embed what changed and nobody embedded."""
+        changed = super().apply_changes()
+        if changed:
+            self._embed_after_indexing("watch", self.embed_notes)
+        return changed
+
+    def refresh_stale_entries(self, user_id: str | None = None, categories: Iterable[str] | None = None) -> int:
+        """Re-index what changed on disk (a polling watcher's call); in hybrid mode embed it too."""
+        changed = super().refresh_stale_entries(user_id, categories)
+        if changed:
+            self._embed_after_indexing("watch", lambda: self.embed_notes(user_id, categories))
+        return changed
+
+    def forget_user(self, user_id: str) -> ForgottenNotes:
+        """Forget the user (see :class:`.notes.KnowledgeNotes`), with their passage vectors and maps."""
+        dense = self._dense()
+        cats = sorted({*self.backend.list_categories(), *self.categories})
+        digests = dense.digests_of_user(user_id, cats) if dense is not None else []
+        forgotten = super().forget_user(user_id)
+        if dense is not None:
+            gone = dense.cache.discard_kept(digests) if digests else 0
+            dense.forget_user(user_id, cats)
+            forgotten = ForgottenNotes(forgotten.notes, forgotten.size, forgotten.snapshots, forgotten.vectors + gone)
+        return forgotten
 
     def hybrid_candidates(
         self,
@@ -163,10 +259,10 @@ class MemoryStore(KnowledgeNotes):
         """Scored candidates of :meth:`hybrid_search` (score = fused score in 0..1; BM25 score on fallback)."""
         weight, pool = self._hybrid_plan(top_n, bm25_weight)
         lexical = self.search(query, pool, user_id=user_id, categories=categories)
-        inputs = self._hybrid_inputs(user_id, categories)
-        if inputs is None:
-            return lexical[:top_n]
         try:
+            inputs = self._hybrid_inputs(user_id, categories)
+            if inputs is None:
+                return lexical[:top_n]
             return run_hybrid(hybrid_flow(query, lexical, inputs[0], pool, top_n, weight), inputs[1])
         except Exception as exc:  # any embedder failure degrades to BM25 rather than failing the query
             log_event(Event.EMBEDDINGS_FALLBACK, reason=repr(exc))
@@ -184,10 +280,10 @@ class MemoryStore(KnowledgeNotes):
         """Async twin of :meth:`hybrid_candidates`: the embedder is called through ``aembed``."""
         weight, pool = self._hybrid_plan(top_n, bm25_weight)
         lexical = await self.asearch(query, pool, user_id=user_id, categories=categories)
-        inputs = await asyncio.to_thread(self._hybrid_inputs, user_id, categories)
-        if inputs is None:
-            return lexical[:top_n]
         try:
+            inputs = await self._ahybrid_inputs(user_id, categories)
+            if inputs is None:
+                return lexical[:top_n]
             flow = hybrid_flow(query, lexical, inputs[0], pool, top_n, weight)
             return await arun_hybrid(flow, inputs[1])
         except Exception as exc:
@@ -209,6 +305,39 @@ class MemoryStore(KnowledgeNotes):
             c.filename
             for c in self.hybrid_candidates(query, top_n, bm25_weight, user_id=user_id, categories=categories)
         ]
+
+    def stage1(
+        self,
+        query: str,
+        top_n: int = 5,
+        *,
+        user_id: str,
+        categories: Iterable[str] | None = None,
+        mode: SearchMode | None = None,
+        bm25_weight: float | None = None,
+    ) -> list[Candidate]:
+        """Stage 1 as the memory is configured: :meth:`hybrid_candidates` when ``search_mode`` is
+        ``hybrid``, else :meth:`search` (BM25). The one place that reads the mode; every entry
+        point (``Knowledge.search``, the retrievers, the tools, the LangChain store, the CLI) asks
+        here. ``mode`` and ``bm25_weight`` override the store's config (a retriever with its own)."""
+        if (mode or self.config.search_mode) == "hybrid":
+            return self.hybrid_candidates(query, top_n, bm25_weight, user_id=user_id, categories=categories)
+        return self.search(query, top_n, user_id=user_id, categories=categories)
+
+    async def astage1(
+        self,
+        query: str,
+        top_n: int = 5,
+        *,
+        user_id: str,
+        categories: Iterable[str] | None = None,
+        mode: SearchMode | None = None,
+        bm25_weight: float | None = None,
+    ) -> list[Candidate]:
+        """Async twin of :meth:`stage1`."""
+        if (mode or self.config.search_mode) == "hybrid":
+            return await self.ahybrid_candidates(query, top_n, bm25_weight, user_id=user_id, categories=categories)
+        return await self.asearch(query, top_n, user_id=user_id, categories=categories)
 
     def stats(self) -> dict[str, Any]:
         """Counts for humans and the CLI: files per category and per user, index size in storage."""

@@ -36,7 +36,9 @@ MIN_AGREEMENT = 0.9999
 class OnnxEncoder:
     """Mean-pooled, normalized sentence vectors from an ONNX Runtime session."""
 
-    def __init__(self, session: Any, tokenizer: Any, max_length: int) -> None:
+    def __init__(self, session: Any, tokenizer: Any, max_length: int, model_bytes: bytes = b"") -> None:
+        self.model_bytes = model_bytes
+        """The exported ONNX model (what :func:`.onnx_file.export_model` writes to disk)."""
         self._session = session
         self._tokenizer = tokenizer
         self._max_length = max_length
@@ -111,7 +113,7 @@ def onnx_encoder(model: Any, threads: int | None) -> OnnxEncoder | None:
             options.inter_op_num_threads = 1
         options.log_severity_level = 3
         session = onnxruntime.InferenceSession(buffer.getvalue(), options, providers=["CPUExecutionProvider"])
-        encoder = OnnxEncoder(session, tokenizer, max_length)
+        encoder = OnnxEncoder(session, tokenizer, max_length, buffer.getvalue())
         probes = [*PROBES, " ".join(PROBES) * 40]  # the last one is cut at max_length
         fast = encoder.encode(probes)
         reference = np.asarray(model.encode(probes, normalize_embeddings=True, show_progress_bar=False))

@@ -75,7 +75,7 @@ class MemoryConfig(BaseSettings):
         "bm25", "Stage 1 ranking: BM25 alone or BM25 fused with embeddings."
     )
     hybrid_bm25_weight: float = _memory(
-        0.8, "Weight of BM25 against embedding similarity in hybrid score fusion (0..1).", ge=0.0, le=1.0
+        0.5, "Weight of BM25 against embedding similarity in hybrid score fusion (0..1).", ge=0.0, le=1.0
     )
     hybrid_top_n: int = _memory(10, "Candidates taken from each ranking before fusion in hybrid mode.", ge=1, le=1000)
     stemmer_language: str | None = _memory(

@@ -289,9 +289,7 @@ class LocalMemoryStore(BaseStore):
             wanted = sum(len(self.knowledge.notes(user_id, category=c)) for c in categories)
         if wanted == 0:
             return []
-        if self.memory.config.search_mode == "hybrid":
-            return self.knowledge.store.hybrid_candidates(query, wanted, user_id=user_id, categories=categories)
-        return self.knowledge.search(query, user_id, k=wanted, categories=categories)
+        return self.knowledge.search(query, user_id, k=wanted, categories=categories)  # follows search_mode
 
     def _ranked(self, query: str, places: list[Place], wanted: int | None) -> Iterator[SearchItem]:
         hits = [(p.user_id, hit) for p in places for hit in self._stage1(query, p.user_id, p.categories, wanted)]

@@ -230,6 +230,34 @@ class EmbeddingCache:
                 self._merge()
             return dropped
 
+    def digest_of(self, text: str) -> str:
+        """The cache's name of ``text``'s vector (SHA-256 of the model name and the text)."""
+        return text_hash(self.model, text)
+
+    def kept(self, digests: Sequence[str]) -> Matrix | None:
+        """The cached rows of ``digests`` in order, or ``None`` if one is not cached (never embeds)."""
+        with self._lock:
+            self._sync_from_disk()
+            rows = self._rows
+            if any(d not in rows for d in digests):
+                return None
+            if not digests:
+                return np.zeros((0, self._dimension or 0), dtype=np.float32)
+            picked = np.fromiter((rows[d] for d in digests), dtype=np.int64, count=len(digests))
+            result: Matrix = self._full_matrix()[picked]
+            return result
+
+    def discard_kept(self, digests: Sequence[str]) -> int:
+        """Delete the vectors of ``digests`` from memory and disk now (a forgotten user's passages)."""
+        wanted = set(digests)
+        with self._lock:
+            self._sync_from_disk()
+            found = len(wanted & set(self._rows))
+            dropped = self.forget([k for k, h in self._key_hash.items() if h in wanted])
+            if dropped:
+                self._merge()
+            return found
+
     def prune(self, live_keys: Collection[str]) -> int:
         """Forget every key not in ``live_keys`` and merge the shards; return how many were dropped."""
         live = set(live_keys)

@@ -65,6 +65,22 @@ class _MemoryVectors(QueryEmbedding):
         vectors = unit_vectors(texts, await self.embedder.aembed(texts)) if texts else np.zeros((0, 0), np.float32)
         return self._stack(digests, list(new), vectors)
 
+    def digest_of(self, text: str) -> str:
+        return text_digest(text)
+
+    def kept(self, digests: Sequence[str]) -> npt.NDArray[np.float32] | None:
+        with self._lock:
+            if any(d not in self._vectors for d in digests):
+                return None
+            return stacked(self._vectors, digests)
+
+    def discard_kept(self, digests: Sequence[str]) -> int:
+        with self._lock:
+            gone = {d for d in digests if self._vectors.pop(d, None) is not None}
+            for key in [k for k, d in self._keys.items() if d in gone]:
+                del self._keys[key]
+            return len(gone)
+
     def discard(self, items: Sequence[tuple[str, str]]) -> int:
         with self._lock:
             gone = {key: self._keys.pop(key) for key, _ in items if key in self._keys}

@@ -399,6 +399,25 @@ class _PgVectors(QueryEmbedding):
             await self.backend.arun("vectors", self._store(list(new), vectors))
         return self._stack(digests)
 
+    def digest_of(self, text: str) -> str:
+        return text_digest(text)
+
+    def kept(self, digests: Sequence[str]) -> npt.NDArray[np.float32] | None:
+        self.backend.run("vectors", self._fetch(digests))
+        with self._lock:
+            if any(d not in self._vectors for d in digests):
+                return None
+        return self._stack(digests)
+
+    def discard_kept(self, digests: Sequence[str]) -> int:
+        wanted = sorted(set(digests))
+        with self._lock:
+            for digest in wanted:
+                self._vectors.pop(digest, None)
+        if not wanted:
+            return 0
+        return self.backend.run("vectors", self._discard(wanted))
+
     def _discard(self, digests: Sequence[str]) -> Op[int]:
         rows = yield Stmt(
             self.backend.db.q("DELETE FROM {s}.vectors WHERE model = %s AND digest = ANY(%s) RETURNING digest"),

@@ -1,0 +1,287 @@
+"""The dense side of hybrid search: note passages embedded at index time, read at query time.
+
+Indexing (``write_note``, ``index``/``build_index``, the watcher's re-index, any writer of a
+shared PostgreSQL store) cuts a changed note into passages (:mod:`.passages`), has the vector
+cache embed those it does not keep yet (:meth:`VectorCache.vectors_for`: vectors live in the
+backend's cache, files or PostgreSQL) and records, per note, which vectors are its passages
+in a **passage map**: one blob per user and category
+(``.passages/{category}/{user prefix}{model}.json``), ``filename -> [signature, digests]``,
+where the signature is the index entry's ``(mtime_ns, size, last_modified)``.
+
+A query reads the map and the vectors by digest (:meth:`VectorCache.kept`); it embeds no note.
+The one exception: a note whose index entry no longer matches its map row (it changed since
+it was indexed, by a writer that did not embed: a plain editor with no watcher running, or a
+memory without an embedder) and whose new passages nobody embedded yet. The query then reads
+that note, embeds its passages, records them in the map (so it happens once) and answers; the
+cost is that note's passages, logged as ``EMBEDDINGS_FALLBACK`` with ``reason="note changed since
+indexing"``. A map blob is rewritten whole when a note of its user and category changes (about
+300 bytes per note).
+
+A note's dense score is the mean of its best passage's cosine and its whole-note vector's
+(the unit mean of its passages): see :meth:`DenseMatrix.note_scores` for the measurement.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from local_ai_memory._contracts.knowledge import KnowledgeBackend, VectorCache
+from local_ai_memory._knowledge.index_file import IndexEntry, lead_text
+from local_ai_memory._knowledge.passages import passages_of
+from local_ai_memory._shared.errors import ModelError
+from local_ai_memory._shared.events import Event, log_event
+from local_ai_memory._shared.naming import owner_of, user_file_prefix
+from local_ai_memory._shared.vectors import model_id_of
+
+__all__ = ["MAP_DIR", "DenseIndex", "DenseMatrix", "signature_of"]
+
+MAP_DIR = ".passages"
+MAP_VERSION = 1
+EMBED_BATCH = 256
+"""Passages sent to the vector cache per call while indexing (one progress step each)."""
+
+Signature = tuple[int | None, int | None, float]
+Vector = npt.NDArray[np.float32]
+ReadNote = Callable[[str, str], str | None]
+
+
+def signature_of(entry: IndexEntry) -> Signature:
+    """What a map row must match to be the passages of ``entry``'s current text."""
+    return (entry.mtime_ns, entry.size, float(entry.last_modified))
+
+
+@dataclass(frozen=True)
+class DenseMatrix:
+    """One user's passage vectors for a query: rows grouped by note, ``starts[i]`` the first
+    row of ``entries[i]`` (every note has at least its lead)."""
+
+    entries: Sequence[IndexEntry]
+    matrix: Vector
+    starts: npt.NDArray[np.int64]
+    rows: dict[str, int] = field(default_factory=dict)
+    """``"category/filename"`` -> index in ``entries`` (built once, not per query)."""
+
+    means: Vector = field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32))
+    """Each note's passages averaged and scaled to unit length (its whole-note vector)."""
+
+    def __post_init__(self) -> None:
+        if not self.rows:
+            self.rows.update({f"{e.category}/{e.filename}": row for row, e in enumerate(self.entries)})
+        if self.entries and self.means.shape[0] != len(self.entries):
+            counts = np.diff(np.append(self.starts, self.matrix.shape[0])).astype(np.float32)
+            sums = np.add.reduceat(self.matrix, self.starts, axis=0) / counts[:, None]
+            norms = np.linalg.norm(sums, axis=1, keepdims=True)
+            norms[norms == 0] = 1.0
+            object.__setattr__(self, "means", (sums / norms).astype(np.float32))
+
+    def note_scores(self, query: Vector) -> Vector:
+        """Each note's dense score for the unit ``query``: the mean of its best passage's cosine
+        and its whole-note (mean passage) vector's cosine. Measured against the best passage
+        alone (z-score fusion at 0.5): natural questions (dev, 400 pages) .802/.694 against
+        .767/.691 R@5/MRR@10; known items stdlib .917/.796 against .929/.793, readmes .897/.805
+        against .891/.801."""
+        if not self.entries:
+            return np.zeros(0, dtype=np.float32)
+        best = np.maximum.reduceat(self.matrix @ query, self.starts)
+        scores: Vector = ((best + self.means @ query) / 2).astype(np.float32)
+        return scores
+
+
+class DenseIndex:
+    """Passage maps of one store and one embedder, and the matrices queries read."""
+
+    def __init__(self, backend: KnowledgeBackend, cache: VectorCache, embedder: object) -> None:
+        self.backend = backend
+        self.cache = cache
+        self.slug = hashlib.sha256(model_id_of(embedder).encode("utf-8")).hexdigest()[:16]
+        self._lock = threading.RLock()
+        self._maps: dict[tuple[str, str], dict[str, tuple[Signature, list[str]]]] = {}
+        self._matrices: dict[tuple[str, tuple[str, ...]], tuple[object, DenseMatrix]] = {}
+
+    # -- the maps --------------------------------------------------------------------------
+    def blob_name(self, category: str, user_id: str) -> str:
+        return f"{MAP_DIR}/{category}/{user_file_prefix(user_id)}{self.slug}.json"
+
+    def _map(self, category: str, user_id: str, fresh: bool = False) -> dict[str, tuple[Signature, list[str]]]:
+        key = (category, user_id)
+        if fresh or key not in self._maps:
+            self._maps[key] = self._read(category, user_id)
+        return self._maps[key]
+
+    def _read(self, category: str, user_id: str) -> dict[str, tuple[Signature, list[str]]]:
+        name = self.blob_name(category, user_id)
+        data = self.backend.read_blob(name)
+        if data is None:
+            return {}
+        try:
+            raw = json.loads(data)
+            if raw.get("version") != MAP_VERSION:
+                return {}
+            return {
+                str(filename): ((sig[0], sig[1], float(sig[2])), [str(d) for d in digests])
+                for filename, (sig, digests) in raw["notes"].items()
+            }
+        except (ValueError, KeyError, TypeError, IndexError) as exc:  # only a cache: rebuilt by embedding again
+            log_event(Event.MEMORY_CORRUPT, level=logging.WARNING, path=name, reason=str(exc)[:200])
+            return {}
+
+    def _save(self, category: str, user_id: str) -> None:
+        rows = self._maps.get((category, user_id), {})
+        payload = {"version": MAP_VERSION, "notes": {n: [list(sig), d] for n, (sig, d) in sorted(rows.items())}}
+        self.backend.write_blob(self.blob_name(category, user_id), json.dumps(payload).encode("utf-8"))
+
+    def digests_of_user(self, user_id: str, categories: Iterable[str]) -> list[str]:
+        """Every passage digest recorded for ``user_id`` (what forgetting the user deletes)."""
+        with self._lock:
+            return [d for c in categories for _, ds in self._map(c, user_id, fresh=True).values() for d in ds]
+
+    def forget_user(self, user_id: str, categories: Iterable[str]) -> None:
+        """Drop ``user_id``'s maps (blobs and memory)."""
+        with self._lock:
+            for category in categories:
+                self._maps.pop((category, user_id), None)
+                self.backend.delete_blob(self.blob_name(category, user_id))
+            for key in [k for k in self._matrices if k[0] == user_id]:
+                del self._matrices[key]
+
+    # -- indexing --------------------------------------------------------------------------
+    def stale(self, entries: Iterable[IndexEntry]) -> list[IndexEntry]:
+        """The ``entries`` whose map row is missing or does not match (re-reading a map blob
+        once: another process may have embedded them)."""
+        out: list[IndexEntry] = []
+        with self._lock:
+            reread: set[tuple[str, str]] = set()
+            for entry in entries:
+                owner = owner_of(entry.filename) or ""
+                row = self._map(entry.category, owner).get(entry.filename)
+                if row is None or row[0] != signature_of(entry):
+                    if (entry.category, owner) not in reread:
+                        reread.add((entry.category, owner))
+                        row = self._map(entry.category, owner, fresh=True).get(entry.filename)
+                    if row is None or row[0] != signature_of(entry):
+                        out.append(entry)
+        return out
+
+    @staticmethod
+    def _plan(
+        notes: Sequence[tuple[IndexEntry, str]],
+    ) -> tuple[list[tuple[IndexEntry, list[str]]], list[tuple[str, str]]]:
+        """Each note's passages, and the ``(key, text)`` items the cache is asked for."""
+        planned: list[tuple[IndexEntry, list[str]]] = []
+        items: list[tuple[str, str]] = []
+        for entry, text in notes:
+            passages = passages_of(lead_text(entry), entry.title, text)
+            planned.append((entry, passages))
+            key = f"{entry.category}/{entry.filename}"
+            items.extend((f"{key}#{i}", passage) for i, passage in enumerate(passages))
+        return planned, items
+
+    def _record(self, planned: Sequence[tuple[IndexEntry, list[str]]]) -> None:
+        """Write the map rows of notes whose passages the cache now keeps."""
+        touched: set[tuple[str, str]] = set()
+        with self._lock:
+            for entry, passages in planned:
+                owner = owner_of(entry.filename) or ""
+                rows = self._map(entry.category, owner)
+                rows[entry.filename] = (signature_of(entry), [self.cache.digest_of(p) for p in passages])
+                touched.add((entry.category, owner))
+            for category, owner in sorted(touched):
+                self._save(category, owner)
+
+    def embed(self, notes: Sequence[tuple[IndexEntry, str]], progress: Callable[[int, int], None] | None = None) -> int:
+        """Embed the passages of ``(entry, text)`` notes (what the cache keeps costs nothing)
+        and record them in the maps; return how many passages the notes have."""
+        planned, items = self._plan(notes)
+        for start in range(0, len(items), EMBED_BATCH):
+            self.cache.vectors_for(items[start : start + EMBED_BATCH])
+            if progress is not None:
+                progress(min(start + EMBED_BATCH, len(items)), len(items))
+        self._record(planned)
+        return len(items)
+
+    async def aembed(self, notes: Sequence[tuple[IndexEntry, str]]) -> int:
+        """Async twin of :meth:`embed` (the embedder's ``aembed``; map blobs in a thread)."""
+        planned, items = self._plan(notes)
+        for start in range(0, len(items), EMBED_BATCH):
+            await self.cache.avectors_for(items[start : start + EMBED_BATCH])
+        await asyncio.to_thread(self._record, planned)
+        return len(items)
+
+    # -- queries ---------------------------------------------------------------------------
+    def _kept_matrix(self, user_id: str, cats: tuple[str, ...], generation: object) -> DenseMatrix | None:
+        with self._lock:
+            kept = self._matrices.get((user_id, cats))
+            return kept[1] if kept is not None and kept[0] == generation else None
+
+    def _keep(self, user_id: str, cats: tuple[str, ...], generation: object, dense: DenseMatrix) -> DenseMatrix:
+        with self._lock:
+            self._matrices[(user_id, cats)] = (generation, dense)
+            while len(self._matrices) > 64:
+                self._matrices.pop(next(iter(self._matrices)))
+        return dense
+
+    def matrix(
+        self, user_id: str, cats: tuple[str, ...], entries: Sequence[IndexEntry], generation: object, read: ReadNote
+    ) -> DenseMatrix:
+        """The passage vectors of ``entries`` (one user's notes), kept until ``generation``
+        (the index's) changes. Embeds only notes changed since indexing that nobody embedded
+        (see the module docstring)."""
+        kept = self._kept_matrix(user_id, cats, generation)
+        if kept is not None:
+            return kept
+        stale = self.stale(entries)
+        if stale:
+            log_event(Event.EMBEDDINGS_FALLBACK, reason="note changed since indexing", notes=len(stale))
+            self.embed([(e, read(e.category, e.filename) or "") for e in stale])
+        dense = self._assemble(entries)
+        if dense is None:  # vectors gone from the cache (another model took it over): embed again
+            self.embed([(e, read(e.category, e.filename) or "") for e in entries])
+            dense = self._assemble(entries)
+        if dense is None:
+            raise ModelError("passage vectors vanished from the cache while assembling")
+        return self._keep(user_id, cats, generation, dense)
+
+    async def amatrix(
+        self, user_id: str, cats: tuple[str, ...], entries: Sequence[IndexEntry], generation: object, read: ReadNote
+    ) -> DenseMatrix:
+        """Async twin of :meth:`matrix`: stale notes go through the embedder's ``aembed``."""
+        kept = self._kept_matrix(user_id, cats, generation)
+        if kept is not None:
+            return kept
+        stale = await asyncio.to_thread(self.stale, entries)
+        if stale:
+            log_event(Event.EMBEDDINGS_FALLBACK, reason="note changed since indexing", notes=len(stale))
+            texts = await asyncio.to_thread(lambda: [read(e.category, e.filename) or "" for e in stale])
+            await self.aembed(list(zip(stale, texts, strict=True)))
+        dense = await asyncio.to_thread(self._assemble, entries)
+        if dense is None:
+            texts = await asyncio.to_thread(lambda: [read(e.category, e.filename) or "" for e in entries])
+            await self.aembed(list(zip(entries, texts, strict=True)))
+            dense = await asyncio.to_thread(self._assemble, entries)
+        if dense is None:
+            raise ModelError("passage vectors vanished from the cache while assembling")
+        return self._keep(user_id, cats, generation, dense)
+
+    def _assemble(self, entries: Sequence[IndexEntry]) -> DenseMatrix | None:
+        digests: list[str] = []
+        starts: list[int] = []
+        with self._lock:
+            for entry in entries:
+                row = self._map(entry.category, owner_of(entry.filename) or "").get(entry.filename)
+                if row is None:
+                    return None
+                starts.append(len(digests))
+                digests.extend(row[1])
+        matrix = self.cache.kept(digests)
+        if matrix is None:
+            return None
+        return DenseMatrix(entries, np.ascontiguousarray(matrix, dtype=np.float32), np.array(starts, dtype=np.int64))

@@ -1,0 +1,161 @@
+"""Embedding belongs to indexing: passages embedded by index/write/watcher, never by a query
+(unless a note changed since indexing and nobody embedded it), scored by the best passage."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from local_ai_memory import Memory, note_hash
+from local_ai_memory._knowledge.passages import MAX_PASSAGES, PASSAGE_WORDS, body_passages, passages_of
+
+WORDS = ("kestrel", "falcon", "tea", "brakes", "oil", "garden", "python", "lid", "suspend")
+
+
+class CountingEmbedder:
+    """Bag of :data:`WORDS` vectors; counts calls and texts."""
+
+    model_name = "count-words-v1"
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        self.calls.append(list(texts))
+        return [[text.lower().count(w) + 0.01 for w in WORDS] for text in texts]
+
+    async def aembed(self, texts: list[str]) -> list[list[float]]:
+        return self.embed(texts)
+
+    @property
+    def texts(self) -> list[str]:
+        return [t for call in self.calls for t in call]
+
+
+def test_passages_follow_structure_and_are_bounded() -> None:
+    text = "# Title\n\nIntro line.\n\n## Options\n\n" + "word " * 1000 + "\n\n## Later\n\nNever reached.\n"
+    body = body_passages("Title", text)
+    assert len(body) == MAX_PASSAGES - 1
+    assert body[0] == "Title\nIntro line."
+    assert body[1].startswith("Title: Options\n")
+    assert all(len(p.split("\n", 1)[1].split()) <= PASSAGE_WORDS for p in body)
+    assert passages_of("lead", "Title", text)[0] == "lead"
+    assert body_passages("T", "---\nkey: v\n---\nbody text\n") == ["T\nbody text"]
+    assert body_passages("T", "") == []
+
+
+def _open(root: Path, embedder: CountingEmbedder, mode: str = "hybrid") -> Memory:
+    return Memory.open(root, fsync=False, auto_watch=False, search_mode=mode, embedder=embedder)
+
+
+def test_first_hybrid_query_after_index_embeds_nothing(tmp_path: Path) -> None:
+    (tmp_path / "data" / "memory_data" / "knowledge").mkdir(parents=True)
+    for i, topic in enumerate(["kestrel falcon", "green tea", "car brakes oil"]):
+        body = f"# Note {i}\n\nFirst paragraph.\n\n## Details\n\nAbout {topic}.\n"
+        (tmp_path / "data" / "memory_data" / "knowledge" / f"alice_n{i}.md").write_text(body)
+    embedder = CountingEmbedder()
+    with _open(tmp_path / "data", embedder) as memory:
+        assert memory.knowledge.build_index() == 3
+        indexed = len(embedder.texts)
+        assert indexed == 9  # lead + a passage per section (two) per note, embedded by build_index
+        embedder.calls.clear()
+        found = memory.knowledge.search("falcon", "alice")
+        assert found[0].filename == "alice_n0.md"
+        assert embedder.calls == [["falcon"]]  # the query, nothing else
+    # A new process: the vectors and the passage map come from storage, still nothing to embed.
+    again = CountingEmbedder()
+    with _open(tmp_path / "data", again) as memory:
+        assert memory.knowledge.search("brakes", "alice")[0].filename == "alice_n2.md"
+        assert again.calls == [["brakes"]]
+
+
+async def test_write_note_embeds_and_the_query_does_not(tmp_path: Path) -> None:
+    embedder = CountingEmbedder()
+    with _open(tmp_path / "data", embedder) as memory:
+        memory.knowledge.write_note("alice", "birds", "# Birds\n\nintro\n\n## Hunting\n\nThe kestrel hovers.\n")
+        assert any("kestrel" in t for t in embedder.texts)
+        embedder.calls.clear()
+        assert (await memory.knowledge.asearch("kestrel", "alice"))[0].filename == "alice_birds.md"
+        assert embedder.calls == [["kestrel"]]
+
+
+def test_a_conditional_edit_embeds_at_write_time_too(tmp_path: Path) -> None:
+    """The compare-and-swap path (MCP, Claude's memory tool) indexes through the same step as
+    write_note, so its edit is embedded by the write, not by the next query."""
+    embedder = CountingEmbedder()
+    with _open(tmp_path / "data", embedder) as memory:
+        memory.knowledge.write_note("alice", "birds", "# Birds\n\nintro\n\n## Hunting\n\nThe owl hovers.\n")
+        embedder.calls.clear()
+        memory.knowledge.edit_note(
+            "alice", "birds", "owl", "kestrel", expected_hash=note_hash(memory.knowledge.read_note("alice", "birds"))
+        )
+        assert any("kestrel" in t for t in embedder.texts)
+        embedder.calls.clear()
+        assert memory.knowledge.search("kestrel", "alice")[0].filename == "alice_birds.md"
+        assert embedder.calls == [["kestrel"]]
+
+
+def test_a_note_changed_behind_the_index_is_embedded_once_by_a_query(tmp_path: Path, caplog: object) -> None:
+    embedder = CountingEmbedder()
+    with _open(tmp_path / "data", embedder) as memory:
+        memory.knowledge.write_note("alice", "garden", "# Garden\n\nroses\n")
+        memory.knowledge.write_note("alice", "laptop", "# Laptop\n\nscreen\n")
+        path = tmp_path / "data" / "memory_data" / "knowledge" / "alice_garden.md"
+        path.write_text("# Garden\n\nroses and a kestrel nest in the garden\n")  # an editor, no watcher
+        embedder.calls.clear()
+        assert memory.knowledge.search("kestrel", "alice")[0].filename == "alice_garden.md"
+        embedded = [t for t in embedder.texts if t != "kestrel"]
+        assert embedded
+        assert all("Garden" in t or "garden" in t for t in embedded)  # that note only
+        embedder.calls.clear()
+        memory.knowledge.search("kestrel", "alice")
+        assert embedder.calls == [["kestrel"]]  # once
+
+
+def test_best_passage_decides_and_forget_removes_passage_vectors(tmp_path: Path) -> None:
+    embedder = CountingEmbedder()
+    filler = "\n\n".join(f"Paragraph {i} about nothing in particular at all." for i in range(3))
+    with _open(tmp_path / "data", embedder) as memory:
+        memory.knowledge.write_note("alice", "long", f"# Long\n\n{filler}\n\n## End\n\nsuspend on lid close\n")
+        memory.knowledge.write_note("alice", "other", "# Other\n\npython oil tea\n")
+        found = memory.knowledge.store.hybrid_candidates("lid suspend", 2, 0.0, user_id="alice")
+        assert found[0].filename == "alice_long.md"  # only a later passage holds these words
+        dense = memory.knowledge.store._dense()
+        assert dense is not None
+        digests = dense.digests_of_user("alice", ["knowledge"])
+        assert dense.cache.kept(digests) is not None
+        forgotten = memory.knowledge.store.forget_user("alice")
+        assert forgotten.vectors >= len(set(digests))
+        assert dense.cache.kept(digests) is None
+        assert dense.digests_of_user("alice", ["knowledge"]) == []
+
+
+def test_dense_scores_mix_the_best_passage_and_the_whole_note() -> None:
+    from local_ai_memory._knowledge.dense import DenseMatrix
+    from local_ai_memory._knowledge.index_file import IndexEntry
+
+    entries = [
+        IndexEntry(filename=f"a_{i}.md", title="t", description="", keywords=[], category="k", last_modified=0.0)
+        for i in range(2)
+    ]
+    matrix = np.array([[1, 0], [0, 1], [0.6, 0.8]], dtype=np.float32)
+    dense = DenseMatrix(entries, matrix, np.array([0, 2], dtype=np.int64))
+    # note 0: best passage 1.0, whole-note vector (unit mean of its two) 0.707; note 1: 0.8 and 0.8
+    expected = [(1.0 + 0.5**0.5) / 2, 0.8]
+    assert dense.note_scores(np.array([0.0, 1.0], dtype=np.float32)).tolist() == pytest.approx(expected, abs=1e-6)
+
+
+def test_the_watchers_refresh_embeds_what_an_editor_changed(tmp_path: Path) -> None:
+    embedder = CountingEmbedder()
+    with _open(tmp_path / "data", embedder) as memory:
+        memory.knowledge.write_note("alice", "garden", "# Garden\n\nroses\n")
+        path = tmp_path / "data" / "memory_data" / "knowledge" / "alice_garden.md"
+        path.write_text("# Garden\n\nroses and a falcon on the fence\n")  # an editor
+        embedder.calls.clear()
+        assert memory.knowledge.store.refresh_stale_entries() == 1  # what a polling watcher calls
+        assert any("falcon" in t for t in embedder.texts)
+        embedder.calls.clear()
+        assert memory.knowledge.search("falcon", "alice")[0].filename == "alice_garden.md"
+        assert embedder.calls == [["falcon"]]

