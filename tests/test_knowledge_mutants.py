@@ -59,21 +59,21 @@ class PlantedVectors:
     ``bug`` names one of: ``not_unit``, ``order``, ``identity``, ``discard``."""
 
     def __init__(self, kept: dict[tuple[str, str], Matrix], keys: dict[str, str], embedder: Embedder, bug: str) -> None:
-        self.kept, self.keys, self.embedder, self.bug = kept, keys, embedder, bug
+        self.vectors, self.keys, self.embedder, self.bug = kept, keys, embedder, bug
         self.model = "" if bug == "identity" else model_id_of(embedder)  # the bug: one model for all
         self.lock = threading.Lock()
 
     def _finish(self, items: Sequence[tuple[str, str]], texts: list[str], raw: Any) -> Matrix:
         digests = [text_digest(text) for _, text in items]
         with self.lock:
-            was_kept = [(self.model, d) in self.kept for d in digests]
+            was_kept = [(self.model, d) in self.vectors for d in digests]
             if texts:
                 vectors = unit_vectors(texts, raw)
                 if self.bug == "not_unit":
                     vectors = np.asarray(raw, dtype=np.float32)  # the embedder's answer, unscaled
-                self.kept.update(((self.model, text_digest(t)), v) for t, v in zip(texts, vectors, strict=True))
+                self.vectors.update(((self.model, text_digest(t)), v) for t, v in zip(texts, vectors, strict=True))
             self.keys.update((key, d) for (key, _), d in zip(items, digests, strict=True))
-            rows = [self.kept[(self.model, d)] for d in digests]
+            rows = [self.vectors[(self.model, d)] for d in digests]
         if self.bug == "order":  # kept rows first, then the new ones: right only when all or none were kept
             rows = [r for r, k in zip(rows, was_kept, strict=True) if k] + [
                 r for r, k in zip(rows, was_kept, strict=True) if not k
@@ -82,7 +82,7 @@ class PlantedVectors:
 
     def _missing(self, items: Sequence[tuple[str, str]]) -> list[str]:
         with self.lock:
-            missing = {text: None for _, text in items if (self.model, text_digest(text)) not in self.kept}
+            missing = {text: None for _, text in items if (self.model, text_digest(text)) not in self.vectors}
         return list(missing)
 
     def vectors_for(self, items: Sequence[tuple[str, str]]) -> Matrix:
@@ -101,13 +101,29 @@ class PlantedVectors:
         vector: Matrix = unit_vectors([text], await self.embedder.aembed([text]))[0]
         return vector
 
+    def digest_of(self, text: str) -> str:
+        return text_digest(text)
+
+    def kept(self, digests: Sequence[str]) -> Matrix | None:
+        with self.lock:
+            if any((self.model, d) not in self.vectors for d in digests):
+                return None
+            rows = [self.vectors[(self.model, d)] for d in digests]
+        return np.stack(rows) if rows else np.zeros((0, 0), np.float32)
+
+    def discard_kept(self, digests: Sequence[str]) -> int:
+        with self.lock:
+            if self.bug == "discard":  # the bug: report the count, delete nothing
+                return sum((self.model, d) in self.vectors for d in set(digests))
+            return sum(self.vectors.pop((self.model, d), None) is not None for d in set(digests))
+
     def discard(self, items: Sequence[tuple[str, str]]) -> int:
         with self.lock:
             had = [key for key, _ in items if key in self.keys]
             if self.bug != "discard":  # the bug: report the count, delete nothing
                 for key, text in items:
                     self.keys.pop(key, None)
-                    self.kept.pop((self.model, text_digest(text)), None)
+                    self.vectors.pop((self.model, text_digest(text)), None)
             return len(had)
 
 

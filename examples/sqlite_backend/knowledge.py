@@ -315,6 +315,30 @@ class SqliteVectors:
         vector: Matrix = unit_vectors([text], await self.embedder.aembed([text]))[0]
         return vector
 
+    def digest_of(self, text: str) -> str:
+        return text_digest(text)
+
+    def kept(self, digests: Sequence[str]) -> Matrix | None:
+        """The kept vectors of ``digests`` in order, or ``None`` when one is missing (never embeds)."""
+        found: dict[str, Matrix] = {}
+        with self.backend._read() as db:
+            for digest in set(digests):
+                row = db.execute(
+                    "SELECT vector FROM vectors WHERE model = ? AND digest = ?", (self.model, digest)
+                ).fetchone()
+                if row is None:
+                    return None
+                found[digest] = np.frombuffer(row[0], dtype=np.float32)
+        return self._stack(list(digests), found)
+
+    def discard_kept(self, digests: Sequence[str]) -> int:
+        with self.backend._write() as db:
+            had = 0
+            for digest in set(digests):
+                had += db.execute("DELETE FROM vectors WHERE model = ? AND digest = ?", (self.model, digest)).rowcount
+                db.execute("DELETE FROM vector_keys WHERE model = ? AND digest = ?", (self.model, digest))
+        return had
+
     def discard(self, items: Sequence[tuple[str, str]]) -> int:
         """Forget the items' keys and delete their texts' vectors (shared ones too: re-embedded on demand)."""
         with self.backend._write() as db:
