@@ -22,7 +22,7 @@ equal), then by name. Nothing here touches the disk or a model.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -100,6 +100,30 @@ def _unit_range(values: dict[str, float]) -> dict[str, float]:
     return {name: (value - low) / (high - low) for name, value in values.items()}
 
 
+def _weighted(
+    bm25_scored: Sequence[tuple[str, float]],
+    vector_scored: Sequence[tuple[str, float]],
+    bm25_weight: float,
+    normalize: Callable[[dict[str, float]], dict[str, float]],
+) -> list[tuple[str, float]]:
+    """The rule both fusions share: candidates are the names of either list, a name BM25 did
+    not return scores 0 there, one without a vector score the lowest given; each side is put on
+    one scale by ``normalize``, then weighted. Best first; ties: better BM25 rank, then name."""
+    _check_weight(bm25_weight)
+    lexical = dict(bm25_scored)
+    semantic = dict(vector_scored)
+    names = list(dict.fromkeys([*lexical, *semantic]))
+    if not names:
+        return []
+    floor = min(semantic.values()) if semantic else 0.0
+    lex = normalize({n: lexical.get(n, 0.0) for n in names})
+    sem = normalize({n: semantic.get(n, floor) for n in names})
+    order = {name: i for i, name in enumerate(lexical)}
+    fused = [(bm25_weight * lex[n] + (1.0 - bm25_weight) * sem[n], n) for n in names]
+    fused.sort(key=lambda item: (-item[0], order.get(item[1], len(order)), item[1]))
+    return [(name, score) for score, name in fused]
+
+
 def convex_fusion(
     bm25_scored: Sequence[tuple[str, float]], vector_scored: Sequence[tuple[str, float]], bm25_weight: float
 ) -> list[tuple[str, float]]:
@@ -111,19 +135,7 @@ def convex_fusion(
     is min-max normalized over the candidates, then
     ``score = bm25_weight * bm25 + (1 - bm25_weight) * vector``. Ties: better BM25 rank, then name.
     """
-    _check_weight(bm25_weight)
-    lexical = dict(bm25_scored)
-    semantic = dict(vector_scored)
-    names = list(dict.fromkeys([*lexical, *semantic]))
-    if not names:
-        return []
-    floor = min(semantic.values()) if semantic else 0.0
-    lex = _unit_range({n: lexical.get(n, 0.0) for n in names})
-    sem = _unit_range({n: semantic.get(n, floor) for n in names})
-    order = {name: i for i, name in enumerate(lexical)}
-    fused = [(bm25_weight * lex[n] + (1.0 - bm25_weight) * sem[n], n) for n in names]
-    fused.sort(key=lambda item: (-item[0], order.get(item[1], len(order)), item[1]))
-    return [(name, score) for score, name in fused]
+    return _weighted(bm25_scored, vector_scored, bm25_weight, _unit_range)
 
 
 def _standard(values: dict[str, float]) -> dict[str, float]:
@@ -156,20 +168,9 @@ def standard_fusion(
     default: .680 / .565; min-max at 0.5: .691 / .639) and .929 / .793 on known items (min-max
     at 0.8: .917 / .805). Lower weights gain on questions and lose on known items.
     """
-    _check_weight(bm25_weight)
-    lexical = dict(bm25_scored)
-    semantic = dict(vector_scored)
-    names = list(dict.fromkeys([*lexical, *semantic]))
-    if not names:
-        return []
-    floor = min(semantic.values()) if semantic else 0.0
-    lex = _standard({n: lexical.get(n, 0.0) for n in names})
-    sem = _standard({n: semantic.get(n, floor) for n in names})
-    order = {name: i for i, name in enumerate(lexical)}
-    fused = [(bm25_weight * lex[n] + (1.0 - bm25_weight) * sem[n], n) for n in names]
-    fused.sort(key=lambda item: (-item[0], order.get(item[1], len(order)), item[1]))
-    scaled = _unit_range({n: v for v, n in fused})
-    return [(name, scaled[name]) for _, name in fused]
+    fused = _weighted(bm25_scored, vector_scored, bm25_weight, _standard)
+    scaled = _unit_range(dict(fused))
+    return [(name, scaled[name]) for name, _ in fused]
 
 
 def cosine_scores(matrix: npt.ArrayLike, query: npt.ArrayLike) -> npt.NDArray[np.float32]:
