@@ -119,6 +119,27 @@ def test_threads_are_sessions_of_the_memory(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("kind", [*sorted(MEMORIES), "postgres"])
+def test_a_user_with_only_saver_threads_is_listed_and_forgotten(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A scope that holds nothing but a LangGraph step log is still the user's data: every backend
+    lists it and ``forget_user`` erases it."""
+    if kind == "postgres":
+        url, schema = request.getfixturevalue("postgres_url"), request.getfixturevalue("postgres_schema")
+        memory = Memory.open(tmp_path, database_url=url, database_schema=schema)
+    else:
+        memory = MEMORIES[kind](tmp_path)
+    saver = LocalMemorySaver(memory, user_id="carol")
+    _graph(saver).invoke({"steps": []}, {"configurable": {"thread_id": "only-steps"}})
+    assert memory.holds("carol", "only-steps")
+    listed = [(user.user_id, [info.scope.session_id for info in user.sessions]) for user in memory.users()]
+    assert listed == [("carol", ["only-steps"])]
+    assert memory.forget_user("carol").sessions == ["only-steps"]
+    assert saver.get_tuple({"configurable": {"thread_id": "only-steps"}}) is None
+    assert memory.users() == []
+
+
+@pytest.mark.parametrize("kind", [*sorted(MEMORIES), "postgres"])
 def test_savers_sharing_a_thread_see_each_others_steps_and_deletions(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
