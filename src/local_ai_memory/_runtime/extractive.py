@@ -548,29 +548,144 @@ def _collapse_tools(tools: list[Message], pages: dict[str, list[int]]) -> list[s
     return [line if not line.startswith(USER_MARK) else f"tool {line}" for line in lines]
 
 
-def _select(candidates: list[_Candidate], counter: TokenCounter, room: int, goal: str = "") -> list[_Candidate]:
-    """The candidates worth the most per token that fit in ``room`` tokens, in their original order.
+_EMPHASIS = re.compile(r"\*\*|__")
+_OPENER = re.compile(
+    r"^(?:(?:so|and|but|ok(?:ay)?|yes|yeah|right|well|alright|also|separately|then|now|anyway|basically|actually|"
+    r"in short|in other words|good news|bad news|confirmed|note|fyi|oui|donc|alors|ja|sí|si|pues|sim|então)"
+    r"\b[\s,:;!.-]*)+",
+    re.IGNORECASE,
+)
+_HEDGE = re.compile(
+    r"\s\b(?:actually|basically|just|really|simply|genuinely|definitely|certainly|pretty much|essentially)\b(?=\s)",
+    re.IGNORECASE,
+)
 
-    A candidate the goal already says is left out.
+
+def _compress(text: str) -> str:
+    """A bullet said in fewer tokens: no emphasis marks, no leading discourse words, no hedges.
+
+    Only words that carry no fact go ("So, ...", "Confirmed: ...", "actually", "just"); numbers,
+    names and identifiers are never touched. A line that would be left with less than two
+    words is kept as it was.
+    """
+    line = _EMPHASIS.sub("", text)
+    line = _OPENER.sub("", line, count=1)
+    line = " ".join(_HEDGE.sub("", line).split())
+    if len(line.split()) < 2:
+        return text
+    return line[0].upper() + line[1:] if line[0].islower() and text[:1].isupper() else line
+
+
+_STOP = frozenset(
+    re.findall(
+        r"\w+",
+        "about after again against also although among another because been before being below between both "
+        "could does doing during each either every from further have having here into itself might more most "
+        "much must other ourselves over same should since some such than that their them then there these they "
+        "this those though through under until very what when where which while will with would your yours "
+        "looks seems going thing things maybe still already really",
+    )
+)
+_WORD = re.compile(r"[\w$€£%#@./:+=-]+(?:,\d[\w$€£%#@./:+=-]*)*")  # "1,249.00" is one unit
+_SMALL_NUMBER = re.compile(r"\d{1,2}")
+_SPECIFIC_WORD = re.compile(r"\d|\w[_./:@#=+-]\w|^[#$@]")
+_NAME_WORD = re.compile(r"[a-z][A-Z]|^[A-Z]{2,}$")
+
+# How the selection weighs what a bullet tells (tuned on the development conversations only).
+_NAME_WEIGHT = 0.8  # a capitalized word inside a sentence, an ACRONYM, a camelCase name
+_WORD_WEIGHT = 0.25  # a long plain word that is not a stop word
+_GAIN_CAP = 6.0  # past this, more units in one bullet add nothing
+_FLOOR = 0.5  # what a bullet of a valued kind is worth even when it names nothing new
+_KIND_SCALE = 4.0  # how much the kind of a bullet (a user's decision, a finding) multiplies its worth
+_LENGTH_EXPONENT = 0.75  # value per token**exponent: below 1, a long informative line is not starved
+_ECHO_CAP = 3  # a unit said in this many messages counts sqrt(3) times one said once
+
+
+def _units(text: str) -> dict[str, float]:
+    """What a line tells, as weighted units: specific tokens (numbers, identifiers, names) count most.
+
+    A number with a unit, a version, a path, an id or an amount weighs 1; a capitalized name
+    inside the sentence, an acronym or a camelCase name :data:`_NAME_WEIGHT`; any other long
+    word that is not a stop word :data:`_WORD_WEIGHT`; a bare one- or two-digit number weighs
+    like a plain word (it is rarely the fact itself).
+    """
+    units: dict[str, float] = {}
+    for index, raw in enumerate(_WORD.findall(text)):
+        word = raw.strip(".,:;-=+/")
+        if not word:
+            continue
+        key = word.lower()
+        if _SMALL_NUMBER.fullmatch(word):
+            weight = _WORD_WEIGHT
+        elif _SPECIFIC_WORD.search(word):
+            weight = 1.0
+        elif (index > 0 and word[:1].isupper()) or _NAME_WORD.search(word):
+            weight = _NAME_WEIGHT
+        elif len(word) >= 5 and key not in _STOP:
+            weight = _WORD_WEIGHT
+        else:
+            continue
+        units[key] = max(units.get(key, 0.0), weight)
+    return units
+
+
+def _echo_counts(texts: list[str]) -> dict[str, int]:
+    """In how many of ``texts`` each unit occurs: what the run keeps coming back to matters more."""
+    counts: dict[str, int] = {}
+    for text in texts:
+        for unit in _units(text):
+            counts[unit] = counts.get(unit, 0) + 1
+    return counts
+
+
+def _select(
+    candidates: list[_Candidate],
+    counter: TokenCounter,
+    room: int,
+    goal: str = "",
+    echoes: dict[str, int] | None = None,
+) -> list[_Candidate]:
+    """The candidates that tell the most per token and fit in ``room`` tokens, in their original order.
+
+    Greedy, one bullet per round: the candidate with the best value per token (tokens to the
+    power :data:`_LENGTH_EXPONENT`) that still fits. Its value is what it tells that the goal
+    and the bullets already taken do not (its new :func:`_units`, each weighed more when the run
+    repeats it in several messages, see ``echoes``), times a factor for its kind (a decision
+    the user stated over a remark). So a near-duplicate of a chosen bullet is worth little
+    and is passed over for one that adds something, and a candidate the goal already says is
+    left out.
     """
     in_goal = " ".join(re.sub(r"[^\w\s]", " ", goal.lower()).split())
-    ranked = sorted(
-        enumerate(candidates),
-        key=lambda pair: (-(pair[1].score / max(4, counter.count(pair[1].text)) ** 0.5), -pair[1].order),
-    )
-    chosen: list[int] = []
-    used = 0
+    covered = set(_units(goal))
+    echoes = echoes or {}
+    pool: list[tuple[int, float, dict[str, float], int]] = []
     seen: set[str] = set()
-    for index, candidate in ranked:
+    for index, candidate in enumerate(candidates):
         key = " ".join(re.sub(r"[^\w\s]", " ", candidate.text.lower()).split())
-        if key in seen or (len(key) > 20 and key in in_goal):
-            continue
-        cost = counter.count(candidate.text) + 3
-        if used + cost > room:
+        if not key or key in seen or (len(key) > 20 and key in in_goal):
             continue
         seen.add(key)
+        kind = max(0.1, 1 + (candidate.score - _specificity(candidate.text)) / _KIND_SCALE)
+        units = {u: w * min(_ECHO_CAP, max(1, echoes.get(u, 1))) ** 0.5 for u, w in _units(candidate.text).items()}
+        cost = counter.count(candidate.text) + 2 + (counter.count(USER_MARK) if candidate.user else 0)
+        pool.append((index, kind, units, cost))
+    chosen: list[int] = []
+    used = 0
+    while pool:
+        best, best_ratio = -1, 0.0
+        for at, (_index, kind, units, cost) in enumerate(pool):
+            if used + cost > room:
+                continue
+            gain = sum(weight for unit, weight in units.items() if unit not in covered)
+            ratio = kind * (min(gain, _GAIN_CAP) + _FLOOR) / cost**_LENGTH_EXPONENT
+            if ratio > best_ratio:
+                best, best_ratio = at, ratio
+        if best < 0:
+            break
+        index, _kind, units, cost = pool.pop(best)
         chosen.append(index)
         used += cost
+        covered.update(units)
     return [candidates[index] for index in sorted(chosen)]
 
 
@@ -601,6 +716,7 @@ def extract_summary(
     """
     reader = _RunReader(counter, target_tokens, previous_goal)
     for order, message in enumerate(messages):
+        reader.texts.append(message.content)
         if message.role == "tool":
             reader.tool(message, order)
         elif message.role == "user":
@@ -617,13 +733,14 @@ class _RunReader:
         self.counter = counter
         self.target_tokens = target_tokens
         self.bullet_cap = max(8, min(48, target_tokens // 6))
-        self.clause_cap = max(16, min(40, target_tokens // 12))
+        self.clause_cap = max(24, min(40, target_tokens // 12))
         self.goal_cap = max(8, target_tokens // 4)
         self.goal = goal
         self.candidates: list[_Candidate] = []
         self.tools: list[Message] = []
         self.pages: dict[str, list[int]] = {}
         self.earlier_goals: list[str] = []
+        self.texts: list[str] = []
 
     def tool(self, message: Message, order: int) -> None:
         """A tool result: paging is counted, a stored output is named, else only its own summary line."""
@@ -703,8 +820,9 @@ class _RunReader:
         headings = counter.count(render_summary(Summary(self.goal)))
         room = max(0, self.target_tokens - headings - 4)
         for candidate in self.candidates:
-            candidate.text = clean_line(candidate.text, counter, self.clause_cap)
-        for candidate in _select([*done, *self.candidates], counter, room, self.goal):
+            text = candidate.text if candidate.user else _compress(candidate.text)  # the user's words stay theirs
+            candidate.text = clean_line(text, counter, self.clause_cap)
+        for candidate in _select([*done, *self.candidates], counter, room, self.goal, _echo_counts(self.texts)):
             text = candidate.text
             summary.bullets[candidate.section].append(USER_MARK + text if candidate.user else _not_the_user(text))
         for name in LIST_SECTIONS:
