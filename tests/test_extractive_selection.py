@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from local_ai_memory._runtime.extractive import _Candidate, _compress, _select, _units, extract_summary
+from local_ai_memory._runtime.extractive import (
+    _Candidate,
+    _compress,
+    _select,
+    _split_sentences,
+    _units,
+    extract_summary,
+)
 from local_ai_memory._runtime.messages import to_messages
 from local_ai_memory._runtime.summary import DISCOVERIES, render_summary
 from local_ai_memory._shared.tokens import TokenCounter
@@ -80,3 +87,33 @@ def test_a_tight_budget_keeps_the_specific_finding_over_chatter() -> None:
     assert "/mnt/backups" in text
     assert "common situation" not in text
     assert COUNTER.count(text) <= 96
+
+
+def test_a_stop_after_an_abbreviation_does_not_cut_a_sentence() -> None:
+    text = (
+        "Add an alert on growth (e.g. 10k goroutines for 15m). Costs vs. gains are fine. The answer is no."
+        "\nNext e.g.\nend"
+    )
+    assert _split_sentences(text) == [
+        "Add an alert on growth (e.g. 10k goroutines for 15m).",
+        "Costs vs. gains are fine.",
+        "The answer is no.",
+        "Next e.g.",
+        "end",
+    ]
+
+
+def test_tool_chatter_gives_way_to_a_finding_when_room_is_short() -> None:
+    messages = to_messages(
+        [
+            {"role": "user", "content": "Why is the orders backfill so slow?"},
+            {"role": "assistant", "content": "", "tool_calls": [{"name": "run_sql", "args": {}, "id": "c1"}]},
+            {"role": "tool", "name": "run_sql", "tool_call_id": "c1", "content": "count\n381204117\n(1 row)"},
+            {"role": "assistant", "content": "orders has 381M rows (212 GB); one 50k batch writes 41 MB of WAL."},
+        ]
+    )
+    text = render_summary(extract_summary(messages, COUNTER, 64))
+    assert "381M" in text
+    assert "(1 row)" not in text
+    wide = render_summary(extract_summary(messages, COUNTER, 768))
+    assert "ran run_sql" in wide  # with room, what was done is still said

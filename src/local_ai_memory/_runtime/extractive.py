@@ -47,7 +47,7 @@ SentenceKind = Literal[
     "question", "step", "request", "new_task", "follow_up", "continue", "decision", "fact", "other", "chat"
 ]
 
-_SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
+_STOP_SPLIT = re.compile(r"(?<=[.!?])\s+")
 _DECISION_CUE = re.compile(
     r"\b(decided|decide to|decision|we will|we'll|i will use|i'll use|let's use|let's go with|going with|go with|"
     r"chose|choose|opted|instead of|prefer|agreed|switch(?:ed)? to|settled on)\b",
@@ -132,12 +132,29 @@ _VAGUE_SUBJECT = re.compile(r"^(?:that|this|it|it's|that's|there|i|i'm|we|we're|
 _SPECIFIC = re.compile(r"\d|[`'\"]|\w[_./:=@-]\w")
 
 
+_ABBREVIATION = re.compile(r"(?:^|[\s(])(?:e\.g|i\.e|vs|approx|cf|incl|z\.\s?b|d\.\s?h|p\.\s?ex|nr|n°)\.$", re.I)
+
+
+def _split_sentences(text: str) -> list[str]:
+    """Sentences of ``text``, line by line; a stop after an abbreviation ("e.g.", "vs.", "z.B.") ends none."""
+    found: list[str] = []
+    for line in text.splitlines():
+        pieces: list[str] = []
+        for piece in _STOP_SPLIT.split(line):
+            if pieces and _ABBREVIATION.search(pieces[-1]):
+                pieces[-1] = f"{pieces[-1]} {piece}"
+            else:
+                pieces.append(piece)
+        found += [piece.strip() for piece in pieces if piece.strip()]
+    return found
+
+
 def _sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE_SPLIT.split(text) if len(s.strip().split()) >= 3]
+    return [s for s in _split_sentences(text) if len(s.split()) >= 3]
 
 
 def _all_sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE_SPLIT.split(text) if s.strip()]
+    return _split_sentences(text)
 
 
 def _first_line(text: str) -> str:
@@ -444,7 +461,7 @@ def _assistant_candidates(text: str, order: int, counter: TokenCounter, cap: int
             if narration:
                 score -= 2.0
             if score > 0.5:
-                found.append(_Candidate(section, part, score, order))
+                found.append(_Candidate(section, part, score - specific, order))
     return found
 
 
@@ -461,11 +478,11 @@ def _user_candidates(text: str, order: int, counter: TokenCounter, cap: int) -> 
         for part in _clauses(line, counter, cap):
             specific = _specificity(part)
             if kind == "decision" or _COMMITMENT.search(part):
-                found.append(_Candidate(DECISIONS, part, 4.0 + specific, order, user=True))
+                found.append(_Candidate(DECISIONS, part, 4.0, order, user=True))
             elif kind == "question":
-                found.append(_Candidate(OPEN_ISSUES, part, 1.5 + specific, order, user=True))
+                found.append(_Candidate(OPEN_ISSUES, part, 1.5, order, user=True))
             elif kind == "fact" or (specific and len(part.split()) >= 5):
-                found.append(_Candidate(DISCOVERIES, part, 3.0 + specific, order, user=True))
+                found.append(_Candidate(DISCOVERIES, part, 3.0, order, user=True))
             elif kind in ("request", "step", "follow_up", "other") and len(part.split()) >= 5:
                 found.append(_Candidate(DECISIONS, part, 1.5, order, user=True))
     return found
@@ -598,6 +615,9 @@ _GAIN_CAP = 6.0  # past this, more units in one bullet add nothing
 _FLOOR = 0.5  # what a bullet of a valued kind is worth even when it names nothing new
 _KIND_SCALE = 4.0  # how much the kind of a bullet (a user's decision, a finding) multiplies its worth
 _LENGTH_EXPONENT = 0.75  # value per token**exponent: below 1, a long informative line is not starved
+_RAN_SCORE = -2.0  # "ran read_file ×3": what was done, worth a line only when there is room
+_EARLIER_SCORE = 1.5  # an earlier goal, which holds what the user first said
+_TOOL_SCORE = -2.0  # a tool result's own summary line ("run_sql reported: 3 rows")
 _ECHO_CAP = 3  # a unit said in this many messages counts sqrt(3) times one said once
 
 
@@ -665,7 +685,7 @@ def _select(
         if not key or key in seen or (len(key) > 20 and key in in_goal):
             continue
         seen.add(key)
-        kind = max(0.1, 1 + (candidate.score - _specificity(candidate.text)) / _KIND_SCALE)
+        kind = max(0.1, 1 + candidate.score / _KIND_SCALE)
         units = {u: w * min(_ECHO_CAP, max(1, echoes.get(u, 1))) ** 0.5 for u, w in _units(candidate.text).items()}
         cost = counter.count(candidate.text) + 2 + (counter.count(USER_MARK) if candidate.user else 0)
         pool.append((index, kind, units, cost))
@@ -757,12 +777,12 @@ class _RunReader:
         stored = _stored_output_line(content)
         if stored is not content:
             line = f"{message.name or 'tool'}: {clean_line(stored, self.counter, 24)}"
-            self.candidates.append(_Candidate(COMPLETED, line, 1.0, order))
+            self.candidates.append(_Candidate(COMPLETED, line, _TOOL_SCORE, order))
             return
         summary_line = _tool_line(message)
         if summary_line is not None:
             text = clean_line(summary_line[1], self.counter, self.clause_cap)
-            self.candidates.append(_Candidate(summary_line[0], text, 1.0, order))
+            self.candidates.append(_Candidate(summary_line[0], text, _TOOL_SCORE, order))
 
     def _explicit(self, before: str, new_goal: str, order: int) -> None:
         """An explicit goal ("Goal: ...", "New task: ..."): it replaces the goal; the earlier one is kept aside."""
@@ -805,17 +825,17 @@ class _RunReader:
         for section, sentence in stated:
             line = clean_line(sentence, self.counter, self.bullet_cap)
             if line:
-                self.candidates.append(_Candidate(section, line, 4.0 + _specificity(line), order, user=True))
+                self.candidates.append(_Candidate(section, line, 4.0, order, user=True))
 
     def summary(self) -> Summary:
         """The summary: fixed lines (tool calls, earlier goals), then the best candidates that fit."""
         counter = self.counter
         summary = Summary(self.goal)
         # What was done comes first in Completed; it competes for room like any other bullet.
-        done = [
-            _Candidate(COMPLETED, line, 1.5, -1)
-            for line in _collapse_tools(self.tools, self.pages)
-            + [f"earlier goal: {clean_line(g, counter, self.bullet_cap)}" for g in self.earlier_goals]
+        done = [_Candidate(COMPLETED, line, _RAN_SCORE, -1) for line in _collapse_tools(self.tools, self.pages)]
+        done += [
+            _Candidate(COMPLETED, f"earlier goal: {clean_line(g, counter, self.bullet_cap)}", _EARLIER_SCORE, -1)
+            for g in self.earlier_goals
         ]
         headings = counter.count(render_summary(Summary(self.goal)))
         room = max(0, self.target_tokens - headings - 4)
