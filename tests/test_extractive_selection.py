@@ -11,7 +11,7 @@ from local_ai_memory._runtime.extractive import (
     extract_summary,
 )
 from local_ai_memory._runtime.messages import to_messages
-from local_ai_memory._runtime.summary import DISCOVERIES, render_summary
+from local_ai_memory._runtime.summary import DECISIONS, DISCOVERIES, render_summary
 from local_ai_memory._shared.tokens import TokenCounter
 
 COUNTER = TokenCounter()
@@ -117,3 +117,24 @@ def test_tool_chatter_gives_way_to_a_finding_when_room_is_short() -> None:
     assert "(1 row)" not in text
     wide = render_summary(extract_summary(messages, COUNTER, 768))
     assert "ran run_sql" in wide  # with room, what was done is still said
+
+
+def test_an_assistant_plan_is_a_decision_and_looking_around_is_not() -> None:
+    messages = to_messages(
+        [
+            {"role": "user", "content": "Port the CRC routine to Rust."},
+            {
+                "role": "assistant",
+                "content": (
+                    "I'll check the C source first. I'm adding forbid(unsafe_code) at the crate root of pktool. "
+                    "In Rust I'll generate the table at compile time with a const fn. "
+                    "Deploy the new build to the canary pod first."
+                ),
+            },
+        ]
+    )
+    decisions = extract_summary(messages, COUNTER, 768).bullets[DECISIONS]
+    assert any("forbid(unsafe_code)" in item for item in decisions)
+    assert any("const fn" in item for item in decisions)
+    assert any("canary pod" in item for item in decisions)
+    assert not any("check the C source" in item for item in decisions)

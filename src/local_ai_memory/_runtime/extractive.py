@@ -437,6 +437,28 @@ def _clauses(sentence: str, counter: TokenCounter, cap: int) -> list[str]:
     return parts or [sentence]
 
 
+_FIRST_PERSON_PLAN = re.compile(
+    r"\b(?:i(?:'ll| will| am going to|'m going to)\s+(?:also\s+|now\s+|then\s+)?(?P<verb>\w+)|"
+    r"(?:i'm|i am)\s+(?:also\s+|now\s+)?(?P<doing>\w+ing)\b)",
+    re.IGNORECASE,
+)
+_LOOKING = re.compile(
+    r"^(?:check|look|see|start|pull|read|run|try|confirm|verify|dig|grab|fetch|open|search|think|need|have|be|get|"
+    r"going|checking|looking|reading|running|trying|searching|pulling|fetching|opening|starting|thinking)$",
+    re.IGNORECASE,
+)
+
+
+def _plans(sentence: str) -> bool:
+    """Whether an assistant sentence commits to an action ("I'll generate the table with a const fn.",
+    "I'm adding forbid(unsafe_code).", "Deploy the fix to one pod first."), not to looking around."""
+    found = _FIRST_PERSON_PLAN.search(sentence)
+    if found and not _LOOKING.match(found["verb"] or found["doing"]):
+        return True
+    text = _FILLER.sub("", sentence.lower()).strip()
+    return bool(_TASK_VERB.match(text)) and not _STEP_VERB.match(text)
+
+
 def _assistant_candidates(text: str, order: int, counter: TokenCounter, cap: int) -> list[_Candidate]:
     """What an assistant message does, sentence by sentence: commits, concludes, asks or narrates."""
     found: list[_Candidate] = []
@@ -449,7 +471,7 @@ def _assistant_candidates(text: str, order: int, counter: TokenCounter, cap: int
             narration = bool(_NARRATION.match(part))
             if part.rstrip().endswith("?"):
                 section, score = OPEN_ISSUES, 1.0 + 0.5 * specific
-            elif _COMMITMENT.search(part):
+            elif _COMMITMENT.search(part) or _plans(part):
                 section, score = DECISIONS, 2.5 + specific
             elif _FAILURE.search(part) and not _CONCLUSION.search(part):
                 section, score = OPEN_ISSUES, 1.5 + specific
