@@ -138,3 +138,21 @@ def test_an_assistant_plan_is_a_decision_and_looking_around_is_not() -> None:
     assert any("const fn" in item for item in decisions)
     assert any("canary pod" in item for item in decisions)
     assert not any("check the C source" in item for item in decisions)
+
+
+def test_what_a_replaced_goal_named_without_a_verb_lives_on_as_a_bullet() -> None:
+    messages = to_messages(
+        [
+            {
+                "role": "user",
+                "content": "Help me plan our offsite. 14 people, Lisbon, late September, budget €9,000. Any ideas?",
+            },
+            {"role": "assistant", "content": "Two hotels near Alfama fit the budget."},
+            {"role": "user", "content": "Change of plan: we go to Porto instead, October 8-10."},
+        ]
+    )
+    summary = extract_summary(messages, COUNTER, 768)
+    assert "Porto" in summary.goal
+    text = render_summary(summary)
+    assert "User: 14 people, Lisbon, late September, budget €9,000." in text  # a bullet of its own
+    assert "User: Any ideas?" not in text  # what it asked stays in the "earlier goal" line only

@@ -873,5 +873,11 @@ class _RunReader:
 
 
 def _without_goal_text(goal: str) -> str:
-    """The statements a goal held (facts and decisions), which must live on as bullets once it is replaced."""
-    return " ".join(sentence for section, sentence in user_statements(goal))
+    """What a goal said besides asking, which must live on as bullets once it is replaced.
+
+    Facts and decisions, and also a remark that names things without a verb ("14 people,
+    Lisbon, late September, budget €9,000."): the questions and requests stay in the
+    "earlier goal" line.
+    """
+    kept = [s for s in _all_sentences(goal) if classify_user_sentence(s) not in (*_ASKING, "chat", "continue")]
+    return " ".join(kept)
