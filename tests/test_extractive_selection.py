@@ -9,6 +9,7 @@ from local_ai_memory._runtime.extractive import (
     _split_sentences,
     _units,
     extract_summary,
+    next_goal,
 )
 from local_ai_memory._runtime.messages import to_messages
 from local_ai_memory._runtime.summary import DECISIONS, DISCOVERIES, render_summary
@@ -156,3 +157,23 @@ def test_what_a_replaced_goal_named_without_a_verb_lives_on_as_a_bullet() -> Non
     text = render_summary(summary)
     assert "User: 14 people, Lisbon, late September, budget €9,000." in text  # a bullet of its own
     assert "User: Any ideas?" not in text  # what it asked stays in the "earlier goal" line only
+
+
+def test_a_cut_goal_keeps_the_sentence_that_names_its_subject() -> None:
+    first = (
+        "We're rolling out payments-service v2.14.0 with Argo Rollouts. The canary is at 10% right now. "
+        "Can you check the metrics and tell me whether it's safe to promote to 25%?"
+    )
+    more = "Abort the canary. And keep the new_3ds_flow flag off regardless, that is a separate rollout."
+    goal, _moved = next_goal(first, more, COUNTER, 64, "extend")
+    assert goal.startswith("We're rolling out payments-service v2.14.0")
+    assert goal.endswith(more)
+    assert COUNTER.count(goal) <= 64
+    long_goal = (
+        "I'm porting our packet checksum routine from C to Rust for pktool. It's the standard reflected "
+        "CRC-32. " + "Every packet has a header and a body and a trailer. " * 6 + "Can you write the Rust version?"
+    )
+    cut, _moved = next_goal("", long_goal, COUNTER, 40)
+    assert cut.startswith("I'm porting our packet checksum routine from C to Rust for pktool. It's the standard")
+    assert cut.endswith("Can you write the Rust version?")
+    assert not cut.endswith("…")  # whole sentences, as many as fit

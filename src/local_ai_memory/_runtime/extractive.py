@@ -278,14 +278,28 @@ def goal_effect(message: str, previous_goal: str) -> GoalEffect:
 
 
 def _without_statements(text: str) -> str:
-    return clean_line(" ".join(s for s in _all_sentences(text) if classify_user_sentence(s) not in _STATED))
-
-
-def _goal_core(text: str) -> str:
-    """What a long goal keeps when cut: its first sentence (which names the subject) and what it asks for."""
+    """``text`` without the facts and decisions it states, but with its first sentence, which names the subject."""
     sentences = _all_sentences(text)
-    kept = [s for i, s in enumerate(sentences) if i == 0 or classify_user_sentence(s) in _ASKING]
+    kept = [s for i, s in enumerate(sentences) if i == 0 or classify_user_sentence(s) not in _STATED]
     return clean_line(" ".join(kept))
+
+
+def _goal_core(text: str, counter: TokenCounter | None = None, cap: int = 0) -> str:
+    """What a long goal keeps when cut: its first sentence (which names the subject) and what it asks for.
+
+    With ``counter`` and ``cap``, the other sentences follow, in order, while they fit: what the
+    user said about the task ("It's the standard CRC-32.") is part of it when there is room.
+    """
+    sentences = _all_sentences(text)
+    kept = {i for i, s in enumerate(sentences) if i == 0 or classify_user_sentence(s) in _ASKING}
+    if counter is not None:
+        used = counter.count(" ".join(sentences[i] for i in sorted(kept)))
+        for i, sentence in enumerate(sentences):
+            cost = counter.count(sentence) + 1
+            if i not in kept and used + cost <= cap:
+                kept.add(i)
+                used += cost
+    return clean_line(" ".join(sentences[i] for i in sorted(kept)))
 
 
 def next_goal(
@@ -303,7 +317,7 @@ def next_goal(
     so nothing is said twice. What it stated is handed back (as :func:`user_statements`
     pairs) when it stops holding it: when the goal is replaced, and when a goal longer than
     ``cap`` tokens would have to be cut (then its statements move out first, and the first
-    sentence, which names the subject, stays with what is asked). ``effect`` overrides
+    sentence, which names the subject, stays with what is asked and the other sentences that fit). ``effect`` overrides
     :func:`goal_effect`.
     """
     effect = effect or goal_effect(message, previous_goal)
@@ -312,7 +326,7 @@ def next_goal(
     text = clean_line(message)
     if effect == "set":
         if counter.count(text) > cap:
-            return counter.truncate(_goal_core(text) or text, cap), [
+            return counter.truncate(_goal_core(text, counter, cap) or text, cap), [
                 *user_statements(previous_goal),
                 *user_statements(text),
             ]
@@ -640,6 +654,7 @@ _LENGTH_EXPONENT = 0.75  # value per token**exponent: below 1, a long informativ
 _RAN_SCORE = -2.0  # "ran read_file ×3": what was done, worth a line only when there is room
 _EARLIER_SCORE = 1.5  # an earlier goal, which holds what the user first said
 _TOOL_SCORE = -2.0  # a tool result's own summary line ("run_sql reported: 3 rows")
+_STORED_SCORE = 1.5  # where a stored output is: the one way back to it
 _ECHO_CAP = 3  # a unit said in this many messages counts sqrt(3) times one said once
 
 
@@ -798,8 +813,9 @@ class _RunReader:
             return
         stored = _stored_output_line(content)
         if stored is not content:
-            line = f"{message.name or 'tool'}: {clean_line(stored, self.counter, 24)}"
-            self.candidates.append(_Candidate(COMPLETED, line, _TOOL_SCORE, order))
+            where, _, preview = stored.partition(": ")  # the id is never cut, only the preview
+            line = f"{message.name or 'tool'}: {clean_line(where)}: {clean_line(preview, self.counter, 8)}"
+            self.candidates.append(_Candidate(COMPLETED, line, _STORED_SCORE, order))
             return
         summary_line = _tool_line(message)
         if summary_line is not None:
@@ -815,7 +831,7 @@ class _RunReader:
         text = clean_line(new_goal)
         if counter.count(text) > self.goal_cap:
             self.candidates += _user_candidates(text, order, counter, self.clause_cap)
-            text = counter.truncate(_goal_core(text) or text, self.goal_cap)
+            text = counter.truncate(_goal_core(text, counter, self.goal_cap) or text, self.goal_cap)
         if goal:  # what the earlier goal was about, while there is room for it
             room = self.goal_cap - counter.count(text) - 4
             if room >= 8:
