@@ -429,7 +429,11 @@ _PAGING_TOOLS = ("load_tool_result", "search_tool_result")
 
 @dataclass
 class _Candidate:
-    """A possible bullet: its section, text, score, position in the run and whether the user said it."""
+    """A possible bullet: its section, text, score, position in the run and whether the user said it.
+
+    ``score`` rates the kind of line (a user's decision over an assistant's remark); what the line
+    names (numbers, identifiers, names) is counted by :func:`_select`, against what is already kept.
+    """
 
     section: str
     text: str
