@@ -148,7 +148,9 @@ def test_long_goal_moves_its_statements_out_before_cutting() -> None:
         f"The queue number {n} is called q{n}." for n in range(12)
     )
     goal, moved = next_goal("", message, COUNTER, 24)
-    assert goal == "Migrate the billing service to the new queue."
+    # The request stays whole; other sentences follow only while they fit, never cut mid-way.
+    assert goal == "Migrate the billing service to the new queue. The queue number 0 is called q0."
+    assert COUNTER.count(goal) <= 24
     assert [sentence for _, sentence in moved] == [f"The queue number {n} is called q{n}." for n in range(12)]
 
 

@@ -47,7 +47,7 @@ SentenceKind = Literal[
     "question", "step", "request", "new_task", "follow_up", "continue", "decision", "fact", "other", "chat"
 ]
 
-_SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
+_STOP_SPLIT = re.compile(r"(?<=[.!?])\s+")
 _DECISION_CUE = re.compile(
     r"\b(decided|decide to|decision|we will|we'll|i will use|i'll use|let's use|let's go with|going with|go with|"
     r"chose|choose|opted|instead of|prefer|agreed|switch(?:ed)? to|settled on)\b",
@@ -132,12 +132,29 @@ _VAGUE_SUBJECT = re.compile(r"^(?:that|this|it|it's|that's|there|i|i'm|we|we're|
 _SPECIFIC = re.compile(r"\d|[`'\"]|\w[_./:=@-]\w")
 
 
+_ABBREVIATION = re.compile(r"(?:^|[\s(])(?:e\.g|i\.e|vs|approx|cf|incl|z\.\s?b|d\.\s?h|p\.\s?ex|nr|n°)\.$", re.I)
+
+
+def _split_sentences(text: str) -> list[str]:
+    """Sentences of ``text``, line by line; a stop after an abbreviation ("e.g.", "vs.", "z.B.") ends none."""
+    found: list[str] = []
+    for line in text.splitlines():
+        pieces: list[str] = []
+        for piece in _STOP_SPLIT.split(line):
+            if pieces and _ABBREVIATION.search(pieces[-1]):
+                pieces[-1] = f"{pieces[-1]} {piece}"
+            else:
+                pieces.append(piece)
+        found += [piece.strip() for piece in pieces if piece.strip()]
+    return found
+
+
 def _sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE_SPLIT.split(text) if len(s.strip().split()) >= 3]
+    return [s for s in _split_sentences(text) if len(s.split()) >= 3]
 
 
 def _all_sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE_SPLIT.split(text) if s.strip()]
+    return _split_sentences(text)
 
 
 def _first_line(text: str) -> str:
@@ -261,14 +278,28 @@ def goal_effect(message: str, previous_goal: str) -> GoalEffect:
 
 
 def _without_statements(text: str) -> str:
-    return clean_line(" ".join(s for s in _all_sentences(text) if classify_user_sentence(s) not in _STATED))
-
-
-def _goal_core(text: str) -> str:
-    """What a long goal keeps when cut: its first sentence (which names the subject) and what it asks for."""
+    """``text`` without the facts and decisions it states, but with its first sentence, which names the subject."""
     sentences = _all_sentences(text)
-    kept = [s for i, s in enumerate(sentences) if i == 0 or classify_user_sentence(s) in _ASKING]
+    kept = [s for i, s in enumerate(sentences) if i == 0 or classify_user_sentence(s) not in _STATED]
     return clean_line(" ".join(kept))
+
+
+def _goal_core(text: str, counter: TokenCounter | None = None, cap: int = 0) -> str:
+    """What a long goal keeps when cut: its first sentence (which names the subject) and what it asks for.
+
+    With ``counter`` and ``cap``, the other sentences follow, in order, while they fit: what the
+    user said about the task ("It's the standard CRC-32.") is part of it when there is room.
+    """
+    sentences = _all_sentences(text)
+    kept = {i for i, s in enumerate(sentences) if i == 0 or classify_user_sentence(s) in _ASKING}
+    if counter is not None:
+        used = counter.count(" ".join(sentences[i] for i in sorted(kept)))
+        for i, sentence in enumerate(sentences):
+            cost = counter.count(sentence) + 1
+            if i not in kept and used + cost <= cap:
+                kept.add(i)
+                used += cost
+    return clean_line(" ".join(sentences[i] for i in sorted(kept)))
 
 
 def next_goal(
@@ -286,7 +317,7 @@ def next_goal(
     so nothing is said twice. What it stated is handed back (as :func:`user_statements`
     pairs) when it stops holding it: when the goal is replaced, and when a goal longer than
     ``cap`` tokens would have to be cut (then its statements move out first, and the first
-    sentence, which names the subject, stays with what is asked). ``effect`` overrides
+    sentence, which names the subject, stays with what is asked and the other sentences that fit). ``effect`` overrides
     :func:`goal_effect`.
     """
     effect = effect or goal_effect(message, previous_goal)
@@ -295,7 +326,7 @@ def next_goal(
     text = clean_line(message)
     if effect == "set":
         if counter.count(text) > cap:
-            return counter.truncate(_goal_core(text) or text, cap), [
+            return counter.truncate(_goal_core(text, counter, cap) or text, cap), [
                 *user_statements(previous_goal),
                 *user_statements(text),
             ]
@@ -398,7 +429,11 @@ _PAGING_TOOLS = ("load_tool_result", "search_tool_result")
 
 @dataclass
 class _Candidate:
-    """A possible bullet: its section, text, score, position in the run and whether the user said it."""
+    """A possible bullet: its section, text, score, position in the run and whether the user said it.
+
+    ``score`` rates the kind of line (a user's decision over an assistant's remark); what the line
+    names (numbers, identifiers, names) is counted by :func:`_select`, against what is already kept.
+    """
 
     section: str
     text: str
@@ -420,6 +455,28 @@ def _clauses(sentence: str, counter: TokenCounter, cap: int) -> list[str]:
     return parts or [sentence]
 
 
+_FIRST_PERSON_PLAN = re.compile(
+    r"\b(?:i(?:'ll| will| am going to|'m going to)\s+(?:also\s+|now\s+|then\s+)?(?P<verb>\w+)|"
+    r"(?:i'm|i am)\s+(?:also\s+|now\s+)?(?P<doing>\w+ing)\b)",
+    re.IGNORECASE,
+)
+_LOOKING = re.compile(
+    r"^(?:check|look|see|start|pull|read|run|try|confirm|verify|dig|grab|fetch|open|search|think|need|have|be|get|"
+    r"going|checking|looking|reading|running|trying|searching|pulling|fetching|opening|starting|thinking)$",
+    re.IGNORECASE,
+)
+
+
+def _plans(sentence: str) -> bool:
+    """Whether an assistant sentence commits to an action ("I'll generate the table with a const fn.",
+    "I'm adding forbid(unsafe_code).", "Deploy the fix to one pod first."), not to looking around."""
+    found = _FIRST_PERSON_PLAN.search(sentence)
+    if found and not _LOOKING.match(found["verb"] or found["doing"]):
+        return True
+    text = _FILLER.sub("", sentence.lower()).strip()
+    return bool(_TASK_VERB.match(text)) and not _STEP_VERB.match(text)
+
+
 def _assistant_candidates(text: str, order: int, counter: TokenCounter, cap: int) -> list[_Candidate]:
     """What an assistant message does, sentence by sentence: commits, concludes, asks or narrates."""
     found: list[_Candidate] = []
@@ -432,7 +489,7 @@ def _assistant_candidates(text: str, order: int, counter: TokenCounter, cap: int
             narration = bool(_NARRATION.match(part))
             if part.rstrip().endswith("?"):
                 section, score = OPEN_ISSUES, 1.0 + 0.5 * specific
-            elif _COMMITMENT.search(part):
+            elif _COMMITMENT.search(part) or _plans(part):
                 section, score = DECISIONS, 2.5 + specific
             elif _FAILURE.search(part) and not _CONCLUSION.search(part):
                 section, score = OPEN_ISSUES, 1.5 + specific
@@ -444,7 +501,7 @@ def _assistant_candidates(text: str, order: int, counter: TokenCounter, cap: int
             if narration:
                 score -= 2.0
             if score > 0.5:
-                found.append(_Candidate(section, part, score, order))
+                found.append(_Candidate(section, part, score - specific, order))
     return found
 
 
@@ -461,11 +518,11 @@ def _user_candidates(text: str, order: int, counter: TokenCounter, cap: int) -> 
         for part in _clauses(line, counter, cap):
             specific = _specificity(part)
             if kind == "decision" or _COMMITMENT.search(part):
-                found.append(_Candidate(DECISIONS, part, 4.0 + specific, order, user=True))
+                found.append(_Candidate(DECISIONS, part, 4.0, order, user=True))
             elif kind == "question":
-                found.append(_Candidate(OPEN_ISSUES, part, 1.5 + specific, order, user=True))
+                found.append(_Candidate(OPEN_ISSUES, part, 1.5, order, user=True))
             elif kind == "fact" or (specific and len(part.split()) >= 5):
-                found.append(_Candidate(DISCOVERIES, part, 3.0 + specific, order, user=True))
+                found.append(_Candidate(DISCOVERIES, part, 3.0, order, user=True))
             elif kind in ("request", "step", "follow_up", "other") and len(part.split()) >= 5:
                 found.append(_Candidate(DECISIONS, part, 1.5, order, user=True))
     return found
@@ -548,29 +605,148 @@ def _collapse_tools(tools: list[Message], pages: dict[str, list[int]]) -> list[s
     return [line if not line.startswith(USER_MARK) else f"tool {line}" for line in lines]
 
 
-def _select(candidates: list[_Candidate], counter: TokenCounter, room: int, goal: str = "") -> list[_Candidate]:
-    """The candidates worth the most per token that fit in ``room`` tokens, in their original order.
+_EMPHASIS = re.compile(r"\*\*|__")
+_OPENER = re.compile(
+    r"^(?:(?:so|and|but|ok(?:ay)?|yes|yeah|right|well|alright|also|separately|then|now|anyway|basically|actually|"
+    r"in short|in other words|good news|bad news|confirmed|note|fyi|oui|donc|alors|ja|sí|si|pues|sim|então)"
+    r"\b[\s,:;!.-]*)+",
+    re.IGNORECASE,
+)
+_HEDGE = re.compile(
+    r"\s\b(?:actually|basically|just|really|simply|genuinely|definitely|certainly|pretty much|essentially)\b(?=\s)",
+    re.IGNORECASE,
+)
 
-    A candidate the goal already says is left out.
+
+def _compress(text: str) -> str:
+    """A bullet said in fewer tokens: no emphasis marks, no leading discourse words, no hedges.
+
+    Only words that carry no fact go ("So, ...", "Confirmed: ...", "actually", "just"); numbers,
+    names and identifiers are never touched. A line that would be left with less than two
+    words is kept as it was.
+    """
+    line = _EMPHASIS.sub("", text)
+    line = _OPENER.sub("", line, count=1)
+    line = " ".join(_HEDGE.sub("", line).split())
+    if len(line.split()) < 2:
+        return text
+    return line[0].upper() + line[1:] if line[0].islower() and text[:1].isupper() else line
+
+
+_STOP = frozenset(
+    re.findall(
+        r"\w+",
+        "about after again against also although among another because been before being below between both "
+        "could does doing during each either every from further have having here into itself might more most "
+        "much must other ourselves over same should since some such than that their them then there these they "
+        "this those though through under until very what when where which while will with would your yours "
+        "looks seems going thing things maybe still already really",
+    )
+)
+_WORD = re.compile(r"[\w$€£%#@./:+=-]+(?:,\d[\w$€£%#@./:+=-]*)*")  # "1,249.00" is one unit
+_SMALL_NUMBER = re.compile(r"\d{1,2}")
+_SPECIFIC_WORD = re.compile(r"\d|\w[_./:@#=+-]\w|^[#$@]")
+_NAME_WORD = re.compile(r"[a-z][A-Z]|^[A-Z]{2,}$")
+
+# How the selection weighs what a bullet tells (tuned on the development conversations only).
+_NAME_WEIGHT = 0.8  # a capitalized word inside a sentence, an ACRONYM, a camelCase name
+_WORD_WEIGHT = 0.25  # a long plain word that is not a stop word
+_GAIN_CAP = 6.0  # past this, more units in one bullet add nothing
+_FLOOR = 0.5  # what a bullet of a valued kind is worth even when it names nothing new
+_KIND_SCALE = 4.0  # how much the kind of a bullet (a user's decision, a finding) multiplies its worth
+_LENGTH_EXPONENT = 0.75  # value per token**exponent: below 1, a long informative line is not starved
+_RAN_SCORE = -2.0  # "ran read_file ×3": what was done, worth a line only when there is room
+_EARLIER_SCORE = 1.5  # an earlier goal, which holds what the user first said
+_TOOL_SCORE = -2.0  # a tool result's own summary line ("run_sql reported: 3 rows")
+_STORED_SCORE = 1.5  # where a stored output is: the one way back to it
+_ECHO_CAP = 3  # a unit said in this many messages counts sqrt(3) times one said once
+
+
+def _units(text: str) -> dict[str, float]:
+    """What a line tells, as weighted units: specific tokens (numbers, identifiers, names) count most.
+
+    A number with a unit, a version, a path, an id or an amount weighs 1; a capitalized name
+    inside the sentence, an acronym or a camelCase name :data:`_NAME_WEIGHT`; any other long
+    word that is not a stop word :data:`_WORD_WEIGHT`; a bare one- or two-digit number weighs
+    like a plain word (it is rarely the fact itself).
+    """
+    units: dict[str, float] = {}
+    for index, raw in enumerate(_WORD.findall(text)):
+        word = raw.strip(".,:;-=+/")
+        if not word:
+            continue
+        key = word.lower()
+        if _SMALL_NUMBER.fullmatch(word):
+            weight = _WORD_WEIGHT
+        elif _SPECIFIC_WORD.search(word):
+            weight = 1.0
+        elif (index > 0 and word[:1].isupper()) or _NAME_WORD.search(word):
+            weight = _NAME_WEIGHT
+        elif len(word) >= 5 and key not in _STOP:
+            weight = _WORD_WEIGHT
+        else:
+            continue
+        units[key] = max(units.get(key, 0.0), weight)
+    return units
+
+
+def _echo_counts(texts: list[str]) -> dict[str, int]:
+    """In how many of ``texts`` each unit occurs: what the run keeps coming back to matters more."""
+    counts: dict[str, int] = {}
+    for text in texts:
+        for unit in _units(text):
+            counts[unit] = counts.get(unit, 0) + 1
+    return counts
+
+
+def _select(
+    candidates: list[_Candidate],
+    counter: TokenCounter,
+    room: int,
+    goal: str = "",
+    echoes: dict[str, int] | None = None,
+) -> list[_Candidate]:
+    """The candidates that tell the most per token and fit in ``room`` tokens, in their original order.
+
+    Greedy, one bullet per round: the candidate with the best value per token (tokens to the
+    power :data:`_LENGTH_EXPONENT`) that still fits. Its value is what it tells that the goal
+    and the bullets already taken do not (its new :func:`_units`, each weighed more when the run
+    repeats it in several messages, see ``echoes``), times a factor for its kind (a decision
+    the user stated over a remark). So a near-duplicate of a chosen bullet is worth little
+    and is passed over for one that adds something, and a candidate the goal already says is
+    left out.
     """
     in_goal = " ".join(re.sub(r"[^\w\s]", " ", goal.lower()).split())
-    ranked = sorted(
-        enumerate(candidates),
-        key=lambda pair: (-(pair[1].score / max(4, counter.count(pair[1].text)) ** 0.5), -pair[1].order),
-    )
-    chosen: list[int] = []
-    used = 0
+    covered = set(_units(goal))
+    echoes = echoes or {}
+    pool: list[tuple[int, float, dict[str, float], int]] = []
     seen: set[str] = set()
-    for index, candidate in ranked:
+    for index, candidate in enumerate(candidates):
         key = " ".join(re.sub(r"[^\w\s]", " ", candidate.text.lower()).split())
-        if key in seen or (len(key) > 20 and key in in_goal):
-            continue
-        cost = counter.count(candidate.text) + 3
-        if used + cost > room:
+        if not key or key in seen or (len(key) > 20 and key in in_goal):
             continue
         seen.add(key)
+        kind = max(0.1, 1 + candidate.score / _KIND_SCALE)
+        units = {u: w * min(_ECHO_CAP, max(1, echoes.get(u, 1))) ** 0.5 for u, w in _units(candidate.text).items()}
+        cost = counter.count(candidate.text) + 2 + (counter.count(USER_MARK) if candidate.user else 0)
+        pool.append((index, kind, units, cost))
+    chosen: list[int] = []
+    used = 0
+    while pool:
+        best, best_ratio = -1, 0.0
+        for at, (_index, kind, units, cost) in enumerate(pool):
+            if used + cost > room:
+                continue
+            gain = sum(weight for unit, weight in units.items() if unit not in covered)
+            ratio = kind * (min(gain, _GAIN_CAP) + _FLOOR) / cost**_LENGTH_EXPONENT
+            if ratio > best_ratio:
+                best, best_ratio = at, ratio
+        if best < 0:
+            break
+        index, _kind, units, cost = pool.pop(best)
         chosen.append(index)
         used += cost
+        covered.update(units)
     return [candidates[index] for index in sorted(chosen)]
 
 
@@ -601,6 +777,7 @@ def extract_summary(
     """
     reader = _RunReader(counter, target_tokens, previous_goal)
     for order, message in enumerate(messages):
+        reader.texts.append(message.content)
         if message.role == "tool":
             reader.tool(message, order)
         elif message.role == "user":
@@ -617,13 +794,14 @@ class _RunReader:
         self.counter = counter
         self.target_tokens = target_tokens
         self.bullet_cap = max(8, min(48, target_tokens // 6))
-        self.clause_cap = max(16, min(40, target_tokens // 12))
+        self.clause_cap = max(24, min(40, target_tokens // 12))
         self.goal_cap = max(8, target_tokens // 4)
         self.goal = goal
         self.candidates: list[_Candidate] = []
         self.tools: list[Message] = []
         self.pages: dict[str, list[int]] = {}
         self.earlier_goals: list[str] = []
+        self.texts: list[str] = []
 
     def tool(self, message: Message, order: int) -> None:
         """A tool result: paging is counted, a stored output is named, else only its own summary line."""
@@ -639,13 +817,14 @@ class _RunReader:
             return
         stored = _stored_output_line(content)
         if stored is not content:
-            line = f"{message.name or 'tool'}: {clean_line(stored, self.counter, 24)}"
-            self.candidates.append(_Candidate(COMPLETED, line, 1.0, order))
+            where, _, preview = stored.partition(": ")  # the id is never cut, only the preview
+            line = f"{message.name or 'tool'}: {clean_line(where)}: {clean_line(preview, self.counter, 8)}"
+            self.candidates.append(_Candidate(COMPLETED, line, _STORED_SCORE, order))
             return
         summary_line = _tool_line(message)
         if summary_line is not None:
             text = clean_line(summary_line[1], self.counter, self.clause_cap)
-            self.candidates.append(_Candidate(summary_line[0], text, 1.0, order))
+            self.candidates.append(_Candidate(summary_line[0], text, _TOOL_SCORE, order))
 
     def _explicit(self, before: str, new_goal: str, order: int) -> None:
         """An explicit goal ("Goal: ...", "New task: ..."): it replaces the goal; the earlier one is kept aside."""
@@ -656,7 +835,7 @@ class _RunReader:
         text = clean_line(new_goal)
         if counter.count(text) > self.goal_cap:
             self.candidates += _user_candidates(text, order, counter, self.clause_cap)
-            text = counter.truncate(_goal_core(text) or text, self.goal_cap)
+            text = counter.truncate(_goal_core(text, counter, self.goal_cap) or text, self.goal_cap)
         if goal:  # what the earlier goal was about, while there is room for it
             room = self.goal_cap - counter.count(text) - 4
             if room >= 8:
@@ -688,23 +867,24 @@ class _RunReader:
         for section, sentence in stated:
             line = clean_line(sentence, self.counter, self.bullet_cap)
             if line:
-                self.candidates.append(_Candidate(section, line, 4.0 + _specificity(line), order, user=True))
+                self.candidates.append(_Candidate(section, line, 4.0, order, user=True))
 
     def summary(self) -> Summary:
         """The summary: fixed lines (tool calls, earlier goals), then the best candidates that fit."""
         counter = self.counter
         summary = Summary(self.goal)
         # What was done comes first in Completed; it competes for room like any other bullet.
-        done = [
-            _Candidate(COMPLETED, line, 1.5, -1)
-            for line in _collapse_tools(self.tools, self.pages)
-            + [f"earlier goal: {clean_line(g, counter, self.bullet_cap)}" for g in self.earlier_goals]
+        done = [_Candidate(COMPLETED, line, _RAN_SCORE, -1) for line in _collapse_tools(self.tools, self.pages)]
+        done += [
+            _Candidate(COMPLETED, f"earlier goal: {clean_line(g, counter, self.bullet_cap)}", _EARLIER_SCORE, -1)
+            for g in self.earlier_goals
         ]
         headings = counter.count(render_summary(Summary(self.goal)))
         room = max(0, self.target_tokens - headings - 4)
         for candidate in self.candidates:
-            candidate.text = clean_line(candidate.text, counter, self.clause_cap)
-        for candidate in _select([*done, *self.candidates], counter, room, self.goal):
+            text = candidate.text if candidate.user else _compress(candidate.text)  # the user's words stay theirs
+            candidate.text = clean_line(text, counter, self.clause_cap)
+        for candidate in _select([*done, *self.candidates], counter, room, self.goal, _echo_counts(self.texts)):
             text = candidate.text
             summary.bullets[candidate.section].append(USER_MARK + text if candidate.user else _not_the_user(text))
         for name in LIST_SECTIONS:
@@ -713,5 +893,11 @@ class _RunReader:
 
 
 def _without_goal_text(goal: str) -> str:
-    """The statements a goal held (facts and decisions), which must live on as bullets once it is replaced."""
-    return " ".join(sentence for section, sentence in user_statements(goal))
+    """What a goal said besides asking, which must live on as bullets once it is replaced.
+
+    Facts and decisions, and also a remark that names things without a verb ("14 people,
+    Lisbon, late September, budget €9,000."): the questions and requests stay in the
+    "earlier goal" line.
+    """
+    kept = [s for s in _all_sentences(goal) if classify_user_sentence(s) not in (*_ASKING, "chat", "continue")]
+    return " ".join(kept)

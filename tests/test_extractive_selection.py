@@ -1,0 +1,179 @@
+"""Under a tight budget the extractive L1 keeps the lines that tell the most, each said in few tokens."""
+
+from __future__ import annotations
+
+from local_ai_memory._runtime.extractive import (
+    _Candidate,
+    _compress,
+    _select,
+    _split_sentences,
+    _units,
+    extract_summary,
+    next_goal,
+)
+from local_ai_memory._runtime.messages import to_messages
+from local_ai_memory._runtime.summary import DECISIONS, DISCOVERIES, render_summary
+from local_ai_memory._shared.tokens import TokenCounter
+
+COUNTER = TokenCounter()
+
+
+def test_compress_drops_openers_hedges_and_emphasis_but_keeps_every_number_and_name() -> None:
+    line = "So, basically the **p99** on node-7 is just 41 ms at 800 QPS (v2.14.1)."
+    short = _compress(line)
+    assert short == "The p99 on node-7 is 41 ms at 800 QPS (v2.14.1)."
+    assert COUNTER.count(short) < COUNTER.count(line)
+    assert _compress("Confirmed: INV-20931 was charged twice.") == "INV-20931 was charged twice."
+
+
+def test_compress_leaves_a_line_that_would_lose_its_meaning() -> None:
+    assert _compress("Actually, no.") == "Actually, no."
+    assert _compress("Just do it.") == "Just do it."  # a hedge only goes from inside a sentence
+
+
+def test_units_weigh_identifiers_and_amounts_over_plain_words_and_small_numbers() -> None:
+    units = _units("The refund re_3PbW1cKfT2 of €1,249.00 lands in 5 business days for ACME")
+    assert units["re_3pbw1ckft2"] == 1.0
+    assert units["€1,249.00"] == 1.0
+    assert units["acme"] > units["business"] > 0
+    assert units["5"] == units["business"]  # a bare small number is rarely the fact itself
+    assert "the" not in units
+
+
+def test_a_near_duplicate_is_passed_over_for_a_line_that_adds_something() -> None:
+    first = _Candidate(DISCOVERIES, "The hot tier p99 is 41 ms at 800 QPS.", 3.0, 1)
+    repeat = _Candidate(DISCOVERIES, "At 800 QPS the hot tier p99 is 41 ms.", 3.0, 2)
+    other = _Candidate(DISCOVERIES, "Recall@10 is 0.955 with the fp16 rerank.", 2.0, 3)
+    room = 2 * max(COUNTER.count(c.text) + 2 for c in (first, repeat, other))
+    chosen = _select([first, repeat, other], COUNTER, room)
+    assert len(chosen) == 2
+    assert other in chosen
+    assert not (first in chosen and repeat in chosen)
+
+
+def test_what_the_goal_already_says_is_worth_nothing_more() -> None:
+    said = _Candidate(DISCOVERIES, "ingest-gateway runs Go 1.21 with a 2Gi limit.", 3.0, 1)
+    new = _Candidate(DISCOVERIES, "47,988 goroutines block at forwarder.go:88.", 2.0, 2)
+    room = max(COUNTER.count(c.text) + 2 for c in (said, new)) + 1
+    chosen = _select([said, new], COUNTER, room, goal="Find why ingest-gateway (Go 1.21) hits its 2Gi limit.")
+    assert chosen == [new]
+
+
+def test_the_run_repeating_a_fact_makes_it_win_over_a_one_off_number() -> None:
+    once = _Candidate(DISCOVERIES, "The March count was 74 then 81 then 162.", 0.5, 1)
+    echoed = _Candidate(DISCOVERIES, "Starter churn was 7.94% in June.", 0.5, 2)
+    room = max(COUNTER.count(c.text) + 2 for c in (once, echoed)) + 1
+    echoes = {"7.94%": 3, "starter": 3, "june": 2}
+    assert _select([once, echoed], COUNTER, room, echoes=echoes) == [echoed]
+
+
+def test_a_tight_budget_keeps_the_specific_finding_over_chatter() -> None:
+    messages = to_messages(
+        [
+            {"role": "user", "content": "Why does the nightly backup of db-7 fail?"},
+            {
+                "role": "assistant",
+                "content": (
+                    "That explains a lot, honestly. It looks like things went wrong somewhere along the way. "
+                    "The volume /mnt/backups has 500G and is at 98%, so pg_dump hits No space left on device. "
+                    "This is a rather common situation in general, I would say. "
+                    "It is something we see from time to time with setups like this one."
+                ),
+            },
+        ]
+    )
+    summary = extract_summary(messages, COUNTER, 96)
+    text = render_summary(summary)
+    assert "98%" in text
+    assert "/mnt/backups" in text
+    assert "common situation" not in text
+    assert COUNTER.count(text) <= 96
+
+
+def test_a_stop_after_an_abbreviation_does_not_cut_a_sentence() -> None:
+    text = (
+        "Add an alert on growth (e.g. 10k goroutines for 15m). Costs vs. gains are fine. The answer is no."
+        "\nNext e.g.\nend"
+    )
+    assert _split_sentences(text) == [
+        "Add an alert on growth (e.g. 10k goroutines for 15m).",
+        "Costs vs. gains are fine.",
+        "The answer is no.",
+        "Next e.g.",
+        "end",
+    ]
+
+
+def test_tool_chatter_gives_way_to_a_finding_when_room_is_short() -> None:
+    messages = to_messages(
+        [
+            {"role": "user", "content": "Why is the orders backfill so slow?"},
+            {"role": "assistant", "content": "", "tool_calls": [{"name": "run_sql", "args": {}, "id": "c1"}]},
+            {"role": "tool", "name": "run_sql", "tool_call_id": "c1", "content": "count\n381204117\n(1 row)"},
+            {"role": "assistant", "content": "orders has 381M rows (212 GB); one 50k batch writes 41 MB of WAL."},
+        ]
+    )
+    text = render_summary(extract_summary(messages, COUNTER, 64))
+    assert "381M" in text
+    assert "(1 row)" not in text
+    wide = render_summary(extract_summary(messages, COUNTER, 768))
+    assert "ran run_sql" in wide  # with room, what was done is still said
+
+
+def test_an_assistant_plan_is_a_decision_and_looking_around_is_not() -> None:
+    messages = to_messages(
+        [
+            {"role": "user", "content": "Port the CRC routine to Rust."},
+            {
+                "role": "assistant",
+                "content": (
+                    "I'll check the C source first. I'm adding forbid(unsafe_code) at the crate root of pktool. "
+                    "In Rust I'll generate the table at compile time with a const fn. "
+                    "Deploy the new build to the canary pod first."
+                ),
+            },
+        ]
+    )
+    decisions = extract_summary(messages, COUNTER, 768).bullets[DECISIONS]
+    assert any("forbid(unsafe_code)" in item for item in decisions)
+    assert any("const fn" in item for item in decisions)
+    assert any("canary pod" in item for item in decisions)
+    assert not any("check the C source" in item for item in decisions)
+
+
+def test_what_a_replaced_goal_named_without_a_verb_lives_on_as_a_bullet() -> None:
+    messages = to_messages(
+        [
+            {
+                "role": "user",
+                "content": "Help me plan our offsite. 14 people, Lisbon, late September, budget €9,000. Any ideas?",
+            },
+            {"role": "assistant", "content": "Two hotels near Alfama fit the budget."},
+            {"role": "user", "content": "Change of plan: we go to Porto instead, October 8-10."},
+        ]
+    )
+    summary = extract_summary(messages, COUNTER, 768)
+    assert "Porto" in summary.goal
+    text = render_summary(summary)
+    assert "User: 14 people, Lisbon, late September, budget €9,000." in text  # a bullet of its own
+    assert "User: Any ideas?" not in text  # what it asked stays in the "earlier goal" line only
+
+
+def test_a_cut_goal_keeps_the_sentence_that_names_its_subject() -> None:
+    first = (
+        "We're rolling out payments-service v2.14.0 with Argo Rollouts. The canary is at 10% right now. "
+        "Can you check the metrics and tell me whether it's safe to promote to 25%?"
+    )
+    more = "Abort the canary. And keep the new_3ds_flow flag off regardless, that is a separate rollout."
+    goal, _moved = next_goal(first, more, COUNTER, 64, "extend")
+    assert goal.startswith("We're rolling out payments-service v2.14.0")
+    assert goal.endswith(more)
+    assert COUNTER.count(goal) <= 64
+    long_goal = (
+        "I'm porting our packet checksum routine from C to Rust for pktool. It's the standard reflected "
+        "CRC-32. " + "Every packet has a header and a body and a trailer. " * 6 + "Can you write the Rust version?"
+    )
+    cut, _moved = next_goal("", long_goal, COUNTER, 40)
+    assert cut.startswith("I'm porting our packet checksum routine from C to Rust for pktool. It's the standard")
+    assert cut.endswith("Can you write the Rust version?")
+    assert not cut.endswith("…")  # whole sentences, as many as fit
