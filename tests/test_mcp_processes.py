@@ -3,6 +3,7 @@ server processes on one data folder (or one PostgreSQL database) racing edits of
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import AsyncIterator
@@ -28,7 +29,12 @@ def server_params(root: Path, user: str, *extra: str, env: dict[str, str] | None
     return StdioServerParameters(
         command=sys.executable,
         args=["-c", "from local_ai_memory.cli import main; main()", "mcp", "-d", str(root), *extra],
-        env={"PYTHONPATH": path, "LOCAL_AI_MEMORY_USER": user, **(env or {})},
+        env={
+            "PYTHONPATH": path,
+            "LOCAL_AI_MEMORY_USER": user,
+            "LOCAL_AI_MEMORY_CACHE_DIR": str(root / "cache"),  # the handshake record, not in ~/.cache
+            **(env or {}),
+        },
     )
 
 
@@ -135,3 +141,27 @@ async def test_two_server_processes_racing_edits_lose_no_write(
         assert [line for line in lines if line.startswith(f"{tag} ")] == [f"{tag} {n}" for n in range(count)]
     loser = next(result for result in outcomes if result.is_error)
     assert note_hash(final) in loser.content[0].text
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_restart_answers_the_handshake_from_its_record_and_corrects_a_stale_one(
+    tmp_path: Path, mode: str
+) -> None:
+    async with stdio_client(server_params(tmp_path, "alice"), mode) as client:  # records the handshake
+        listed = (await client.list_tools()).tools
+    (record,) = (tmp_path / "cache").glob("mcp-answers-*.json")
+    data = json.loads(record.read_text(encoding="utf-8"))
+    tool_lists = [key for key in data["answers"] if json.loads(key)[0] == "tools/list"]
+    assert len(tool_lists) == 1
+    for tool in data["answers"][tool_lists[0]]["tools"]:  # what a changed server would answer differently
+        tool["description"] = "stale"
+    record.write_text(json.dumps(data), encoding="utf-8")
+
+    async with stdio_client(server_params(tmp_path, "alice"), mode) as client:
+        early = (await client.list_tools()).tools
+        assert {tool.description for tool in early} == {"stale"}  # answered from the record
+        written = await call(client, "write_note", id="deploy", text="# Deploy\n")  # the SDK's session is live
+        assert written["id"] == "knowledge/deploy.md"
+    # the SDK's own answer (not sent twice) replaced the stale one, so the next start is right again
+    corrected = json.loads(record.read_text(encoding="utf-8"))["answers"][tool_lists[0]]["tools"]
+    assert [tool["description"] for tool in corrected] == [tool.description for tool in listed]
