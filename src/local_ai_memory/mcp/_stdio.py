@@ -32,7 +32,6 @@ import hashlib
 import importlib.util
 import json
 import os
-import queue
 import sys
 import tempfile
 import threading
@@ -42,6 +41,8 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
+    import asyncio
+
     from local_ai_memory import Memory
 
 __all__ = ["ANSWERED_EARLY", "CACHE_ENV", "Front", "record_path", "run_stdio"]
@@ -178,24 +179,41 @@ class Front:
 
 
 class _Lines:
-    """The SDK's stdin: lines the reader thread hands over, ended by ``None``."""
+    """The SDK's stdin: the lines the reader thread hands over with :meth:`put`, ended by ``None``.
 
-    def __init__(self, lines: queue.SimpleQueue[str | None]) -> None:
-        self._lines = lines
+    Lines that arrive before the SDK's event loop runs wait in a list; after, each one is
+    handed to the loop directly (one wake-up, no worker thread in between).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._early: list[str | None] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._queue: asyncio.Queue[str | None] | None = None
+
+    def put(self, line: str | None) -> None:
+        """Hand over ``line`` (``None``: the client closed its end); called by the reader thread."""
+        with self._lock:
+            loop, lines = self._loop, self._queue
+            if loop is None or lines is None:
+                self._early.append(line)
+                return
+        with contextlib.suppress(RuntimeError):  # the loop has ended: nobody reads any more
+            loop.call_soon_threadsafe(lines.put_nowait, line)
 
     def __aiter__(self) -> AsyncIterator[str]:
         return self._iterate()
 
     async def _iterate(self) -> AsyncIterator[str]:
-        import anyio
+        import asyncio
 
-        while True:
-            try:
-                line = self._lines.get_nowait()
-            except queue.Empty:
-                line = await anyio.to_thread.run_sync(self._lines.get, abandon_on_cancel=True)
-            if line is None:
-                return
+        lines: asyncio.Queue[str | None] = asyncio.Queue()
+        with self._lock:
+            for line in self._early:
+                lines.put_nowait(line)
+            self._early.clear()
+            self._loop, self._queue = asyncio.get_running_loop(), lines
+        while (line := await lines.get()) is not None:
             yield line
 
 
@@ -248,7 +266,7 @@ def run_stdio(
 
     stamp = server_stamp({"read_only": read_only})
     front = Front(write, record_path(stamp) if early_answers else None, stamp)
-    lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+    lines = _Lines()
 
     def read() -> None:
         """Hand the client's lines to the SDK (answering what it can first) until end of input."""
@@ -270,7 +288,7 @@ def run_stdio(
 def _serve(
     open_memory: Callable[[], AbstractContextManager[Memory]],
     front: Front,
-    lines: queue.SimpleQueue[str | None],
+    lines: _Lines,
     *,
     user: str,
     read_only: bool,
@@ -286,7 +304,7 @@ def _serve(
         lowlevel = server._lowlevel_server  # what MCPServer.run_stdio_async runs (the SDK's own client reads it too)
 
         async def main() -> None:
-            streams = stdio_server(cast(Any, _Lines(lines)), cast(Any, _Out(front)))
+            streams = stdio_server(cast(Any, lines), cast(Any, _Out(front)))
             async with streams as (read_stream, write_stream):
                 await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
 
