@@ -518,10 +518,16 @@ class FileRuntimeBackend(RuntimeBackend):
             whole = len(data) < size
             if not whole:  # the piece starts inside a line: drop that part line
                 data = data[data.find(b"\n") + 1 :] if b"\n" in data else b""
-            records = parse_lines(data, self._sessions.location(key))
-            if any("seq" not in record and "next_seq" not in record for record in records):
-                return self.get_messages(scope)[-limit:]  # a 0.1.0 log numbers by position: read it all
-            messages = _numbered(records)
+            lines = data.split(b"\n")
+            take = limit + 1  # the lines parsed: the piece's last ones (a piece holds many short lines)
+            while True:
+                records = parse_lines(b"\n".join(lines[-take:]), self._sessions.location(key))
+                if any("seq" not in record and "next_seq" not in record for record in records):
+                    return self.get_messages(scope)[-limit:]  # a 0.1.0 log numbers by position: read it all
+                messages = _numbered(records)
+                if len(messages) >= limit or take >= len(lines):
+                    break
+                take *= 4
             if whole or len(messages) >= limit:
                 return messages[-limit:]
             size *= 4
