@@ -326,3 +326,36 @@ async def test_the_api_key_file_holds_hashes_and_is_reread(tmp_path: Path) -> No
 def test_loopback_addresses() -> None:
     assert all(is_loopback(host) for host in ("127.0.0.1", "127.8.0.1", "::1", "[::1]", "localhost"))
     assert not any(is_loopback(host) for host in ("0.0.0.0", "::", "192.168.1.2", "example.org", ""))
+
+
+def test_the_stdio_front_answers_early_only_what_it_recorded_for_this_server(tmp_path: Path) -> None:
+    from local_ai_memory.mcp._stdio import Front
+
+    sent: list[str] = []
+    record = tmp_path / "answers.json"
+    ask = '{"jsonrpc":"2.0","id":ID,"method":"tools/list","params":{"cursor":null}}'
+    answer = '{"jsonrpc":"2.0","id":ID,"result":{"tools":[]}}'
+    first = Front(sent.append, record, "server-1")
+    first.from_client(ask.replace("ID", "1"))
+    assert sent == []  # nothing recorded yet: the SDK answers
+    first.from_server(answer.replace("ID", "1"))
+    assert [json.loads(line)["id"] for line in sent] == [1]  # passed on, and recorded
+
+    again = Front(sent.append, record, "server-1")
+    again.from_client(ask.replace("ID", '"b"'))
+    assert json.loads(sent[-1]) == {"jsonrpc": "2.0", "id": "b", "result": {"tools": []}}  # at once
+    again.from_server(answer.replace("ID", '"b"'))
+    assert len(sent) == 2  # the SDK's own answer is not sent twice
+    again.from_server('{"jsonrpc":"2.0","id":7,"result":{"content":[]}}')  # anything else passes
+    assert len(sent) == 3
+
+    Front(sent.append, record, "server-2").from_client(ask.replace("ID", "3"))  # changed server
+    record.write_text("{not json", encoding="utf-8")
+    Front(sent.append, record, "server-1").from_client(ask.replace("ID", "4"))  # broken record
+    assert len(sent) == 3
+
+    changed = Front(sent.append, record, "server-1")  # the SDK answers an error: nothing recorded
+    changed.from_client(ask.replace("ID", "5"))
+    changed.from_server('{"jsonrpc":"2.0","id":5,"error":{"code":-32601,"message":"no"}}')
+    Front(sent.append, record, "server-1").from_client(ask.replace("ID", "6"))
+    assert [json.loads(line)["id"] for line in sent[3:]] == [5]

@@ -250,7 +250,7 @@ def run_stdio(
     While serving, file descriptors 0 and 1 point at the null device and at stderr, so a stray
     ``print`` or a child process cannot corrupt the wire (as the SDK's own stdio transport does).
     """
-    wire_in = stdin if stdin is not None else os.fdopen(os.dup(0), "rb", buffering=0)
+    wire_in = stdin if stdin is not None else os.fdopen(os.dup(0), "rb")  # buffered: readline is one read
     wire_out = stdout if stdout is not None else os.fdopen(os.dup(1), "wb")
     if stdin is None:
         null = os.open(os.devnull, os.O_RDONLY)
@@ -259,6 +259,26 @@ def run_stdio(
     if stdout is None:
         sys.stdout.flush()
         os.dup2(2, 1)
+    try:
+        _run_front(open_memory, wire_in, wire_out, user=user, read_only=read_only, early_answers=early_answers)
+    finally:  # give the process its standard streams back (a library caller may go on using them)
+        if stdout is None:
+            sys.stdout.flush()
+            os.dup2(wire_out.fileno(), 1)
+        if stdin is None:
+            os.dup2(wire_in.fileno(), 0)
+
+
+def _run_front(
+    open_memory: Callable[[], AbstractContextManager[Memory]],
+    wire_in: IO[bytes],
+    wire_out: IO[bytes],
+    *,
+    user: str,
+    read_only: bool,
+    early_answers: bool,
+) -> None:
+    """The reader thread (early answers, then hand-over) beside the server in this thread."""
 
     def write(line: str) -> None:
         wire_out.write(line.encode("utf-8"))
