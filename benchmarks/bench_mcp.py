@@ -14,7 +14,9 @@ Prints, in one run:
   the first tool call's time is printed too), beside a one-tool server of the SDK measured the
   same way (the floor on this SDK);
 * the per-call latency (p50, p95) of ``search`` and ``load_tool_result`` over stdio, on a data
-  folder of ``--notes`` notes (the sample corpus of the standard library, cut into that many).
+  folder of ``--notes`` notes (the sample corpus of the standard library, cut into that many),
+  and the CPU per search call of the server and of the client beside the SDK's one-tool server
+  answering a ping (CPU, unlike wall time, does not grow with the machine's load).
 
 Targets (issue 22): tool list under 2,000 tokens, search p50 under 5 ms at 2,000 notes, start
 under 1.5 s.
@@ -135,6 +137,30 @@ async def timed_calls(client: Client, tool: str, arguments: list[dict[str, Any]]
     return times
 
 
+async def cpu_per_call(
+    params: StdioServerParameters, tool: str, arguments: list[dict[str, Any]]
+) -> tuple[float, float]:
+    """Milliseconds of CPU per call of ``tool``: the server process's (its CPU over a session of
+    ``len(arguments)`` calls minus over one of a single warm-up call; children's CPU counts once
+    they exit) and this client's."""
+
+    async def session(calls: list[dict[str, Any]]) -> tuple[float, float]:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        own = time.process_time()
+        async with Client(params, read_timeout_seconds=120) as client:
+            await client.call_tool(tool, arguments[0])
+            begin = time.process_time()
+            for args in calls:
+                await client.call_tool(tool, args)
+            own = time.process_time() - begin
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, own
+
+    base, _ = await session([])
+    total, own = await session(arguments)
+    return max(0.0, total - base) / len(arguments) * 1000, own / len(arguments) * 1000
+
+
 def p(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -229,6 +255,17 @@ async def main() -> None:
             async with Client(create_server(memory, user="bench", offload=False)) as client:
                 inproc_ms = await timed_calls(client, "search", searches)
         print(f"search, in process through the SDK's client: p50 {p(inproc_ms, 0.5):6.2f} ms")
+        # CPU per call does not grow with the machine's load as wall time does: the server's
+        # (its process's CPU after N calls minus after none) and this client's, beside the SDK's
+        # one-tool server answering a ping the same way
+        floor_server = StdioServerParameters(command=sys.executable, args=["-c", MINIMAL_SERVER])
+        ours_cpu = await cpu_per_call(ours("bench", root), "search", searches)
+        floor_cpu = await cpu_per_call(floor_server, "ping", [{}] * len(searches))
+        print(
+            f"CPU per call, server + client: ours search {ours_cpu[0]:.2f} + {ours_cpu[1]:.2f} ms, "
+            f"the SDK's one-tool server's ping {floor_cpu[0]:.2f} + {floor_cpu[1]:.2f} ms "
+            f"(ours / floor: {sum(ours_cpu) / sum(floor_cpu):.2f}x)"
+        )
         print(f"search, the library call alone:               p50 {p(direct, 0.5):6.2f} ms")
         print(f"(load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
 
