@@ -257,6 +257,39 @@ async def test_a_note_write_reaches_resource_listeners(tmp_path: Path) -> None:
             assert getattr(event, "uri", None) == uri
 
 
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # legacy on purpose
+async def test_legacy_resource_subscriptions_hear_of_their_own_notes_only(tmp_path: Path) -> None:
+    heard: list[str] = []
+
+    async def handler(message: Any) -> None:
+        uri = getattr(getattr(message, "params", None), "uri", None)
+        if getattr(message, "method", None) == "notifications/resources/updated" and uri is not None:
+            heard.append(str(uri))
+
+    with Memory.open(tmp_path) as memory:
+        server = create_server(memory, user="alice")
+        async with Client(server, mode="legacy", message_handler=handler) as client:
+            deploy, other = "memory://notes/knowledge/deploy.md", "memory://notes/knowledge/other.md"
+            await client.subscribe_resource(deploy)
+            await call(client, "write_note", id="knowledge/other.md", text="# Other")  # not subscribed
+            await call(client, "write_note", id="knowledge/deploy.md", text="# Deploy")
+            await call(client, "edit_note", id="knowledge/deploy.md", old="Deploy", new="Deploys")
+            with anyio.fail_after(10):
+                while len(heard) < 2:
+                    await anyio.sleep(0.01)
+            assert heard == [deploy, deploy]
+            await client.unsubscribe_resource(deploy)
+            await call(client, "delete_note", id="knowledge/deploy.md")
+            await call(client, "read_note", id="knowledge/other.md")  # a round trip after the delete
+            assert heard == [deploy, deploy]
+            assert other not in heard
+        async with Client(create_server(memory, user="bob"), mode="legacy", message_handler=handler) as bob:
+            await bob.subscribe_resource(deploy)  # bob's own deploy.md, not alice's
+        async with Client(server, mode="legacy") as client:
+            await call(client, "write_note", id="knowledge/deploy.md", text="# Deploy again")
+        assert heard == [deploy, deploy]
+
+
 async def test_the_api_key_file_holds_hashes_and_is_reread(tmp_path: Path) -> None:
     keys = tmp_path / "keys.json"
     alice_key, bob_key = new_api_key(), new_api_key()
@@ -293,3 +326,36 @@ async def test_the_api_key_file_holds_hashes_and_is_reread(tmp_path: Path) -> No
 def test_loopback_addresses() -> None:
     assert all(is_loopback(host) for host in ("127.0.0.1", "127.8.0.1", "::1", "[::1]", "localhost"))
     assert not any(is_loopback(host) for host in ("0.0.0.0", "::", "192.168.1.2", "example.org", ""))
+
+
+def test_the_stdio_front_answers_early_only_what_it_recorded_for_this_server(tmp_path: Path) -> None:
+    from local_ai_memory.mcp._stdio import Front
+
+    sent: list[str] = []
+    record = tmp_path / "answers.json"
+    ask = '{"jsonrpc":"2.0","id":ID,"method":"tools/list","params":{"cursor":null}}'
+    answer = '{"jsonrpc":"2.0","id":ID,"result":{"tools":[]}}'
+    first = Front(sent.append, record, "server-1")
+    first.from_client(ask.replace("ID", "1"))
+    assert sent == []  # nothing recorded yet: the SDK answers
+    first.from_server(answer.replace("ID", "1"))
+    assert [json.loads(line)["id"] for line in sent] == [1]  # passed on, and recorded
+
+    again = Front(sent.append, record, "server-1")
+    again.from_client(ask.replace("ID", '"b"'))
+    assert json.loads(sent[-1]) == {"jsonrpc": "2.0", "id": "b", "result": {"tools": []}}  # at once
+    again.from_server(answer.replace("ID", '"b"'))
+    assert len(sent) == 2  # the SDK's own answer is not sent twice
+    again.from_server('{"jsonrpc":"2.0","id":7,"result":{"content":[]}}')  # anything else passes
+    assert len(sent) == 3
+
+    Front(sent.append, record, "server-2").from_client(ask.replace("ID", "3"))  # changed server
+    record.write_text("{not json", encoding="utf-8")
+    Front(sent.append, record, "server-1").from_client(ask.replace("ID", "4"))  # broken record
+    assert len(sent) == 3
+
+    changed = Front(sent.append, record, "server-1")  # the SDK answers an error: nothing recorded
+    changed.from_client(ask.replace("ID", "5"))
+    changed.from_server('{"jsonrpc":"2.0","id":5,"error":{"code":-32601,"message":"no"}}')
+    Front(sent.append, record, "server-1").from_client(ask.replace("ID", "6"))
+    assert [json.loads(line)["id"] for line in sent[3:]] == [5]

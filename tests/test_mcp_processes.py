@@ -3,6 +3,7 @@ server processes on one data folder (or one PostgreSQL database) racing edits of
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import AsyncIterator
@@ -28,7 +29,12 @@ def server_params(root: Path, user: str, *extra: str, env: dict[str, str] | None
     return StdioServerParameters(
         command=sys.executable,
         args=["-c", "from local_ai_memory.cli import main; main()", "mcp", "-d", str(root), *extra],
-        env={"PYTHONPATH": path, "LOCAL_AI_MEMORY_USER": user, **(env or {})},
+        env={
+            "PYTHONPATH": path,
+            "LOCAL_AI_MEMORY_USER": user,
+            "LOCAL_AI_MEMORY_CACHE_DIR": str(root / "cache"),  # the handshake record, not in ~/.cache
+            **(env or {}),
+        },
     )
 
 
@@ -86,17 +92,22 @@ async def append_lines(client: Client, tag: str, count: int) -> int:
     return conflicts
 
 
+def backend_of(root: Path, backend: str, request: pytest.FixtureRequest) -> tuple[dict[str, str], MemoryConfig]:
+    """The server environment and the test's own configuration for one data folder (``files``)
+    or one PostgreSQL schema (``postgres``, from the suite's embedded server)."""
+    if backend == "files":
+        return {}, MemoryConfig(runtime_data_dir=root)
+    url = request.getfixturevalue("postgres_url")
+    schema = request.getfixturevalue("postgres_schema")
+    env = {"LOCAL_AI_MEMORY_DATABASE_URL": url, "LOCAL_AI_MEMORY_DATABASE_SCHEMA": schema}
+    return env, MemoryConfig(runtime_data_dir=root, database_url=url, database_schema=schema)
+
+
 @pytest.mark.parametrize("backend", ["files", "postgres"])
 async def test_two_server_processes_racing_edits_lose_no_write(
     tmp_path: Path, backend: str, request: pytest.FixtureRequest
 ) -> None:
-    env: dict[str, str] = {}
-    config = MemoryConfig(runtime_data_dir=tmp_path)
-    if backend == "postgres":
-        url = request.getfixturevalue("postgres_url")
-        schema = request.getfixturevalue("postgres_schema")
-        env = {"LOCAL_AI_MEMORY_DATABASE_URL": url, "LOCAL_AI_MEMORY_DATABASE_SCHEMA": schema}
-        config = MemoryConfig(runtime_data_dir=tmp_path, database_url=url, database_schema=schema)
+    env, config = backend_of(tmp_path, backend, request)
     with Memory(config) as memory:
         memory.knowledge.write_note("alice", "shared", "# Shared\n")
     count = 12
@@ -135,3 +146,103 @@ async def test_two_server_processes_racing_edits_lose_no_write(
         assert [line for line in lines if line.startswith(f"{tag} ")] == [f"{tag} {n}" for n in range(count)]
     loser = next(result for result in outcomes if result.is_error)
     assert note_hash(final) in loser.content[0].text
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_restart_answers_the_handshake_from_its_record_and_corrects_a_stale_one(
+    tmp_path: Path, mode: str
+) -> None:
+    async with stdio_client(server_params(tmp_path, "alice"), mode) as client:  # records the handshake
+        listed = (await client.list_tools()).tools
+    (record,) = (tmp_path / "cache").glob("mcp-answers-*.json")
+    data = json.loads(record.read_text(encoding="utf-8"))
+    tool_lists = [key for key in data["answers"] if json.loads(key)[0] == "tools/list"]
+    assert len(tool_lists) == 1
+    for tool in data["answers"][tool_lists[0]]["tools"]:  # what a changed server would answer differently
+        tool["description"] = "stale"
+    record.write_text(json.dumps(data), encoding="utf-8")
+
+    async with stdio_client(server_params(tmp_path, "alice"), mode) as client:
+        early = (await client.list_tools()).tools
+        assert {tool.description for tool in early} == {"stale"}  # answered from the record
+        written = await call(client, "write_note", id="deploy", text="# Deploy\n")  # the SDK's session is live
+        assert written["id"] == "knowledge/deploy.md"
+    # the SDK's own answer (not sent twice) replaced the stale one, so the next start is right again
+    corrected = json.loads(record.read_text(encoding="utf-8"))["answers"][tool_lists[0]]["tools"]
+    assert [tool["description"] for tool in corrected] == [tool.description for tool in listed]
+
+
+SHARED = "knowledge/shared.md"
+
+
+def error_text(result: Any) -> str:
+    assert result.is_error
+    return str(result.content[0].text) if result.content[0].type == "text" else ""
+
+
+async def insert_lines(client: Client, tag: str, count: int) -> None:
+    """Insert ``count`` lines before the note's ``END`` line, each by read + conditional
+    ``edit_note``, re-reading on conflict (as a model told the note changed would)."""
+    for n in range(count):
+        while True:
+            read = await call(client, "read_note", id=SHARED)
+            result = await client.call_tool(
+                "edit_note", {"id": SHARED, "old": "END\n", "new": f"{tag} {n}\nEND\n", "expected_hash": read["hash"]}
+            )
+            if not result.is_error:
+                break
+            assert "conflict" in error_text(result)
+
+
+@pytest.mark.parametrize("backend", ["files", "postgres"])
+async def test_two_server_processes_racing_conditional_edits_and_deletes(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
+    env, config = backend_of(tmp_path, backend, request)
+    with Memory(config) as memory:
+        memory.knowledge.write_note("alice", "shared", "# Shared\nEND\n")
+    count = 10
+    async with (
+        stdio_client(server_params(tmp_path, "alice", env=env)) as first,
+        stdio_client(server_params(tmp_path, "alice", env=env)) as second,
+    ):
+        async with anyio.create_task_group() as group:  # interleaved conditional edits: none lost
+            group.start_soon(insert_lines, first, "a", count)
+            group.start_soon(insert_lines, second, "b", count)
+        lines = (await call(first, "read_note", id=SHARED))["text"].splitlines()
+        for tag in "ab":
+            assert [line for line in lines if line.startswith(f"{tag} ")] == [f"{tag} {n}" for n in range(count)]
+        assert lines[-1] == "END"
+
+        # One stale hash, two processes, each pair of operations: exactly one wins, and the
+        # loser's error names the hash the note has now (or that there is no note any more).
+        pairs = [("edit", "edit"), ("edit", "delete"), ("delete", "edit"), ("delete", "delete")] * 2
+        for round_, (one, two) in enumerate(pairs):
+            await call(first, "write_note", id=SHARED, text=f"# Shared\nround {round_}\n")
+            base = await call(second, "read_note", id=SHARED)
+            outcomes: dict[str, Any] = {}
+
+            async def act(client: Client, tool: str, arguments: dict[str, Any], tag: str, into: dict[str, Any]) -> None:
+                into[tag] = await client.call_tool(tool, arguments)
+
+            async with anyio.create_task_group() as group:
+                for client, kind, tag in ((first, one, "first"), (second, two, "second")):
+                    arguments: dict[str, Any] = {"id": SHARED, "expected_hash": base["hash"]}
+                    if kind == "edit":
+                        arguments |= {"old": f"round {round_}", "new": f"round {round_} by {tag}"}
+                    group.start_soon(act, client, f"{kind}_note", arguments, tag, outcomes)
+            winners = [tag for tag, result in outcomes.items() if not result.is_error]
+            assert len(winners) == 1, (one, two, {tag: r.content for tag, r in outcomes.items()})
+            (winner,) = winners
+            loser = outcomes["second" if winner == "first" else "first"]
+            message = error_text(loser)
+            assert "conflict" in message
+            kind = one if winner == "first" else two
+            with Memory(config) as memory:
+                if kind == "delete":
+                    assert memory.knowledge.note_info("alice", "shared") is None
+                    assert "current_hash=none" in message
+                else:
+                    text = memory.knowledge.read_note("alice", "shared")
+                    assert text == f"# Shared\nround {round_} by {winner}\n"  # the winner's edit, alone
+                    assert f"current_hash={note_hash(text)}" in message

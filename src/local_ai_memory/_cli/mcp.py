@@ -10,13 +10,17 @@ Examples::
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from local_ai_memory._cli.common import ConfigFile, DataDir, app, config_of, errors, fail, print_json
+
+if TYPE_CHECKING:
+    from local_ai_memory import Memory
 
 __all__ = ["register"]
 
@@ -26,9 +30,9 @@ INSTALL_HINT = "the MCP server needs the mcp package: pip install 'local-ai-memo
 
 
 def _require_mcp() -> None:
-    try:
-        import mcp  # noqa: F401
-    except ImportError:
+    """Fail with the install hint unless the SDK is installed (found, not imported: importing it
+    takes over a second, which the stdio server spends after its first answers)."""
+    if importlib.util.find_spec("mcp") is None:
         fail(INSTALL_HINT)
 
 
@@ -54,34 +58,39 @@ def mcp(
 ) -> None:
     """Serve this memory over the Model Context Protocol (stdio by default)."""
     _require_mcp()
-    from local_ai_memory import Memory
-    from local_ai_memory.mcp import serve_http, serve_stdio, verifier_from
-
     user = user or os.environ.get(USER_ENV) or None
     with errors():
+        if not http:
+            if keys_file or jwks_url:
+                fail("--keys-file and --jwks-url protect the HTTP server: add --http")
+            if not user:
+                fail(f"name the user: --user NAME or ${USER_ENV}")
+            from local_ai_memory.mcp import run_stdio  # only the front: the SDK loads while it answers
+
+            def open_memory() -> Memory:  # after the front has started: the config and numpy take ~0.5 s
+                from local_ai_memory import Memory
+
+                return Memory(config_of(data_dir, config))
+
+            run_stdio(open_memory, user=user, read_only=read_only)
+            return
+        from local_ai_memory import Memory
+        from local_ai_memory.mcp import serve_http, verifier_from
+
         verifier = verifier_from(
             keys_file=str(keys_file) if keys_file else None, jwks_url=jwks_url, issuer=issuer, audience=audience
         )
-        if not http and verifier is not None:
-            fail("--keys-file and --jwks-url protect the HTTP server: add --http")
-        if not http and not user:
-            fail(f"name the user: --user NAME or ${USER_ENV}")
-        settings = config_of(data_dir, config)
-        with Memory(settings) as memory:
-            if http:
-                serve_http(
-                    memory,
-                    host=host,
-                    port=port,
-                    user=user,
-                    read_only=read_only,
-                    verifier=verifier,
-                    public_url=public_url,
-                    issuer=issuer,
-                )
-            else:
-                assert user is not None
-                serve_stdio(memory, user=user, read_only=read_only)
+        with Memory(config_of(data_dir, config)) as memory:
+            serve_http(
+                memory,
+                host=host,
+                port=port,
+                user=user,
+                read_only=read_only,
+                verifier=verifier,
+                public_url=public_url,
+                issuer=issuer,
+            )
 
 
 def mcp_key(

@@ -380,6 +380,16 @@ class RuntimeBackend(ABC):
     def get_messages(self, scope: Scope) -> list[StoredMessage]:
         """The stored messages, oldest first, each with its ``seq``."""
 
+    def get_last_messages(self, scope: Scope, limit: int) -> list[StoredMessage]:
+        """The newest ``limit`` stored messages, oldest first: ``get_messages(scope)[-limit:]``
+        (``[]`` when ``limit`` is 0 or less).
+
+        This default reads the whole log. A backend that can read a log from its end overrides
+        it (the file backend reads only the tail), so an agent's "last N items" costs what those
+        items weigh, not what the whole session does.
+        """
+        return self.get_messages(scope)[-limit:] if limit > 0 else []
+
     @abstractmethod
     def compact_messages(self, scope: Scope, keep_last: int) -> int:
         """Keep only the last ``keep_last`` messages; return how many were dropped.
@@ -492,6 +502,7 @@ class RuntimeBackend(ABC):
     adelete_tool_results = thread_twin(delete_tool_results)
     aappend_messages = thread_twin(append_messages)
     aget_messages = thread_twin(get_messages)
+    aget_last_messages = thread_twin(get_last_messages)
     acompact_messages = thread_twin(compact_messages)
     aclear_messages = thread_twin(clear_messages)
     apop_message = thread_twin(pop_message)

@@ -227,12 +227,11 @@ def item_of(record: StoredMessage) -> Item:
     return json.loads(record.raw) if record.raw is not None else from_stored(record).to_dict()
 
 
-def _last(records: list[StoredMessage], limit: int | None) -> list[StoredMessage]:
-    if limit is None:
-        return records
+def _count(limit: int) -> int:
+    """``limit`` checked: a non-negative integer (0: no items)."""
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
         raise InvalidInputError(f"limit must be a non-negative integer or None, got {limit!r}")
-    return records[-limit:] if limit else []
+    return limit
 
 
 def _keep(config: MemoryConfig, keep_last: int | None) -> int:
@@ -309,7 +308,9 @@ class SessionMessageStore:
 
         An entry appended by :meth:`append` (not as an item) comes back as its normal form's dict.
         """
-        return [item_of(record) for record in _last(self.records(), limit)]
+        if limit is None:
+            return [item_of(record) for record in self.records()]
+        return [item_of(record) for record in self.backend.get_last_messages(self.scope_info, _count(limit))]
 
     def pop_item(self) -> Item | None:
         """Remove the newest entry and return it as :meth:`items` would; ``None`` when the log is empty.
@@ -326,7 +327,9 @@ class SessionMessageStore:
 
     async def aitems(self, limit: int | None = None) -> list[Item]:
         """Async twin of :meth:`items`."""
-        return [item_of(record) for record in _last(await self.arecords(), limit)]
+        if limit is None:
+            return [item_of(record) for record in await self.arecords()]
+        return [item_of(record) for record in await self.backend.aget_last_messages(self.scope_info, _count(limit))]
 
     async def apop_item(self) -> Item | None:
         """Async twin of :meth:`pop_item`."""

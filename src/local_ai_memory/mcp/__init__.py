@@ -17,10 +17,36 @@ serves loopback only. Importing ``local_ai_memory`` never imports this package o
 
 from __future__ import annotations
 
-from local_ai_memory.mcp._access import ADMIN, READ, SCOPES, WRITE
-from local_ai_memory.mcp._auth import ApiKeyVerifier, JwksVerifier, hash_api_key, new_api_key
-from local_ai_memory.mcp._serve import http_app, is_loopback, serve_http, serve_stdio, verifier_from
-from local_ai_memory.mcp._server import MAX_CHARS, create_server
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what the checkers see; at run time each name is imported on first use
+    from local_ai_memory.mcp._access import ADMIN, READ, SCOPES, WRITE
+    from local_ai_memory.mcp._auth import ApiKeyVerifier, JwksVerifier, hash_api_key, new_api_key
+    from local_ai_memory.mcp._serve import http_app, is_loopback, serve_http, serve_stdio, verifier_from
+    from local_ai_memory.mcp._server import MAX_CHARS, create_server
+    from local_ai_memory.mcp._stdio import run_stdio
+
+_WHERE = {
+    "ADMIN": "_access",
+    "READ": "_access",
+    "SCOPES": "_access",
+    "WRITE": "_access",
+    "ApiKeyVerifier": "_auth",
+    "JwksVerifier": "_auth",
+    "hash_api_key": "_auth",
+    "new_api_key": "_auth",
+    "http_app": "_serve",
+    "is_loopback": "_serve",
+    "serve_http": "_serve",
+    "serve_stdio": "_serve",
+    "verifier_from": "_serve",
+    "MAX_CHARS": "_server",
+    "create_server": "_server",
+    "run_stdio": "_stdio",
+}
+"""Which module holds each public name. They load on first use, so the stdio command reaches its
+first answer before the SDK, the HTTP stack (starlette, uvicorn) or the JWT library is imported."""
 
 __all__ = [
     "ADMIN",
@@ -35,7 +61,21 @@ __all__ = [
     "http_app",
     "is_loopback",
     "new_api_key",
+    "run_stdio",
     "serve_http",
     "serve_stdio",
     "verifier_from",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_WHERE])

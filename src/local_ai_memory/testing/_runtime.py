@@ -643,6 +643,26 @@ class RuntimeBackendTests:
         assert api.append_messages(scope, [_message("five")]) == [2], "pop after compaction reused a dropped number"
         assert [message.content for message in api.get_messages(other)] == ["theirs"], "pop reached another scope"
 
+    def test_last_messages_are_the_tail_of_the_log(self, api: Calls) -> None:
+        scope, other = Scope.of("alice", "s1"), Scope.of("alice", "s2")
+        assert api.get_last_messages(scope, 5) == []
+        api.append_messages(other, [_message("theirs")])
+        big = "x" * 9000  # 40 of them outgrow a first read of the file backend's tail (64 KB)
+        api.append_messages(scope, [_message(f"{number} {big if number % 2 else ''}") for number in range(40)])
+        every = api.get_messages(scope)
+        for limit in (1, 2, 7, 20, 39, 40, 41, 1000):
+            assert api.get_last_messages(scope, limit) == every[-limit:], f"the last {limit} differ"
+        assert api.get_last_messages(scope, 0) == []
+        api.pop_message(scope)
+        api.compact_messages(scope, 10)
+        api.append_messages(scope, [_message("after")])
+        every = api.get_messages(scope)
+        assert [message.seq for message in api.get_last_messages(scope, 3)] == [37, 38, 39]
+        assert api.get_last_messages(scope, 50) == every
+        api.compact_messages(scope, 0)
+        assert api.get_last_messages(scope, 3) == []
+        assert [message.content for message in api.get_last_messages(other, 3)] == ["theirs"]
+
     def test_concurrent_pops_take_each_message_once(self, api: Calls) -> None:
         scope = Scope.of("alice", "s1")
         api.append_messages(scope, [_message(str(number)) for number in range(40)])

@@ -131,6 +131,10 @@ class _Counted:
             yield chunk
 
 
+_TAIL_START = 1 << 16
+"""The first piece of a session log :meth:`FileRuntimeBackend.get_last_messages` reads (bytes)."""
+
+
 def _numbered(records: list[dict[str, Any]]) -> list[StoredMessage]:
     """Session lines as messages; lines without ``seq`` (0.1.0) take the next number."""
     out: list[StoredMessage] = []
@@ -499,6 +503,34 @@ class FileRuntimeBackend(RuntimeBackend):
         key = self._ready(scope)
         raw = self._sessions.read(key)
         return [] if raw is None else _numbered(parse_lines(raw, self._sessions.location(key)))
+
+    def get_last_messages(self, scope: Scope, limit: int) -> list[StoredMessage]:
+        """The newest ``limit`` messages, read from the end of the log in growing pieces (64 KB,
+        then four times more each time) until they are all in, or the whole file is."""
+        if limit <= 0 or self._hidden(scope):
+            return []
+        key = self._ready(scope)
+        path, size = self._sessions.path(key), _TAIL_START
+        while True:
+            data = _fs.read_tail(path, size)
+            if data is None:
+                return []
+            whole = len(data) < size
+            if not whole:  # the piece starts inside a line: drop that part line
+                data = data[data.find(b"\n") + 1 :] if b"\n" in data else b""
+            lines = data.split(b"\n")
+            take = limit + 1  # the lines parsed: the piece's last ones (a piece holds many short lines)
+            while True:
+                records = parse_lines(b"\n".join(lines[-take:]), self._sessions.location(key))
+                if any("seq" not in record and "next_seq" not in record for record in records):
+                    return self.get_messages(scope)[-limit:]  # a 0.1.0 log numbers by position: read it all
+                messages = _numbered(records)
+                if len(messages) >= limit or take >= len(lines):
+                    break
+                take *= 4
+            if whole or len(messages) >= limit:
+                return messages[-limit:]
+            size *= 4
 
     def compact_messages(self, scope: Scope, keep_last: int) -> int:
         key = self._ready(scope)
