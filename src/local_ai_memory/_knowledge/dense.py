@@ -46,7 +46,9 @@ from local_ai_memory._shared.vectors import model_id_of
 __all__ = ["BEST_SHARE", "MAP_DIR", "DenseIndex", "DenseMatrix", "signature_of"]
 
 MAP_DIR = ".passages"
-MAP_VERSION = 1
+MAP_VERSION = 2
+"""Bumped when the passage rule changes (2: 200-word passages across sections): older maps are
+ignored, so their notes are embedded again instead of keeping passages cut by the old rule."""
 BEST_SHARE = 0.7
 """Share of a note's best passage in its dense score; the whole-note vector has the rest."""
 EMBED_BATCH = 256
