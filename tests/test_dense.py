@@ -172,3 +172,22 @@ def test_the_watchers_refresh_embeds_what_an_editor_changed(tmp_path: Path) -> N
         embedder.calls.clear()
         assert memory.knowledge.search("falcon", "alice")[0].filename == "alice_garden.md"
         assert embedder.calls == [["falcon"]]
+
+
+def test_a_map_cut_by_an_older_passage_rule_is_embedded_again_at_index(tmp_path: Path) -> None:
+    import json
+
+    embedder = CountingEmbedder()
+    with _open(tmp_path / "data", embedder) as memory:
+        memory.knowledge.write_note("alice", "birds", "# Birds\n\nintro\n\n## Hunting\n\nThe kestrel hovers.\n")
+    (blob,) = (tmp_path / "data").rglob(".passages/*/*.json")
+    raw = json.loads(blob.read_text())
+    raw["version"] = 1  # a map written before the passage rule changed
+    blob.write_text(json.dumps(raw))
+    again = CountingEmbedder()
+    with _open(tmp_path / "data", again) as memory:
+        memory.knowledge.build_index()  # re-cuts the note (its vectors are in the cache already: no model call)
+        assert json.loads(blob.read_text())["version"] == 2
+        again.calls.clear()
+        assert memory.knowledge.search("kestrel", "alice")[0].filename == "alice_birds.md"
+        assert again.calls == [["kestrel"]]
