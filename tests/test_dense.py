@@ -35,15 +35,28 @@ class CountingEmbedder:
 
 
 def test_passages_follow_structure_and_are_bounded() -> None:
-    text = "# Title\n\nIntro line.\n\n## Options\n\n" + "word " * 1000 + "\n\n## Later\n\nNever reached.\n"
+    text = "# Title\n\nIntro line.\n\n## Options\n\n" + "word " * 5000 + "\n\n## Later\n\nNever reached.\n"
     body = body_passages("Title", text)
     assert len(body) == MAX_PASSAGES - 1
+    # a section's heading opens its words; a paragraph longer than a passage is cut in windows
     assert body[0] == "Title\nIntro line."
-    assert body[1].startswith("Title: Options\n")
+    assert body[1].startswith("Title\nOptions: word word")
+    assert all(p.startswith("Title\n") for p in body)
     assert all(len(p.split("\n", 1)[1].split()) <= PASSAGE_WORDS for p in body)
+    assert not any("Never" in p for p in body)  # past the bound: BM25 only
     assert passages_of("lead", "Title", text)[0] == "lead"
     assert body_passages("T", "---\nkey: v\n---\nbody text\n") == ["T\nbody text"]
     assert body_passages("T", "") == []
+
+
+def test_a_paragraph_the_lead_says_is_not_embedded_twice() -> None:
+    note = "# wc(1)\n\nwc - count lines\n\n## NAME\n\nwc - count lines\n\n## SYNOPSIS\n\nwc [FILE]\n"
+    passages = passages_of("wc 1 wc(1) wc - count lines", "wc(1)", note)
+    assert passages == ["wc 1 wc(1) wc - count lines", "wc(1)\nSYNOPSIS: wc [FILE]"]
+    assert body_passages("T", "## A\n\nshort a\n\n## B\n\nshort b\n") == ["T\nA: short a B: short b"]
+    # short sections share a passage; they split when the next would overflow it
+    long_note = "## A\n\n" + "a " * 150 + "\n\n## B\n\n" + "b " * 100 + "\n"
+    assert [p.split("\n", 1)[1].split()[0] for p in body_passages("T", long_note)] == ["A:", "B:"]
 
 
 def _open(root: Path, embedder: CountingEmbedder, mode: str = "hybrid") -> Memory:
@@ -59,7 +72,7 @@ def test_first_hybrid_query_after_index_embeds_nothing(tmp_path: Path) -> None:
     with _open(tmp_path / "data", embedder) as memory:
         assert memory.knowledge.build_index() == 3
         indexed = len(embedder.texts)
-        assert indexed == 9  # lead + a passage per section (two) per note, embedded by build_index
+        assert indexed == 6  # lead + one body passage (short sections share one) per note, by build_index
         embedder.calls.clear()
         found = memory.knowledge.search("falcon", "alice")
         assert found[0].filename == "alice_n0.md"
@@ -133,7 +146,7 @@ def test_best_passage_decides_and_forget_removes_passage_vectors(tmp_path: Path)
 
 
 def test_dense_scores_mix_the_best_passage_and_the_whole_note() -> None:
-    from local_ai_memory._knowledge.dense import DenseMatrix
+    from local_ai_memory._knowledge.dense import BEST_SHARE, DenseMatrix
     from local_ai_memory._knowledge.index_file import IndexEntry
 
     entries = [
@@ -143,7 +156,7 @@ def test_dense_scores_mix_the_best_passage_and_the_whole_note() -> None:
     matrix = np.array([[1, 0], [0, 1], [0.6, 0.8]], dtype=np.float32)
     dense = DenseMatrix(entries, matrix, np.array([0, 2], dtype=np.int64))
     # note 0: best passage 1.0, whole-note vector (unit mean of its two) 0.707; note 1: 0.8 and 0.8
-    expected = [(1.0 + 0.5**0.5) / 2, 0.8]
+    expected = [BEST_SHARE * 1.0 + (1 - BEST_SHARE) * 0.5**0.5, 0.8]
     assert dense.note_scores(np.array([0.0, 1.0], dtype=np.float32)).tolist() == pytest.approx(expected, abs=1e-6)
 
 
@@ -159,3 +172,22 @@ def test_the_watchers_refresh_embeds_what_an_editor_changed(tmp_path: Path) -> N
         embedder.calls.clear()
         assert memory.knowledge.search("falcon", "alice")[0].filename == "alice_garden.md"
         assert embedder.calls == [["falcon"]]
+
+
+def test_a_map_cut_by_an_older_passage_rule_is_embedded_again_at_index(tmp_path: Path) -> None:
+    import json
+
+    embedder = CountingEmbedder()
+    with _open(tmp_path / "data", embedder) as memory:
+        memory.knowledge.write_note("alice", "birds", "# Birds\n\nintro\n\n## Hunting\n\nThe kestrel hovers.\n")
+    (blob,) = (tmp_path / "data").rglob(".passages/*/*.json")
+    raw = json.loads(blob.read_text())
+    raw["version"] = 1  # a map written before the passage rule changed
+    blob.write_text(json.dumps(raw))
+    again = CountingEmbedder()
+    with _open(tmp_path / "data", again) as memory:
+        memory.knowledge.build_index()  # re-cuts the note (its vectors are in the cache already: no model call)
+        assert json.loads(blob.read_text())["version"] == 2
+        again.calls.clear()
+        assert memory.knowledge.search("kestrel", "alice")[0].filename == "alice_birds.md"
+        assert again.calls == [["kestrel"]]

@@ -341,11 +341,17 @@ def test_notes_are_embedded_ahead_of_the_first_hybrid_query(tmp_path: Path) -> N
     store = MemoryStore(FileKnowledgeBackend(DirectoryGuard(tmp_path), config), config, embedder=embedder)
     for number in range(300):
         owner = "alice" if number % 3 else "bob"
-        store.write_file(f"knowledge/{owner}_note{number}.md", f"# Note {number}\n\ntopic{number % 7} words here\n")
+        store.write_file(
+            f"knowledge/{owner}_note{number}.md",
+            f"# Note {number}\n\ntopic{number % 7} words here\n\nmore on {number}\n",
+        )
     assert embedder.embedded == []  # BM25 mode: writing embeds nothing
     steps: list[tuple[int, int]] = []
     assert store.embed_notes("alice", progress=lambda done, total: steps.append((done, total))) == 200
-    assert steps == [(256, 400), (400, 400)]  # two passages a note (lead, body), 256 per batch
+    assert steps == [
+        (256, 400),
+        (400, 400),
+    ]  # two passages a note (lead; the body but its first paragraph, which the lead says), 256 per batch
     assert len(embedder.embedded) == 400
     assert store.embed_notes() == 300  # everyone: only bob's 100 are new
     assert len(embedder.embedded) == 600

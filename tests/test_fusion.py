@@ -116,3 +116,17 @@ def test_convex_fusion_extremes_follow_one_list_and_ties_are_deterministic() -> 
     assert [n for n, _ in convex_fusion([], [("m", 0.2), ("k", 0.9)], 0.5)] == ["k", "m"]
     with pytest.raises(InvalidInputError):
         convex_fusion(bm25, vector, 1.5)
+
+
+def test_confident_weight_follows_the_gap_between_bm25s_first_two_answers() -> None:
+    from local_ai_memory._knowledge.fusion import confident_weight
+
+    assert confident_weight([10.0, 9.9, 9.0], 0.5) == pytest.approx(0.308)  # near-tie: the dense side leads
+    assert confident_weight([10.0, 5.0], 0.5) == pytest.approx(0.7)  # first far ahead: BM25 leads
+    assert confident_weight([10.0, 7.5], 0.5) == pytest.approx(0.5)
+    assert confident_weight([3.0], 0.5) == pytest.approx(0.7)
+    assert confident_weight([], 0.5) == pytest.approx(0.3)
+    assert confident_weight([10.0, 1.0], 0.0) == 0.0  # the ends stay pure
+    assert confident_weight([10.0, 9.9], 1.0) == 1.0
+    with pytest.raises(InvalidInputError):
+        confident_weight([1.0], 1.5)

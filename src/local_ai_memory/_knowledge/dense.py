@@ -17,8 +17,9 @@ cost is that note's passages, logged as ``EMBEDDINGS_FALLBACK`` with ``reason="n
 indexing"``. A map blob is rewritten whole when a note of its user and category changes (about
 300 bytes per note).
 
-A note's dense score is the mean of its best passage's cosine and its whole-note vector's
-(the unit mean of its passages): see :meth:`DenseMatrix.note_scores` for the measurement.
+A note's dense score mixes its best passage's cosine (weight :data:`BEST_SHARE`) with its
+whole-note vector's (the unit mean of its passages): see :meth:`DenseMatrix.note_scores` for
+the measurement.
 """
 
 from __future__ import annotations
@@ -42,10 +43,14 @@ from local_ai_memory._shared.events import Event, log_event
 from local_ai_memory._shared.naming import owner_of, user_file_prefix
 from local_ai_memory._shared.vectors import model_id_of
 
-__all__ = ["MAP_DIR", "DenseIndex", "DenseMatrix", "signature_of"]
+__all__ = ["BEST_SHARE", "MAP_DIR", "DenseIndex", "DenseMatrix", "signature_of"]
 
 MAP_DIR = ".passages"
-MAP_VERSION = 1
+MAP_VERSION = 2
+"""Bumped when the passage rule changes (2: 200-word passages across sections): older maps are
+ignored, so their notes are embedded again instead of keeping passages cut by the old rule."""
+BEST_SHARE = 0.7
+"""Share of a note's best passage in its dense score; the whole-note vector has the rest."""
 EMBED_BATCH = 256
 """Passages sent to the vector cache per call while indexing (one progress step each)."""
 
@@ -84,15 +89,20 @@ class DenseMatrix:
             object.__setattr__(self, "means", (sums / norms).astype(np.float32))
 
     def note_scores(self, query: Vector) -> Vector:
-        """Each note's dense score for the unit ``query``: the mean of its best passage's cosine
-        and its whole-note (mean passage) vector's cosine. Measured against the best passage
-        alone (z-score fusion at 0.5): natural questions (dev, 400 pages) .802/.694 against
-        .767/.691 R@5/MRR@10; known items stdlib .917/.796 against .929/.793, readmes .897/.805
-        against .891/.801."""
+        """Each note's dense score for the unit ``query``: ``BEST_SHARE`` x its best passage's
+        cosine + the rest x its whole-note (mean passage) vector's cosine.
+
+        Measured with passages of up to 16 x 200 words (``benchmarks/bench_natural_questions.py``,
+        dev questions, 400 man pages; dense side alone, R@5 / MRR@10): best passage .839 / .728,
+        0.7 best + 0.3 whole note .869 / .730, 0.5 / 0.5 .865 / .733; with the fusion of
+        :func:`.fusion.confident_weight` the known-item ``stdlib`` set of ``bench_quality.py``
+        .936 / .809 (0.7) against .929 / .801 (0.5), ``readmes`` .859 / .785 against .862 / .790.
+        The best passage finds the one section that answers; the whole-note vector keeps a note
+        that is about the subject ahead of one that mentions it once."""
         if not self.entries:
             return np.zeros(0, dtype=np.float32)
         best = np.maximum.reduceat(self.matrix @ query, self.starts)
-        scores: Vector = ((best + self.means @ query) / 2).astype(np.float32)
+        scores: Vector = (BEST_SHARE * best + (1.0 - BEST_SHARE) * (self.means @ query)).astype(np.float32)
         return scores
 
 

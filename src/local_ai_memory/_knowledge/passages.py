@@ -2,20 +2,28 @@
 
 all-MiniLM-L6-v2 reads at most 256 word pieces; a note's title and first paragraph (what
 hybrid search embedded before) say what the note is called, not what it tells. Dense search
-therefore embeds a note as up to :data:`MAX_PASSAGES` passages and scores the note by its
-best passage (:mod:`.dense`):
+therefore embeds a note as up to :data:`MAX_PASSAGES` passages and scores the note from its
+passages (:mod:`.dense`):
 
 * passage 0 is the lead (:func:`.index_file.lead_text`: file-name words, title, description),
   the vector hybrid search always had, so caches made before stay useful;
-* the body follows in order, cut at headings and blank lines, paragraphs packed together up
-  to :data:`PASSAGE_WORDS` words; a longer paragraph is cut into windows of that many words.
-  Each body passage starts with the note's title and its section heading, so a passage about
-  "options" still says whose options.
+* the body follows in order: paragraphs (split at blank lines and headings) packed together
+  up to :data:`PASSAGE_WORDS` words, across section boundaries (a section heading becomes
+  the first words of its paragraph, ``"Options: ..."``), so short sections (a synopsis, a
+  one-line name) share a passage instead of each taking one of the few the bound allows. A
+  paragraph longer than a passage is cut into windows of that many words. A paragraph the
+  lead already says (a man page's NAME line, a first paragraph used as the description) is
+  skipped. Every body passage starts with the note's title, so a passage about "options"
+  still says whose options.
 
 The bound: at most ``MAX_PASSAGES - 1`` body passages, i.e. the first ~``(MAX_PASSAGES - 1) *
-PASSAGE_WORDS`` words of a note (480 with the defaults); the rest of a long note counts for BM25
-only. Index-time work per note is therefore at most ``MAX_PASSAGES`` model calls' worth of
-text, whatever the note's length. Everything here is pure: no disk, no model.
+PASSAGE_WORDS`` words of a note (16 x 200 = 3,200 with the defaults, the whole of most notes);
+the rest of a longer note counts for BM25 only. Index-time work per note is therefore at
+most ``MAX_PASSAGES`` model calls' worth of text, whatever the note's length. Everything here
+is pure: no disk, no model.
+
+Measured (``benchmarks/bench_natural_questions.py``, dev questions, 400 man pages): see
+:meth:`.dense.DenseMatrix.note_scores` and the CHANGELOG for the figures behind the bound.
 """
 
 from __future__ import annotations
@@ -24,10 +32,10 @@ import re
 
 __all__ = ["MAX_PASSAGES", "PASSAGE_WORDS", "body_passages", "passages_of"]
 
-PASSAGE_WORDS = 120
-"""Words a body passage holds at most (about 160 word pieces: the model reads it whole)."""
-MAX_PASSAGES = 5
-"""Passages of one note at most: the lead plus four body passages."""
+PASSAGE_WORDS = 200
+"""Words a body passage holds at most (the model reads about its first 256 word pieces)."""
+MAX_PASSAGES = 17
+"""Passages of one note at most: the lead plus sixteen body passages."""
 
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
 _FRONT_MATTER = re.compile(r"\A---\s*\n.*?\n---\s*\n", re.DOTALL)
@@ -59,28 +67,34 @@ def _blocks(text: str) -> list[tuple[str, str]]:
     return out
 
 
-def body_passages(title: str, text: str, words: int = PASSAGE_WORDS, limit: int = MAX_PASSAGES - 1) -> list[str]:
-    """At most ``limit`` passages of ``text``, each of at most ``words`` words plus its prefix
-    (``title`` and section heading), paragraphs packed in order."""
-    if limit <= 0:
+def body_passages(
+    title: str, text: str, words: int = PASSAGE_WORDS, limit: int = MAX_PASSAGES - 1, lead: str = ""
+) -> list[str]:
+    """At most ``limit`` passages of ``text``, each ``title`` then at most ``words`` words,
+    paragraphs packed in order across sections; paragraphs contained in ``lead`` are skipped."""
+    if limit <= 0 or words <= 0:
         return []
     out: list[str] = []
     current: list[str] = []
-    current_heading = ""
+    last_heading = title
 
     def emit() -> None:
         if current:
-            prefix = title if not current_heading or current_heading == title else f"{title}: {current_heading}"
-            out.append(f"{prefix}\n{' '.join(current)}" if prefix else " ".join(current))
+            body = " ".join(current)
+            out.append(f"{title}\n{body}" if title else body)
             current.clear()
 
     for heading, paragraph in _blocks(text):
         if len(out) >= limit:
             break
+        if lead and paragraph in lead:
+            continue
         tokens = paragraph.split()
-        if heading != current_heading or len(current) + len(tokens) > words:
+        if heading and heading != last_heading:
+            tokens.insert(0, f"{heading}:")
+            last_heading = heading
+        if current and len(current) + len(tokens) > words:
             emit()
-            current_heading = heading
         while len(tokens) > words and len(out) < limit:
             current.extend(tokens[:words])
             emit()
@@ -92,4 +106,4 @@ def body_passages(title: str, text: str, words: int = PASSAGE_WORDS, limit: int 
 
 def passages_of(lead: str, title: str, text: str) -> list[str]:
     """A note's passages: its ``lead`` first, then :func:`body_passages` of ``text``."""
-    return [lead, *body_passages(title, text)]
+    return [lead, *body_passages(title, text, lead=lead)]

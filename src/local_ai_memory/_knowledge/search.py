@@ -2,7 +2,7 @@
 
 :func:`hybrid_flow` is the one description of a hybrid search: given the BM25 candidates and
 the user's passage vectors (a :class:`.dense.DenseMatrix`, embedded at index time), it asks
-for the query's vector (by yielding a request), scores each note by its best passage and fuses
+for the query's vector (by yielding a request), scores each note from its passages and fuses
 both scores (:func:`.fusion.standard_fusion`). :func:`run_hybrid` drives it with an embedder's sync ``embed`` and
 :func:`arun_hybrid` with its ``aembed``; neither holds any logic of its own.
 """
@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from local_ai_memory._contracts.knowledge import VectorCache
 from local_ai_memory._knowledge.dense import DenseMatrix
-from local_ai_memory._knowledge.fusion import standard_fusion, top_rows
+from local_ai_memory._knowledge.fusion import confident_weight, standard_fusion, top_rows
 from local_ai_memory._knowledge.index_file import IndexEntry, lead_text
 from local_ai_memory._shared.drive import adrive, drive
 
@@ -91,11 +91,12 @@ def hybrid_flow(
     top_n: int,
     weight: float,
 ) -> HybridFlow:
-    """BM25 ``lexical`` fused with each note's best passage cosine (``dense``, built at index time).
+    """BM25 ``lexical`` (best first) fused with each note's dense score (``dense``, built at index time).
 
-    Candidates are the BM25 ones and the ``pool`` notes with the best passages; both scores are
-    put on one scale (z-scores) and added with weights ``weight`` and ``1 - weight``
-    (:func:`.fusion.standard_fusion`). A candidate's score is the fused score, between 0 and 1.
+    Candidates are the BM25 ones and the ``pool`` notes with the best dense scores; both scores
+    are put on one scale (z-scores) and added with weights ``w`` and ``1 - w``, where ``w`` is
+    ``weight`` moved by how sure BM25 is of its first answer (:func:`.fusion.confident_weight`,
+    :func:`.fusion.standard_fusion`). A candidate's score is the fused score, between 0 and 1.
     The only request is the query's unit vector: the notes' vectors are already there.
     """
     keyed = {f"{c.category}/{c.filename}": c for c in lexical}
@@ -109,7 +110,8 @@ def hybrid_flow(
             key = f"{entry.category}/{entry.filename}"
             similar.append((key, float(cosines[row])))
             keyed.setdefault(key, candidate_of(entry, 0.0))
-    fused = standard_fusion([(key, c.score) for key, c in keyed.items() if c.score > 0], similar, weight)
+    bm25_weight = confident_weight([c.score for c in lexical], weight)
+    fused = standard_fusion([(key, c.score) for key, c in keyed.items() if c.score > 0], similar, bm25_weight)
     out = []
     for key, score in fused[:top_n]:
         c = keyed[key]
