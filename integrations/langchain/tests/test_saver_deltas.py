@@ -30,6 +30,7 @@ from langgraph.graph.message import add_messages
 from langgraph.types import Command, Interrupt, interrupt
 
 from local_ai_memory import Memory
+from local_ai_memory.backends import Scope
 from local_ai_memory.integration import checkpoint_log as _checkpoint_log
 
 
@@ -283,29 +284,35 @@ def _whole_messages(line: dict[str, Any]) -> bool:
 CHILD = Path(__file__).parent / "delta_child.py"
 
 
-def _read_thread(root: Path) -> list[Any]:
-    from delta_child import body
+def _read_thread(root: Path, database: list[str]) -> list[Any]:
+    from delta_child import body, open_memory
 
-    saver = LocalMemorySaver(Memory.open(root / "data", fsync=False), user_id="u")
+    saver = LocalMemorySaver(open_memory(root, database), user_id="u")
     found = saver.get_tuple({"configurable": {"thread_id": "t"}})
     messages = found.checkpoint["channel_values"].get("messages", []) if found else []
     assert [m.content for m in messages] == [body(n) for n in range(len(messages))]  # whole, in order
     return messages
 
 
-def test_a_delta_write_killed_anywhere_leaves_the_thread_readable_and_resumable(tmp_path: Path) -> None:
-    """SIGKILL of a real process at random points of its writes; after each, a new process reads
-    the thread (every acknowledged step there) and the next child continues it."""
+@pytest.mark.parametrize("backend", ["files", "postgres"])
+def test_a_delta_write_killed_anywhere_leaves_the_thread_readable_and_resumable(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
+    """SIGKILL of a real process at random points of its writes (list tails, and the snapshots
+    written every few steps: each message is 20 KB); after each, a new saver reads the thread
+    (every acknowledged step there, from the snapshot and the log after it) and the next child
+    continues it."""
     import random
     import subprocess
     import sys
     import time
 
+    database = [request.getfixturevalue("postgres_url"), f"t_{uuid.uuid4().hex[:12]}"] if backend == "postgres" else []
     rng = random.Random(23)
     acked = 0
     for _ in range(6):
         with (tmp_path / "stderr").open("ab") as errors:
-            child = subprocess.Popen([sys.executable, str(CHILD), str(tmp_path)], stderr=errors)
+            child = subprocess.Popen([sys.executable, str(CHILD), str(tmp_path), *database], stderr=errors)
         deadline = time.monotonic() + 120
         acks = tmp_path / "acks"
         while not (acks.exists() and len(acks.read_text().split()) > acked + 2):
@@ -317,8 +324,13 @@ def test_a_delta_write_killed_anywhere_leaves_the_thread_readable_and_resumable(
         child.wait(timeout=30)
         acked = len(acks.read_text().split())
         last_ack = int(acks.read_text().split()[-1])
-        assert len(_read_thread(tmp_path)) >= last_ack  # nothing acknowledged is lost
+        assert len(_read_thread(tmp_path, database)) >= last_ack  # nothing acknowledged is lost
     assert acked >= 12
+    from delta_child import open_memory
+
+    memory = open_memory(tmp_path, database)
+    assert memory.runtime.get_plan_steps(Scope.of("u", "t"), "lg-root-snap")  # the reads started from a snapshot
+    memory.close()
 
 
 def test_a_torn_delta_line_at_any_byte_reads_as_the_step_before(tmp_path: Path) -> None:
