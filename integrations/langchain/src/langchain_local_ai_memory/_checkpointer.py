@@ -20,7 +20,11 @@ that yields the backend calls it needs; a sync driver makes them with the backen
 an async one awaits their async twins (native on PostgreSQL), so sync and async share every rule.
 ``get_tuple`` keeps the fold of each namespace it read and reads the log on from where it
 stopped (:meth:`~local_ai_memory.backends.RuntimeBackend.read_plan_steps`), so reading a long
-thread again parses the new steps only. A ``put`` registers its namespace with the session's
+thread again parses the new steps only. A process that holds nothing of a thread starts from the
+namespace's snapshot (its newest checkpoints, written by a put every so often, see
+:class:`~local_ai_memory.integration.checkpoint_log.Snapshot`) and reads the log from the
+snapshot's cursor on; only a question about an older checkpoint reads the whole log.
+A ``put`` registers its namespace with the session's
 plans once per saver; after that it only appends, and the backend's answer that the log was new
 (the thread was deleted meanwhile, perhaps by another process) makes it register again. Example::
 
