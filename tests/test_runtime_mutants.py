@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import json
 import os
 import re
 import subprocess
@@ -29,7 +30,15 @@ from typing import Any, ClassVar
 import pytest
 
 from local_ai_memory import RecordNotFoundError
-from local_ai_memory.backends import Erasure, InMemoryRuntimeBackend, Scope, ScopeInfo, StateChange, StoredMessage
+from local_ai_memory.backends import (
+    Erasure,
+    InMemoryRuntimeBackend,
+    Scope,
+    ScopeInfo,
+    StateChange,
+    StepsChange,
+    StoredMessage,
+)
 from local_ai_memory.backends import ToolIndexEntry as IndexEntry
 from local_ai_memory.testing import CROSS_PROCESS, DURABLE, RuntimeBackendTests
 
@@ -205,6 +214,42 @@ class ErasuresInProcessMemory(SQLiteRuntimeBackend):
         self._pending.pop(erasure, None)
 
 
+class RewriteNotStored(InMemoryRuntimeBackend):
+    """Answers the rewritten step log but keeps the old one."""
+
+    def rewrite_plan_steps(self, scope: Scope, plan_id: str, change: StepsChange) -> list[dict[str, Any]]:
+        current = self.get_plan_steps(scope, plan_id)
+        new = change(copy.deepcopy(current))
+        return current if new is None else copy.deepcopy(list(new))
+
+
+class RewriteKeepsCursors(InMemoryRuntimeBackend):
+    """Rewrites a step log in place under its old serial: a cursor from before reads on into the new log."""
+
+    def rewrite_plan_steps(self, scope: Scope, plan_id: str, change: StepsChange) -> list[dict[str, Any]]:
+        data = self._data(scope)
+        with data.lock:
+            new = change(copy.deepcopy(data.steps.get(plan_id, [])))
+            if new is None:
+                return copy.deepcopy(data.steps.get(plan_id, []))
+            if new:
+                data.steps[plan_id] = copy.deepcopy(list(new))
+            else:
+                data.steps.pop(plan_id, None)
+            return copy.deepcopy(list(new))
+
+
+class StepBytesOfTheFirstStep(InMemoryRuntimeBackend):
+    """Sizes a step log by its first step only (a size kept from when the log began)."""
+
+    def plan_step_bytes(self, scope: Scope) -> dict[str, int]:
+        return {
+            plan_id: len(json.dumps(steps[0], separators=(",", ":")).encode())
+            for plan_id in self.get_plans(scope)
+            if (steps := self.get_plan_steps(scope, plan_id))
+        }
+
+
 MEMORY_MUTANTS: dict[str, type[InMemoryRuntimeBackend]] = {
     "cross-scope load of a tool result": CrossScopeLoad,
     "unlocked read-modify-write of the state": UnlockedStateUpdate,
@@ -217,6 +262,9 @@ MEMORY_MUTANTS: dict[str, type[InMemoryRuntimeBackend]] = {
     "locked() doing nothing": LockedDoesNothing,
     "message-number race": MessageNumberRace,
     "pending erasures in the wrong order": ErasuresSortedByKey,
+    "step-log rewrite not stored": RewriteNotStored,
+    "step-log rewrite that old cursors read on into": RewriteKeepsCursors,
+    "step-log size of the first step only": StepBytesOfTheFirstStep,
 }
 SQLITE_MUTANTS: dict[str, type[SQLiteRuntimeBackend]] = {
     "state lock that holds in one process only": StateLockInOneProcess,

@@ -1,6 +1,6 @@
 """Child process of the delta crash test: a conversation that grows one message per step, forever.
 
-Usage: python delta_child.py ROOT
+Usage: python delta_child.py ROOT [DATABASE_URL SCHEMA]   (files under ROOT/data, or PostgreSQL)
 
 Each step appends message ``m{n}`` (about 20 KB, so a kill often lands inside a write) to thread
 ``t`` of user ``u`` through ``LocalMemorySaver`` with ``durability="sync"`` (the step's checkpoint
@@ -37,13 +37,20 @@ def step(state: Chat) -> dict[str, Any]:
     return {"messages": [AIMessage(body(n), id=f"m{n}")]}
 
 
+def open_memory(root: Path, database: list[str]) -> Memory:
+    """The memory of the test: files under ``root/data`` (fsync on), or ``[url, schema]`` on PostgreSQL."""
+    if database:
+        return Memory.open(root / "data", database_url=database[0], database_schema=database[1])
+    return Memory.open(root / "data", fsync=True)
+
+
 def main() -> None:
     root = Path(sys.argv[1])
     builder = StateGraph(Chat)
     builder.add_node("step", step)
     builder.add_edge(START, "step")
     builder.add_edge("step", END)
-    graph = builder.compile(checkpointer=LocalMemorySaver(Memory.open(root / "data", fsync=True), user_id="u"))
+    graph = builder.compile(checkpointer=LocalMemorySaver(open_memory(root, sys.argv[2:]), user_id="u"))
     config: RunnableConfig = {"configurable": {"thread_id": "t"}}
     while True:
         result = graph.invoke({"messages": []}, config, durability="sync")

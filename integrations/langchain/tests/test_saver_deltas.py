@@ -9,6 +9,7 @@ equal the reference's: channel values, step and source, pending writes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import operator
 import uuid
@@ -29,6 +30,7 @@ from langgraph.graph.message import add_messages
 from langgraph.types import Command, Interrupt, interrupt
 
 from local_ai_memory import Memory
+from local_ai_memory.backends import Scope
 from local_ai_memory.integration import checkpoint_log as _checkpoint_log
 
 
@@ -138,13 +140,43 @@ def _checkpoints(saver: BaseCheckpointSaver[Any]) -> list[Any]:
     return sorted(_normal(found) for found in listed)
 
 
-@pytest.fixture(params=[0, 300, _checkpoint_log.MIN_CHAIN], ids=["whole-often", "whole-sometimes", "default"])
+SETTINGS = ("MIN_CHAIN", "SNAPSHOT_MIN", "SNAPSHOT_RATIO", "WINDOW")
+
+
+@contextlib.contextmanager
+def _log_settings(**values: Any) -> Iterator[None]:
+    """Set the storage constants of the checkpoint log for a while (both savers read them at each call)."""
+    saved = {name: getattr(_checkpoint_log, name) for name in SETTINGS}
+    for name, value in values.items():
+        setattr(_checkpoint_log, name, value)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(_checkpoint_log, name, value)
+
+
+@pytest.fixture(
+    params=[
+        (0, 0, 1),
+        (300, 2000, 2),
+        (_checkpoint_log.MIN_CHAIN, _checkpoint_log.SNAPSHOT_MIN, _checkpoint_log.WINDOW),
+    ],
+    ids=["whole-often-snapshot-every-put", "whole-sometimes-snapshot-sometimes", "default"],
+)
 def min_chain(request: pytest.FixtureRequest) -> Iterator[int]:
-    """How many bytes of tails may pile up before a whole list is written again."""
-    saved = _checkpoint_log.MIN_CHAIN
-    _checkpoint_log.MIN_CHAIN = request.param
-    yield request.param
-    _checkpoint_log.MIN_CHAIN = saved
+    """How many bytes of tails may pile up before a whole list is written again, and how often a
+    snapshot is written (bytes of growth) and how many checkpoints it holds."""
+    chain, snapshot_min, window = request.param
+    with _log_settings(MIN_CHAIN=chain, SNAPSHOT_MIN=snapshot_min, WINDOW=window):
+        yield chain
+
+
+@pytest.fixture
+def snapshot_often() -> Iterator[None]:
+    """A snapshot at every put, of the two newest checkpoints: every read in a fresh saver starts from one."""
+    with _log_settings(SNAPSHOT_MIN=0, SNAPSHOT_RATIO=0, WINDOW=2):
+        yield
 
 
 def _differential(open_memory: Callable[[], Memory], steps: list[Step]) -> None:
@@ -153,6 +185,13 @@ def _differential(open_memory: Callable[[], Memory], steps: list[Step]) -> None:
     memory = open_memory()
     try:
         _run(LocalMemorySaver(memory, user_id="u"), steps)
+        thread: RunnableConfig = {"configurable": {"thread_id": "t"}}
+        # Savers with nothing cached: what a fresh process reads (the snapshot and the log after it).
+        latest, expected = LocalMemorySaver(memory, user_id="u").get_tuple(thread), reference.get_tuple(thread)
+        assert (latest and _normal(latest)) == (expected and _normal(expected))
+        for limit in (1, 3, 50):  # newest first, as many as asked: the same order as the reference's
+            found = [_normal(item) for item in LocalMemorySaver(memory, user_id="u").list(thread, limit=limit)]
+            assert found == [_normal(item) for item in reference.list(thread, limit=limit)]
         fresh = LocalMemorySaver(memory, user_id="u")  # reads the log with nothing cached
         assert _checkpoints(fresh) == _checkpoints(reference)
     finally:
@@ -168,7 +207,7 @@ def test_every_checkpoint_equals_in_memory_saver_on_files(tmp_path: Path, min_ch
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=STEPS)
 def test_every_checkpoint_equals_in_memory_saver_on_postgres(
-    tmp_path: Path, postgres_url: str, steps: list[Step]
+    tmp_path: Path, postgres_url: str, snapshot_often: None, steps: list[Step]
 ) -> None:
     schema = f"t_{uuid.uuid4().hex[:12]}"
     _differential(lambda: Memory.open(tmp_path / schema, database_url=postgres_url, database_schema=schema), steps)
@@ -204,7 +243,10 @@ def test_a_growing_conversation_stores_its_new_messages_only(tmp_path: Path) -> 
     assert again.values["tally"] == [2 * n + 1 for n in range(60)]
 
 
-def test_a_record_of_a_newer_format_is_refused_not_misread(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["checkpoint", "writes"])
+def test_a_record_of_a_newer_format_is_refused_not_misread(tmp_path: Path, kind: str) -> None:
+    """Of any kind: the test once marked the log's last line, which with LangGraph's background
+    writes is sometimes a ``writes`` record, and those were not checked."""
     from local_ai_memory import UnsupportedFormatError
 
     memory = Memory.open(tmp_path, fsync=False)
@@ -213,7 +255,7 @@ def test_a_record_of_a_newer_format_is_refused_not_misread(tmp_path: Path) -> No
     graph.invoke({"messages": [HumanMessage("hello", id="h")]}, config)
     log = tmp_path / "memory" / "plans" / "u_t" / "lg-root.jsonl"
     lines = _lines(tmp_path)
-    lines[-1]["format"] = 99
+    lines[max(n for n, line in enumerate(lines) if line["t"] == kind)]["format"] = 99
     log.write_text("".join(json.dumps(line) + "\n" for line in lines))
     with pytest.raises(UnsupportedFormatError):
         LocalMemorySaver(Memory.open(tmp_path, fsync=False), user_id="u").get_tuple(config)
@@ -242,29 +284,35 @@ def _whole_messages(line: dict[str, Any]) -> bool:
 CHILD = Path(__file__).parent / "delta_child.py"
 
 
-def _read_thread(root: Path) -> list[Any]:
-    from delta_child import body
+def _read_thread(root: Path, database: list[str]) -> list[Any]:
+    from delta_child import body, open_memory
 
-    saver = LocalMemorySaver(Memory.open(root / "data", fsync=False), user_id="u")
+    saver = LocalMemorySaver(open_memory(root, database), user_id="u")
     found = saver.get_tuple({"configurable": {"thread_id": "t"}})
     messages = found.checkpoint["channel_values"].get("messages", []) if found else []
     assert [m.content for m in messages] == [body(n) for n in range(len(messages))]  # whole, in order
     return messages
 
 
-def test_a_delta_write_killed_anywhere_leaves_the_thread_readable_and_resumable(tmp_path: Path) -> None:
-    """SIGKILL of a real process at random points of its writes; after each, a new process reads
-    the thread (every acknowledged step there) and the next child continues it."""
+@pytest.mark.parametrize("backend", ["files", "postgres"])
+def test_a_delta_write_killed_anywhere_leaves_the_thread_readable_and_resumable(
+    tmp_path: Path, backend: str, request: pytest.FixtureRequest
+) -> None:
+    """SIGKILL of a real process at random points of its writes (list tails, and the snapshots
+    written every few steps: each message is 20 KB); after each, a new saver reads the thread
+    (every acknowledged step there, from the snapshot and the log after it) and the next child
+    continues it."""
     import random
     import subprocess
     import sys
     import time
 
+    database = [request.getfixturevalue("postgres_url"), f"t_{uuid.uuid4().hex[:12]}"] if backend == "postgres" else []
     rng = random.Random(23)
     acked = 0
     for _ in range(6):
         with (tmp_path / "stderr").open("ab") as errors:
-            child = subprocess.Popen([sys.executable, str(CHILD), str(tmp_path)], stderr=errors)
+            child = subprocess.Popen([sys.executable, str(CHILD), str(tmp_path), *database], stderr=errors)
         deadline = time.monotonic() + 120
         acks = tmp_path / "acks"
         while not (acks.exists() and len(acks.read_text().split()) > acked + 2):
@@ -276,8 +324,13 @@ def test_a_delta_write_killed_anywhere_leaves_the_thread_readable_and_resumable(
         child.wait(timeout=30)
         acked = len(acks.read_text().split())
         last_ack = int(acks.read_text().split()[-1])
-        assert len(_read_thread(tmp_path)) >= last_ack  # nothing acknowledged is lost
+        assert len(_read_thread(tmp_path, database)) >= last_ack  # nothing acknowledged is lost
     assert acked >= 12
+    from delta_child import open_memory
+
+    memory = open_memory(tmp_path, database)
+    assert memory.runtime.get_plan_steps(Scope.of("u", "t"), "lg-root-snap")  # the reads started from a snapshot
+    memory.close()
 
 
 def test_a_torn_delta_line_at_any_byte_reads_as_the_step_before(tmp_path: Path) -> None:

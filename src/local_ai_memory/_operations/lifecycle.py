@@ -156,13 +156,25 @@ def langgraph_logs(plans: dict[str, Any]) -> dict[str, str]:
     }
 
 
+def langgraph_snapshots(plans: dict[str, Any]) -> list[str]:
+    """Plan ids of the snapshot logs of a session's LangGraph checkpoint logs."""
+    return sorted(
+        plan_id
+        for plan_id, payload in plans.items()
+        if isinstance(payload, dict) and payload.get("kind") == checkpoint_log.SNAPSHOT_KIND
+    )
+
+
 def _thread_figures(runtime: RuntimeBackend, scope: Scope) -> checkpoint_log.ThreadFigures:
-    namespaces = langgraph_logs(runtime.get_plans(scope))
+    plans = runtime.get_plans(scope)
+    namespaces = langgraph_logs(plans)
     if not namespaces:
         return checkpoint_log.ThreadFigures()
     sizes = runtime.plan_step_bytes(scope)
     logs = {ns: runtime.get_plan_steps(scope, plan_id) for ns, plan_id in namespaces.items()}
-    return checkpoint_log.thread_figures(logs, {ns: sizes.get(plan_id, 0) for ns, plan_id in namespaces.items()})
+    figures = checkpoint_log.thread_figures(logs, {ns: sizes.get(plan_id, 0) for ns, plan_id in namespaces.items()})
+    snapshots = sum(sizes.get(plan_id, 0) for plan_id in langgraph_snapshots(plans))  # on disk too: counted
+    return replace(figures, bytes=figures.bytes + snapshots)
 
 
 def show_scope(manager: MemoryManager) -> ScopeReport:
@@ -212,7 +224,8 @@ def apply_retention(
     report = RetentionReport()
     for info in runtime.list_scopes():
         scope = info.scope
-        namespaces = langgraph_logs(runtime.get_plans(scope))
+        plans = runtime.get_plans(scope)
+        namespaces = langgraph_logs(plans)
         if not namespaces or scope.user_id is None or scope.session_id is None:
             continue
         before = runtime.plan_step_bytes(scope)
@@ -234,6 +247,8 @@ def apply_retention(
             runtime.rewrite_plan_steps(scope, plan_id, change)
             removed += sum(counted)
         if removed:
+            for snapshot in langgraph_snapshots(plans):  # they name positions in the logs just rewritten
+                runtime.clear_plan_steps(scope, snapshot)
             after = runtime.plan_step_bytes(scope)
             report = replace(
                 report,

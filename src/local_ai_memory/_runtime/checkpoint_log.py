@@ -31,11 +31,25 @@ Every record is one line, appended in one write: a write killed part-way leaves 
 that readers skip, so the log reads as it was before the write. A delta's base is always an
 earlier line of the same log (the saver writes a delta only against a version it wrote or read
 there), and retention keeps every base a kept checkpoint needs (:func:`compact`).
+
+**Snapshots** make a read in a fresh process cost what the newest checkpoints hold, not what the
+thread ever held. Beside each namespace's log the saver keeps one more step log of a single
+record, a :class:`Snapshot`: ``{"t": "snapshot", "format": 2, "cursor", "entries"}``, where
+``entries`` are log records (the shapes above) holding the :data:`WINDOW` newest checkpoints of
+the log up to ``cursor`` (a position the backend handed out, see
+:meth:`~local_ai_memory.backends.RuntimeBackend.read_plan_steps`), their pending writes and the
+values they read, the oldest one's lists whole (:func:`window`). A reader folds the snapshot,
+then the log from ``cursor`` on: a fold that knows every checkpoint from its ``floor`` up
+(:attr:`Namespace.floor`), exact for the newest checkpoint and the history above the floor. The
+snapshot is a cache of the log, never the only copy: when the backend answers that the log was
+replaced since ``cursor`` (retention, deletion), or the snapshot is missing, torn, of a newer
+format or cannot answer a question, the reader reads the log whole, as before snapshots.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -53,27 +67,41 @@ class SerializerProtocol(Protocol):
 __all__ = [
     "FORMAT",
     "PLAN_KIND",
+    "SNAPSHOT_KIND",
     "ListTip",
     "Namespace",
+    "Snapshot",
     "ThreadFigures",
     "compact",
     "count_items",
     "encode_channel",
+    "entry_size",
     "fold_log",
     "pack",
     "resolve",
     "retention_rule",
     "thread_figures",
     "unpack",
+    "window",
 ]
 
 PLAN_KIND = "langgraph-checkpoints"
 """The plan record marking a step log as a LangGraph namespace's checkpoints."""
 
+SNAPSHOT_KIND = "langgraph-snapshot"
+"""The plan record marking a step log as the :class:`Snapshot` of a LangGraph namespace's log."""
+
 FORMAT = 2
 """The newest record format this module writes and reads (1: values whole only)."""
 MIN_CHAIN = 64 * 1024
 """Tails of a list may add up to this many bytes before a whole list is written again, however small the list."""
+WINDOW = 64
+"""Checkpoints a snapshot keeps (the newest): ``get_state_history`` of that many reads no older log."""
+SNAPSHOT_MIN = 128 * 1024
+SNAPSHOT_RATIO = 0.25
+"""A new snapshot is written once the log grew by ``SNAPSHOT_RATIO`` of the last snapshot's size
+(and at least ``SNAPSHOT_MIN`` bytes) since it: a fresh read then parses at most 1.25 snapshots'
+worth, and snapshots cost at most four times the log's own bytes in writes (one kept at a time)."""
 
 Typed = tuple[str, bytes]
 Packed = Sequence[str]
@@ -85,7 +113,7 @@ def pack(typed: Typed) -> list[str]:
 
 
 def unpack(packed: Sequence[str]) -> Typed:
-    return (packed[0], base64.b64decode(packed[1]))
+    return (packed[0], binascii.a2b_base64(packed[1]))
 
 
 def version_key(version: object) -> str:
@@ -105,6 +133,12 @@ class Namespace:
     writes: dict[str, dict[tuple[str, int], tuple[str, str, Packed, str]]] = field(default_factory=dict)
     latest: str | None = None  # the newest checkpoint id (ids sort by time)
     size: int = 0  # characters of stored values held (what keeping this fold costs)
+    floor: str | None = None  # a fold from a snapshot knows every checkpoint from this id up; None: all
+
+    def knows(self, checkpoint_id: str) -> bool:
+        """Whether this fold can tell if ``checkpoint_id`` exists (a fold from a snapshot knows
+        nothing of the checkpoints below its floor)."""
+        return self.floor is None or checkpoint_id >= self.floor or checkpoint_id in self.checkpoints
 
 
 def _blob_version(blob: Any) -> Any:
@@ -141,16 +175,15 @@ def fold_log(entries: Iterable[dict[str, Any]], into: Namespace | None = None) -
     """
     folded = Namespace() if into is None else into
     for entry in entries:
+        _check_format(entry)  # every kind: a newer writer may have changed any record's shape
         kind = entry.get("t")
         if kind == "checkpoint":
-            _check_format(entry)
             for channel, blob in entry["blobs"].items():
                 _add_blob(folded, channel, blob)
             folded.checkpoints[entry["id"]] = (entry["checkpoint"], entry["metadata"], entry["parent"])
             if folded.latest is None or entry["id"] > folded.latest:
                 folded.latest = entry["id"]
         elif kind == "blobs":
-            _check_format(entry)
             for channel, blob in entry["blobs"]:
                 _add_blob(folded, channel, blob)
         elif kind == "writes":
@@ -177,10 +210,18 @@ class ListTip:
 
 @dataclass(frozen=True)
 class Resolved:
-    """A channel value as stored: ``packed`` (one serialized value) or ``tip`` (a list, by item)."""
+    """A channel value as stored: ``packed`` (one serialized value), or ``items`` (a list, one
+    packed item each, the first ``whole`` of them from the whole list its tails extend)."""
 
     packed: Packed | None = None
-    tip: ListTip | None = None
+    items: list[Packed] | None = None
+    whole: int = 0
+
+    def tip(self, version: Any) -> ListTip:
+        """The list as a step that extends it sees it (its items serialized; ``items`` must be set)."""
+        typed = [unpack(item) for item in self.items or ()]
+        whole = sum(len(data) for _, data in typed[: self.whole])
+        return ListTip(version, typed, sum(len(data) for _, data in typed[self.whole :]), whole)
 
 
 def resolve(blobs: dict[tuple[str, str], Any], channel: str, version: Any) -> Resolved | None:
@@ -204,12 +245,11 @@ def resolve(blobs: dict[tuple[str, str], Any], channel: str, version: Any) -> Re
                 5, f"checkpoint value of channel {channel!r} at version {version!r} lost the version it extends"
             )
         blob = base
-    items = [unpack(item) for item in blob["items"]]
-    whole = sum(len(data) for _, data in items)
+    items = list(blob["items"])
+    whole = len(items)
     for tail in reversed(tails):
-        items.extend(unpack(item) for item in tail)
-    chain = sum(len(data) for _, data in items) - whole
-    return Resolved(tip=ListTip(version, items, chain, whole))
+        items.extend(tail)
+    return Resolved(items=items, whole=whole)
 
 
 def encode_channel(
@@ -234,51 +274,65 @@ def encode_channel(
     return blob, ListTip(version, items, 0, sum(len(data) for _, data in items))
 
 
-def _needed(folded: Namespace, kept: Iterable[str]) -> dict[tuple[str, str], Any]:
-    """The blobs the ``kept`` checkpoints read, with every base their tails extend."""
-    needed: dict[tuple[str, str], Any] = {}
+def _needed(
+    folded: Namespace, kept: Iterable[str], seed: dict[tuple[str, str], Any] | None = None
+) -> tuple[dict[tuple[str, str], Any], bool]:
+    """The blobs the ``kept`` checkpoints read, with every base their tails extend (a walk stops at
+    a blob of ``seed``, which comes first in the answer), and whether the fold held them all."""
+    needed: dict[tuple[str, str], Any] = dict(seed or {})
+    whole = True
     for checkpoint_id in kept:
         skeleton = folded.checkpoints[checkpoint_id][0]
         for channel, version in skeleton.get("channel_versions", {}).items():
             key = (channel, version_key(version))
-            while key in folded.blobs and key not in needed:
-                blob = needed[key] = folded.blobs[key]
+            while key not in needed:
+                blob = folded.blobs.get(key)
+                if blob is None:
+                    whole = False
+                    break
+                needed[key] = blob
                 if not (isinstance(blob, dict) and "base" in blob):
                     break
                 key = (channel, version_key(blob["base"]))
-    return needed
+    return needed, whole
 
 
-def compact(entries: Sequence[dict[str, Any]], keep: Callable[[str, Packed], bool]) -> list[dict[str, Any]] | None:
-    """The log rewritten to hold only the checkpoints ``keep(id, packed metadata)`` accepts, their
-    pending writes, and the values (and bases of values) they read; ``None`` if nothing goes.
+def _ahead(folded: Namespace, kept: Sequence[str]) -> list[str]:
+    """Checkpoints that have pending writes in the log but no record yet, newer than the newest
+    checkpoint or than the oldest kept one: LangGraph may store a step's writes before the step's
+    checkpoint (both in the background), so these are writes of a checkpoint about to be written,
+    and a rewrite that dropped them would lose them."""
+    return sorted(
+        cid
+        for cid in folded.writes
+        if cid not in folded.checkpoints
+        and ((folded.latest is None or cid > folded.latest) or (bool(kept) and cid >= kept[0]))
+    )
 
-    Pure, so a backend may call it again on a retry. Values stay as stored, tails included, so
-    the kept checkpoints read back exactly as before.
-    """
-    folded = fold_log(entries)
-    kept = sorted(cid for cid, (_, metadata, _) in folded.checkpoints.items() if keep(cid, metadata))
-    if len(kept) == len(folded.checkpoints) and set(folded.writes) <= set(kept):
-        return None
+
+def _emit(folded: Namespace, kept: Sequence[str], needed: dict[tuple[str, str], Any]) -> list[dict[str, Any]]:
+    """Log records holding the ``kept`` checkpoints (oldest first), their pending writes, the
+    writes of checkpoints not written yet (:func:`_ahead`), and the ``needed`` values in one
+    leading ``blobs`` record."""
     out: list[dict[str, Any]] = []
-    needed = _needed(folded, kept)
     if needed:
         out.append(
             {"t": "blobs", "format": FORMAT, "blobs": [[channel, blob] for (channel, _), blob in needed.items()]}
         )
-    for checkpoint_id in kept:
-        skeleton, metadata, parent = folded.checkpoints[checkpoint_id]
-        out.append(
-            {
-                "t": "checkpoint",
-                "format": FORMAT,
-                "id": checkpoint_id,
-                "parent": parent,
-                "checkpoint": skeleton,
-                "metadata": list(metadata),
-                "blobs": {},
-            }
-        )
+    for checkpoint_id in [*kept, *_ahead(folded, kept)]:
+        if checkpoint_id in folded.checkpoints:
+            skeleton, metadata, parent = folded.checkpoints[checkpoint_id]
+            out.append(
+                {
+                    "t": "checkpoint",
+                    "format": FORMAT,
+                    "id": checkpoint_id,
+                    "parent": parent,
+                    "checkpoint": skeleton,
+                    "metadata": list(metadata),
+                    "blobs": {},
+                }
+            )
         by_task: dict[tuple[str, str], list[list[Any]]] = {}
         for (task_id, idx), (_, channel, packed, task_path) in folded.writes.get(checkpoint_id, {}).items():
             by_task.setdefault((task_id, task_path), []).append([idx, channel, *packed])
@@ -293,6 +347,121 @@ def compact(entries: Sequence[dict[str, Any]], keep: Callable[[str, Packed], boo
                 }
             )
     return out
+
+
+def compact(entries: Sequence[dict[str, Any]], keep: Callable[[str, Packed], bool]) -> list[dict[str, Any]] | None:
+    """The log rewritten to hold only the checkpoints ``keep(id, packed metadata)`` accepts, their
+    pending writes, and the values (and bases of values) they read; ``None`` if nothing goes.
+
+    Pure, so a backend may call it again on a retry. Values stay as stored, tails included, so
+    the kept checkpoints read back exactly as before.
+    """
+    folded = fold_log(entries)
+    kept = sorted(cid for cid, (_, metadata, _) in folded.checkpoints.items() if keep(cid, metadata))
+    if len(kept) == len(folded.checkpoints) and set(folded.writes) <= {*kept, *_ahead(folded, kept)}:
+        return None
+    return _emit(folded, kept, _needed(folded, kept)[0])
+
+
+def _whole_items(blobs: dict[tuple[str, str], Any], channel: str, version: Any) -> list[Any] | None:
+    """The stored (packed) items of list ``channel`` at ``version``, its tails folded onto their
+    whole list; ``None`` when a base is not in ``blobs``."""
+    tails: list[Any] = []
+    blob = blobs.get((channel, version_key(version)))
+    while isinstance(blob, dict) and "base" in blob and len(tails) <= len(blobs):
+        tails.append(blob["items"])
+        blob = blobs.get((channel, version_key(blob["base"])))
+    if not isinstance(blob, dict) or "base" in blob:
+        return None
+    items = list(blob["items"])
+    for tail in reversed(tails):
+        items.extend(tail)
+    return items
+
+
+def window(folded: Namespace, count: int | None = None) -> list[dict[str, Any]] | None:
+    """The records of a :class:`Snapshot` of ``folded``: its ``count`` (:data:`WINDOW`) newest
+    checkpoints, their pending writes and the values they read, the oldest checkpoint's lists
+    stored whole so that no value reaches further back than the window.
+
+    ``None`` when the fold is one from an older snapshot that lacks a value a kept checkpoint
+    reads (a fork reached below its floor): such a snapshot could not answer, so none is written.
+    """
+    known = sorted(cid for cid in folded.checkpoints if folded.floor is None or cid >= folded.floor)
+    kept = known[-(WINDOW if count is None else count) :]
+    if not kept:
+        return None
+    whole: dict[tuple[str, str], Any] = {}
+    for channel, version in folded.checkpoints[kept[0]][0].get("channel_versions", {}).items():
+        key = (channel, version_key(version))
+        blob = folded.blobs.get(key)
+        if isinstance(blob, dict) and "base" in blob:
+            items = _whole_items(folded.blobs, channel, version)
+            if items is None:
+                return None
+            whole[key] = {"v": blob["v"], "items": items}
+    needed, complete = _needed(folded, kept, whole)
+    if not complete and folded.floor is not None:
+        return None
+    return _emit(folded, kept, needed)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The one record of a namespace's snapshot log (see the module docstring): the log's
+    :func:`window` up to ``cursor``, so a reader folds ``entries`` and reads the log on from there."""
+
+    cursor: str
+    entries: list[dict[str, Any]]
+
+    def to_step(self) -> dict[str, Any]:
+        return {"t": "snapshot", "format": FORMAT, "cursor": self.cursor, "entries": self.entries}
+
+    @classmethod
+    def of_steps(cls, steps: Sequence[dict[str, Any]]) -> Snapshot | None:
+        """The newest snapshot among a snapshot log's steps; ``None`` when there is none or it is
+        of a newer format or not of this shape (a reader then reads the log whole: a snapshot is a
+        cache, so one it cannot use is never an error)."""
+        for step in reversed(steps):
+            if step.get("t") != "snapshot":
+                continue
+            found = step.get("format")
+            cursor, entries = step.get("cursor"), step.get("entries")
+            if isinstance(found, int) and found <= FORMAT and isinstance(cursor, str) and isinstance(entries, list):
+                return cls(cursor, entries)
+            return None
+        return None
+
+    def fold(self) -> Namespace | None:
+        """The fold of ``entries``, knowing every checkpoint from its oldest one up; ``None`` when
+        the entries do not fold (damaged, or of a newer format) or hold no checkpoint."""
+        try:
+            folded = fold_log(self.entries)
+        except (UnsupportedFormatError, KeyError, IndexError, TypeError, ValueError, AttributeError):
+            return None
+        if not folded.checkpoints:
+            return None
+        folded.floor = min(folded.checkpoints)
+        return folded
+
+
+def entry_size(entry: dict[str, Any]) -> int:
+    """About how many bytes ``entry`` takes in a log: its stored values and a fixed share for the
+    rest (what the saver counts to decide when a new snapshot is due; no exact figure is needed)."""
+    kind = entry.get("t")
+    size = 256
+    try:
+        if kind == "checkpoint":
+            size += 768 + sum(_blob_size(blob) for blob in entry["blobs"].values())
+        elif kind == "blobs":
+            size += sum(_blob_size(blob) for _, blob in entry["blobs"])
+        elif kind == "writes":
+            size += sum(len(write[-1]) for write in entry["writes"])
+        elif kind == "snapshot":
+            size += sum(entry_size(inner) for inner in entry["entries"])
+    except (KeyError, IndexError, TypeError, AttributeError):
+        pass
+    return size
 
 
 def _msgpack_length(typed: Sequence[str]) -> int | None:

@@ -39,6 +39,7 @@ unguarded read-modify-write, many times over.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sys
 import threading
@@ -131,6 +132,11 @@ def _output(result_id: str, content: str, tool: str = "t") -> dict[str, Any]:
 
 def _message(content: str, role: str = "user") -> StoredMessage:
     return StoredMessage(role=role, content=content)
+
+
+def _compact(steps: list[dict[str, Any]]) -> int:
+    """The bytes of ``steps`` as compact UTF-8 JSON: what every backend's step-log size is at least."""
+    return sum(len(json.dumps(step, ensure_ascii=False, separators=(",", ":")).encode("utf-8")) for step in steps)
 
 
 def _as_written(steps: list[dict[str, Any]], written: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -538,6 +544,64 @@ class RuntimeBackendTests:
         assert len(steps) == _THREADS * 40
         for writer in range(_THREADS):
             assert [step["n"] for step in steps if step["writer"] == writer] == list(range(40))
+
+    def test_rewrite_plan_steps_replaces_a_log_whole(self, api: Calls) -> None:
+        """``rewrite_plan_steps`` (a checkpointer's retention): ``change`` is given the log as it is
+        and its answer becomes the log (``None`` keeps it, ``[]`` empties it); the other logs and
+        scopes are untouched, and a cursor handed out before the rewrite reads the new log whole."""
+        scope, other = Scope.of("alice", "s1"), Scope.of("alice", "s2")
+        written = [{"n": n, "text": text} for n, text in enumerate(_TEXTS.values())]
+        api.append_plan_steps(scope, "p1", written)
+        api.append_plan_steps(scope, "p2", [{"n": 0}])
+        api.append_plan_steps(other, "p1", [{"n": 0}])
+        before = api.read_plan_steps(scope, "p1")
+        seen: list[list[dict[str, Any]]] = []
+
+        def keep(steps: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+            seen.append(_as_written(steps, written))
+            return None
+
+        assert _as_written(api.rewrite_plan_steps(scope, "p1", keep), written) == written
+        assert seen
+        assert all(steps == written for steps in seen)  # every try (a retry may call it again) saw the log
+        assert _as_written(api.get_plan_steps(scope, "p1"), written) == written
+        # Longer than before, so a cursor wrongly read on would find steps "after" it.
+        new = [{"n": 100 + n, "text": text} for n, text in enumerate([*_TEXTS.values(), _TEXTS["nul"], "end"])]
+        assert _as_written(api.rewrite_plan_steps(scope, "p1", lambda steps: [dict(step) for step in new]), new) == new
+        assert _as_written(api.get_plan_steps(scope, "p1"), new) == new
+        again = api.read_plan_steps(scope, "p1", before.cursor)
+        assert again.restarted
+        assert [step["n"] for step in again.steps] == [step["n"] for step in new]
+        assert [step["n"] for step in api.get_plan_steps(scope, "p2")] == [0]
+        assert [step["n"] for step in api.get_plan_steps(other, "p1")] == [0]
+        assert api.rewrite_plan_steps(scope, "p1", lambda steps: []) == []
+        assert api.get_plan_steps(scope, "p1") == []
+        assert api.append_plan_steps(scope, "p1", [{"n": 0}]) is True  # emptied: the next append begins anew
+
+    def test_plan_step_bytes_counts_each_log_of_the_scope(self, api: Calls) -> None:
+        """Sizes by plan id (for retention and reports): at least the compact UTF-8 JSON of the
+        steps (each backend counts its own encoding), growing with every append, gone or zero
+        with the log, and never counting another scope's logs."""
+        scope, other = Scope.of("alice", "s1"), Scope.of("alice", "s1x")
+        api.update_plans(scope, lambda current: {**current, "p1": {"kind": "test"}, "p2": {"kind": "test"}})
+        api.update_plans(other, lambda current: {**current, "p1": {"kind": "test"}})
+        assert not any(api.plan_step_bytes(scope).values())
+        small = [{"n": 0, "text": "x"}]
+        api.append_plan_steps(scope, "p1", small)
+        api.append_plan_steps(other, "p1", [{"n": 0, "text": "y" * 20_000}])
+        first = api.plan_step_bytes(scope)
+        assert first.get("p1", 0) >= _compact(small)
+        assert not first.get("p2", 0)
+        more = [{"n": 1, "text": _TEXTS["emoji"] * 3}, {"n": 2, "text": _TEXTS["crlf"]}]
+        api.append_plan_steps(scope, "p1", more)
+        api.append_plan_steps(scope, "p2", small)
+        second = api.plan_step_bytes(scope)
+        assert second["p1"] >= first["p1"] + _compact(more)
+        assert second["p2"] >= _compact(small)
+        assert sum(second.values()) < 20_000  # the other scope's 20 KB log is not this scope's
+        assert api.plan_step_bytes(other)["p1"] >= 20_000
+        api.clear_plan_steps(scope, "p1")
+        assert not api.plan_step_bytes(scope).get("p1", 0)
 
     # -- L3 -----------------------------------------------------------------------------
 

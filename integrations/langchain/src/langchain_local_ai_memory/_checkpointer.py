@@ -20,7 +20,11 @@ that yields the backend calls it needs; a sync driver makes them with the backen
 an async one awaits their async twins (native on PostgreSQL), so sync and async share every rule.
 ``get_tuple`` keeps the fold of each namespace it read and reads the log on from where it
 stopped (:meth:`~local_ai_memory.backends.RuntimeBackend.read_plan_steps`), so reading a long
-thread again parses the new steps only. A ``put`` registers its namespace with the session's
+thread again parses the new steps only. A process that holds nothing of a thread starts from the
+namespace's snapshot (its newest checkpoints, written by a put every so often, see
+:class:`~local_ai_memory.integration.checkpoint_log.Snapshot`) and reads the log from the
+snapshot's cursor on; only a question about an older checkpoint reads the whole log.
+A ``put`` registers its namespace with the session's
 plans once per saver; after that it only appends, and the backend's answer that the log was new
 (the thread was deleted meanwhile, perhaps by another process) makes it register again. Example::
 
@@ -60,7 +64,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from local_ai_memory import InvalidInputError, Memory, MemoryConfig
+from local_ai_memory import InvalidInputError, Memory, MemoryConfig, StorageError, UnsupportedFormatError
 from local_ai_memory.backends import PlanSteps, RuntimeBackend, Scope, ScopeInfo, StepsChange
 from local_ai_memory.integration import adrive, checkpoint_log, drive
 
@@ -70,6 +74,8 @@ __all__ = ["LocalMemorySaver", "fold_log"]
 
 FORMAT = checkpoint_log.FORMAT
 PLAN_KIND = checkpoint_log.PLAN_KIND
+SNAPSHOT_KIND = checkpoint_log.SNAPSHOT_KIND
+Snapshot = checkpoint_log.Snapshot
 ListTip = checkpoint_log.ListTip
 Namespace = checkpoint_log.Namespace
 compact = checkpoint_log.compact
@@ -86,6 +92,55 @@ def _plan_id(checkpoint_ns: str) -> str:
     if not checkpoint_ns:
         return "lg-root"
     return "lg-" + hashlib.sha256(checkpoint_ns.encode("utf-8", "surrogatepass")).hexdigest()[:40]
+
+
+def _snapshot_id(plan_id: str) -> str:
+    """The step-log id of the snapshot of log ``plan_id`` (see :class:`~checkpoint_log.Snapshot`)."""
+    return plan_id + "-snap"
+
+
+class _UnknownError(Exception):
+    """A fold from a snapshot cannot answer (the checkpoint or a value it reads lies below its
+    floor): the log is read whole instead."""
+
+
+class _Shared:
+    """The list items one listing decoded, by their stored form: the checkpoints of a thread share
+    most of their messages, so ``get_state_history`` decodes each message once, not once per
+    checkpoint (at 1,000 steps, 2,000 messages instead of 100,000 for the last 50 checkpoints).
+
+    Each checkpoint gets its own list; an item found in several checkpoints of one listing is one
+    object in all of them (LangGraph reads them and never changes them; a caller that changes a
+    message of one snapshot in place sees the change in the other snapshots of that listing).
+    Copying each item instead costs about as much as decoding it again, most of it in the garbage
+    collector's passes over the copies.
+    """
+
+    def __init__(self, serde: SerializerProtocol) -> None:
+        self.serde = serde
+        self.decoded: dict[tuple[str, str], Any] = {}
+
+    def load(self, packed: Packed) -> Any:
+        key = (packed[0], packed[1])
+        found = self.decoded.get(key, _MISSING)
+        if found is _MISSING:
+            found = self.decoded[key] = self.serde.loads_typed(unpack(packed))
+        return found
+
+
+_MISSING = object()
+
+
+@dataclass
+class _Growth:
+    """How much a namespace's log grew since its snapshot (estimated bytes) and that snapshot's size:
+    a put writes a new snapshot once ``since`` reaches a share of ``size``."""
+
+    since: int = 0
+    size: int = 0
+
+    def due(self) -> bool:
+        return self.since >= max(checkpoint_log.SNAPSHOT_MIN, self.size * checkpoint_log.SNAPSHOT_RATIO)
 
 
 @dataclass
@@ -174,6 +229,7 @@ FoldKey = tuple[str, str]
 """A namespace's log: (scope key, plan id)."""
 _KEPT_FOLDS = 64  # namespaces whose fold get_tuple keeps (most recently read) ...
 _KEPT_SIZE = 128 * 1024 * 1024  # ... while their packed values hold at most this many characters
+_KEPT_GROWTH = 4096  # namespaces whose growth since their snapshot a saver counts (a few numbers each)
 T = TypeVar("T")
 
 
@@ -247,6 +303,7 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
         self._registered: set[FoldKey] = set()  # logs this saver registered with their session's plans
         self._folds: OrderedDict[FoldKey, tuple[str, Namespace]] = OrderedDict()  # key -> (cursor, fold)
         self._tips: OrderedDict[FoldKey, _Tip] = OrderedDict()  # key -> the namespace's last checkpoint
+        self._growth: OrderedDict[FoldKey, _Growth] = OrderedDict()  # key -> what its log grew since its snapshot
         self._folds_lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -280,22 +337,40 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
         return change
 
     def _tuple(
-        self, thread_id: str, checkpoint_ns: str, checkpoint_id: str, folded: Namespace
+        self, thread_id: str, checkpoint_ns: str, checkpoint_id: str, folded: Namespace, shared: _Shared | None = None
     ) -> tuple[CheckpointTuple, _Tip] | None:
-        """The checkpoint ``checkpoint_id`` as LangGraph reads it, and the tip a step from it extends."""
+        """The checkpoint ``checkpoint_id`` as LangGraph reads it, and the tip a step from it extends.
+
+        With ``shared`` (one listing's decoded items), list items another checkpoint of the same
+        listing decoded are taken from there instead of decoded again, and the tip holds no list.
+        Raises :class:`_UnknownError` when ``folded`` is a fold from a snapshot that cannot tell (the
+        checkpoint, or a value it reads, lies below the snapshot's floor).
+        """
         found = folded.checkpoints.get(checkpoint_id)
         if found is None:
+            if not folded.knows(checkpoint_id):
+                raise _UnknownError
             return None
         skeleton, metadata, parent = found
         values = {}
         lists: dict[str, ListTip] = {}
         for channel, version in skeleton.get("channel_versions", {}).items():
-            stored = resolve(folded.blobs, channel, version)
+            try:
+                stored = resolve(folded.blobs, channel, version)
+            except StorageError:
+                if folded.floor is not None:
+                    raise _UnknownError from None
+                raise
             if stored is None:
+                if folded.floor is not None:
+                    raise _UnknownError
                 continue
-            if stored.tip is not None:
-                values[channel] = [self.serde.loads_typed(item) for item in stored.tip.items]
-                lists[channel] = stored.tip
+            if stored.items is not None and shared is not None:
+                values[channel] = [shared.load(item) for item in stored.items]
+            elif stored.items is not None:
+                tip = stored.tip(version)
+                values[channel] = [self.serde.loads_typed(item) for item in tip.items]
+                lists[channel] = tip
             elif stored.packed is not None and stored.packed[0] != "empty":
                 values[channel] = self.serde.loads_typed(unpack(stored.packed))
         stored_writes = folded.writes.get(checkpoint_id, {})
@@ -326,6 +401,7 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
     ) -> Iterator[CheckpointTuple]:
         """Matching checkpoints of one thread, newest first per namespace."""
         before_id = get_checkpoint_id(before) if before else None
+        shared = _Shared(self.serde)
         for checkpoint_ns, entries in logs.items():
             folded = fold_log(entries)
             for cid in sorted(folded.checkpoints, reverse=True):
@@ -333,7 +409,7 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
                     continue
                 if before_id and cid >= before_id:
                     continue
-                answer = self._tuple(thread_id, checkpoint_ns, cid, folded)
+                answer = self._tuple(thread_id, checkpoint_ns, cid, folded, shared)
                 if answer is None:
                     continue
                 found = answer[0]
@@ -366,36 +442,77 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
             cached = self._folds.get(key)
         return None if cached is None else cached[0]
 
-    def _answer(
-        self, config: RunnableConfig, checkpoint_ns: str, key: FoldKey, cursor: str | None, read: PlanSteps
-    ) -> tuple[bool, CheckpointTuple | None]:
-        """Fold ``read`` (taken from ``cursor``) into the kept fold and answer ``config`` from it.
+    def _fold_in(self, key: FoldKey, cursor: str | None, read: PlanSteps, seed: Snapshot | None) -> Namespace | None:
+        """Fold ``read`` (taken from ``cursor``) into the kept fold, or into the fold of ``seed`` (the
+        snapshot whose cursor it is), and keep the result for the next read.
 
-        ``(False, None)`` when another reader moved the fold on since ``cursor``: read again from
-        the start. The answer is built under the lock, since folding changes the fold in place.
+        ``None`` when another reader moved the kept fold on since ``cursor`` (or the snapshot does
+        not fold): read the log whole. Folding changes the kept fold in place, so it is done under
+        the lock, as is every answer built from a kept fold.
         """
         with self._folds_lock:
             cached = self._folds.get(key)
+            growth: _Growth | None = None
             if read.restarted:
                 folded = fold_log(read.steps)
+                growth = _Growth(sum(map(checkpoint_log.entry_size, read.steps)))
+            elif seed is not None:
+                base = seed.fold() if cached is None else None
+                if base is None:
+                    return None
+                folded = fold_log(read.steps, into=base)
+                growth = _Growth(
+                    sum(map(checkpoint_log.entry_size, read.steps)), checkpoint_log.entry_size(seed.to_step())
+                )
             elif cached is not None and cached[0] == cursor:
                 folded = fold_log(read.steps, into=cached[1])
             else:
-                return False, None
+                return None
             self._folds[key] = (read.cursor, folded)
             self._folds.move_to_end(key)
             while len(self._folds) > 1 and (
                 len(self._folds) > _KEPT_FOLDS or sum(kept.size for _, kept in self._folds.values()) > _KEPT_SIZE
             ):
                 self._folds.popitem(last=False)  # the least recently read
+            if growth is not None:
+                self._growth[key] = growth
+                self._growth.move_to_end(key)
+                while len(self._growth) > _KEPT_GROWTH:
+                    self._growth.popitem(last=False)
+            return folded
+
+    def _fold_op(
+        self, scope: Scope, plan_id: str, plans: dict[str, Any] | None, *, whole: bool = False
+    ) -> Op[Namespace]:
+        """The fold of a namespace's log: the kept one read on, else (in a process that kept
+        nothing of it) the log's snapshot and the log from the snapshot's cursor on; with
+        ``whole``, the log read whole (what a fold from a snapshot could not answer)."""
+        key = (scope.key, plan_id)
+        cursor = None if whole else self._cursor(key)
+        seed = None
+        if cursor is None and not whole and (plans is None or _snapshot_id(plan_id) in plans):
+            try:
+                seed = Snapshot.of_steps((yield _Call("get_plan_steps", (scope, _snapshot_id(plan_id)))))
+            except UnsupportedFormatError:
+                seed = None  # written by a newer library: the log itself says whether it can be read
+            cursor = None if seed is None else seed.cursor
+        read = yield _Call("read_plan_steps", (scope, plan_id, cursor))
+        folded = self._fold_in(key, cursor, read, seed)
+        if folded is None:
+            folded = self._fold_in(key, None, (yield _Call("read_plan_steps", (scope, plan_id))), None)
+        assert folded is not None  # a whole read always folds
+        return folded
+
+    def _answer(
+        self, config: RunnableConfig, checkpoint_ns: str, folded: Namespace
+    ) -> tuple[CheckpointTuple | None, _Tip | None]:
+        """The checkpoint ``config`` names (or the newest) from ``folded``; raises :class:`_UnknownError`."""
+        with self._folds_lock:
             checkpoint_id = get_checkpoint_id(config) or folded.latest
             if checkpoint_id is None:
-                return True, None
+                return None, None
             answer = self._tuple(config["configurable"]["thread_id"], checkpoint_ns, checkpoint_id, folded)
-        if answer is None:
-            return True, None
-        self._keep_tip(key, answer[1])  # the next step usually starts from the checkpoint just read
-        return True, answer[0]
+        return (None, None) if answer is None else answer
 
     def _keep_tip(self, key: FoldKey, tip: _Tip | None) -> None:
         with self._folds_lock:
@@ -420,6 +537,8 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
                 del self._folds[key]
             for key in [key for key in self._tips if key[0] == scope.key]:
                 del self._tips[key]
+            for key in [key for key in self._growth if key[0] == scope.key]:
+                del self._growth[key]
             self._registered = {key for key in self._registered if key[0] != scope.key}
 
     # -- the operations (each one rule for sync and async) --------------------------------------
@@ -444,14 +563,14 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
             if now - _touched(plans) > min(60.0, self.ttl * 6):  # at most one write per minute (or ttl/10)
                 yield _Call("update_plans", (scope, _touch(now)))
         checkpoint_ns, plan_id = located
-        key = (scope.key, plan_id)
-        cursor = self._cursor(key)
-        read = yield _Call("read_plan_steps", (scope, plan_id, cursor))
-        done, found = self._answer(config, checkpoint_ns, key, cursor, read)
-        if not done:  # another reader moved the fold on meanwhile: read the log whole
-            _, found = self._answer(
-                config, checkpoint_ns, key, None, (yield _Call("read_plan_steps", (scope, plan_id)))
-            )
+        folded = yield from self._fold_op(scope, plan_id, plans)
+        try:
+            found, tip = self._answer(config, checkpoint_ns, folded)
+        except _UnknownError:  # below what the snapshot holds: read the log whole
+            folded = yield from self._fold_op(scope, plan_id, plans, whole=True)
+            found, tip = self._answer(config, checkpoint_ns, folded)
+        if tip is not None:
+            self._keep_tip((scope.key, plan_id), tip)  # the next step usually starts from the checkpoint just read
         return found
 
     def _list_op(
@@ -465,11 +584,13 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
         configurable = config["configurable"] if config else {}
         if limit is not None and limit <= 0:
             return
-        if "thread_id" in configurable:
-            threads = [configurable["thread_id"]]
-        else:
-            threads = self._threads((yield _Call("list_scopes")))
         checkpoint_id = get_checkpoint_id(config) if config else None
+        if "thread_id" in configurable:
+            yield from self._list_thread_op(
+                configurable["thread_id"], configurable.get("checkpoint_ns"), checkpoint_id, filter, before, limit
+            )
+            return
+        threads = self._threads((yield _Call("list_scopes")))
         remaining = limit
         for thread_id in threads:
             logs = yield from self._logs_op(self._scope(thread_id), configurable.get("checkpoint_ns"))
@@ -479,6 +600,62 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
                     remaining -= 1
                     if remaining <= 0:
                         return
+
+    def _list_thread_op(
+        self,
+        thread_id: str,
+        checkpoint_ns: str | None,
+        checkpoint_id: str | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+    ) -> Op[None]:
+        """:meth:`_list_op` of one thread: newest first per namespace, from the fold a ``get_tuple``
+        reads (the snapshot and the log since), reading a log whole only to go below its floor."""
+        scope = self._scope(thread_id)
+        plans = yield _Call("get_plans", (scope,))
+        namespaces = self._namespaces(plans)
+        if checkpoint_ns is not None:
+            namespaces = {checkpoint_ns: namespaces[checkpoint_ns]} if checkpoint_ns in namespaces else {}
+        before_id = get_checkpoint_id(before) if before else None
+        remaining = limit
+        shared = _Shared(self.serde)
+        for ns, plan_id in namespaces.items():
+            folded = yield from self._fold_op(scope, plan_id, plans)
+            seen: set[str] = set()
+            while True:
+                with self._folds_lock:
+                    ids = sorted((cid for cid in folded.checkpoints if cid not in seen), reverse=True)
+                short = False  # the fold cannot answer further down: read the log whole
+                for cid in ids:
+                    if folded.floor is not None and cid < folded.floor:
+                        short = True
+                        break
+                    if (checkpoint_id and cid != checkpoint_id) or (before_id and cid >= before_id):
+                        seen.add(cid)
+                        continue
+                    try:
+                        with self._folds_lock:
+                            answer = self._tuple(thread_id, ns, cid, folded, shared)
+                    except _UnknownError:
+                        short = True
+                        break
+                    seen.add(cid)
+                    if answer is None:
+                        continue
+                    found = answer[0]
+                    if filter and not all(found.metadata.get(k) == v for k, v in filter.items()):
+                        continue
+                    yield found
+                    if remaining is not None:
+                        remaining -= 1
+                        if remaining <= 0:
+                            return
+                    if checkpoint_id:
+                        break
+                if (checkpoint_id and checkpoint_id in seen and not short) or folded.floor is None:
+                    break  # the checkpoint asked for was found, or a whole log was gone through
+                folded = yield from self._fold_op(scope, plan_id, plans, whole=True)
 
     def _append_op(self, scope: Scope, plan_id: str, register: Registration, lines: Lines) -> Op[bool]:
         """Register the log once per saver, then only append; a log the append finds new had its
@@ -504,13 +681,59 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
             entry, tip = _checkpoint_entry(config, checkpoint, metadata, versions, self.serde, None)
             yield _Call("append_plan_steps", (scope, plan_id, [entry]))
         self._keep_tip(key, tip)
+        if self._grown(key, entry).due():
+            yield from self._snapshot_op(scope, config["configurable"].get("checkpoint_ns", ""), plan_id)
         return _saved_config(config, checkpoint)
 
     def _put_writes_op(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str
     ) -> Op[None]:
         entry = _writes_entry(config, writes, task_id, task_path, self.serde)
-        yield from self._append_op(*self._entry(config, entry))
+        scope, plan_id, register, lines = self._entry(config, entry)
+        yield from self._append_op(scope, plan_id, register, lines)
+        self._grown((scope.key, plan_id), entry)
+
+    def _grown(self, key: FoldKey, entry: dict[str, Any]) -> _Growth:
+        """Count ``entry`` (just appended) as growth of its log since the log's snapshot."""
+        with self._folds_lock:
+            growth = self._growth.setdefault(key, _Growth())
+            growth.since += checkpoint_log.entry_size(entry)
+            self._growth.move_to_end(key)
+            while len(self._growth) > _KEPT_GROWTH:
+                self._growth.popitem(last=False)
+            return growth
+
+    def _snapshot_op(self, scope: Scope, checkpoint_ns: str, plan_id: str) -> Op[None]:
+        """Write the snapshot of a namespace's log (its newest checkpoints, see
+        :class:`~checkpoint_log.Snapshot`) in place of the last one, so a fresh process reads that
+        and the log after it instead of the whole log; then keep only the snapshot's fold.
+
+        The log is read on from this saver's fold first (its own steps since, mostly), so the
+        snapshot's cursor is a position the backend handed out. A thread deleted meanwhile gets
+        no snapshot (the registration finds its log gone)."""
+        key = (scope.key, plan_id)
+        folded = yield from self._fold_op(scope, plan_id, None)
+        with self._folds_lock:
+            cursor = self._folds[key][0] if key in self._folds and self._folds[key][1] is folded else None
+            entries = None if cursor is None else checkpoint_log.window(folded)
+        growth = self._growth.setdefault(key, _Growth())
+        growth.since = 0  # whether written or not, the next try waits for the log to grow again
+        if cursor is None or entries is None:
+            return
+        record = Snapshot(cursor, entries)
+        snap_id = _snapshot_id(plan_id)
+        if (scope.key, snap_id) not in self._registered:
+            plans = yield _Call("update_plans", (scope, _register_snapshot(checkpoint_ns, plan_id)))
+            if plan_id not in plans:
+                return
+            self._registered.add((scope.key, snap_id))
+        step = record.to_step()
+        yield _Call("rewrite_plan_steps", (scope, snap_id, lambda _: [step]))
+        growth.size = checkpoint_log.entry_size(step)
+        trimmed = record.fold()
+        with self._folds_lock:  # keep what a fresh reader would hold, not the whole thread
+            if trimmed is not None and key in self._folds and self._folds[key][0] == cursor:
+                self._folds[key] = (cursor, trimmed)
 
     def _delete_op(self, thread_id: str) -> Op[None]:
         scope = self._scope(thread_id)
@@ -518,9 +741,13 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
         self._forget(scope)
 
     def _rewrite_op(self, scope: Scope, change: StepsChange) -> Op[None]:
-        """Rewrite every LangGraph log of a thread with ``change`` (atomic per log)."""
-        for plan_id in self._namespaces((yield _Call("get_plans", (scope,)))).values():
+        """Rewrite every LangGraph log of a thread with ``change`` (atomic per log), and empty the
+        logs' snapshots (a rewritten log no longer continues their cursors: they would only be skipped)."""
+        plans = yield _Call("get_plans", (scope,))
+        for plan_id in self._namespaces(plans).values():
             yield _Call("rewrite_plan_steps", (scope, plan_id, change))
+            if _snapshot_id(plan_id) in plans:
+                yield _Call("clear_plan_steps", (scope, _snapshot_id(plan_id)))
         self._forget(scope)  # what this saver kept of the old logs may name values gone now
 
     def _prune_op(self, thread_ids: Sequence[str], strategy: str) -> Op[None]:
@@ -701,13 +928,26 @@ def _saved_config(config: RunnableConfig, checkpoint: Checkpoint) -> RunnableCon
 
 
 def _drop_langgraph_plans(plans: dict[str, Any]) -> dict[str, Any] | None:
-    """Remove a session's LangGraph logs (their step logs go with them), keeping its other plans."""
+    """Remove a session's LangGraph logs and their snapshots (their step logs go with them), keeping
+    its other plans."""
     kept = {
         plan_id: payload
         for plan_id, payload in plans.items()
-        if not (isinstance(payload, dict) and payload.get("kind") in (PLAN_KIND, TOUCH_KIND))
+        if not (isinstance(payload, dict) and payload.get("kind") in (PLAN_KIND, SNAPSHOT_KIND, TOUCH_KIND))
     }
     return None if len(kept) == len(plans) else kept
+
+
+def _register_snapshot(checkpoint_ns: str, plan_id: str) -> Callable[[dict[str, Any]], dict[str, Any] | None]:
+    """Register the snapshot log of ``plan_id``, unless that log is gone (its thread was deleted)."""
+    snap_id = _snapshot_id(plan_id)
+
+    def change(plans: dict[str, Any]) -> dict[str, Any] | None:
+        if plan_id not in plans or snap_id in plans:
+            return None
+        return {**plans, snap_id: {"kind": SNAPSHOT_KIND, "checkpoint_ns": checkpoint_ns, "log": plan_id}}
+
+    return change
 
 
 TOUCH_ID = "lg-touched"

@@ -1,0 +1,185 @@
+"""``LocalMemorySaver`` snapshots: a fresh process reads the newest checkpoints, not the whole log.
+
+A fresh process (a real child process) reads a thread of many list tails from the snapshot and
+the log after it, and answers what ``InMemorySaver`` answers for the same run, on files and on
+PostgreSQL. A torn last line after the snapshot, a torn or damaged snapshot, and a snapshot left
+over from a log rewritten since are never misread: the reader falls back to the whole log.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_local_ai_memory import LocalMemorySaver
+from langgraph.checkpoint.memory import InMemorySaver
+from snapshot_child import THREAD, graph, summary, turn
+from test_saver_deltas import _log_settings, _normal
+
+from local_ai_memory import Memory
+from local_ai_memory.backends import Scope
+
+CHILD = Path(__file__).parent / "snapshot_child.py"
+OFTEN = {"SNAPSHOT_MIN": 0, "SNAPSHOT_RATIO": 0, "WINDOW": 6}  # a snapshot at every put, of 6 checkpoints
+NEVER = {"SNAPSHOT_MIN": 10**12}
+
+
+@pytest.fixture(params=["files", "postgres"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Callable[[], Memory], list[str]]]:
+    """Opens the same memory again, and the arguments that name it to a child process."""
+    opened: list[Memory] = []
+    schema = f"t_{uuid.uuid4().hex[:12]}"
+    url = request.getfixturevalue("postgres_url") if request.param == "postgres" else None
+    root = tmp_path / "data"
+
+    def open_() -> Memory:
+        if url is None:
+            memory = Memory.open(root, fsync=False)
+        else:
+            memory = Memory.open(root, database_url=url, database_schema=schema)
+        opened.append(memory)
+        return memory
+
+    yield open_, [str(root)] if url is None else [str(root), url, schema]
+    for memory in opened:
+        memory.close()
+
+
+def _both(memory: Memory, turns: range, reference: Any) -> None:
+    ours = graph(LocalMemorySaver(memory, user_id="u"))
+    for n in turns:
+        turn(ours, n)
+        turn(reference, n)
+
+
+def _log_length(memory: Memory) -> int:
+    return len(memory.runtime.get_plan_steps(Scope.of("u", "t"), "lg-root"))
+
+
+def test_a_fresh_process_reads_from_the_snapshot_what_the_whole_log_holds(
+    backend: tuple[Callable[[], Memory], list[str]],
+) -> None:
+    open_memory, where = backend
+    memory = open_memory()
+    reference = graph(InMemorySaver())
+    with _log_settings(**OFTEN):
+        _both(memory, range(40), reference)
+    with _log_settings(**NEVER):  # two turns after the last snapshot: the log goes on past its cursor
+        _both(memory, range(40, 42), reference)
+    done = subprocess.run(
+        [sys.executable, str(CHILD), *where], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["latest"] == summary(reference.get_state(THREAD))
+    assert len(found["latest"]["messages"]) == 84
+    for limit, history in found["histories"].items():
+        assert history == [summary(s) for s in reference.get_state_history(THREAD, limit=int(limit))]
+    # get_state read the log from the snapshot's cursor on: a few steps, not the whole log.
+    [(given_cursor, restarted, steps)] = found["first_reads"]
+    assert given_cursor
+    assert not restarted
+    assert 0 < steps < _log_length(memory) / 10
+    # history(40) goes below the snapshot's 6 checkpoints: the log is read whole, once.
+    assert [read for read in found["reads"] if read[1]] == [[False, True, _log_length(memory)]]
+
+
+def _reads(memory: Memory) -> list[tuple[bool, bool, int]]:
+    """Record the saver's ``read_plan_steps`` calls: (given a cursor, whole log answered, steps)."""
+    reads: list[tuple[bool, bool, int]] = []
+    original = memory.runtime.read_plan_steps
+
+    def counted(scope: Scope, plan_id: str, cursor: str | None = None) -> Any:
+        found = original(scope, plan_id, cursor)
+        reads.append((cursor is not None, found.restarted, len(found.steps)))
+        return found
+
+    memory.runtime.read_plan_steps = counted  # type: ignore[method-assign]
+    return reads
+
+
+def _fresh_latest(tmp_path: Path) -> tuple[Any, list[tuple[bool, bool, int]]]:
+    memory = Memory.open(tmp_path, fsync=False)
+    reads = _reads(memory)
+    try:
+        return _normal(LocalMemorySaver(memory, user_id="u").get_tuple(THREAD)), reads
+    finally:
+        memory.close()
+
+
+def test_a_torn_line_after_the_snapshot_reads_as_the_step_before(tmp_path: Path) -> None:
+    memory = Memory.open(tmp_path, fsync=False)
+    with _log_settings(**OFTEN):
+        _both(memory, range(20), graph(InMemorySaver()))
+    with _log_settings(**NEVER):
+        _both(memory, range(20, 21), graph(InMemorySaver()))
+    memory.close()
+    log = tmp_path / "memory" / "plans" / "u_t" / "lg-root.jsonl"
+    lines = log.read_bytes().splitlines(keepends=True)
+    last = max(n for n, line in enumerate(lines) if b'"t":"checkpoint"' in line)
+    head = b"".join(lines[:last])
+    log.write_bytes(head)
+    expected, reads = _fresh_latest(tmp_path)
+    assert reads[0][:2] == (True, False)  # read from the snapshot on
+    line = lines[last]
+    for cut in range(0, len(line), max(1, len(line) // 150)):
+        log.write_bytes(head + line[:cut])
+        found, reads = _fresh_latest(tmp_path)
+        assert found == expected
+        assert reads[0][:2] == (True, False)  # the torn line is left for later, not read as a step
+    log.write_bytes(head + line)
+    assert _fresh_latest(tmp_path)[0] != expected  # the whole line: its step is there
+
+
+def test_a_torn_or_damaged_snapshot_is_passed_over_for_the_whole_log(tmp_path: Path) -> None:
+    memory = Memory.open(tmp_path, fsync=False)
+    with _log_settings(**OFTEN):
+        _both(memory, range(12), graph(InMemorySaver()))
+    memory.close()
+    snap = tmp_path / "memory" / "plans" / "u_t" / "lg-root-snap.jsonl"
+    whole = snap.read_bytes()
+    expected, reads = _fresh_latest(tmp_path)
+    assert reads[0][:2] == (True, False)
+    for cut in range(0, len(whole) - 1, max(1, len(whole) // 60)):  # every cut loses the one record's end
+        snap.write_bytes(whole[:cut])
+        found, reads = _fresh_latest(tmp_path)
+        assert found == expected
+        assert reads[0][:2] == (False, True)  # no usable snapshot: the whole log
+    record = json.loads(whole)
+    for damage in ({"cursor": "not a cursor"}, {"format": 99}, {"entries": [{"t": "checkpoint"}]}, {"entries": 3}):
+        snap.write_text(json.dumps({**record, **damage}) + "\n")
+        found, reads = _fresh_latest(tmp_path)
+        assert found == expected
+        assert reads[-1][1]  # the answer came from the whole log
+
+
+def test_a_snapshot_older_than_a_rewrite_of_its_log_is_never_read(
+    backend: tuple[Callable[[], Memory], list[str]],
+) -> None:
+    """Retention rewrote the log (and emptied the snapshot); a snapshot of the old log put back
+    (as a writer that raced the rewrite could leave it) names a position in a log that is gone."""
+    open_memory, _ = backend
+    memory = open_memory()
+    scope = Scope.of("u", "t")
+    with _log_settings(**OFTEN):
+        _both(memory, range(10), graph(InMemorySaver()))
+    old = memory.runtime.get_plan_steps(scope, "lg-root-snap")
+    assert old
+    saver = LocalMemorySaver(memory, user_id="u")
+    saver.delete_for_runs([])  # nothing: no rewrite
+    before = _normal(saver.get_tuple(THREAD))
+    saver.prune(["t"], strategy="keep_latest")
+    assert memory.runtime.get_plan_steps(scope, "lg-root-snap") == []
+    memory.runtime.rewrite_plan_steps(scope, "lg-root-snap", lambda _: [dict(step) for step in old])
+    fresh_memory = open_memory()
+    reads = _reads(fresh_memory)
+    fresh = LocalMemorySaver(fresh_memory, user_id="u")
+    assert _normal(fresh.get_tuple(THREAD)) == before
+    assert reads[0][:2] == (True, True)  # the backend said the cursor's log is gone: read whole
+    assert len(list(fresh.list(THREAD))) == 1  # only what the prune kept
