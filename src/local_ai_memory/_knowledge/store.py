@@ -112,11 +112,21 @@ class MemoryStore(KnowledgeNotes):
             log_event(Event.EMBEDDINGS_FALLBACK, reason="no embedder configured")
             return None
         cats = self._categories(categories)
+        kept = self._kept_matrix(dense, user_id, cats)
+        if kept is not None:
+            return kept, dense.cache
         with self._lock:
             generation = self._index.generation
             entries = self._index.current()
             chosen = [entries[(c, n)] for c in cats for n in sorted(self._index.names_of(user_id, c))]
         return dense.matrix(user_id, cats, chosen, generation, self._read_text), dense.cache
+
+    def _kept_matrix(self, dense: DenseIndex, user_id: str, cats: tuple[str, ...]) -> DenseMatrix | None:
+        """The user's matrix while the index has not changed since it was built: a warm query
+        then does not list and sort the user's notes (about 7 ms at 10k notes)."""
+        with self._lock:
+            generation = self._index.generation
+        return dense._kept_matrix(user_id, cats, generation)
 
     async def _ahybrid_inputs(
         self, user_id: str, categories: Iterable[str] | None
@@ -127,6 +137,9 @@ class MemoryStore(KnowledgeNotes):
             log_event(Event.EMBEDDINGS_FALLBACK, reason="no embedder configured")
             return None
         cats = self._categories(categories)
+        kept = self._kept_matrix(dense, user_id, cats)
+        if kept is not None:
+            return kept, dense.cache
         with self._lock:
             generation = self._index.generation
             entries = self._index.current()
