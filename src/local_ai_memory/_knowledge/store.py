@@ -27,6 +27,7 @@ from local_ai_memory._knowledge.index import INDEX_NAME
 from local_ai_memory._knowledge.indexer import StaleEntry
 from local_ai_memory._knowledge.notes import ForgottenNotes, KnowledgeNotes
 from local_ai_memory._knowledge.search import Candidate, arun_hybrid, candidate_of, hybrid_flow, run_hybrid
+from local_ai_memory._shared.blas import one_blas_thread
 from local_ai_memory._shared.errors import ConfigError, InvalidInputError
 from local_ai_memory._shared.events import Event, log_event
 from local_ai_memory._shared.models import LLM
@@ -276,7 +277,8 @@ class MemoryStore(KnowledgeNotes):
             inputs = self._hybrid_inputs(user_id, categories)
             if inputs is None:
                 return lexical[:top_n]
-            return run_hybrid(hybrid_flow(query, lexical, inputs[0], pool, top_n, weight), inputs[1])
+            with one_blas_thread():  # one matrix-vector product: a second BLAS thread only waits on busy cores
+                return run_hybrid(hybrid_flow(query, lexical, inputs[0], pool, top_n, weight), inputs[1])
         except Exception as exc:  # any embedder failure degrades to BM25 rather than failing the query
             log_event(Event.EMBEDDINGS_FALLBACK, reason=repr(exc))
             return lexical[:top_n]
@@ -298,7 +300,8 @@ class MemoryStore(KnowledgeNotes):
             if inputs is None:
                 return lexical[:top_n]
             flow = hybrid_flow(query, lexical, inputs[0], pool, top_n, weight)
-            return await arun_hybrid(flow, inputs[1])
+            with one_blas_thread():
+                return await arun_hybrid(flow, inputs[1])
         except Exception as exc:
             log_event(Event.EMBEDDINGS_FALLBACK, reason=repr(exc))
             return lexical[:top_n]
