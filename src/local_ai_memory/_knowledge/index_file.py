@@ -23,7 +23,10 @@ stat-only) when present and ``last_modified`` otherwise. Two more optional addit
 readers that do not know them ignore: an entry's ``indexed_bytes`` (only that prefix of a
 huge note was indexed) and a top-level ``skipped`` list of notes that could not be indexed
 (``category``, ``filename``, ``size``, ``mtime_ns``, ``reason``), so no process re-reads them
-until they change. An index with an older version is
+until they change. An entry's ``tokens`` (after 0.3) holds its note's token counts taken at index
+time (:class:`~.token_marks.TokenMarks`, versioned by its own ``v``), so Stage 3 need not
+encode the notes it loads; entries without it (older indexes) are read as they are and their
+notes are counted at query time until they are indexed again. An index with an older version is
 rebuilt from the files; a newer one is refused with :class:`UnsupportedFormatError`.
 
 Version 4 (0.3) is version 3 plus a ``journal`` id: the snapshot is followed by the journal
@@ -53,6 +56,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from local_ai_memory._knowledge.token_marks import TokenMarks
 from local_ai_memory._shared.errors import UnsupportedFormatError
 from local_ai_memory._shared.text import Analyzer, words
 
@@ -116,6 +120,10 @@ class IndexEntry(BaseModel):
     indexed_bytes: int | None = Field(
         default=None,
         description="Set when only the note's first bytes were indexed (a huge note; see _note_indexing).",
+    )
+    tokens: TokenMarks | None = Field(
+        default=None,
+        description="The note's token counts taken at index time, for Stage 3 (see token_marks).",
     )
 
 

@@ -13,6 +13,9 @@ It finds what changed in one of two ways, both through the storage contract only
 A note larger than :data:`MAX_INDEXED_BYTES` is indexed by its first that many bytes only
 (its entry's ``indexed_bytes`` says so), which bounds the time and memory of indexing it.
 
+Each entry also holds its note's token counts (:mod:`.token_marks`) in the configured
+encoding, taken while the note's text is at hand, so Stage 3 does not encode notes.
+
 A changed note updates its entry and, if loaded, its ranker. Callers hold the store's lock
 for the mutating methods; reads of notes happen through the backend.
 """
@@ -32,9 +35,12 @@ from local_ai_memory._knowledge.bm25 import CountedDoc, count_terms
 from local_ai_memory._knowledge.index import EntryKey, KnowledgeIndex
 from local_ai_memory._knowledge.index_file import IndexEntry, RankingField, extract_metadata, ranking_tokens, tokenize
 from local_ai_memory._knowledge.rankers import RankerCache
+from local_ai_memory._knowledge.token_marks import TokenMarks, count_marks
+from local_ai_memory._shared.errors import InvalidInputError
 from local_ai_memory._shared.events import Event, log_event
 from local_ai_memory._shared.fs import RACY_WINDOW_NS
 from local_ai_memory._shared.naming import owner_of, user_file_prefix
+from local_ai_memory._shared.tokens import TokenCounter
 
 __all__ = ["MAX_INDEXED_BYTES", "STALE_CHUNK", "NoteIndexer", "Scanned", "StaleEntry", "decode_head"]
 
@@ -103,8 +109,11 @@ class NoteIndexer:
         rankers: RankerCache,
         ranking_field: RankingField,
         lock: threading.RLock,
+        token_encoding: str | None = None,
     ) -> None:
         self.backend = backend
+        self.token_encoding = token_encoding  # counts each note's tokens for Stage 3 (None: not counted)
+        self._counter: TokenCounter | None = None
         self.index = index
         self.rankers = rankers
         self.ranking_field = ranking_field
@@ -209,8 +218,22 @@ class NoteIndexer:
             mtime_ns=info.version,
             content_hash=hashlib.sha256(data).hexdigest() if racy else None,
             indexed_bytes=None if complete else len(data),
+            tokens=self._marks(content, complete),
         )
         return Scanned(category, filename, entry, content, excerpt=content[:1500], tokens=tokens)
+
+    def _marks(self, content: str, complete: bool) -> TokenMarks | None:
+        """The note's token counts, or ``None`` when the configured encoding is not known (the
+        encoding is loaded on the first note, not when the store opens)."""
+        if self.token_encoding is None:
+            return None
+        if self._counter is None:
+            try:
+                self._counter = TokenCounter(self.token_encoding)
+            except InvalidInputError:
+                self.token_encoding = None
+                return None
+        return count_marks(self._counter, content, complete)
 
     def refresh_one(self, category: str, filename: str, content: str | None = None) -> bool:
         """Re-index one note from storage (or drop it if gone); return whether the index changed."""

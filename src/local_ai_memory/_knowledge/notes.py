@@ -160,7 +160,7 @@ class KnowledgeNotes:
         lock = threading.RLock()
         index = KnowledgeIndex(backend, self.categories, lock)
         rankers = RankerCache(backend, index, self.ranking_field, Analyzer(self.config.stemmer_language))
-        indexer = NoteIndexer(backend, index, rankers, self.ranking_field, lock)
+        indexer = NoteIndexer(backend, index, rankers, self.ranking_field, lock, self.config.token_encoding)
         return RootParts(backend, lock, index, rankers, indexer)
 
     @property

@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import string
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -44,6 +43,7 @@ from local_ai_memory._knowledge.selection import (
     resolve_selection,
 )
 from local_ai_memory._knowledge.store import Candidate, MemoryStore
+from local_ai_memory._knowledge.token_marks import ASCII_ALNUM, SAFE_AFTER, TokenMarks, usable_marks
 from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.display import retrieval_html
 from local_ai_memory._shared.errors import (
@@ -153,8 +153,8 @@ def head_bytes(tokens: int) -> int:
     return (max(0, tokens) + MIN_PARTIAL_TOKENS) * 8 + 1024
 
 
-_ASCII_ALNUM = frozenset(string.ascii_letters + string.digits)
-_SAFE_AFTER = frozenset(chr(c) for c in range(128)) - _ASCII_ALNUM - {"'"}
+_ASCII_ALNUM = ASCII_ALNUM
+_SAFE_AFTER = SAFE_AFTER
 _SPLIT_WINDOW = 256
 _CACHED_CHARS = 16_384
 
@@ -226,20 +226,30 @@ class _Packer:
         self._tail = ""  # the answer after that point
         self._count = functools.partial(_count, counter)
 
-    def _measure(self, filename: str, content: str, cache: bool) -> tuple[int, int, int, str]:
-        """Adding ``content`` as a block: (total, block tokens, settled tokens, tail)."""
+    def _measure(self, filename: str, content: str, cache: bool, known: int | None = None) -> tuple[int, int, int, str]:
+        """Adding ``content`` as a block: (total, block tokens, settled tokens, tail).
+
+        ``known`` is ``content``'s token count when it is known already (stored at index time
+        or settled by a cut): then only the short tail after the last split point is encoded.
+        A newline before a text that starts with neither a space nor a line break is a token of
+        its own in both shipped encodings, so ``"\\n" + content`` has ``known + 1`` tokens.
+        """
         header = f"## {filename}"  # a note name ends in ".md": a split point follows it
         lead = self._tail + BLOCK_SEPARATOR + header if self.text else header
         cut_at = split_point(content)
         body, tail = "\n" + content[:cut_at], content[cut_at:]
         count = self._count
-        body_tokens = count(body) if cache else self.counter.count(body)
+        if known is not None and cut_at and not content[0].isspace():
+            rest = count(tail)
+            body_tokens = 1 + known - rest
+        else:
+            body_tokens = count(body) if cache else self.counter.count(body)
+            rest = count(tail) if cut_at else count("\n" + content) - body_tokens
         if cut_at:
             settled = self._settled + count(lead) + body_tokens
         else:  # no split point near the end of the note: it all stays in the tail
             settled, tail = self._settled, lead + body + tail
         tail_tokens = count(tail)
-        rest = count(content[cut_at:]) if cut_at else count("\n" + content) - body_tokens
         block = count(header) + body_tokens + rest
         return settled + tail_tokens, block, settled, tail
 
@@ -256,13 +266,44 @@ class _Packer:
             cut = cut[:-1]
         return cut + TRUNCATION_MARKER
 
-    def offer(self, candidate: Candidate, stage: int, content: str, complete: bool = True) -> bool:
+    def _cut_marked(self, content: str, marks: TokenMarks, room: int, complete: bool) -> tuple[str, int]:
+        """Like :meth:`_cut` from the marks counted at index time: the text up to the last
+        mark within the room is taken as counted, and only the stretch to the next mark is
+        encoded to cut inside it. Returns the cut text and its tokens."""
+        known = marks.whole_count(content) if complete else None
+        if known is not None and known <= room:
+            return content, known
+        limit = max(0, room - self._marker)
+        chars, tokens, end = marks.prefix(content, limit)
+        ids = _encode(self.counter, content[chars:end])
+        piece = self.counter.decode(list(ids[: max(0, limit - tokens)])).rstrip("\ufffd")
+        # content[:chars] ends at a split point: its count and the rest's add up.
+        used = tokens + self.counter.count(piece + TRUNCATION_MARKER)
+        while piece and used > room:
+            piece = piece[:-1]
+            used = tokens + self.counter.count(piece + TRUNCATION_MARKER)
+        return content[:chars] + piece + TRUNCATION_MARKER, used
+
+    def offer(
+        self, candidate: Candidate, stage: int, content: str, complete: bool = True, marks: TokenMarks | None = None
+    ) -> bool:
         """Add a file; ``content`` is its text, or only its first part when not ``complete``
-        (then it has more tokens than there is room for, and is cut)."""
+        (then it has more tokens than there is room for, and is cut). ``marks`` are the
+        note's token counts from the index (checked against ``content`` before use)."""
         if complete:
-            measured = self._measure(candidate.filename, content, True)
+            known = marks.whole_count(content) if marks is not None else None
+            measured = self._measure(candidate.filename, content, known is None, known)
             if measured[0] <= self.max_tokens:
                 return self._accept(candidate, stage, content, measured, False)
+        if marks is not None:
+            room = self.room(candidate.filename)
+            while room >= MIN_PARTIAL_TOKENS:
+                cut, tokens = self._cut_marked(content, marks, room, complete)
+                measured = self._measure(candidate.filename, cut, False, tokens)
+                if measured[0] <= self.max_tokens:
+                    return self._accept(candidate, stage, cut, measured, cut is not content)
+                room -= max(1, measured[0] - self.max_tokens)
+            return self.skip(candidate, marks.at_least, complete and marks.whole)
         # The best remaining file gets what is left rather than losing its place to
         # lower-ranked files, as long as a useful part of it fits.
         ids = _encode(self.counter, content)
@@ -273,7 +314,7 @@ class _Packer:
             if measured[0] <= self.max_tokens:
                 return self._accept(candidate, stage, cut, measured, True)
             room -= max(1, measured[0] - self.max_tokens)
-        return self._skip(candidate, len(ids), complete)
+        return self.skip(candidate, len(ids), complete)
 
     def _accept(
         self, candidate: Candidate, stage: int, content: str, measured: tuple[int, int, int, str], truncated: bool
@@ -296,7 +337,8 @@ class _Packer:
         self.used = total
         return True
 
-    def _skip(self, candidate: Candidate, tokens: int, complete: bool) -> bool:
+    def skip(self, candidate: Candidate, tokens: int, complete: bool) -> bool:
+        """Leave a file out (``tokens``: its count, or a lower bound when not ``complete``)."""
         self.skipped.append(candidate.filename)
         log_event(
             Event.FILE_SKIPPED,
@@ -509,22 +551,34 @@ class MemoryRetriever:
         entry = self.store.find_entry(candidate.filename)
         return entry.category if entry is not None else self.store.categories[0]
 
-    def _load(self, candidate: Candidate, user_id: str, room: int) -> tuple[str, bool] | None:
+    def _marks(self, candidate: Candidate, category: str) -> TokenMarks | None:
+        """The candidate's token counts stored at index time, when they count like our counter."""
+        entry = self.store.find_entry(candidate.filename, category)
+        return usable_marks(entry.tokens if entry is not None else None, self.token_counter)
+
+    def _load(
+        self, candidate: Candidate, category: str, room: int, marks: TokenMarks | None
+    ) -> tuple[str, bool] | None:
         """A file's text as far as ``room`` tokens need it, and whether that is all of it.
 
         The first read takes :func:`head_bytes` of the note; only when that is shorter than
         the room in tokens while the note goes on is a four times larger head read. So a
-        60 MB note costs a few kilobytes for a small budget, never the whole file.
+        60 MB note costs a few kilobytes for a small budget, never the whole file. How far the
+        room reaches is read from the note's stored marks when they go that far, else by
+        encoding the head.
         """
-        if not self._owned(candidate, user_id):
-            return None
-        category = self._category_of(candidate)
         size = head_bytes(room)
+        needed = marks.chars_for(room + MIN_PARTIAL_TOKENS) if marks is not None else None
         try:
             while True:
                 text, complete = self.store.read_note_head(category, candidate.filename, size)
+                if complete:
+                    return text, complete
+                if needed is not None:
+                    if len(text) >= needed:
+                        return text, complete
                 # Encoded (not counted) through the cache that offer() then reads the ids from.
-                if complete or len(_encode(self.token_counter, text)) > room + MIN_PARTIAL_TOKENS:
+                elif len(_encode(self.token_counter, text)) > room + MIN_PARTIAL_TOKENS:
                     return text, complete
                 size *= 4
         except (RecordNotFoundError, UnsupportedFormatError) as exc:  # deleted or binary since indexing
@@ -532,10 +586,23 @@ class MemoryRetriever:
             return None
 
     def _pack(self, chosen: Sequence[Candidate], user_id: str, stage: int, max_tokens: int) -> _Packer:
-        """Stage 3: the chosen files loaded in order within ``max_tokens``."""
+        """Stage 3: the chosen files loaded in order within ``max_tokens``.
+
+        A file the stored counts show to be too long for a room too small to cut it into
+        (under :data:`MIN_PARTIAL_TOKENS`) is skipped without being read. (Stored counts of a
+        note changed since indexing can only make such a skip wrong, never the budget.)
+        """
         packer = _Packer(self.token_counter, max_tokens)
         for candidate in chosen:
-            loaded = self._load(candidate, user_id, packer.room(candidate.filename))
+            if not self._owned(candidate, user_id):
+                continue
+            category = self._category_of(candidate)
+            marks = self._marks(candidate, category)
+            room = packer.room(candidate.filename)
+            if marks is not None and room < MIN_PARTIAL_TOKENS and marks.at_least > room + MIN_PARTIAL_TOKENS:
+                packer.skip(candidate, marks.at_least, marks.whole)
+                continue
+            loaded = self._load(candidate, category, room, marks)
             if loaded is not None:
-                packer.offer(candidate, stage, *loaded)
+                packer.offer(candidate, stage, *loaded, marks=marks)
         return packer

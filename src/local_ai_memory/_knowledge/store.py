@@ -27,6 +27,7 @@ from local_ai_memory._knowledge.index import INDEX_NAME
 from local_ai_memory._knowledge.indexer import StaleEntry
 from local_ai_memory._knowledge.notes import ForgottenNotes, KnowledgeNotes
 from local_ai_memory._knowledge.search import Candidate, arun_hybrid, candidate_of, hybrid_flow, run_hybrid
+from local_ai_memory._shared.blas import one_blas_thread
 from local_ai_memory._shared.errors import ConfigError, InvalidInputError
 from local_ai_memory._shared.events import Event, log_event
 from local_ai_memory._shared.models import LLM
@@ -112,11 +113,21 @@ class MemoryStore(KnowledgeNotes):
             log_event(Event.EMBEDDINGS_FALLBACK, reason="no embedder configured")
             return None
         cats = self._categories(categories)
+        kept = self._kept_matrix(dense, user_id, cats)
+        if kept is not None:
+            return kept, dense.cache
         with self._lock:
             generation = self._index.generation
             entries = self._index.current()
             chosen = [entries[(c, n)] for c in cats for n in sorted(self._index.names_of(user_id, c))]
         return dense.matrix(user_id, cats, chosen, generation, self._read_text), dense.cache
+
+    def _kept_matrix(self, dense: DenseIndex, user_id: str, cats: tuple[str, ...]) -> DenseMatrix | None:
+        """The user's matrix while the index has not changed since it was built: a warm query
+        then does not list and sort the user's notes (about 7 ms at 10k notes)."""
+        with self._lock:
+            generation = self._index.generation
+        return dense._kept_matrix(user_id, cats, generation)
 
     async def _ahybrid_inputs(
         self, user_id: str, categories: Iterable[str] | None
@@ -127,6 +138,9 @@ class MemoryStore(KnowledgeNotes):
             log_event(Event.EMBEDDINGS_FALLBACK, reason="no embedder configured")
             return None
         cats = self._categories(categories)
+        kept = self._kept_matrix(dense, user_id, cats)
+        if kept is not None:
+            return kept, dense.cache
         with self._lock:
             generation = self._index.generation
             entries = self._index.current()
@@ -263,7 +277,8 @@ class MemoryStore(KnowledgeNotes):
             inputs = self._hybrid_inputs(user_id, categories)
             if inputs is None:
                 return lexical[:top_n]
-            return run_hybrid(hybrid_flow(query, lexical, inputs[0], pool, top_n, weight), inputs[1])
+            with one_blas_thread():  # one matrix-vector product: a second BLAS thread only waits on busy cores
+                return run_hybrid(hybrid_flow(query, lexical, inputs[0], pool, top_n, weight), inputs[1])
         except Exception as exc:  # any embedder failure degrades to BM25 rather than failing the query
             log_event(Event.EMBEDDINGS_FALLBACK, reason=repr(exc))
             return lexical[:top_n]
@@ -285,7 +300,8 @@ class MemoryStore(KnowledgeNotes):
             if inputs is None:
                 return lexical[:top_n]
             flow = hybrid_flow(query, lexical, inputs[0], pool, top_n, weight)
-            return await arun_hybrid(flow, inputs[1])
+            with one_blas_thread():
+                return await arun_hybrid(flow, inputs[1])
         except Exception as exc:
             log_event(Event.EMBEDDINGS_FALLBACK, reason=repr(exc))
             return lexical[:top_n]

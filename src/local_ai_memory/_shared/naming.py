@@ -161,6 +161,8 @@ def _owner_of_prefix(head: str) -> str | None:
 
 def _invisible(text: str) -> str | None:
     """The first control, format (bidi, zero-width), surrogate or unassigned character, if any."""
+    if text.isascii() and text.isprintable():  # the usual name: no character to look up
+        return None
     return next((char for char in text if unicodedata.category(char) in _INVISIBLE), None)
 
 

@@ -1,0 +1,250 @@
+"""Token counts taken at index time (``TokenMarks``) and Stage 3 packing from them.
+
+The stored counts must give exactly what encoding the loaded text gives: the same files, the
+same cuts, the same ``used_tokens``, never over the budget, for both shipped encodings, and
+whatever the note holds (non-ASCII, apostrophes, digits, leading blank lines). A note changed
+since indexing must not be packed by its old counts; an index without counts (older format)
+must still answer.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from local_ai_memory import close_shared_stores
+from local_ai_memory._knowledge import retriever as retriever_module
+from local_ai_memory._knowledge.index_file import IndexEntry
+from local_ai_memory._knowledge.retriever import MemoryRetriever, _Packer
+from local_ai_memory._knowledge.search import Candidate
+from local_ai_memory._knowledge.store import MemoryStore
+from local_ai_memory._knowledge.token_marks import (
+    MARK_EVERY,
+    MAX_COUNTED_CHARS,
+    TokenMarks,
+    count_marks,
+    segment_counts,
+    usable_marks,
+)
+from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.naming import DirectoryGuard
+from local_ai_memory._shared.tokens import TokenCounter
+from local_ai_memory.backends import FileKnowledgeBackend
+
+ENCODINGS = ("cl100k_base", "o200k_base")
+
+WORDS = [
+    "the", "note", "Python's", "don't", "12345", "3.14", "naïve", "café", "中文字符", "日本語",
+    "emoji🙂", "x=1;", "(paren)", "[link](http://a.b/c)", "`code`", "--flag", "O'Brien", "IT'S",
+    "tab\there", "multi  space", "end.", "q?", "a-b", "ÄÖÜ", "ß", "√2", "naïve's",
+]  # fmt: skip
+
+
+def sample_text(rng: random.Random, chars: int, lead: str = "# Title\n\n") -> str:
+    """Markdown-like text: headings, paragraphs, lists and odd words, about ``chars`` long."""
+    parts = [lead]
+    size = len(lead)
+    while size < chars:
+        kind = rng.random()
+        if kind < 0.1:
+            block = f"## Section {rng.randint(1, 99)}\n\n"
+        elif kind < 0.25:
+            block = "".join(f"- {' '.join(rng.choices(WORDS, k=5))}\n" for _ in range(3)) + "\n"
+        else:
+            block = " ".join(rng.choices(WORDS, k=rng.randint(20, 80))) + "\n\n"
+        parts.append(block)
+        size += len(block)
+    return "".join(parts)
+
+
+def texts() -> list[str]:
+    rng = random.Random(27)
+    out = [sample_text(rng, n) for n in (0, 40, 900, 3000, 7000, 12000)]
+    out += [
+        "",
+        "word",
+        "\n\nstarts with blank lines\n\nand goes on " * 40,
+        "   indented start, " * 200,
+        "中文" * 3000,  # no split point at all
+        "It's 2024; don't stop. " * 300,
+        sample_text(rng, 5000, lead="'quoted start' "),
+        sample_text(rng, 4000) + "ends without a split point 中",
+    ]
+    return out
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_every_mark_counts_its_prefix(encoding: str) -> None:
+    counter = TokenCounter(encoding)
+    for text in texts():
+        marks = count_marks(counter, text)
+        assert marks.whole
+        assert marks.encoding == encoding
+        assert marks.total == counter.count(text)
+        assert marks.whole_count(text) == counter.count(text)
+        assert all(n >= 0 for n in segment_counts(marks.marks))
+        for chars, tokens, _crc in marks.marks:
+            assert tokens == counter.count(text[:chars]), (text[:60], chars)
+        assert [m[0] for m in marks.marks] == sorted({m[0] for m in marks.marks})
+        if len(text) > 3 * MARK_EVERY and any(c.isascii() for c in text):
+            assert len(marks.marks) > 1  # long texts with split points are marked inside
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_a_newline_before_a_text_is_one_token(encoding: str) -> None:
+    """The rule Stage 3 relies on to add a stored count after ``## name``."""
+    counter = TokenCounter(encoding)
+    for text in texts():
+        for start in range(0, len(text), 97):
+            piece = text[start : start + 400]
+            if piece and not piece[0].isspace():
+                assert counter.count("\n" + piece) == 1 + counter.count(piece), piece[:40]
+
+
+def test_a_long_note_is_counted_to_a_bound() -> None:
+    counter = TokenCounter()
+    text = sample_text(random.Random(1), MAX_COUNTED_CHARS * 2)
+    marks = count_marks(counter, text)
+    assert not marks.whole
+    assert marks.total is None
+    assert marks.marks[-1][0] <= MAX_COUNTED_CHARS
+    assert marks.at_least == counter.count(text[: marks.marks[-1][0]]) <= counter.count(text)
+    assert marks.whole_count(text) is None
+    # Only the beginning of a note read (complete=False) is never taken for the whole note.
+    assert not count_marks(counter, text[:500], complete=False).whole
+
+
+def test_marks_of_a_changed_text_are_not_used() -> None:
+    counter = TokenCounter()
+    text = sample_text(random.Random(2), 6000)
+    marks = count_marks(counter, text)
+    edited = text.replace("note", "NOTE", 1)
+    assert marks.whole_count(edited) is None
+    chars, tokens, _end = marks.prefix(edited, 10_000)
+    if text.index("note") < marks.marks[0][0]:
+        assert (chars, tokens) == (0, 0)  # the CRC of the first mark no longer matches
+    assert usable_marks(marks, TokenCounter("o200k_base")) is None
+    assert usable_marks(marks.model_copy(update={"v": 99}), counter) is None
+    assert usable_marks(marks, counter) is marks
+
+
+def make_store(tmp_path: Path, encoding: str = "cl100k_base") -> MemoryStore:
+    cfg = MemoryConfig(runtime_data_dir=tmp_path, fsync=False, auto_watch=False, token_encoding=encoding)
+    return MemoryStore(FileKnowledgeBackend(DirectoryGuard(tmp_path), cfg), cfg)
+
+
+def fill(store: MemoryStore, rng: random.Random) -> list[str]:
+    names = []
+    for i, text in enumerate(texts()):
+        name = f"alice_note{i:02d}.md"
+        store.write_file(f"knowledge/{name}", f"# topic shared{i}\n\nshared words here\n\n{text}")
+        names.append(name)
+    for i in range(6):
+        name = f"alice_extra{i}.md"
+        store.write_file(f"knowledge/{name}", sample_text(rng, rng.choice([300, 2500, 9000])) + " shared")
+        names.append(name)
+    return names
+
+
+def entries_of(store: MemoryStore) -> list[IndexEntry]:
+    found = [store.find_entry(path.name, "knowledge") for path in store.list_user_files("alice", "knowledge")]
+    return [entry for entry in found if entry is not None]
+
+
+def _without_marks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(retriever_module, "usable_marks", lambda marks, counter: None)
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_stage3_from_stored_counts_equals_encoding_everything(
+    tmp_path: Path, encoding: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = make_store(tmp_path, encoding)
+    fill(store, random.Random(3))
+    counter = TokenCounter(encoding)
+    assert all(e.tokens is not None and e.tokens.encoding == encoding for e in entries_of(store))
+    retriever = MemoryRetriever(store, token_counter=counter)
+    cases = [
+        (q, budget, k)
+        for q in ("shared words", "topic", "note python")
+        for budget in (0, 40, 90, 300, 700, 2000, 5000)
+        for k in (3, 8, 20)
+    ]
+    stored = [retriever.retrieve_result(q, "alice", max_tokens=b, k=k) for q, b, k in cases]
+    with monkeypatch.context() as patch:
+        _without_marks(patch)
+        encoded = [retriever.retrieve_result(q, "alice", max_tokens=b, k=k) for q, b, k in cases]
+    cut = 0
+    for (q, budget, k), a, b in zip(cases, stored, encoded, strict=True):
+        assert a.used_tokens == counter.count(a.text) <= budget, (q, budget, k)
+        assert [(f.filename, f.tokens, f.truncated) for f in a.files] == [
+            (f.filename, f.tokens, f.truncated) for f in b.files
+        ], (q, budget, k)
+        assert a.text == b.text
+        assert a.used_tokens == b.used_tokens
+        assert set(a.skipped) == set(b.skipped)
+        cut += sum(f.truncated for f in a.files)
+    assert cut > 10  # the cuts were exercised, not only whole notes
+
+
+def test_a_note_changed_behind_the_index_is_counted_not_trusted(tmp_path: Path) -> None:
+    counter = TokenCounter()
+    rng = random.Random(4)
+    indexed = sample_text(rng, 5000)
+    now = indexed.replace("the", "中文字符中文字符")  # many more tokens than the marks say
+    candidate = Candidate("alice_x.md", "knowledge", "x", "", (), 1.0)
+    for budget in (200, 1500, 20_000):
+        packer = _Packer(counter, budget)
+        packer.offer(candidate, 1, now, True, marks=count_marks(counter, indexed))
+        assert packer.used == counter.count(packer.text) <= budget
+
+
+def test_a_note_too_long_for_what_is_left_is_skipped_unread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = make_store(tmp_path)
+    rng = random.Random(5)
+    store.write_file("knowledge/alice_a.md", "# Alpha kiwi\n\n" + sample_text(rng, 4000) + " kiwi kiwi kiwi")
+    store.write_file("knowledge/alice_b.md", "# Beta kiwi\n\n" + sample_text(rng, 4000) + " kiwi")
+    reads: list[str] = []
+    original = store.read_note_head
+
+    def spy(category: str, filename: str, max_bytes: int) -> tuple[str, bool]:
+        reads.append(filename)
+        return original(category, filename, max_bytes)
+
+    monkeypatch.setattr(store, "read_note_head", spy)
+    result = MemoryRetriever(store).retrieve_result("kiwi", "alice", max_tokens=300)
+    assert [f.filename for f in result.files] == ["alice_a.md"]
+    assert result.files[0].truncated
+    assert result.skipped == ("alice_b.md",)
+    assert reads == ["alice_a.md"]
+
+
+def test_counts_are_kept_in_the_index_and_old_indexes_still_answer(tmp_path: Path) -> None:
+    store = make_store(tmp_path)
+    fill(store, random.Random(6))
+    store.flush()
+    query = ("shared words", "alice")
+    before = MemoryRetriever(store).retrieve_result(*query, max_tokens=700)
+    # A new process reads the counts back from the index file.
+    close_shared_stores()
+    again = make_store(tmp_path)
+    entries = entries_of(again)
+    assert entries
+    assert all(isinstance(e.tokens, TokenMarks) for e in entries)
+    assert MemoryRetriever(again).retrieve_result(*query, max_tokens=700).text == before.text
+    close_shared_stores()
+    # An index written before the counts existed (no "tokens" in its entries) is read as it is.
+    index_path = tmp_path / "memory_data" / "memory_index.json"
+    data = json.loads(index_path.read_text(encoding="utf-8"))
+    for entry in data["files"]:
+        entry.pop("tokens", None)
+    index_path.write_text(json.dumps(data), encoding="utf-8")
+    for stale in index_path.parent.glob("memory_index.journal*"):
+        stale.unlink()
+    old = make_store(tmp_path)
+    assert entries_of(old)
+    assert all(e.tokens is None for e in entries_of(old))
+    assert MemoryRetriever(old).retrieve_result(*query, max_tokens=700).text == before.text
