@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-from local_ai_memory import Memory, note_hash
+from local_ai_memory import ConfigError, Memory, MemoryConfig, note_hash
 from local_ai_memory._knowledge.passages import MAX_PASSAGES, PASSAGE_WORDS, body_passages, passages_of
+from local_ai_memory.backends import InMemoryKnowledgeBackend, InMemoryRuntimeBackend
 
 WORDS = ("kestrel", "falcon", "tea", "brakes", "oil", "garden", "python", "lid", "suspend")
 
@@ -191,3 +193,40 @@ def test_a_map_cut_by_an_older_passage_rule_is_embedded_again_at_index(tmp_path:
         again.calls.clear()
         assert memory.knowledge.search("kestrel", "alice")[0].filename == "alice_birds.md"
         assert again.calls == [["kestrel"]]
+
+
+class _CacheOfVersion02:
+    """A third-party vector cache written for 0.2: only the whole-text half of the contract."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def vectors_for(self, items: Any) -> Any:
+        return self._inner.vectors_for(items)
+
+    async def avectors_for(self, items: Any) -> Any:
+        return await self._inner.avectors_for(items)
+
+    def embed_query(self, text: str) -> Any:
+        return self._inner.embed_query(text)
+
+    async def aembed_query(self, text: str) -> Any:
+        return await self._inner.aembed_query(text)
+
+    def discard(self, items: Any) -> int:
+        return int(self._inner.discard(items))
+
+
+async def test_a_vector_cache_without_passage_methods_is_refused_not_silently_bm25() -> None:
+    class OldCacheBackend(InMemoryKnowledgeBackend):
+        def vector_cache(self, embedder: Any) -> Any:
+            return _CacheOfVersion02(super().vector_cache(embedder))
+
+    config = MemoryConfig(search_mode="hybrid")
+    memory = Memory(config, runtime=InMemoryRuntimeBackend(), knowledge=OldCacheBackend(), embedder=CountingEmbedder())
+    memory.knowledge.write_note("alice", "tea.md", "# Tea\n\nGreen tea at four.\n")  # the write itself stands
+    with pytest.raises(ConfigError, match=r"lacks digest_of, kept, discard_kept.*search_mode='bm25'"):
+        memory.knowledge.store.hybrid_candidates("tea", user_id="alice")
+    with pytest.raises(ConfigError, match="lacks digest_of"):
+        await memory.knowledge.store.ahybrid_candidates("tea", user_id="alice")
+    assert memory.knowledge.read_note("alice", "tea.md").startswith("# Tea")

@@ -84,6 +84,9 @@ CATCH_UP_WAIT_S = 30.0
 """How long it waits at most; then (or if the watcher failed) it compares by itself."""
 
 
+_PASSAGE_METHODS = ("digest_of", "kept", "discard_kept")
+
+
 @dataclass(frozen=True)
 class ForgottenNotes:
     """What :meth:`KnowledgeNotes.forget_user` deleted: notes (``category/name``), their bytes,
@@ -145,6 +148,22 @@ class KnowledgeNotes:
         self._rankers = self._parts.rankers
         self._indexer = self._parts.indexer
         self._vectors: tuple[Embedder, VectorCache] | None = None
+
+    def _vector_cache(self, embedder: Embedder) -> VectorCache:
+        """The backend's cache of ``embedder``'s vectors, asked for once per embedder (under the
+        store's lock). A cache that lacks the passage half of the contract (written for 0.2) is
+        refused here: without it hybrid search would quietly fall back to BM25 on every query."""
+        if self._vectors is None or self._vectors[0] is not embedder:
+            cache = self.backend.vector_cache(embedder)
+            missing = [name for name in _PASSAGE_METHODS if not callable(getattr(cache, name, None))]
+            if missing:
+                raise ConfigError(
+                    f"the vector cache {type(cache).__qualname__} of {type(self.backend).__qualname__} lacks "
+                    f"{', '.join(missing)}: hybrid search keeps passage vectors by digest since 0.3; implement "
+                    "them (see local_ai_memory.backends.VectorCache) or search with search_mode='bm25'"
+                )
+            self._vectors = (embedder, cache)
+        return self._vectors[1]
 
     def _root_key(self, guard: DirectoryGuard) -> RootKey:
         config = self.config
@@ -401,9 +420,7 @@ class KnowledgeNotes:
                 del self._parts.hybrid_corpora[kept]
             vectors = 0
             if self.embedder is not None:
-                if self._vectors is None or self._vectors[0] is not self.embedder:
-                    self._vectors = (self.embedder, self.backend.vector_cache(self.embedder))
-                vectors = self._vectors[1].discard(embedded)
+                vectors = self._vector_cache(self.embedder).discard(embedded)
             # A snapshot, not journal lines: the forgotten names leave the stored index at once.
             self._index.compact()
         return ForgottenNotes(notes, size, snapshots, vectors)

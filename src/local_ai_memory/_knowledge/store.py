@@ -93,11 +93,10 @@ class MemoryStore(KnowledgeNotes):
         if embedder is None:
             return None
         with self._lock:
-            if self._vectors is None or self._vectors[0] is not embedder:
-                self._vectors = (embedder, self.backend.vector_cache(embedder))
+            cache = self._vector_cache(embedder)
             dense = self.__dict__.get("_dense_index")
-            if dense is None or dense.cache is not self._vectors[1]:
-                dense = DenseIndex(self.backend, self._vectors[1], embedder)
+            if dense is None or dense.cache is not cache:
+                dense = DenseIndex(self.backend, cache, embedder)
                 self.__dict__["_dense_index"] = dense
             return dense
 
@@ -279,6 +278,8 @@ class MemoryStore(KnowledgeNotes):
                 return lexical[:top_n]
             with one_blas_thread():  # one matrix-vector product: a second BLAS thread only waits on busy cores
                 return run_hybrid(hybrid_flow(query, lexical, inputs[0], pool, top_n, weight), inputs[1])
+        except ConfigError:  # a misconfiguration is the user's to fix, not a model failure to hide
+            raise
         except Exception as exc:  # any embedder failure degrades to BM25 rather than failing the query
             log_event(Event.EMBEDDINGS_FALLBACK, reason=repr(exc))
             return lexical[:top_n]
@@ -302,6 +303,8 @@ class MemoryStore(KnowledgeNotes):
             flow = hybrid_flow(query, lexical, inputs[0], pool, top_n, weight)
             with one_blas_thread():
                 return await arun_hybrid(flow, inputs[1])
+        except ConfigError:
+            raise
         except Exception as exc:
             log_event(Event.EMBEDDINGS_FALLBACK, reason=repr(exc))
             return lexical[:top_n]
