@@ -77,6 +77,8 @@ DEFAULT_RANKING_FIELD: RankingField = "both"
 Progress = Callable[[int, int], None]
 
 
+SETTLE_WAIT_S = 0.05
+""":meth:`KnowledgeNotes.settle` waits at most this long for a timestamp tick to pass."""
 CATCH_UP_WAIT_NOTES = 10_000
 """From this many notes of the asking user, the query that starts the automatic watcher waits
 for the watcher's first comparison of the listings instead of comparing them alongside it."""
@@ -495,6 +497,30 @@ class KnowledgeNotes:
         if index.writes != snapshots:
             self._snapshot_rankers()
         return wrote
+
+    def settle(self) -> int:
+        """Settle the entries this process indexed within a timestamp tick of their note's write
+        (they carry a content hash that every later check would re-read and hash): wait for the
+        tick to pass if that takes at most :data:`SETTLE_WAIT_S` (a millisecond or so on Linux
+        files), re-read each once, and journal them without the hash. What
+        :meth:`~local_ai_memory.Memory.close` does, so the next process's first query re-reads
+        none of them. Best effort: a failure leaves the hashes, which stay correct; returns how
+        many notes had changed since and were re-indexed."""
+        index = self._index
+        if not index.loaded or not index.racy:
+            return 0
+        try:
+            with self._lock:
+                wait = self._indexer.racy_pending()
+            if 0 < wait <= SETTLE_WAIT_S * 1e9:
+                time.sleep(wait / 1e9)
+            with self._lock:
+                changed = self._indexer.settle_racy(sorted(index.racy))
+            self._flush(compact=False)
+        except StorageError as exc:
+            log_event(Event.INDEX_WRITE_DEFERRED, level=logging.WARNING, path=str(self.index_path), reason=str(exc))
+            return 0
+        return changed
 
     def _snapshot_rankers(self) -> None:
         """Bring the rankers of the notes changed since the last index snapshot up to date (a
