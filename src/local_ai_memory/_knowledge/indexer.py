@@ -245,9 +245,15 @@ class NoteIndexer:
         )
         return Scanned(category, filename, entry, content, excerpt=content[:1500], tokens=tokens)
 
-    def refresh_one(self, category: str, filename: str, content: str | None = None) -> bool:
-        """Re-index one note from storage (or drop it if gone); return whether the index changed."""
-        info = self.backend.note_info(category, filename)
+    def refresh_one(
+        self, category: str, filename: str, content: str | None = None, info: NoteInfo | None = None
+    ) -> bool:
+        """Re-index one note from storage (or drop it if gone); return whether the index changed.
+
+        ``content`` and ``info``: the text just written and what its write returned (then
+        nothing is read)."""
+        if info is None:
+            info = self.backend.note_info(category, filename)
         scanned = self.scan(info, content) if info is not None else None
         if scanned is None:
             if info is None:

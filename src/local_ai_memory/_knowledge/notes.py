@@ -36,6 +36,7 @@ from typing import Any
 from local_ai_memory._contracts.knowledge import (
     DATA_DIR,
     KnowledgeBackend,
+    NoteInfo,
     VectorCache,
     erasure_marker,
     is_note_name,
@@ -309,15 +310,19 @@ class KnowledgeNotes:
             raise InvalidInputError(
                 f"knowledge file name {name!r} must be '{{user prefix}}_{{name}}.md' (see user_file_prefix)"
             )
-        self.backend.write_note(category, name, content.encode("utf-8"))
-        self._indexed(category, name, content)
+        info = self.backend.write_note(category, name, content.encode("utf-8"))
+        self._indexed(category, name, content, info)
         return self.data_dir / category / name
 
-    def _indexed(self, category: str, name: str, content: str) -> None:
-        """Index the note just written (its journal line, or a snapshot when one is due)."""
+    def _indexed(self, category: str, name: str, content: str, info: NoteInfo | None = None) -> None:
+        """Index the note just written (its journal line, or a snapshot when one is due).
+
+        ``info`` is what the write itself returned: the entry then names the version of these
+        bytes (no second look, which cost a round trip on a database and could meet another
+        writer's version; a later change shows up as a newer version in the feed or listing)."""
         with self._lock:
             self._ensure_loaded()
-            self._indexer.refresh_one(category, name, content=content)
+            self._indexer.refresh_one(category, name, content=content, info=info)
         self._persist()
 
     def update_file(self, path: str | os.PathLike[str], change: Callable[[str | None], str]) -> str:
@@ -341,9 +346,9 @@ class KnowledgeNotes:
                 f"{os.fspath(path)!r} is not a note '{{category}}/{{user prefix}}{{name}}.md' "
                 f"of {list(self.categories)}"
             )
-        data, _info = self.backend.update_note(category, name, on_bytes)
+        data, info = self.backend.update_note(category, name, on_bytes)
         content = data.decode("utf-8")
-        self._indexed(category, name, content)
+        self._indexed(category, name, content, info)
         return content
 
     def delete_file(self, path: str | os.PathLike[str]) -> bool:
