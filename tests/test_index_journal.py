@@ -353,3 +353,26 @@ def test_a_new_process_reads_few_notes_after_many_writes_on_postgres(
     assert result["found"][:1] == [f"many_n{count - 1}.md"]
     assert result["reads"] <= journal_bound(count), result
     assert result["batches"] <= 2, result  # one query per batch of notes, not one per note
+
+
+def test_the_racy_window_is_measured_and_falls_back_to_the_fixed_one(tmp_path: Path) -> None:
+    from local_ai_memory._backends.files.knowledge import measure_racy_window
+    from local_ai_memory._shared.fs import RACY_WINDOW_NS
+
+    window = measure_racy_window(tmp_path)
+    assert 0 < window <= RACY_WINDOW_NS
+    assert list(tmp_path.iterdir()) == []  # the scratch files are gone
+    assert measure_racy_window(tmp_path / "missing") == RACY_WINDOW_NS  # cannot measure: the fixed window
+    assert measure_racy_window(tmp_path, budget_ns=0) == RACY_WINDOW_NS  # no tick seen in time
+
+
+def test_an_edit_in_the_same_tick_is_seen_with_the_measured_window(tmp_path: Path) -> None:
+    """The measured window does not weaken the rule: an entry written by this process keeps
+    its content hash, so an edit of the same size that keeps the mtime is still found."""
+    store = _store(tmp_path)
+    store.write_file("knowledge/alice_a.md", "# A\n\napples")
+    path = tmp_path / "memory_data" / "knowledge" / "alice_a.md"
+    st = path.stat()
+    path.write_text("# A\n\nmelons")
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert store.bm25_search("melons", user_id="alice") == ["alice_a.md"]
