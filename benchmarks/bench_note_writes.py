@@ -15,7 +15,7 @@ and through LangGraph's ``LocalMemoryStore.put``, on files (fsync off and on) an
 
 Run: ``.venv/bin/python benchmarks/bench_note_writes.py [--notes 10000] [--backends files,fsync,postgres]
 [--paths write_note,put] [--url postgresql://...]``; ``--notes 100000 --backends files --paths write_note``
-is the large run.
+(or ``--notes 100000 --files-only``) is the large run.
 """
 
 from __future__ import annotations
@@ -98,9 +98,20 @@ def corpus(count: int) -> list[tuple[str, str]]:
     base = list(notes)
     round_ = 1
     while len(notes) < count and base:
-        notes += [(f"{name}-{round_}", text) for name, text in base[: count - len(notes)]]
+        # Beyond the real pages (about 20k here), each round gives every page a paragraph of
+        # another page, so the notes stay distinct documents of real words (for a 100k run).
+        size = len(base)
+        notes += [
+            (f"{name}-{round_}", f"{text}\n{_paragraph(base[(i * 7 + round_ * 131) % size][1])}\n")
+            for i, (name, text) in enumerate(base[: count - len(notes)])
+        ]
         round_ += 1
     return notes[:count]
+
+
+def _paragraph(text: str) -> str:
+    """The longest paragraph of a note's text (what a repeated note borrows from another)."""
+    return max(text.split("\n\n"), key=len)[:2000]
 
 
 def queries_of(notes: list[tuple[str, str]], count: int) -> list[str]:
@@ -210,9 +221,16 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=30)
     parser.add_argument("--backends", default="files,fsync,postgres")
     parser.add_argument("--paths", default="write_note,put")
+    parser.add_argument(
+        "--files-only",
+        action="store_true",
+        help="files without fsync through write_note only (the large run: --notes 100000 --files-only)",
+    )
     parser.add_argument("--url", default="", help="a PostgreSQL URL (default: start an embedded server)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder (its path is printed)")
     args = parser.parse_args()
+    if args.files_only:
+        args.backends, args.paths = "files", "write_note"
     notes = corpus(args.notes)
     queries = queries_of(notes, args.queries)
     print(

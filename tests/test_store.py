@@ -620,9 +620,9 @@ def test_a_ranker_snapshot_failing_its_checksum_is_reported_and_rebuilt(tmp_path
 def test_racily_clean_entries_keep_a_hash_until_their_mtime_can_be_trusted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from local_ai_memory._knowledge import indexer as store_module
-
     store = make_store(tmp_path)
+    # A coarse clock (3 s, as on FAT): this machine's measured tick would pass before the check.
+    monkeypatch.setattr(store.backend, "_racy_window", 3_000_000_000)
     path = put(store, "alice", "a", "# A\n\napples")
     assert store.find_entry("alice_a.md") is not None
     assert store.find_entry("alice_a.md").content_hash is not None  # type: ignore[union-attr]
@@ -633,7 +633,7 @@ def test_racily_clean_entries_keep_a_hash_until_their_mtime_can_be_trusted(
     assert store.bm25_search("melons", user_id="alice") == ["alice_a.md"]
     assert store.find_entry("alice_a.md").content_hash is not None  # type: ignore[union-attr]
     # Once the tick has passed, a matching hash is dropped and stat() alone decides again.
-    monkeypatch.setattr(store_module, "RACY_WINDOW_NS", 1_000_000)
+    monkeypatch.setattr(store.backend, "_racy_window", 1_000_000)
     time.sleep(0.01)
     assert store.get_stale_entries("alice") == []
     assert store.find_entry("alice_a.md").content_hash is None  # type: ignore[union-attr]

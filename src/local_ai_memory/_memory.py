@@ -777,6 +777,7 @@ class Memory:
         memory:``, before removing the data folder: a running watcher writes the index as it
         sees the notes go. A later search starts the watcher again."""
         if "knowledge" in self.__dict__:  # built on first use; nothing to stop otherwise
+            self.knowledge.store.settle()  # the next process re-reads none of our last notes
             self.knowledge.store.stop_watching()
         self.runtime.close()
         self.knowledge_backend.close()

@@ -41,6 +41,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
+from local_ai_memory._shared.fs import RACY_WINDOW_NS
 from local_ai_memory._shared.naming import DirectoryGuard, owner_of, user_file_prefix
 from local_ai_memory._shared.twins import thread_twin
 
@@ -229,6 +230,15 @@ class KnowledgeBackend(ABC):
     timestamps, which may tick too coarsely to tell two quick writes apart; the engines then
     also compare content hashes of notes written very recently."""
 
+    @property
+    def racy_window_ns(self) -> int:
+        """How recent (ns, against ``time.time_ns()``) a note's version must be for a change in
+        the same timestamp tick to leave its version and size alone. An entry indexed within
+        this window keeps a content hash until a check after it (see the note indexer). Exact
+        versions need none; otherwise :data:`~local_ai_memory._shared.fs.RACY_WINDOW_NS`
+        (coarse clocks, skew) unless the backend measured its storage's tick (files do)."""
+        return 0 if self.exact_versions else RACY_WINDOW_NS
+
     folder: DirectoryGuard | None = None
     """The data folder when the notes are plain files that other programs may change (the file
     backend): the stores of one folder in a process then share their index and rankers, and a
@@ -249,6 +259,19 @@ class KnowledgeBackend(ABC):
         if data is None:
             return None
         return (data, True) if len(data) <= size else (data[:size], False)
+
+    def read_note_heads(self, category: str, names: Sequence[str], size: int) -> dict[str, tuple[bytes, bool]]:
+        """:meth:`read_note_head` of several notes of ``category`` (missing ones left out).
+
+        What a new process re-reads when it catches up (the notes its ranker snapshot lacks):
+        the default reads them one by one; a database overrides it with one query, so catching
+        up costs one round trip rather than one per note."""
+        heads: dict[str, tuple[bytes, bool]] = {}
+        for name in names:
+            head = self.read_note_head(category, name, size)
+            if head is not None:
+                heads[name] = head
+        return heads
 
     @abstractmethod
     def write_note(self, category: str, name: str, data: bytes) -> NoteInfo:
@@ -388,6 +411,7 @@ class KnowledgeBackend(ABC):
     ablob_size = thread_twin(blob_size)
     aquarantine_blob = thread_twin(quarantine_blob)
     aread_note_head = thread_twin(read_note_head)
+    aread_note_heads = thread_twin(read_note_heads)
     alist_categories = thread_twin(list_categories)
     adelete_blob = thread_twin(delete_blob)
     arecover = thread_twin(recover)

@@ -8,7 +8,9 @@ It finds what changed in one of two ways, both through the storage contract only
 * otherwise a **listing comparison**: each note's size and version against its entry
   (``stat()`` only on files). Like git's "racily clean" entries, a note indexed within one
   timestamp tick of its last write keeps a content hash and is re-hashed on each check until
-  the tick has safely passed (backends with exact versions skip this).
+  the tick has safely passed (backends with exact versions skip this). The tick is the
+  backend's :attr:`~local_ai_memory._contracts.knowledge.KnowledgeBackend.racy_window_ns`:
+  measured on files (about a millisecond on Linux), 3 s where it cannot be.
 
 A note larger than :data:`MAX_INDEXED_BYTES` is indexed by its first that many bytes only
 (its entry's ``indexed_bytes`` says so), which bounds the time and memory of indexing it.
@@ -38,7 +40,6 @@ from local_ai_memory._knowledge.rankers import RankerCache
 from local_ai_memory._knowledge.token_marks import TokenMarks, count_marks
 from local_ai_memory._shared.errors import InvalidInputError
 from local_ai_memory._shared.events import Event, log_event
-from local_ai_memory._shared.fs import RACY_WINDOW_NS
 from local_ai_memory._shared.naming import owner_of, user_file_prefix
 from local_ai_memory._shared.tokens import TokenCounter
 
@@ -135,9 +136,28 @@ class NoteIndexer:
             content = self.read_text(entry.category, entry.filename)
         return ranking_tokens(entry, content, self.ranking_field, content_tokens, self.rankers.analyzer)
 
-    def stored_tokens(self, entry: IndexEntry) -> list[str]:
-        """The ranking tokens of an entry, reading its note if the ranking field needs the content."""
-        return self.tokens(entry, None)
+    def stored_tokens(self, entries: list[IndexEntry]) -> list[list[str]]:
+        """The ranking tokens of entries, reading their notes if the ranking field needs the
+        content: one :meth:`~KnowledgeBackend.read_note_heads` per category (one query on a
+        database, where one read per note cost a round trip each)."""
+        if self.ranking_field == "metadata":
+            return [self.tokens(entry, None) for entry in entries]
+        texts: dict[tuple[str, str], str] = {}
+        by_category: dict[str, list[str]] = {}
+        for entry in entries:
+            by_category.setdefault(entry.category, []).append(entry.filename)
+        for category, names in by_category.items():
+            for name, head in self.backend.read_note_heads(category, names, MAX_INDEXED_BYTES).items():
+                try:
+                    texts[(category, name)] = decode_head(*head)
+                except UnicodeDecodeError:
+                    continue
+        return [
+            ranking_tokens(
+                entry, texts.get((entry.category, entry.filename)), self.ranking_field, None, self.rankers.analyzer
+            )
+            for entry in entries
+        ]
 
     def put(self, entry: IndexEntry, content: str | None, content_tokens: list[str] | None = None) -> None:
         """Add or replace an entry and update its ranker."""
@@ -155,13 +175,23 @@ class NoteIndexer:
         return True
 
     def _racy_changed(self, entry: IndexEntry) -> bool:
-        """Whether a note indexed within one timestamp tick of its last write may differ now."""
+        """Whether a note indexed within one timestamp tick of its last write may differ now.
+
+        An unchanged note read once its tick is over (the clock read *before* its bytes) loses
+        its content hash: any later change gets a later version, which the listing shows."""
+        before = time.time_ns()
         head = self.backend.read_note_head(entry.category, entry.filename, MAX_INDEXED_BYTES)
         if head is None or hashlib.sha256(head[0]).hexdigest() != entry.content_hash:
             return True
-        if time.time_ns() - (entry.mtime_ns or 0) > RACY_WINDOW_NS and self.index.entries is not None:
+        if before - (entry.mtime_ns or 0) > self.backend.racy_window_ns and self.index.entries is not None:
             self.index.set_entry(entry.model_copy(update={"content_hash": None}))
         return False
+
+    def racy_pending(self) -> int:
+        """Nanoseconds until every hashed entry's tick is over (0: none is within it now)."""
+        entries = self.index.current()
+        newest = max((entries[k].mtime_ns or 0 for k in self.index.racy if k in entries), default=0)
+        return max(0, newest + self.backend.racy_window_ns - time.time_ns() + 1) if newest else 0
 
     def settle_racy(self, keys: Iterable[EntryKey]) -> int:
         """Check the entries of ``keys`` indexed within a timestamp tick of their write, now
@@ -170,10 +200,11 @@ class NoteIndexer:
         this one wrote (one head read per note, once); returns how many were re-indexed."""
         entries = self.index.current()
         now = time.time_ns()
+        window = self.backend.racy_window_ns
         changed = 0
         for key in keys:
             entry = entries.get(key)
-            if entry is None or entry.content_hash is None or now - (entry.mtime_ns or 0) <= RACY_WINDOW_NS:
+            if entry is None or entry.content_hash is None or now - (entry.mtime_ns or 0) <= window:
                 continue
             if self._racy_changed(entry):
                 changed += self.refresh_one(*key)
@@ -189,6 +220,8 @@ class NoteIndexer:
         Only the first :data:`MAX_INDEXED_BYTES` of a note are read and indexed.
         """
         category, filename = info.category, info.name
+        before = time.time_ns()  # the clock before the bytes are read (see racy_window_ns)
+        given = content is not None  # bytes we hold, not read: the listing may be a later write's
         if content is None:
             head = self.backend.read_note_head(category, filename, MAX_INDEXED_BYTES)
             if head is None:
@@ -206,7 +239,7 @@ class NoteIndexer:
             content, data, complete = _head_of(content, MAX_INDEXED_BYTES)
         tokens = tokenize(content)
         title, description, keywords = extract_metadata(filename, category, content, content_tokens=tokens)
-        racy = not self.backend.exact_versions and time.time_ns() - info.version <= RACY_WINDOW_NS
+        racy = not self.backend.exact_versions and (given or before - info.version <= self.backend.racy_window_ns)
         entry = IndexEntry(
             filename=filename,
             title=title,
@@ -235,9 +268,15 @@ class NoteIndexer:
                 return None
         return count_marks(self._counter, content, complete)
 
-    def refresh_one(self, category: str, filename: str, content: str | None = None) -> bool:
-        """Re-index one note from storage (or drop it if gone); return whether the index changed."""
-        info = self.backend.note_info(category, filename)
+    def refresh_one(
+        self, category: str, filename: str, content: str | None = None, info: NoteInfo | None = None
+    ) -> bool:
+        """Re-index one note from storage (or drop it if gone); return whether the index changed.
+
+        ``content`` and ``info``: the text just written and what its write returned (then
+        nothing is read)."""
+        if info is None:
+            info = self.backend.note_info(category, filename)
         scanned = self.scan(info, content) if info is not None else None
         if scanned is None:
             if info is None:

@@ -36,6 +36,7 @@ from typing import Any
 from local_ai_memory._contracts.knowledge import (
     DATA_DIR,
     KnowledgeBackend,
+    NoteInfo,
     VectorCache,
     erasure_marker,
     is_note_name,
@@ -77,6 +78,8 @@ DEFAULT_RANKING_FIELD: RankingField = "both"
 Progress = Callable[[int, int], None]
 
 
+SETTLE_WAIT_S = 0.05
+""":meth:`KnowledgeNotes.settle` waits at most this long for a timestamp tick to pass."""
 CATCH_UP_WAIT_NOTES = 10_000
 """From this many notes of the asking user, the query that starts the automatic watcher waits
 for the watcher's first comparison of the listings instead of comparing them alongside it."""
@@ -326,15 +329,19 @@ class KnowledgeNotes:
             raise InvalidInputError(
                 f"knowledge file name {name!r} must be '{{user prefix}}_{{name}}.md' (see user_file_prefix)"
             )
-        self.backend.write_note(category, name, content.encode("utf-8"))
-        self._indexed(category, name, content)
+        info = self.backend.write_note(category, name, content.encode("utf-8"))
+        self._indexed(category, name, content, info)
         return self.data_dir / category / name
 
-    def _indexed(self, category: str, name: str, content: str) -> None:
-        """Index the note just written (its journal line, or a snapshot when one is due)."""
+    def _indexed(self, category: str, name: str, content: str, info: NoteInfo | None = None) -> None:
+        """Index the note just written (its journal line, or a snapshot when one is due).
+
+        ``info`` is what the write itself returned: the entry then names the version of these
+        bytes (no second look, which cost a round trip on a database and could meet another
+        writer's version; a later change shows up as a newer version in the feed or listing)."""
         with self._lock:
             self._ensure_loaded()
-            self._indexer.refresh_one(category, name, content=content)
+            self._indexer.refresh_one(category, name, content=content, info=info)
         self._persist()
 
     def update_file(self, path: str | os.PathLike[str], change: Callable[[str | None], str]) -> str:
@@ -358,9 +365,9 @@ class KnowledgeNotes:
                 f"{os.fspath(path)!r} is not a note '{{category}}/{{user prefix}}{{name}}.md' "
                 f"of {list(self.categories)}"
             )
-        data, _info = self.backend.update_note(category, name, on_bytes)
+        data, info = self.backend.update_note(category, name, on_bytes)
         content = data.decode("utf-8")
-        self._indexed(category, name, content)
+        self._indexed(category, name, content, info)
         return content
 
     def delete_file(self, path: str | os.PathLike[str]) -> bool:
@@ -512,6 +519,30 @@ class KnowledgeNotes:
         if index.writes != snapshots:
             self._snapshot_rankers()
         return wrote
+
+    def settle(self) -> int:
+        """Settle the entries this process indexed within a timestamp tick of their note's write
+        (they carry a content hash that every later check would re-read and hash): wait for the
+        tick to pass if that takes at most :data:`SETTLE_WAIT_S` (a millisecond or so on Linux
+        files), re-read each once, and journal them without the hash. What
+        :meth:`~local_ai_memory.Memory.close` does, so the next process's first query re-reads
+        none of them. Best effort: a failure leaves the hashes, which stay correct; returns how
+        many notes had changed since and were re-indexed."""
+        index = self._index
+        if not index.loaded or not index.racy:
+            return 0
+        try:
+            with self._lock:
+                wait = self._indexer.racy_pending()
+            if 0 < wait <= SETTLE_WAIT_S * 1e9:
+                time.sleep(wait / 1e9)
+            with self._lock:
+                changed = self._indexer.settle_racy(sorted(index.racy))
+            self._flush(compact=False)
+        except StorageError as exc:
+            log_event(Event.INDEX_WRITE_DEFERRED, level=logging.WARNING, path=str(self.index_path), reason=str(exc))
+            return 0
+        return changed
 
     def _snapshot_rankers(self) -> None:
         """Bring the rankers of the notes changed since the last index snapshot up to date (a

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -49,7 +49,18 @@ __all__ = ["SNAPSHOT_DIR", "SNAPSHOT_VERSION", "RankerCache", "SnapshotMeta", "d
 
 SNAPSHOT_DIR = ".bm25"
 SNAPSHOT_VERSION = 3
-TokensOf = Callable[[IndexEntry], list[str]]
+TokensOf = Callable[[list[IndexEntry]], list[list[str]]]
+"""The ranking tokens of several entries (reading their notes in one batch where needed)."""
+READ_BATCH = 256
+"""Notes whose tokens are asked for at once when a ranker is built (one query on a database)."""
+
+
+def _tokens_in_batches(
+    category: str, names: list[str], entries: dict[tuple[str, str], IndexEntry], tokens_of: TokensOf
+) -> Iterator[tuple[str, list[str]]]:
+    for start in range(0, len(names), READ_BATCH):
+        batch = names[start : start + READ_BATCH]
+        yield from zip(batch, tokens_of([entries[(category, name)] for name in batch]), strict=True)
 
 
 class SnapshotMeta(BaseModel):
@@ -205,11 +216,12 @@ class RankerCache:
         except Exception:
             ranker, loaded = BM25Index(self.vocab, category), set()
         missing = sorted(name for name in names if name not in loaded)
+        docs = _tokens_in_batches(category, missing, entries, tokens_of)
         if len(missing) > max(64, journal_bound(len(names))):  # fewer go to the delta: no compaction now
-            ranker.build((name, tokens_of(entries[(category, name)])) for name in missing)
+            ranker.build(docs)
         else:
-            for name in missing:
-                ranker.add(name, tokens_of(entries[(category, name)]))
+            for name, tokens in docs:
+                ranker.add(name, tokens)
         self._rankers[(user_id, category)] = ranker
         if not names:  # nothing to cache: a search for a user without notes here writes nothing
             self._saved[(user_id, category)] = ranker.version

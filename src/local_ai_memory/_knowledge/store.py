@@ -20,7 +20,7 @@ import os
 from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
-from local_ai_memory._contracts.knowledge import VectorCache
+from local_ai_memory._contracts.knowledge import NoteInfo, VectorCache
 from local_ai_memory._knowledge.bm25 import rank
 from local_ai_memory._knowledge.dense import DenseIndex, DenseMatrix
 from local_ai_memory._knowledge.index import INDEX_NAME
@@ -187,10 +187,10 @@ class MemoryStore(KnowledgeNotes):
         except Exception as exc:
             log_event(Event.EMBEDDINGS_FALLBACK, reason=f"embedding at {what} failed: {exc!r}")
 
-    def _indexed(self, category: str, name: str, content: str) -> None:
+    def _indexed(self, category: str, name: str, content: str, info: NoteInfo | None = None) -> None:
         """Index a note just written (every write path: :meth:`write_file`, the conditional
         :meth:`update_file`); in hybrid mode its passages are embedded now, not by the next query."""
-        super()._indexed(category, name, content)
+        super()._indexed(category, name, content, info)
 
         def embed() -> None:
             dense = self._dense()

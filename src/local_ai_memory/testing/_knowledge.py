@@ -211,6 +211,10 @@ class KnowledgeBackendTests:
         assert twin(backend, "note_info", "knowledge", name) == info
         assert twin(backend, "list_notes", "knowledge")[name] == info
         assert twin(backend, "read_note_head", "knowledge", name, 4) == (data[:4], len(data) <= 4)
+        missing = _note("alice", "missing")
+        heads = twin(backend, "read_note_heads", "knowledge", [name, missing], 4)
+        assert heads == {name: (data[:4], len(data) <= 4)}  # a missing note is left out
+        assert twin(backend, "read_note_heads", "knowledge", [name], len(data)) == {name: (data, True)}
         replaced = data[::-1] + b"!"
         twin(backend, "write_note", "knowledge", name, replaced)
         assert twin(backend, "read_note", "knowledge", name) == replaced
