@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from local_ai_memory._runtime.extractive import (
     _Candidate,
+    _clauses,
     _compress,
+    _plans,
     _select,
     _split_sentences,
     _units,
@@ -139,6 +141,24 @@ def test_an_assistant_plan_is_a_decision_and_looking_around_is_not() -> None:
     assert any("const fn" in item for item in decisions)
     assert any("canary pod" in item for item in decisions)
     assert not any("check the C source" in item for item in decisions)
+
+
+def test_an_action_said_as_it_is_taken_or_as_an_imperative_how_is_a_plan() -> None:
+    assert _plans("Adding status_code=201 to the POST route.")
+    assert _plans("Use context.WithTimeout and pass that context to Post.")
+    assert _plans("Buffer resCh with capacity 1.")
+    assert not _plans("Checking the event log for the invoice.")  # looking around, not acting
+    assert not _plans("Morning traffic is 40% higher than at night.")
+
+
+def test_a_long_sentence_is_never_cut_inside_a_code_span() -> None:
+    sentence = (
+        "With `retry_policy: none` set on the card-gateway client in the canary config, those charges "
+        "fail outright: the canary 5xx rate rises from 0.11% to 0.82% within the first hour of traffic."
+    )
+    parts = _clauses(sentence, COUNTER, 16)
+    assert any("`retry_policy: none`" in part for part in parts)
+    assert any(part.startswith("the canary 5xx rate") for part in parts)  # a clause mark outside code still cuts
 
 
 def test_what_a_replaced_goal_named_without_a_verb_lives_on_as_a_bullet() -> None:

@@ -451,8 +451,20 @@ def _clauses(sentence: str, counter: TokenCounter, cap: int) -> list[str]:
     """A sentence, or its clauses when it is longer than ``cap`` tokens (each clause then is one bullet)."""
     if counter.count(sentence) <= cap:
         return [sentence]
-    parts = [part.strip() for part in _CLAUSE_SPLIT.split(sentence) if len(part.strip().split()) >= 3]
+    parts = [part.strip() for part in _split_outside_code(sentence) if len(part.strip().split()) >= 3]
     return parts or [sentence]
+
+
+def _split_outside_code(sentence: str) -> list[str]:
+    """``sentence`` cut at its clause marks, but never inside a code span (```max_retries: 0```)."""
+    parts, start = [], 0
+    spans = [found.span() for found in re.finditer(r"`[^`]*`", sentence)]
+    for mark in _CLAUSE_SPLIT.finditer(sentence):
+        if any(a < mark.start() < b for a, b in spans):
+            continue
+        parts.append(sentence[start : mark.start()])
+        start = mark.end()
+    return [*parts, sentence[start:]]
 
 
 _FIRST_PERSON_PLAN = re.compile(
@@ -467,6 +479,12 @@ _LOOKING = re.compile(
 )
 
 
+_DOING = re.compile(r"^(?P<verb>[a-z]+ing)\s+\S")
+"""An action the assistant is taking as it speaks ("Adding status_code=201 to the route."), when no verb follows."""
+_USE = re.compile(r"^(?:use|pass|set|buffer|pin|bump|raise|lower|return|register|keep|leave|wrap|call)\s")
+"""An imperative that says how something is to be done ("Use a context with a timeout.")."""
+
+
 def _plans(sentence: str) -> bool:
     """Whether an assistant sentence commits to an action ("I'll generate the table with a const fn.",
     "I'm adding forbid(unsafe_code).", "Deploy the fix to one pod first."), not to looking around."""
@@ -474,7 +492,10 @@ def _plans(sentence: str) -> bool:
     if found and not _LOOKING.match(found["verb"] or found["doing"]):
         return True
     text = _FILLER.sub("", sentence.lower()).strip()
-    return bool(_TASK_VERB.match(text)) and not _STEP_VERB.match(text)
+    doing = _DOING.match(text)
+    if doing and not _LOOKING.match(doing["verb"]) and not _LINKING.search(text):  # "Morning traffic is ..."
+        return True
+    return bool(_TASK_VERB.match(text) or _USE.match(text)) and not _STEP_VERB.match(text)
 
 
 def _assistant_candidates(text: str, order: int, counter: TokenCounter, cap: int) -> list[_Candidate]:
