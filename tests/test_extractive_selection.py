@@ -161,6 +161,16 @@ def test_a_long_sentence_is_never_cut_inside_a_code_span() -> None:
     assert any(part.startswith("the canary 5xx rate") for part in parts)  # a clause mark outside code still cuts
 
 
+def test_a_short_label_stays_with_what_it_labels_when_both_fit() -> None:
+    sentence = (
+        "Two options are left after the survey of the old town and the riverside hotels this week; "
+        "Hotel da Ribeira: €145/night, 15 rooms free, meeting room €400/day."
+    )
+    parts = _clauses(sentence, COUNTER, 24)
+    assert "Hotel da Ribeira: €145/night, 15 rooms free, meeting room €400/day." in parts
+    assert not any(part == "Hotel da Ribeira:" for part in parts)
+
+
 def test_what_a_replaced_goal_named_without_a_verb_lives_on_as_a_bullet() -> None:
     messages = to_messages(
         [

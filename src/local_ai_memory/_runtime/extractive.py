@@ -448,11 +448,29 @@ def _specificity(text: str) -> int:
 
 
 def _clauses(sentence: str, counter: TokenCounter, cap: int) -> list[str]:
-    """A sentence, or its clauses when it is longer than ``cap`` tokens (each clause then is one bullet)."""
+    """A sentence, or its clauses when it is longer than ``cap`` tokens (each clause then is one bullet).
+
+    A clause is never cut inside a code span (```max_retries: 0```), and a short label stays with
+    what it labels ("Hotel da Ribeira: €145/night, 15 rooms free") when both fit in ``cap``.
+    """
     if counter.count(sentence) <= cap:
         return [sentence]
-    parts = [part.strip() for part in _split_outside_code(sentence) if len(part.strip().split()) >= 3]
+    pieces = _split_outside_code(sentence)
+    merged: list[str] = []
+    for piece in pieces:
+        label = merged[-1] if merged else ""
+        if label.rstrip().endswith(":") and len(label.split()) <= _LABEL_WORDS:
+            joined = f"{label.rstrip()} {piece.strip()}"
+            if counter.count(joined) <= cap:
+                merged[-1] = joined
+                continue
+        merged.append(piece)
+    parts = [part.strip() for part in merged if len(part.strip().split()) >= 3]
     return parts or [sentence]
+
+
+_LABEL_WORDS = 5
+"""A clause this short that ends with ":" is a label ("Hotel da Ribeira:", "Root cause:")."""
 
 
 def _split_outside_code(sentence: str) -> list[str]:
