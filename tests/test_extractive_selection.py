@@ -9,6 +9,7 @@ from local_ai_memory._runtime.extractive import (
     _plans,
     _select,
     _split_sentences,
+    _table_row,
     _units,
     extract_summary,
     next_goal,
@@ -169,6 +170,18 @@ def test_a_short_label_stays_with_what_it_labels_when_both_fit() -> None:
     parts = _clauses(sentence, COUNTER, 24)
     assert "Hotel da Ribeira: €145/night, 15 rooms free, meeting room €400/day." in parts
     assert not any(part == "Hotel da Ribeira:" for part in parts)
+
+
+def test_a_table_row_is_said_as_subject_and_values_and_a_short_total_row_is_kept() -> None:
+    row = "| Hotel da Ribeira | 14 × 2 × €145 | 4,060 |"
+    assert _table_row(row) == "Hotel da Ribeira: 14 × 2 × €145, 4,060"
+    assert COUNTER.count(_table_row(row)) < COUNTER.count(row)
+    assert _table_row("|---|:---:|---|") == ""
+    table = "Budget:\n\n| Item | € |\n|---|---|\n| Hotel da Ribeira | 4,060 |\n| **Total** | **7,330** |"
+    messages = to_messages([{"role": "user", "content": "Plan the offsite."}, {"role": "assistant", "content": table}])
+    text = render_summary(extract_summary(messages, COUNTER, 768))
+    assert "Total: 7,330" in text
+    assert "|" not in text
 
 
 def test_what_a_replaced_goal_named_without_a_verb_lives_on_as_a_bullet() -> None:

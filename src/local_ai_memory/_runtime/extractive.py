@@ -516,10 +516,22 @@ def _plans(sentence: str) -> bool:
     return bool(_TASK_VERB.match(text) or _USE.match(text)) and not _STEP_VERB.match(text)
 
 
+def _table_row(line: str) -> str:
+    """A Markdown table row said as "first cell: other cells" (fewer tokens than the pipes); a rule row is ""."""
+    cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+    cells = [cell for cell in cells if cell]
+    if not cells or all(re.fullmatch(r":?-+:?", cell) for cell in cells):
+        return ""
+    return f"{cells[0]}: {', '.join(cells[1:])}" if len(cells) > 1 else cells[0]
+
+
 def _assistant_candidates(text: str, order: int, counter: TokenCounter, cap: int) -> list[_Candidate]:
     """What an assistant message does, sentence by sentence: commits, concludes, asks or narrates."""
     found: list[_Candidate] = []
-    for sentence in _sentences(text):
+    lines = text.splitlines()
+    rows = [row for row in (_table_row(line) for line in lines if line.lstrip().startswith("|")) if row]
+    prose = "\n".join(line for line in lines if not line.lstrip().startswith("|"))
+    for sentence in [*_sentences(prose), *rows]:  # a row is kept however short ("Total: 7,330")
         line = _not_the_user(clean_line(sentence))
         if not line or (_NARRATION.match(line) and not _specificity(line)):
             continue
