@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from local_ai_memory._runtime.extractive import (
     _Candidate,
+    _clauses,
     _compress,
+    _plans,
     _select,
     _split_sentences,
+    _table_row,
     _units,
     extract_summary,
     next_goal,
@@ -139,6 +142,46 @@ def test_an_assistant_plan_is_a_decision_and_looking_around_is_not() -> None:
     assert any("const fn" in item for item in decisions)
     assert any("canary pod" in item for item in decisions)
     assert not any("check the C source" in item for item in decisions)
+
+
+def test_an_action_said_as_it_is_taken_or_as_an_imperative_how_is_a_plan() -> None:
+    assert _plans("Adding status_code=201 to the POST route.")
+    assert _plans("Use context.WithTimeout and pass that context to Post.")
+    assert _plans("Buffer resCh with capacity 1.")
+    assert not _plans("Checking the event log for the invoice.")  # looking around, not acting
+    assert not _plans("Morning traffic is 40% higher than at night.")
+
+
+def test_a_long_sentence_is_never_cut_inside_a_code_span() -> None:
+    sentence = (
+        "With `retry_policy: none` set on the card-gateway client in the canary config, those charges "
+        "fail outright: the canary 5xx rate rises from 0.11% to 0.82% within the first hour of traffic."
+    )
+    parts = _clauses(sentence, COUNTER, 16)
+    assert any("`retry_policy: none`" in part for part in parts)
+    assert any(part.startswith("the canary 5xx rate") for part in parts)  # a clause mark outside code still cuts
+
+
+def test_a_short_label_stays_with_what_it_labels_when_both_fit() -> None:
+    sentence = (
+        "Two options are left after the survey of the old town and the riverside hotels this week; "
+        "Hotel da Ribeira: €145/night, 15 rooms free, meeting room €400/day."
+    )
+    parts = _clauses(sentence, COUNTER, 24)
+    assert "Hotel da Ribeira: €145/night, 15 rooms free, meeting room €400/day." in parts
+    assert not any(part == "Hotel da Ribeira:" for part in parts)
+
+
+def test_a_table_row_is_said_as_subject_and_values_and_a_short_total_row_is_kept() -> None:
+    row = "| Hotel da Ribeira | 14 × 2 × €145 | 4,060 |"
+    assert _table_row(row) == "Hotel da Ribeira: 14 × 2 × €145, 4,060"
+    assert COUNTER.count(_table_row(row)) < COUNTER.count(row)
+    assert _table_row("|---|:---:|---|") == ""
+    table = "Budget:\n\n| Item | € |\n|---|---|\n| Hotel da Ribeira | 4,060 |\n| **Total** | **7,330** |"
+    messages = to_messages([{"role": "user", "content": "Plan the offsite."}, {"role": "assistant", "content": table}])
+    text = render_summary(extract_summary(messages, COUNTER, 768))
+    assert "Total: 7,330" in text
+    assert "|" not in text
 
 
 def test_what_a_replaced_goal_named_without_a_verb_lives_on_as_a_bullet() -> None:

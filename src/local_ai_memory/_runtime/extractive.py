@@ -448,11 +448,41 @@ def _specificity(text: str) -> int:
 
 
 def _clauses(sentence: str, counter: TokenCounter, cap: int) -> list[str]:
-    """A sentence, or its clauses when it is longer than ``cap`` tokens (each clause then is one bullet)."""
+    """A sentence, or its clauses when it is longer than ``cap`` tokens (each clause then is one bullet).
+
+    A clause is never cut inside a code span (```max_retries: 0```), and a short label stays with
+    what it labels ("Hotel da Ribeira: €145/night, 15 rooms free") when both fit in ``cap``.
+    """
     if counter.count(sentence) <= cap:
         return [sentence]
-    parts = [part.strip() for part in _CLAUSE_SPLIT.split(sentence) if len(part.strip().split()) >= 3]
+    pieces = _split_outside_code(sentence)
+    merged: list[str] = []
+    for piece in pieces:
+        label = merged[-1] if merged else ""
+        if label.rstrip().endswith(":") and len(label.split()) <= _LABEL_WORDS:
+            joined = f"{label.rstrip()} {piece.strip()}"
+            if counter.count(joined) <= cap:
+                merged[-1] = joined
+                continue
+        merged.append(piece)
+    parts = [part.strip() for part in merged if len(part.strip().split()) >= 3]
     return parts or [sentence]
+
+
+_LABEL_WORDS = 5
+"""A clause this short that ends with ":" is a label ("Hotel da Ribeira:", "Root cause:")."""
+
+
+def _split_outside_code(sentence: str) -> list[str]:
+    """``sentence`` cut at its clause marks, but never inside a code span (```max_retries: 0```)."""
+    parts, start = [], 0
+    spans = [found.span() for found in re.finditer(r"`[^`]*`", sentence)]
+    for mark in _CLAUSE_SPLIT.finditer(sentence):
+        if any(a < mark.start() < b for a, b in spans):
+            continue
+        parts.append(sentence[start : mark.start()])
+        start = mark.end()
+    return [*parts, sentence[start:]]
 
 
 _FIRST_PERSON_PLAN = re.compile(
@@ -467,6 +497,12 @@ _LOOKING = re.compile(
 )
 
 
+_DOING = re.compile(r"^(?P<verb>[a-z]+ing)\s+\S")
+"""An action the assistant is taking as it speaks ("Adding status_code=201 to the route."), when no verb follows."""
+_USE = re.compile(r"^(?:use|pass|set|buffer|pin|bump|raise|lower|return|register|keep|leave|wrap|call)\s")
+"""An imperative that says how something is to be done ("Use a context with a timeout.")."""
+
+
 def _plans(sentence: str) -> bool:
     """Whether an assistant sentence commits to an action ("I'll generate the table with a const fn.",
     "I'm adding forbid(unsafe_code).", "Deploy the fix to one pod first."), not to looking around."""
@@ -474,13 +510,28 @@ def _plans(sentence: str) -> bool:
     if found and not _LOOKING.match(found["verb"] or found["doing"]):
         return True
     text = _FILLER.sub("", sentence.lower()).strip()
-    return bool(_TASK_VERB.match(text)) and not _STEP_VERB.match(text)
+    doing = _DOING.match(text)
+    if doing and not _LOOKING.match(doing["verb"]) and not _LINKING.search(text):  # "Morning traffic is ..."
+        return True
+    return bool(_TASK_VERB.match(text) or _USE.match(text)) and not _STEP_VERB.match(text)
+
+
+def _table_row(line: str) -> str:
+    """A Markdown table row said as "first cell: other cells" (fewer tokens than the pipes); a rule row is ""."""
+    cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+    cells = [cell for cell in cells if cell]
+    if not cells or all(re.fullmatch(r":?-+:?", cell) for cell in cells):
+        return ""
+    return f"{cells[0]}: {', '.join(cells[1:])}" if len(cells) > 1 else cells[0]
 
 
 def _assistant_candidates(text: str, order: int, counter: TokenCounter, cap: int) -> list[_Candidate]:
     """What an assistant message does, sentence by sentence: commits, concludes, asks or narrates."""
     found: list[_Candidate] = []
-    for sentence in _sentences(text):
+    lines = text.splitlines()
+    rows = [row for row in (_table_row(line) for line in lines if line.lstrip().startswith("|")) if row]
+    prose = "\n".join(line for line in lines if not line.lstrip().startswith("|"))
+    for sentence in [*_sentences(prose), *rows]:  # a row is kept however short ("Total: 7,330")
         line = _not_the_user(clean_line(sentence))
         if not line or (_NARRATION.match(line) and not _specificity(line)):
             continue
