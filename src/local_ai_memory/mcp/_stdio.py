@@ -33,7 +33,6 @@ import importlib.util
 import json
 import os
 import sys
-import tempfile
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractContextManager
@@ -118,12 +117,12 @@ class Front:
         the record only saves time."""
         if self._record is None:
             return
-        with contextlib.suppress(OSError):
-            self._record.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".mcp-answers", dir=self._record.parent)
-            with os.fdopen(fd, "w", encoding="utf-8") as file:
-                json.dump({"stamp": self._stamp, "answers": self._answers}, file, ensure_ascii=False)
-            os.replace(tmp, self._record)
+        from local_ai_memory._shared import fs  # the module that owns every write (after the handshake)
+
+        data = json.dumps({"stamp": self._stamp, "answers": self._answers}, ensure_ascii=False).encode("utf-8")
+        with contextlib.suppress(OSError):  # StorageError is an OSError
+            fs.ensure_dir(self._record.parent)
+            fs.atomic_write(self._record, data, durable=False)
 
     def send(self, line: str) -> None:
         """Send ``line`` to the client (one line of JSON, newline added)."""
