@@ -18,6 +18,9 @@ calls it instead of re-implementing it:
 * :func:`log_event` emits the library's named log events;
 * :mod:`checkpoint_log` is the record format of LangGraph checkpoint logs and its pure rules
   (fold, list tails, compaction), shared by ``LocalMemorySaver`` and the memory's retention;
+* :func:`atomic_write` replaces a small file of the integration's own (a cache, a record) the
+  way the memory writes its files: temp file, rename, fsync unless ``durable=False``, one
+  owner of the write syscalls so fault-injection tests see it;
 * :func:`note_filename` is the file name of a user's note (the naming rule that keeps
   ``bob`` out of ``bob_admin``'s notes), for integrations that address notes by name.
 """
@@ -44,6 +47,7 @@ from local_ai_memory._runtime.tool_results import (
 )
 from local_ai_memory._shared.drive import adrive, drive
 from local_ai_memory._shared.events import log_event
+from local_ai_memory._shared.fs import atomic_write
 from local_ai_memory._shared.naming import note_filename, scope_name, validate_id, validate_name
 
 __all__ = [
@@ -56,6 +60,7 @@ __all__ = [
     "adrive",
     "afinish_run",
     "assemble_context",
+    "atomic_write",
     "build_selection_prompt",
     "checkpoint_log",
     "drive",

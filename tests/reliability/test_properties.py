@@ -22,6 +22,7 @@ from local_ai_memory import InvalidInputError, RecordNotFoundError
 from local_ai_memory._knowledge.store import MemoryStore
 from local_ai_memory._runtime.scope import MemoryManager, merge_patch
 from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.fs import RACY_WINDOW_NS
 from local_ai_memory._shared.naming import DirectoryGuard
 from local_ai_memory.backends import FileKnowledgeBackend, FileRuntimeBackend
 
@@ -264,9 +265,19 @@ TestIndexModel.settings = settings(
 )
 
 
+class _CoarseClockBackend(FileKnowledgeBackend):
+    """Files on a file system whose timestamps tick coarsely (FAT, some network shares): the
+    measured window cannot be shorter than the fixed one. On a fine clock a change made after
+    a search that verified the note gets a later mtime, so only a coarse clock can keep it."""
+
+    @property
+    def racy_window_ns(self) -> int:
+        return RACY_WINDOW_NS
+
+
 def test_same_size_edit_in_one_tick_is_seen(tmp_path: Path) -> None:
     """An editor saves a same-size change within the filesystem's timestamp granularity."""
-    store = MemoryStore(FileKnowledgeBackend(DirectoryGuard(tmp_path), CONFIG), CONFIG, categories=["knowledge"])
+    store = MemoryStore(_CoarseClockBackend(DirectoryGuard(tmp_path), CONFIG), CONFIG, categories=["knowledge"])
     path = tmp_path / "memory_data/knowledge/alice_n.md"
     store.write_file("knowledge/alice_n.md", "# N\n\ntokaaaax\n")
     assert store.bm25_search("tokaaaax", user_id="alice") == ["alice_n.md"]

@@ -117,12 +117,11 @@ class Front:
         the record only saves time."""
         if self._record is None:
             return
-        from local_ai_memory._shared import fs  # the module that owns every write (after the handshake)
+        from local_ai_memory.integration import atomic_write  # loaded by then (after the handshake)
 
         data = json.dumps({"stamp": self._stamp, "answers": self._answers}, ensure_ascii=False).encode("utf-8")
         with contextlib.suppress(OSError):  # StorageError is an OSError
-            fs.ensure_dir(self._record.parent)
-            fs.atomic_write(self._record, data, durable=False)
+            atomic_write(self._record, data, durable=False)
 
     def send(self, line: str) -> None:
         """Send ``line`` to the client (one line of JSON, newline added)."""
