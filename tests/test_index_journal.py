@@ -356,8 +356,7 @@ def test_a_new_process_reads_few_notes_after_many_writes_on_postgres(
 
 
 def test_the_racy_window_is_measured_and_falls_back_to_the_fixed_one(tmp_path: Path) -> None:
-    from local_ai_memory._backends.files.knowledge import measure_racy_window
-    from local_ai_memory._shared.fs import RACY_WINDOW_NS
+    from local_ai_memory._shared.fs import RACY_WINDOW_NS, measure_racy_window
 
     window = measure_racy_window(tmp_path)
     assert 0 < window <= RACY_WINDOW_NS

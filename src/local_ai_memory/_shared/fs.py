@@ -26,6 +26,7 @@ import os
 import re
 import secrets
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -363,6 +364,48 @@ def rename_if_absent(source: Path, target: Path, *, durable: bool = True) -> boo
     if durable:
         _sync_folder_of(target)
     return True
+
+
+TICK_PROBE_NS = 50_000_000
+"""How long :func:`measure_racy_window` watches a file's timestamp at most (50 ms): a clock
+that does not tick twice within it is treated as coarse (the fixed window applies)."""
+
+
+def measure_racy_window(folder: Path, budget_ns: int = TICK_PROBE_NS) -> int:
+    """The racy window of the file system under ``folder``, measured: create scratch files
+    until their mtimes have moved three times and take the largest step (the clock's tick),
+    plus how far the file system's clock lagged ``time.time_ns()`` (a network share's skew),
+    times two for a margin. A change made later than that after a note's mtime gets a later
+    mtime, so an entry older than that needs no content hash.
+
+    New files written once, not one file touched again and again: a kernel with fine-grained timestamps
+    gives them only to a file whose times were read since its last change, and a note
+    replaced by another process is a new file with a coarse time. Whatever cannot be measured
+    (a read-only folder, a clock that ticks slower than the budget allows) gives
+    :data:`~local_ai_memory._shared.fs.RACY_WINDOW_NS`, the fixed window for coarse clocks."""
+    probe = folder / f".clock-probe-{os.getpid()}-{threading.get_ident()}"
+    steps: list[int] = []
+    lag = 0
+    last: int | None = None
+    deadline = time.monotonic_ns() + budget_ns
+    try:
+        while len(steps) < 3 and time.monotonic_ns() < deadline:
+            fd = _syscalls.open_new(str(probe))
+            try:
+                _syscalls.write(fd, memoryview(b"."))  # as a note is written: created, then its bytes
+                mtime = os.fstat(fd).st_mtime_ns
+            finally:
+                _syscalls.close(fd)
+                _syscalls.unlink(str(probe))
+            lag = max(lag, time.time_ns() - mtime)
+            if last is not None and mtime != last:
+                steps.append(abs(mtime - last))
+            last = mtime
+    except OSError:
+        return RACY_WINDOW_NS
+    if len(steps) < 3:
+        return RACY_WINDOW_NS
+    return min(RACY_WINDOW_NS, 2 * (max(steps[1:]) + max(0, lag)) + 1_000_000)
 
 
 def lock_path(path: Path) -> Path:

@@ -30,7 +30,6 @@ import hashlib
 import os
 import stat as stat_module
 import threading
-import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -58,48 +57,6 @@ __all__ = ["FileKnowledgeBackend"]
 UPDATE_LOCKS = ".locks"
 """Folder under ``memory_data/`` of the lock files :meth:`FileKnowledgeBackend.update_note` takes."""
 _LOG_LIMIT = 100_000  # more pending changes than this: the feed asks for one full comparison
-
-
-TICK_PROBE_NS = 50_000_000
-"""How long :func:`measure_racy_window` watches a file's timestamp at most (50 ms): a clock
-that does not tick twice within it is treated as coarse (the fixed window applies)."""
-
-
-def measure_racy_window(folder: Path, budget_ns: int = TICK_PROBE_NS) -> int:
-    """The racy window of the file system under ``folder``, measured: create scratch files
-    until their mtimes have moved three times and take the largest step (the clock's tick),
-    plus how far the file system's clock lagged ``time.time_ns()`` (a network share's skew),
-    times two for a margin. A change made later than that after a note's mtime gets a later
-    mtime, so an entry older than that needs no content hash.
-
-    New files written once, not one file touched again and again: a kernel with fine-grained timestamps
-    gives them only to a file whose times were read since its last change, and a note
-    replaced by another process is a new file with a coarse time. Whatever cannot be measured
-    (a read-only folder, a clock that ticks slower than the budget allows) gives
-    :data:`~local_ai_memory._shared.fs.RACY_WINDOW_NS`, the fixed window for coarse clocks."""
-    probe = folder / f".clock-probe-{os.getpid()}-{threading.get_ident()}"
-    steps: list[int] = []
-    lag = 0
-    last: int | None = None
-    deadline = time.monotonic_ns() + budget_ns
-    try:
-        while len(steps) < 3 and time.monotonic_ns() < deadline:
-            fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            try:
-                os.write(fd, b".")  # as a note is written: created, then its bytes
-                mtime = os.fstat(fd).st_mtime_ns
-            finally:
-                os.close(fd)
-                os.unlink(probe)
-            lag = max(lag, time.time_ns() - mtime)
-            if last is not None and mtime != last:
-                steps.append(abs(mtime - last))
-            last = mtime
-    except OSError:
-        return _fs.RACY_WINDOW_NS
-    if len(steps) < 3:
-        return _fs.RACY_WINDOW_NS
-    return min(_fs.RACY_WINDOW_NS, 2 * (max(steps[1:]) + max(0, lag)) + 1_000_000)
 
 
 def _info(category: str, name: str, st: os.stat_result) -> NoteInfo:
@@ -140,10 +97,11 @@ class FileKnowledgeBackend(KnowledgeBackend):
 
     @property
     def racy_window_ns(self) -> int:
-        """Measured once per backend, on first need (:func:`measure_racy_window`: a few ms)."""
+        """Measured once per backend, on first need (a few ms; see
+        :func:`~local_ai_memory._shared.fs.measure_racy_window`)."""
         window = self._racy_window
         if window is None:
-            window = self._racy_window = measure_racy_window(_fs.ensure_dir(self.data_dir / UPDATE_LOCKS))
+            window = self._racy_window = _fs.measure_racy_window(_fs.ensure_dir(self.data_dir / UPDATE_LOCKS))
         return window
 
     def __repr__(self) -> str:
