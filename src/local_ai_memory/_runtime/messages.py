@@ -71,7 +71,10 @@ _ROLE_ALIASES = {
 class Message:
     """A message in the library's normal form.
 
-    ``tool_calls`` holds the names of the tools an assistant message asked for.
+    ``tool_calls`` holds the names of the tools an assistant message asked for, and
+    ``tool_arguments`` what it passed to each, as JSON text, in the same order (``""`` for a
+    call given without arguments; ``()`` when no call had any). The arguments are often what
+    a run did ("read_file path=src/app.py"), which a summary of the run wants to say.
     """
 
     role: str
@@ -79,6 +82,7 @@ class Message:
     name: str | None = None
     tool_call_id: str | None = None
     tool_calls: tuple[str, ...] = ()
+    tool_arguments: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """A plain ``{"role", "content", ...}`` dict (optional keys only when set)."""
@@ -89,6 +93,8 @@ class Message:
             out["tool_call_id"] = self.tool_call_id
         if self.tool_calls:
             out["tool_calls"] = list(self.tool_calls)
+        if self.tool_arguments:
+            out["tool_arguments"] = list(self.tool_arguments)
         return out
 
 
@@ -123,23 +129,47 @@ def _role_of(item: Any) -> str:
     return _ROLE_ALIASES.get(raw.lower(), raw.lower())
 
 
-def _tool_call_names(item: Any) -> tuple[str, ...]:
+def _arguments_text(arguments: Any) -> str:
+    """A call's arguments as JSON text: a string as given (OpenAI sends JSON text), anything else dumped."""
+    if arguments is None or arguments in ({}, "", "{}"):
+        return ""
+    if isinstance(arguments, str):
+        return arguments
+    return json.dumps(arguments, ensure_ascii=False, default=str)
+
+
+def _tool_calls_of(item: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The names of the tools a message asks for and the arguments of each (see :class:`Message`).
+
+    Reads LangChain calls (``{"name", "args"}``), OpenAI calls (``{"function": {"name",
+    "arguments"}}``, also under ``additional_kwargs``) and plain names, which may come with a
+    parallel ``tool_arguments`` list (the normal form's own dict).
+    """
     calls = _get(item, "tool_calls")
     if not calls:
         extra = _get(item, "additional_kwargs")
         calls = extra.get("tool_calls") if isinstance(extra, Mapping) else None
+    given = _get(item, "tool_arguments")
+    given = list(given) if isinstance(given, (list, tuple)) else []
     names: list[str] = []
+    arguments: list[str] = []
     for call in calls or ():
         if isinstance(call, str):
             names.append(call)
+            text = given[len(arguments)] if len(arguments) < len(given) else ""
+            arguments.append(text if isinstance(text, str) else _arguments_text(text))
             continue
         name = _get(call, "name")
-        if not name:
-            function = _get(call, "function")
-            name = _get(function, "name") if function is not None else None
+        function = _get(call, "function")
+        if not name and function is not None:
+            name = _get(function, "name")
         if isinstance(name, str) and name:
             names.append(name)
-    return tuple(names)
+            args = _get(call, "args")
+            if args is None and function is not None:
+                args = _get(function, "arguments")
+            arguments.append(_arguments_text(args))
+    return tuple(names), (tuple(arguments) if any(arguments) else ())
 
 
 def _responses_item(item: Mapping[str, Any]) -> Message | None:
@@ -155,11 +185,13 @@ def _responses_item(item: Mapping[str, Any]) -> Message | None:
     if kind.endswith("_call"):  # function_call, file_search_call, ...
         name = item.get("name")
         arguments = item.get("arguments")
+        text = arguments if isinstance(arguments, str) else ""
         return Message(
             "assistant",
-            arguments if isinstance(arguments, str) else "",
+            text,
             tool_call_id=call_id,
             tool_calls=(name if isinstance(name, str) and name else kind,),
+            tool_arguments=(text,) if text else (),
         )
     if kind == "reasoning":
         return Message("assistant", _text_of(item.get("summary")))
@@ -175,12 +207,14 @@ def to_message(item: MessageLike) -> Message:
     role = _role_of(item)
     name = _get(item, "name")
     tool_call_id = _get(item, "tool_call_id")
+    names, arguments = _tool_calls_of(item)
     return Message(
         role=role,
         content=_text_of(_get(item, "content")),
         name=name if isinstance(name, str) and name else None,
         tool_call_id=tool_call_id if isinstance(tool_call_id, str) and tool_call_id else None,
-        tool_calls=_tool_call_names(item),
+        tool_calls=names,
+        tool_arguments=arguments,
     )
 
 
@@ -199,13 +233,16 @@ def stored(message: Message, now: float) -> StoredMessage:
         name=message.name,
         tool_call_id=message.tool_call_id,
         tool_calls=message.tool_calls,
+        tool_arguments=message.tool_arguments,
         created_at=now,
     )
 
 
 def from_stored(record: StoredMessage) -> Message:
     """The normal form of a stored message."""
-    return Message(record.role, record.content, record.name, record.tool_call_id, record.tool_calls)
+    return Message(
+        record.role, record.content, record.name, record.tool_call_id, record.tool_calls, record.tool_arguments
+    )
 
 
 def stored_items(items: Sequence[Item], now: float) -> list[StoredMessage]:

@@ -206,6 +206,10 @@ class StoredMessage(BaseModel):
     ``raw`` is the JSON text of a framework's own item when it must come back exactly as given
     (an OpenAI Agents SDK session item, say); ``role``/``content`` are then its normal form,
     which the compressor and the context builder read. Older readers ignore the field.
+
+    ``tool_arguments`` is the JSON text of each tool call's arguments, in the order of
+    ``tool_calls``. Added without a format change: records written before have none (read as
+    ``()``), and older readers ignore the field, as they do ``raw``.
     """
 
     model_config = ConfigDict(extra="ignore", frozen=True)
@@ -217,6 +221,7 @@ class StoredMessage(BaseModel):
     name: str | None = None
     tool_call_id: str | None = None
     tool_calls: tuple[str, ...] = ()
+    tool_arguments: tuple[str, ...] = ()
     created_at: float = 0.0
     raw: str | None = None
 
