@@ -15,7 +15,7 @@ from local_ai_memory._runtime.extractive import (
     next_goal,
 )
 from local_ai_memory._runtime.messages import to_messages
-from local_ai_memory._runtime.summary import DECISIONS, DISCOVERIES, render_summary
+from local_ai_memory._runtime.summary import COMPLETED, DECISIONS, DISCOVERIES, render_summary
 from local_ai_memory._shared.tokens import TokenCounter
 
 COUNTER = TokenCounter()
@@ -220,3 +220,41 @@ def test_a_cut_goal_keeps_the_sentence_that_names_its_subject() -> None:
     assert cut.startswith("I'm porting our packet checksum routine from C to Rust for pktool. It's the standard")
     assert cut.endswith("Can you write the Rust version?")
     assert not cut.endswith("…")  # whole sentences, as many as fit
+
+
+def test_what_the_tool_calls_were_about_is_said_from_their_arguments() -> None:
+    body = "x" * 500  # a long value is data (a file's content), not what the call was about
+    messages = to_messages(
+        [
+            {"role": "user", "content": "Why does the nightly export crash?"},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {"name": "read_file", "args": {"path": "jobs/export_nightly.py"}, "id": "c1"},
+                    {"name": "search_logs", "args": {"query": "OOMKilled", "since": "2024-06-01"}, "id": "c2"},
+                    {"name": "write_file", "args": {"path": "notes.txt", "content": body}, "id": "c3"},
+                    {"name": "read_file", "args": {"path": "jobs/export_nightly.py"}, "id": "c4"},
+                ],
+            },
+            {"role": "tool", "name": "read_file", "tool_call_id": "c1", "content": "def main(): ..."},
+        ]
+    )
+    completed = extract_summary(messages, COUNTER, 768).bullets[COMPLETED]
+    assert "read_file: jobs/export_nightly.py" in completed  # one line per tool, a repeated call said once
+    assert "search_logs: query=OOMKilled, since=2024-06-01" in completed
+    assert "write_file: notes.txt" in completed
+    assert body not in " ".join(completed)
+
+
+def test_a_responses_call_item_is_not_read_as_prose() -> None:
+    messages = to_messages(
+        [
+            {"role": "user", "content": "Find the failing job."},
+            {"type": "function_call", "call_id": "c1", "name": "grep", "arguments": '{"pattern": "ERROR 42"}'},
+        ]
+    )
+    summary = extract_summary(messages, COUNTER, 768)
+    assert "grep: ERROR 42" in summary.bullets[COMPLETED]
+    assert not any('"pattern"' in line for bullets in summary.bullets.values() for line in bullets)
+

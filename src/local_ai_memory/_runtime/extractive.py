@@ -531,6 +531,7 @@ def _assistant_candidates(text: str, order: int, counter: TokenCounter, cap: int
     lines = text.splitlines()
     rows = [row for row in (_table_row(line) for line in lines if line.lstrip().startswith("|")) if row]
     prose = "\n".join(line for line in lines if not line.lstrip().startswith("|"))
+
     for sentence in [*_sentences(prose), *rows]:  # a row is kept however short ("Total: 7,330")
         line = _not_the_user(clean_line(sentence))
         if not line or (_NARRATION.match(line) and not _specificity(line)):
@@ -656,6 +657,44 @@ def _collapse_tools(tools: list[Message], pages: dict[str, list[int]]) -> list[s
     return [line if not line.startswith(USER_MARK) else f"tool {line}" for line in lines]
 
 
+_ARGUMENT_CHARS = 60
+"""An argument value longer than this (a file's content, a whole query) is data, not what the call was about."""
+
+
+def _argument_words(arguments: str) -> str:
+    """A call's arguments said briefly: its short scalar values, ``key=value`` when there are several."""
+    try:
+        value = json.loads(arguments)
+    except ValueError:
+        return ""
+    if not isinstance(value, dict):
+        value = {"": value}
+    pairs = [
+        (str(key), " ".join(str(item).split()))
+        for key, item in value.items()
+        if isinstance(item, (str, int, float)) and not isinstance(item, bool)
+    ]
+    pairs = [(key, item) for key, item in pairs if item and len(item) <= _ARGUMENT_CHARS]
+    if len(pairs) == 1:
+        return pairs[0][1]
+    return ", ".join(f"{key}={item}" for key, item in pairs)
+
+
+def _call_lines(calls: list[tuple[str, str]]) -> list[str]:
+    """What the run's tool calls were about, one line per tool: "read_file: src/app.py; src/db.py".
+
+    The paging tools are left out (their own line says which pages were read), and so is a call
+    whose arguments name nothing short enough to say.
+    """
+    said: dict[str, list[str]] = {}
+    for name, arguments in calls:
+        words = _argument_words(arguments) if name not in _PAGING_TOOLS else ""
+        if words and words not in said.setdefault(name, []):
+            said[name].append(words)
+    lines = [f"{name}: {'; '.join(words)}" for name, words in said.items() if words]
+    return [line if not line.startswith(USER_MARK) else f"tool {line}" for line in lines]
+
+
 _EMPHASIS = re.compile(r"\*\*|__")
 _OPENER = re.compile(
     r"^(?:(?:so|and|but|ok(?:ay)?|yes|yeah|right|well|alright|also|separately|then|now|anyway|basically|actually|"
@@ -708,6 +747,7 @@ _KIND_SCALE = 4.0  # how much the kind of a bullet (a user's decision, a finding
 _LENGTH_EXPONENT = 0.75  # value per token**exponent: below 1, a long informative line is not starved
 _RAN_SCORE = -2.0  # "ran read_file ×3": what was done, worth a line only when there is room
 _EARLIER_SCORE = 1.5  # an earlier goal, which holds what the user first said
+_CALL_SCORE = -2.0  # "read_file: src/app.py": what the calls were about, worth a line only when there is room
 _TOOL_SCORE = -2.0  # a tool result's own summary line ("run_sql reported: 3 rows")
 _STORED_SCORE = 1.5  # where a stored output is: the one way back to it
 _ECHO_CAP = 3  # a unit said in this many messages counts sqrt(3) times one said once
@@ -779,6 +819,7 @@ def _select(
         seen.add(key)
         kind = max(0.1, 1 + candidate.score / _KIND_SCALE)
         units = {u: w * min(_ECHO_CAP, max(1, echoes.get(u, 1))) ** 0.5 for u, w in _units(candidate.text).items()}
+
         cost = counter.count(candidate.text) + 2 + (counter.count(USER_MARK) if candidate.user else 0)
         pool.append((index, kind, units, cost))
     chosen: list[int] = []
@@ -834,7 +875,9 @@ def extract_summary(
         elif message.role == "user":
             reader.user(message.content.strip(), order)
         elif message.role == "assistant":
-            reader.candidates += _assistant_candidates(message.content.strip(), order, counter, reader.clause_cap)
+            reader.calls += zip(message.tool_calls, message.tool_arguments, strict=False)
+            if message.content.strip() not in message.tool_arguments:  # a Responses call item holds its arguments
+                reader.candidates += _assistant_candidates(message.content.strip(), order, counter, reader.clause_cap)
     return reader.summary()
 
 
@@ -853,6 +896,7 @@ class _RunReader:
         self.pages: dict[str, list[int]] = {}
         self.earlier_goals: list[str] = []
         self.texts: list[str] = []
+        self.calls: list[tuple[str, str]] = []
 
     def tool(self, message: Message, order: int) -> None:
         """A tool result: paging is counted, a stored output is named, else only its own summary line."""
@@ -926,6 +970,10 @@ class _RunReader:
         summary = Summary(self.goal)
         # What was done comes first in Completed; it competes for room like any other bullet.
         done = [_Candidate(COMPLETED, line, _RAN_SCORE, -1) for line in _collapse_tools(self.tools, self.pages)]
+        done += [
+            _Candidate(COMPLETED, clean_line(line, counter, self.clause_cap), _CALL_SCORE, -1)
+            for line in _call_lines(self.calls)
+        ]
         done += [
             _Candidate(COMPLETED, f"earlier goal: {clean_line(g, counter, self.bullet_cap)}", _EARLIER_SCORE, -1)
             for g in self.earlier_goals
