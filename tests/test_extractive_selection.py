@@ -257,4 +257,3 @@ def test_a_responses_call_item_is_not_read_as_prose() -> None:
     summary = extract_summary(messages, COUNTER, 768)
     assert "grep: ERROR 42" in summary.bullets[COMPLETED]
     assert not any('"pattern"' in line for bullets in summary.bullets.values() for line in bullets)
-
