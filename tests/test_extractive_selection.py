@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from local_ai_memory._runtime.extractive import (
     _Candidate,
     _clauses,
@@ -257,3 +259,48 @@ def test_a_responses_call_item_is_not_read_as_prose() -> None:
     summary = extract_summary(messages, COUNTER, 768)
     assert "grep: ERROR 42" in summary.bullets[COMPLETED]
     assert not any('"pattern"' in line for bullets in summary.bullets.values() for line in bullets)
+
+
+_TASK = "Our nightly export job for the billing-db started crashing on Monday. Can you find out why and fix it?"
+
+
+def _goal_after(message: str) -> str:
+    messages = to_messages(
+        [
+            {"role": "user", "content": _TASK},
+            {"role": "assistant", "content": "The job OOMs at 2Gi while loading invoices."},
+            {"role": "user", "content": message},
+        ]
+    )
+    return extract_summary(messages, COUNTER, 768).goal
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Next, run the test suite and show me the failures.",  # a step on the way
+        "Now deploy it to staging.",  # more work on what is at hand
+        "Now that the fix is deployed, can you check the error rate?",
+        "Never mind, it works now.",  # sets the work aside but asks for nothing
+        "Use the read replica instead.",
+    ],
+)
+def test_a_step_or_a_remark_leaves_the_goal(message: str) -> None:
+    assert _goal_after(message) == _TASK
+
+
+@pytest.mark.parametrize(
+    ("message", "subject"),
+    [
+        ("Never mind the crash, we're retiring that job. Please write the decommissioning checklist.", "checklist"),
+        ("On second thought, drop the fix and write a runbook for manual exports.", "runbook"),
+        ("Let's switch gears. Write the handover doc for data-eng.", "handover doc"),
+        ("New priority: prepare the Q3 capacity plan for billing-db.", "capacity plan"),
+        ("Different question: how do we rotate the billing-db credentials?", "rotate"),
+        ("Cambio di programma: scrivi il piano di migrazione.", "piano di migrazione"),
+    ],
+)
+def test_setting_the_work_aside_and_asking_for_another_changes_the_goal(message: str, subject: str) -> None:
+    goal = _goal_after(message)
+    assert subject in goal
+    assert goal.index(subject) < goal.find("(earlier:")  # the old goal is only mentioned after the new one

@@ -370,16 +370,24 @@ _GOAL_LABEL = re.compile(
 _CHANGE_CUE = re.compile(
     r"\b(?:change of plans?|plans? (?:have |has )?changed|new plan|new task|new goal|different task|"
     r"what (?:i|we|she|he|they) (?:actually |really )?needs? (?:from you )?(?:now |instead )?is|"
-    r"nouvelle t[aâ]che|changement de plan|nouvel objectif|neue aufgabe|plan(?:ä|ae)nderung|neues ziel|"
-    r"cambio de planes?|nueva tarea|nuevo objetivo|mudan[cç]a de planos?|nova tarefa|novo objetivo)\b",
+    r"switch(?:ing)? gears|pivot|change of (?:direction|priorit(?:y|ies))|"
+    r"priorit(?:y|ies) (?:has |have )?(?:changed|shifted)|"
+    r"new (?:priority|request|assignment|ask)|different (?:question|request|task|topic)|"
+    r"nouvelle t[aâ]che|changement de (?:plan|programme)|nouvel objectif|neue aufgabe|plan(?:ä|ae)nderung|neues ziel|"
+    r"cambio de planes?|nueva tarea|nuevo objetivo|mudan[cç]a de planos?|nova tarefa|novo objetivo|"
+    r"cambio di (?:programma|piano|programmi|piani)|nuovo (?:compito|obiettivo))\b",
     re.IGNORECASE,
 )
 """An explicit change of goal wherever it stands in a sentence ("Ugh, change of plan.")."""
 _CHANGE_START = re.compile(
-    r"^(?:forget (?:that|the|it|about)|scratch that|moving on|let's move on|switch(?:ing)? to|"
-    r"oublie[zs]? (?:ça|la|le)|vergiss (?:das|die|den)|olvida (?:eso|lo|la|el)|esquece (?:isso|o|a))\b"
+    r"^(?:forget (?:that|the|it|about)|scratch that|moving on|let's move on|switch(?:ing)? to|never ?mind|"
+    r"on second thought|drop (?:that|this|the)|park (?:that|this|the)|put (?:that|this|the) .{0,40}(?:aside|on hold)|"
+    r"oublie[zs]? (?:ça|la|le)|laisse tomber|vergiss (?:das|die|den)|olvida (?:eso|lo|la|el)|esquece (?:isso|o|a)|"
+    r"lascia (?:perdere|stare))\b"
 )
-"""An explicit change of goal that only counts at the start of a sentence ("Don't forget the tests." is none)."""
+"""A change of goal that only counts at the start of a sentence ("Don't forget the tests." is none): the user sets
+the current work aside. It changes the goal only when the message then asks for something ("Never mind, it works
+now." asks nothing)."""
 _COMMITMENT = re.compile(
     r"\b(?:we(?:'ll| will| are going to| won't| will not| should| keep| stick| use)|i(?:'ll| will) (?:use|keep|go|add|"
     r"write|pin|switch|leave|not|make|set|change|move|drop|replace|skip|do|implement|fix|open|file)|let's|let us|"
@@ -605,7 +613,10 @@ def _explicit_goal(content: str) -> tuple[str, str] | None:
     for sentence in _all_sentences(text):
         label = _GOAL_LABEL.match(sentence)
         opening = _FILLER.sub("", clean_line(sentence).lower()).strip()
-        if label or _CHANGE_CUE.search(sentence) or _CHANGE_START.match(opening):
+        dismissal = not label and not _CHANGE_CUE.search(sentence) and _CHANGE_START.match(opening)
+        if dismissal and not _asks_after(text[text.find(sentence) :]):
+            continue
+        if label or _CHANGE_CUE.search(sentence) or dismissal:
             at = text.find(sentence)
             rest = text[at:]
             if label:
@@ -614,16 +625,33 @@ def _explicit_goal(content: str) -> tuple[str, str] | None:
     return None
 
 
+def _asks_after(text: str) -> bool:
+    """Whether ``text`` (a change of goal and what follows it) asks for something: a request or a question."""
+    for sentence in _all_sentences(text):
+        opening = _FILLER.sub("", clean_line(sentence).lower()).strip()
+        rest = _CHANGE_START.sub("", opening, count=1).strip(" ,:;-")
+        if rest and classify_user_sentence(rest) in _ASKING:
+            return True
+    return False
+
+
 def _is_task(goal: str) -> bool:
     """Whether a goal is a task the user set, not a stand-in remark ("Hello there.") a later message replaces."""
     sentences = _all_sentences(goal)
     return any(classify_user_sentence(s) in _ASKING for s in sentences) or len(goal.split()) >= 6
 
 
+_BACK_REFERENCE = re.compile(r"^(?:please\s+)?\w+\s+(?:it|this|that|these|those|them|the (?:fix|change|patch))\b")
+
+
 def _changes_task(sentence: str) -> bool:
     """Whether a user sentence opens with a change of task ("Now ...", "Instead, ...", "New task: ...")."""
     text = _FILLER.sub("", clean_line(sentence).lower()).strip()
-    return classify_user_sentence(sentence) == "new_task" and bool(_NEW_TASK.match(text))
+    if classify_user_sentence(sentence) != "new_task" or not _NEW_TASK.match(text):
+        return False
+    rest = _NEW_TASK.sub("", text, count=1).strip()
+    # "Next, run the tests." / "Now deploy it to staging.": a step on the way, or more work on what is at hand
+    return not (_STEP_VERB.match(rest) or _BACK_REFERENCE.match(rest))
 
 
 def _extends(sentence: str) -> bool:
