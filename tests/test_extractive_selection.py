@@ -304,3 +304,37 @@ def test_setting_the_work_aside_and_asking_for_another_changes_the_goal(message:
     goal = _goal_after(message)
     assert subject in goal
     assert goal.index(subject) < goal.find("(earlier:")  # the old goal is only mentioned after the new one
+
+
+@pytest.mark.parametrize(
+    ("context", "ask"),
+    [
+        (
+            "I have a customer, Jonas Weber, order #DE-88121, who says the parcel never arrived.",
+            "He wants a refund. Please check the carrier status and handle it.",
+        ),
+        (
+            "Quick context: we run 3 Kafka clusters on MSK, all on version 2.8.1.",
+            "I need a plan to upgrade them to 3.6 with no downtime.",
+        ),
+        ("We're seeing 502s on checkout since the 14:05 deploy of cart-api v3.2.0.", "Roll it back, find the cause."),
+        ("Bonjour, je suis Léa de l'équipe data.", "Peux-tu m'aider à migrer nos DAGs Airflow 1.10 vers Airflow 2.9 ?"),
+    ],
+)
+def test_what_the_user_said_before_the_first_ask_stays_with_it_in_the_goal(context: str, ask: str) -> None:
+    messages = to_messages(
+        [
+            {"role": "user", "content": context},
+            {"role": "assistant", "content": "Sure."},
+            {"role": "user", "content": ask},
+            {"role": "assistant", "content": "On it."},
+        ]
+    )
+    assert extract_summary(messages, COUNTER, 768).goal == f"{context} {ask}"
+
+
+def test_a_statement_with_no_ask_after_it_stays_a_bullet() -> None:
+    messages = to_messages([{"role": "user", "content": "The cluster is kestrel."}])
+    summary = extract_summary(messages, COUNTER, 768)
+    assert summary.goal == ""
+    assert summary.bullets[DISCOVERIES] == ["User: The cluster is kestrel."]

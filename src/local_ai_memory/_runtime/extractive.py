@@ -76,7 +76,11 @@ _POLITE = re.compile(
     r"^(?:please|pls|kindly|can you|could you|would you|will you|can we|could we|"
     r"i (?:want|need|would like|'d like) you to|i'd like you to|help me(?: to)?|(?:i|we) need help(?: with)?|"
     r"your task is to|the task is to|"
-    r"i (?:want|need) to|we (?:want|need) to|let's|let us|i'm trying to|we're trying to|i am trying to)\b[\s,]*"
+    r"i (?:want|need) to|we (?:want|need) to|let's|let us|i'm trying to|we're trying to|i am trying to|"
+    r"(?:i|we)(?: would|'d)? (?:like|want|need)(?= an? \w+ (?:to|for|of|on)\b)|"
+    r"(?:est-ce que )?(?:peux-tu|pouvez-vous|pourrais-tu|pourriez-vous|tu peux|vous pouvez)|"
+    r"¿?(?:puedes|podr[ií]as|puede|podr[ií]a)|(?:voc[eê] )?(?:pode|poderia)|"
+    r"(?:kannst du|k[öo]nnen sie|k[öo]nntest du|k[öo]nnten sie)|(?:puoi|potresti|pu[oò]|potrebbe))\b[\s,]*"
 )
 _NEW_TASK = re.compile(
     r"^(?:now|next|new task|change of plans?|moving on|let's move on|instead(?!\s+of)|forget (?:that|the last one|it)|"
@@ -99,7 +103,9 @@ _RULE_ANYWHERE = re.compile(
     r"(?:is|are) (?:required|mandatory|forbidden)|our (?:convention|policy|rule)|the (?:convention|policy|rule) is|"
     r"my preference|our preference|(?:i|we) (?:prefer|always|never))\b"
 )
-_PREFERENCE = re.compile(r"^(?:i|we)(?: would|'d)? (?:like|want|need) (?!to\b|you\b|us\b|help\b)")
+_PREFERENCE = re.compile(
+    r"^(?:i|we)(?: would|'d)? (?:like|want|need) (?!to\b|you\b|us\b|help\b|an? \w+ (?:to|for|of|on)\b)"
+)
 _LABELLED = re.compile(r"^[a-z][\w /-]{1,30}:\s+\S")
 _CONTINUE = re.compile(
     r"^(?:go on|go ahead|continue|keep going|carry on|proceed|try again|retry|do it|do that|fix it|fix that|"
@@ -112,6 +118,9 @@ _TASK_VERB = re.compile(
     r"list|look into|look at|make|merge|migrate|move|optimi[sz]e|organi[sz]e|patch|plan|port|prepare|profile|"
     r"prototype|publish|put|refactor|release|remove|rename|reorgani[sz]e|repair|replace|reproduce|research|"
     r"restructure|review|rewrite|run|schedule|set up|setup|ship|show|simplify|sort|speed up|split|start|"
+    r"roll|revert|restore|recover|resolve|refund|cancel|reply|respond|send|rotate|renew|restart|"
+    r"provision|rebuild|backfill|triage|audit|reconcile|forecast|estimate|recommend|evaluate|assess|outline|"
+    r"propose|write up|clean up|"
     r"summari[sz]e|support|test|trace|translate|try|tune|update|upgrade|validate|verify|wire|work on|write)\b"
 )
 _NAMING = re.compile(r"\b(?:(?:is|are|was|were|'s)\s+(?:called|named)|named|called|known as|codename)\b")
@@ -635,6 +644,16 @@ def _asks_after(text: str) -> bool:
     return False
 
 
+def _asks(text: str) -> bool:
+    """Whether a user text asks for something (a request, a change of task, a question), not only states things."""
+    return any(classify_user_sentence(s) in _ASKING for s in _all_sentences(text))
+
+
+def _requests(text: str) -> bool:
+    """Whether a user text asks for work to be done (a request, a step, a change of task), not only a question."""
+    return any(classify_user_sentence(s) in ("request", "new_task", "follow_up", "step") for s in _all_sentences(text))
+
+
 def _is_task(goal: str) -> bool:
     """Whether a goal is a task the user set, not a stand-in remark ("Hello there.") a later message replaces."""
     sentences = _all_sentences(goal)
@@ -925,6 +944,7 @@ class _RunReader:
         self.earlier_goals: list[str] = []
         self.texts: list[str] = []
         self.calls: list[tuple[str, str]] = []
+        self.context: list[str] = []
 
     def tool(self, message: Message, order: int) -> None:
         """A tool result: paging is counted, a stored output is named, else only its own summary line."""
@@ -977,12 +997,18 @@ class _RunReader:
             sentences = _all_sentences(content)
             if any(_changes_task(sentence) for sentence in sentences):
                 effect = "set"
-            elif any(_extends(sentence) for sentence in sentences):
-                effect = "extend"
+            elif any(_extends(sentence) for sentence in sentences) or (not _asks(self.goal) and _requests(content)):
+                effect = "extend"  # an added task, or the first ask after a remark that was its context
             else:
                 effect = "keep"
         before = self.goal
         self.goal, stated = next_goal(before, content, self.counter, self.goal_cap, effect)
+        if not before and self.goal and self.context:  # what the user stated before asking is the ask's context
+            with_context = clean_line(" ".join([*self.context, self.goal]))
+            if self.counter.count(with_context) <= self.goal_cap:
+                self.goal = with_context
+        elif not before and not self.goal and user_statements(content):
+            self.context.append(content)
         if before and self.goal != before and not self.goal.startswith(before):
             self.earlier_goals.append(before)
         if self.goal == before:
