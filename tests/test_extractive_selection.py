@@ -237,6 +237,7 @@ def test_what_the_tool_calls_were_about_is_said_from_their_arguments() -> None:
                     {"name": "search_logs", "args": {"query": "OOMKilled", "since": "2024-06-01"}, "id": "c2"},
                     {"name": "write_file", "args": {"path": "notes.txt", "content": body}, "id": "c3"},
                     {"name": "read_file", "args": {"path": "jobs/export_nightly.py"}, "id": "c4"},
+                    {"name": "login", "args": {"user": "ops-bot", "api_key": "sk-live-123"}, "id": "c5"},
                 ],
             },
             {"role": "tool", "name": "read_file", "tool_call_id": "c1", "content": "def main(): ..."},
@@ -247,6 +248,8 @@ def test_what_the_tool_calls_were_about_is_said_from_their_arguments() -> None:
     assert "search_logs: query=OOMKilled, since=2024-06-01" in completed
     assert "write_file: notes.txt" in completed
     assert body not in " ".join(completed)
+    assert "login: ops-bot" in completed  # a secret's value is never repeated
+    assert "sk-live-123" not in " ".join(completed)
 
 
 def test_a_responses_call_item_is_not_read_as_prose() -> None:

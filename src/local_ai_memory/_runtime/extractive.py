@@ -708,6 +708,10 @@ _ARGUMENT_CHARS = 60
 """An argument value longer than this (a file's content, a whole query) is data, not what the call was about."""
 
 
+_SECRET_KEY = re.compile(r"pass(?:word|wd|phrase)?|secret|token|api[_-]?key|auth|credential|private|cookie", re.I)
+"""An argument whose name says it is a secret: its value is never repeated in L1."""
+
+
 def _argument_words(arguments: str) -> str:
     """A call's arguments said briefly: its short scalar values, ``key=value`` when there are several."""
     try:
@@ -721,7 +725,9 @@ def _argument_words(arguments: str) -> str:
         for key, item in value.items()
         if isinstance(item, (str, int, float)) and not isinstance(item, bool)
     ]
-    pairs = [(key, item) for key, item in pairs if item and len(item) <= _ARGUMENT_CHARS]
+    pairs = [
+        (key, item) for key, item in pairs if item and len(item) <= _ARGUMENT_CHARS and not _SECRET_KEY.search(key)
+    ]
     if len(pairs) == 1:
         return pairs[0][1]
     return ", ".join(f"{key}={item}" for key, item in pairs)
