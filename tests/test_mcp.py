@@ -413,6 +413,11 @@ def test_the_stdio_front_answers_a_new_client_from_the_shipped_record() -> None:
     unusual = Front(sent.append, None, "s", lambda: shipped)  # a capability not judged: wait for the SDK
     hello["params"]["capabilities"] = {"tasks": {"requests": {}}}
     unusual.from_client(json.dumps(hello))
-    modern = Front(sent.append, None, "s", lambda: shipped)  # the 2026-07-28 era: only its own record
+    modern = Front(sent.append, None, "s", lambda: shipped)  # the 2026-07-28 era
     modern.from_client(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": enveloped}))
-    assert len(sent) == 2
+    assert len(sent) == 2  # an envelope without capabilities: the SDK refuses it
+    plain = {"_meta": {**enveloped["_meta"], "io.modelcontextprotocol/clientCapabilities": {}}}
+    modern.from_client(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": plain}))
+    assert json.loads(sent[-1])["result"] == shipped['["modern", "tools/list", "2026-07-28"]']
+    modern.from_client(json.dumps(hello))  # initialize on a 2026-07-28 connection: refused by the SDK
+    assert len(sent) == 3

@@ -13,13 +13,15 @@ import pytest
 pytest.importorskip("mcp")
 
 from mcp.server.mcpserver import MCPServer
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 from local_ai_memory import Memory
 from local_ai_memory.mcp import create_server
 from local_ai_memory.mcp._handshake import (
     LIST_METHODS,
+    MODERN_METHODS,
     SHIPPED,
+    envelope,
     exchange,
     generate,
     hello,
@@ -94,6 +96,48 @@ def test_a_request_the_loose_key_does_not_judge_waits_for_the_sdk(server: MCPSer
     assert loose_key("initialize", request["params"], None) is None
     reply = exchange(server, [request])[0]
     assert ("error" in reply) is refused, reply
+
+
+ENVELOPES: list[dict[str, Any]] = [
+    {},
+    {"clientInfo": None},
+    {"clientInfo": {"name": "cursor", "version": "1.2", "title": "Cursor"}},
+    {"clientCapabilities": {"roots": {"listChanged": True}, "sampling": {"tools": {}}, "elicitation": {"form": {}}}},
+]
+
+
+@pytest.mark.parametrize("version", MODERN_PROTOCOL_VERSIONS)
+@pytest.mark.parametrize("client", range(len(ENVELOPES)))
+def test_a_plain_2026_request_gets_the_shipped_answer_from_the_sdk(
+    server: MCPServer[Any], version: str, client: int
+) -> None:
+    shipped = load_shipped({"read_only": False})
+    params = envelope(version, **ENVELOPES[client])
+    asked = [{"jsonrpc": "2.0", "id": n, "method": method, "params": params} for n, method in enumerate(MODERN_METHODS)]
+    replies = exchange(server, asked)
+    for n, method in enumerate(MODERN_METHODS):
+        key = loose_key(method, params, None)
+        assert key is not None
+        assert replies[n]["result"] == shipped[key]
+
+
+MODERN_REFUSED: list[tuple[dict[str, Any], bool]] = [  # (envelope parts replaced, whether the SDK refuses it)
+    ({"clientCapabilities": None}, True),
+    ({"clientInfo": {"name": "no version"}}, True),
+    ({"clientCapabilities": {"sampling": "yes"}}, True),
+    ({"clientCapabilities": {"extensions": {}}}, False),  # valid, but not judged here
+]
+
+
+@pytest.mark.parametrize("case", range(len(MODERN_REFUSED)))
+def test_a_2026_request_the_loose_key_does_not_judge_waits_for_the_sdk(server: MCPServer[Any], case: int) -> None:
+    parts, refused = MODERN_REFUSED[case]
+    params = envelope(MODERN_PROTOCOL_VERSIONS[-1], **parts)
+    assert loose_key("tools/list", params, None) is None
+    reply = exchange(server, [{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": params}])[1]
+    assert ("error" in reply) is refused, reply
+    assert loose_key("tools/list", {**params, "cursor": "x"}, None) is None
+    assert loose_key("tools/call", envelope(MODERN_PROTOCOL_VERSIONS[-1]), None) is None
 
 
 def test_lists_and_repeats_get_loose_keys_only_in_a_negotiated_connection() -> None:

@@ -15,7 +15,8 @@ the file with what the SDK answers now and fails when it is stale, so it cannot 
 
 The shipped answers are keyed more loosely than a start's own record (which keys on the exact
 request, client name included): an ``initialize`` by the protocol version it asks for, a list
-by the method and the negotiated version. That holds only for requests the SDK is certain to
+by the method and the negotiated version, a 2026-07-28 request (``server/discover``, the lists)
+by the method and the version its envelope names. That holds only for requests the SDK is certain to
 accept and answer the same way whatever the client: :func:`loose_key` recognizes a plain
 request of that kind and returns ``None`` for anything else (extra fields, ``_meta``, a
 capability it does not know), which then waits for the SDK. It imports neither the SDK nor the
@@ -31,7 +32,18 @@ import sys
 from pathlib import Path
 from typing import Any, cast
 
-__all__ = ["LIST_METHODS", "SHIPPED", "exchange", "generate", "hello", "load_shipped", "loose_key", "shipped_stamp"]
+__all__ = [
+    "LIST_METHODS",
+    "MODERN_METHODS",
+    "SHIPPED",
+    "envelope",
+    "exchange",
+    "generate",
+    "hello",
+    "load_shipped",
+    "loose_key",
+    "shipped_stamp",
+]
 
 SHIPPED = Path(__file__).with_name("handshake.json")
 """The generated file of answers (``{stamp: {loose key: result}}``)."""
@@ -42,6 +54,13 @@ LIST_METHODS = ("tools/list", "resources/templates/list", "prompts/list")
 _DISTRIBUTIONS = ("mcp", "mcp_types", "pydantic", "pydantic_core")
 """Whose installed version the answers depend on (import name; the dist-info name matches)."""
 
+MODERN_METHODS = ("server/discover", *LIST_METHODS)
+"""The requests of the 2026-07-28 protocol whose answer depends only on the server (and the
+version the request's envelope names)."""
+
+_VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+_INFO_KEY = "io.modelcontextprotocol/clientInfo"
+_CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
 _CLIENT_INFO = frozenset({"name", "version", "title", "description", "websiteUrl"})
 _DICT_OF_DICTS = frozenset({"sampling", "elicitation", "experimental"})
 
@@ -106,10 +125,31 @@ def _plain_capabilities(capabilities: Any) -> bool:
     return True
 
 
+def _modern_key(method: str, params: Any) -> str | None:
+    """The key of a plain 2026-07-28 request: nothing but the envelope, whose version, client
+    and capabilities are of the plain kinds; its answer depends on the version alone."""
+    if method not in MODERN_METHODS or not isinstance(params, dict) or set(params) != {"_meta"}:
+        return None
+    meta = params["_meta"]
+    if not isinstance(meta, dict) or not {_VERSION_KEY, _CAPABILITIES_KEY} <= set(meta):
+        return None
+    if not set(meta) <= {_VERSION_KEY, _INFO_KEY, _CAPABILITIES_KEY} or not isinstance(meta[_VERSION_KEY], str):
+        return None
+    if _INFO_KEY in meta and not _plain_client_info(meta[_INFO_KEY]):
+        return None
+    if not _plain_capabilities(meta[_CAPABILITIES_KEY]):
+        return None
+    return json.dumps(["modern", method, meta[_VERSION_KEY]])
+
+
 def loose_key(method: str, params: Any, version: str | None) -> str | None:
-    """The shipped record's key of a legacy request (``version``: the protocol version the
-    connection negotiated, ``None`` before ``initialize``), or ``None`` when the request is not
-    a plain one whose answer the SDK gives every client alike."""
+    """The shipped record's key of a request, or ``None`` when it is not a plain one whose
+    answer the SDK gives every client alike. A legacy request is judged with ``version``, the
+    protocol version its connection negotiated (``None`` before ``initialize``); a 2026-07-28
+    request carries its version in its envelope."""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    if isinstance(meta, dict) and _VERSION_KEY in meta:
+        return _modern_key(method, params)
     if method == "initialize":
         if version is not None or not isinstance(params, dict):
             return None
@@ -168,6 +208,15 @@ def exchange(server: Any, messages: list[dict[str, Any]]) -> dict[Any, dict[str,
     return replies
 
 
+def envelope(version: str, **meta: Any) -> dict[str, Any]:
+    """The params of a 2026-07-28 request for ``version``; ``meta`` replaces parts of the envelope
+    (by their short names ``clientInfo`` and ``clientCapabilities``; ``None`` drops one)."""
+    parts = {"clientInfo": {"name": "generate", "version": "0"}, "clientCapabilities": {}, **meta}
+    keys = {"clientInfo": _INFO_KEY, "clientCapabilities": _CAPABILITIES_KEY}
+    found = {keys.get(name, name): value for name, value in parts.items() if value is not None}
+    return {"_meta": {_VERSION_KEY: version, **found}}
+
+
 def hello(version: str, **params: Any) -> dict[str, Any]:
     """An ``initialize`` request (id 0) for protocol ``version``; ``params`` replace its parts."""
     base = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "generate", "version": "0"}}
@@ -179,7 +228,7 @@ def generate(read_only: bool) -> dict[str, Any]:
     ``read_only`` selects, one connection per handshake protocol version; ``{loose key: result}``."""
     import tempfile
 
-    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
     from local_ai_memory import Memory
 
@@ -197,6 +246,15 @@ def generate(read_only: bool) -> dict[str, Any]:
             for n, method in enumerate(LIST_METHODS, start=1):
                 if "result" in replies[n]:
                     answers[json.dumps([method, negotiated])] = replies[n]["result"]
+        for version in MODERN_PROTOCOL_VERSIONS:
+            asked = [
+                {"jsonrpc": "2.0", "id": n, "method": method, "params": envelope(version)}
+                for n, method in enumerate(MODERN_METHODS)
+            ]
+            replies = exchange(server, asked)
+            for n, method in enumerate(MODERN_METHODS):
+                if "result" in replies[n]:
+                    answers[json.dumps(["modern", method, version])] = replies[n]["result"]
     return answers
 
 
