@@ -101,12 +101,13 @@ async def listed_tools(params: StdioServerParameters) -> list[Any]:
         return list((await client.list_tools()).tools)
 
 
-async def started(params: StdioServerParameters) -> tuple[float, float]:
+async def started(params: StdioServerParameters, mode: str = "legacy") -> tuple[float, float]:
     """Seconds from spawning the server to its answered ``tools/list`` (what a client waits for
     before it can show the tools), and to its first answered tool call (a search for ours, a
-    ping for the SDK's one-tool server); closing the process is not counted."""
+    ping for the SDK's one-tool server); closing the process is not counted. ``mode``: the
+    client's protocol (``legacy``: the initialize handshake; ``auto``: 2026-07-28)."""
     begin = time.perf_counter()
-    async with Client(params, mode="legacy", read_timeout_seconds=120) as client:
+    async with Client(params, mode=mode, read_timeout_seconds=120) as client:
         tools = (await client.list_tools()).tools
         listed = time.perf_counter() - begin
         name = "search" if any(tool.name == "search" for tool in tools) else tools[0].name
@@ -215,6 +216,7 @@ async def main() -> None:
             cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
             minimal.append(await started(StdioServerParameters(command=sys.executable, args=["-c", MINIMAL_SERVER])))
         cold = await started(ours("bench", Path(scratch), cache=Path(scratch) / "cold"))
+        cold_modern = await started(ours("bench", Path(scratch), cache=Path(scratch) / "cold-2026"), "auto")
         wall = statistics.median(s[0] for s in starts)
         first_call = statistics.median(s[1] for s in starts)
         alone = statistics.median(m[0] for m in minimal)
@@ -225,6 +227,10 @@ async def main() -> None:
         print(
             f"ours, first start (no handshake record; the package's shipped answers): tools/list at {cold[0]:.2f} s, "
             f"first call {cold[1]:.2f} s"
+        )
+        print(
+            f"ours, first start, a 2026-07-28 client: tools/list at {cold_modern[0]:.2f} s, "
+            f"first call {cold_modern[1]:.2f} s"
         )
         print(f"a one-tool MCPServer of the SDK, same measure: tools/list at median {alone:.2f} s")
         load = os.getloadavg()[0]
