@@ -421,3 +421,24 @@ def test_the_stdio_front_answers_a_new_client_from_the_shipped_record() -> None:
     assert json.loads(sent[-1])["result"] == shipped['["modern", "tools/list", "2026-07-28"]']
     modern.from_client(json.dumps(hello))  # initialize on a 2026-07-28 connection: refused by the SDK
     assert len(sent) == 3
+
+
+def test_the_stdio_front_says_when_an_early_answer_differed_from_the_sdks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from local_ai_memory.mcp._stdio import Front
+
+    sent: list[str] = []
+    record = tmp_path / "answers.json"
+    first = Front(sent.append, record, "server-1")
+    connected(first, sent)  # records this initialize
+    stale = json.loads(record.read_text(encoding="utf-8"))
+    for key in stale["answers"]:
+        stale["answers"][key]["instructions"] = "stale"
+    record.write_text(json.dumps(stale), encoding="utf-8")
+    again = Front(sent.append, record, "server-1")
+    again.from_client(HELLO)
+    assert json.loads(sent[-1])["result"]["instructions"] == "stale"  # what the record said
+    again.from_server(HELLO_ANSWER)
+    assert "differed from the SDK's" in capsys.readouterr().err
+    assert "instructions" not in json.dumps(json.loads(record.read_text(encoding="utf-8"))["answers"])  # corrected

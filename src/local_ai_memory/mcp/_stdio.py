@@ -126,7 +126,7 @@ class Front:
         self._answers: dict[str, Any] = self._load()
         self._shipped_source = shipped
         self._shipped: dict[str, Any] | None = None
-        self._waiting: dict[str, tuple[str, bool, str]] = {}  # JSON of a request id -> (key, answered early, method)
+        self._waiting: dict[str, tuple[str, Any, str]] = {}  # JSON of a request id -> (key, early answer, method)
         self._era: str | None = None  # "handshake" or "modern", decided by the first request
         self._version: str | None = None  # handshake era: the protocol version initialize negotiated
 
@@ -198,7 +198,7 @@ class Front:
                 result = self._shipped_answer(method, params)
             if method == "initialize" and isinstance(result, dict):
                 self._version = result.get("protocolVersion")
-            self._waiting[json.dumps(message["id"])] = (key, result is not None, method)
+            self._waiting[json.dumps(message["id"])] = (key, result, method)
         if result is not None:
             answer = {"jsonrpc": "2.0", "id": message["id"], "result": result}
             self.send(json.dumps(answer, ensure_ascii=False, separators=(",", ":")))
@@ -215,13 +215,19 @@ class Front:
                 with self._lock:
                     found = self._waiting.pop(json.dumps(message["id"]), None)
                 if found is not None:
-                    key, answered, method = found
+                    key, early, method = found
                     result = message.get("result")
-                    if method == "initialize" and isinstance(result, dict) and not answered:
+                    if method == "initialize" and isinstance(result, dict) and early is None:
                         with self._lock:
                             self._version = result.get("protocolVersion")
                     self._learn(key, result)
-                    if answered:
+                    if early is not None:
+                        if result != early:  # a record its key did not tell apart: say so where it shows
+                            print(
+                                f"local-ai-memory mcp: the early answer to {method} differed from the SDK's; "
+                                "the record is corrected for the next start",
+                                file=sys.stderr,
+                            )
                         return
         self.send(line)
 
