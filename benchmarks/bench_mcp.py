@@ -15,6 +15,7 @@ Prints, in one run:
   same way (the floor on this SDK);
 * the per-call latency (p50, p95) of ``search`` and ``load_tool_result`` over stdio, on a data
   folder of ``--notes`` notes (the sample corpus of the standard library, cut into that many),
+  beside the SDK's one-tool server answering a ping over the same kind of pipe (the floor),
   and the CPU per search call of the server and of the client beside the SDK's one-tool server
   answering a ping (CPU, unlike wall time, does not grow with the machine's load).
 
@@ -100,12 +101,13 @@ async def listed_tools(params: StdioServerParameters) -> list[Any]:
         return list((await client.list_tools()).tools)
 
 
-async def started(params: StdioServerParameters) -> tuple[float, float]:
+async def started(params: StdioServerParameters, mode: str = "legacy") -> tuple[float, float]:
     """Seconds from spawning the server to its answered ``tools/list`` (what a client waits for
     before it can show the tools), and to its first answered tool call (a search for ours, a
-    ping for the SDK's one-tool server); closing the process is not counted."""
+    ping for the SDK's one-tool server); closing the process is not counted. ``mode``: the
+    client's protocol (``legacy``: the initialize handshake; ``auto``: 2026-07-28)."""
     begin = time.perf_counter()
-    async with Client(params, mode="legacy", read_timeout_seconds=120) as client:
+    async with Client(params, mode=mode, read_timeout_seconds=120) as client:
         tools = (await client.list_tools()).tools
         listed = time.perf_counter() - begin
         name = "search" if any(tool.name == "search" for tool in tools) else tools[0].name
@@ -214,6 +216,7 @@ async def main() -> None:
             cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
             minimal.append(await started(StdioServerParameters(command=sys.executable, args=["-c", MINIMAL_SERVER])))
         cold = await started(ours("bench", Path(scratch), cache=Path(scratch) / "cold"))
+        cold_modern = await started(ours("bench", Path(scratch), cache=Path(scratch) / "cold-2026"), "auto")
         wall = statistics.median(s[0] for s in starts)
         first_call = statistics.median(s[1] for s in starts)
         alone = statistics.median(m[0] for m in minimal)
@@ -221,7 +224,14 @@ async def main() -> None:
             f"ours: tools/list answered at median {wall:.2f} s, first tool call answered at {first_call:.2f} s "
             f"(the SDK loaded); {statistics.median(cpu):.2f} s CPU per process, over {args.starts} starts"
         )
-        print(f"ours, first start (no handshake record): tools/list at {cold[0]:.2f} s, first call {cold[1]:.2f} s")
+        print(
+            f"ours, first start (no handshake record; the package's shipped answers): tools/list at {cold[0]:.2f} s, "
+            f"first call {cold[1]:.2f} s"
+        )
+        print(
+            f"ours, first start, a 2026-07-28 client: tools/list at {cold_modern[0]:.2f} s, "
+            f"first call {cold_modern[1]:.2f} s"
+        )
         print(f"a one-tool MCPServer of the SDK, same measure: tools/list at median {alone:.2f} s")
         load = os.getloadavg()[0]
         print(f"ours / the SDK's minimal server: {wall / alone:.2f}x (target < 1.5 s; load average now {load:.1f})")
@@ -244,10 +254,18 @@ async def main() -> None:
                 for n in range(args.calls)
             ]
             page_ms = await timed_calls(client, "load_tool_result", pages)
+        floor_server = StdioServerParameters(command=sys.executable, args=["-c", MINIMAL_SERVER])
+        async with Client(floor_server, read_timeout_seconds=120) as client:  # the same pipe, the SDK's least work
+            await client.call_tool("ping", {})
+            ping_ms = await timed_calls(client, "ping", [{}] * args.calls)
         print(
             f"search            p50 {p(search_ms, 0.5):6.2f} ms  p95 {p(search_ms, 0.95):6.2f} ms (target p50 < 5 ms)"
         )
         print(f"load_tool_result  p50 {p(page_ms, 0.5):6.2f} ms  p95 {p(page_ms, 0.95):6.2f} ms")
+        print(
+            f"the SDK's one-tool server, ping: p50 {p(ping_ms, 0.5):6.2f} ms  p95 {p(ping_ms, 0.95):6.2f} ms "
+            f"(search / ping p50: {p(search_ms, 0.5) / p(ping_ms, 0.5):.2f}x)"
+        )
         with Memory.open(root) as memory:  # the same calls without the pipe: what the server itself costs
             direct: list[float] = []
             for args_ in searches:
@@ -260,7 +278,6 @@ async def main() -> None:
         # CPU per call does not grow with the machine's load as wall time does: the server's
         # (its process's CPU after N calls minus after none) and this client's, beside the SDK's
         # one-tool server answering a ping the same way
-        floor_server = StdioServerParameters(command=sys.executable, args=["-c", MINIMAL_SERVER])
         many = [searches[n % len(searches)] for n in range(max(1000, args.calls))]  # the start's CPU varies
         ours_cpu = await cpu_per_call(ours("bench", root), "search", many)
         floor_cpu = await cpu_per_call(floor_server, "ping", [{}] * len(many))

@@ -33,6 +33,9 @@ from local_ai_memory import Memory
 from local_ai_memory.integration import parse_reference
 from local_ai_memory.mcp import hash_api_key
 
+sys.path.insert(0, str(Path(__file__).parent))  # the helpers the MCP test files share
+from mcp_support import call, error_of
+
 pytestmark = [pytest.mark.enable_socket, pytest.mark.allow_hosts(["127.0.0.1"])]
 
 SOURCE = str(Path(__file__).resolve().parent.parent / "src")
@@ -127,21 +130,6 @@ async def connect(url: str, token: str) -> AsyncIterator[Client]:
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
     async with http, Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client:
         yield client
-
-
-async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
-    result = await client.call_tool(tool, arguments)
-    assert not result.is_error, result.content
-    assert isinstance(result.structured_content, dict)
-    return dict(result.structured_content)
-
-
-async def error_of(client: Client, tool: str, **arguments: Any) -> str:
-    result = await client.call_tool(tool, arguments)
-    assert result.is_error
-    block = result.content[0]
-    assert block.type == "text"
-    return block.text
 
 
 async def test_no_token_gets_401_and_the_protected_resource_metadata(server: Running) -> None:

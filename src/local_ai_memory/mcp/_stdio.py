@@ -21,6 +21,15 @@ so it is found before the configuration is read. Its name carries a digest of th
 options and the file stamps of this package and the SDK, so editing or upgrading either starts
 a new record; inside, answers are keyed by the request's method and parameters.
 
+On a start with no record (the first one, or the first after an upgrade), the answers shipped
+in the package (:mod:`._handshake`) serve instead, when they were generated for this very code
+and these versions of the SDK and pydantic, and only for a plain legacy handshake the SDK is
+sure to answer alike for every client; the SDK's answers then make the record as before.
+
+The front follows the connection as the SDK does (the first request fixes the protocol era; a
+list is answered early only after ``initialize``, keyed by the negotiated version, which shapes
+the SDK's result), so what it sends early is what the SDK would send at that point.
+
 This module imports neither the SDK nor the memory at import time: it is what the command line
 loads on its way to answering.
 """
@@ -66,14 +75,16 @@ def _stamp(paths: list[Path]) -> str:
 
 
 def server_stamp(options: dict[str, Any]) -> str:
-    """What the recorded answers are valid for: the server's options, this package's modules
-    and the SDK's installed files (found without importing the SDK)."""
+    """What the recorded answers are valid for: the server's options, this package's modules,
+    the installed files of the SDK and of pydantic (which shapes its schemas), all found without
+    importing them, and Python's version."""
     files = sorted(Path(__file__).parent.glob("*.py"))
-    for package in ("mcp", "mcp_types"):
+    for package in ("mcp", "mcp_types", "pydantic", "pydantic_core"):
         spec = importlib.util.find_spec(package)
         if spec is not None and spec.origin:
             files.append(Path(spec.origin))
-    return _stamp(files) + ":" + json.dumps(options, sort_keys=True)
+    python = f"py{sys.version_info.major}.{sys.version_info.minor}"
+    return _stamp(files) + ":" + python + ":" + json.dumps(options, sort_keys=True)
 
 
 def record_path(stamp: str) -> Path:
@@ -90,16 +101,34 @@ class Front:
     """The wire side of :func:`run_stdio`: early answers, and the filter on the SDK's answers.
 
     ``write`` sends one JSON-RPC line to the client; ``record`` is the JSON file of answers
-    (``None``: answer nothing early). Kept apart from the threads so it can be tested alone.
+    (``None``: answer nothing early); ``shipped`` gives the package's answers for this server on
+    this installation (see :mod:`._handshake`), asked for on the first request the record does
+    not answer. Kept apart from the threads so it can be tested alone.
+
+    It follows the connection as the SDK does, so an early answer is one the SDK would give at
+    that point: the first request decides the protocol era (``initialize`` or a request without
+    the 2026-07-28 envelope: the handshake era); in that era a list is answered early only after
+    ``initialize`` has been answered, keyed by the negotiated version (the SDK shapes a result
+    for it); in the 2026-07-28 era only enveloped requests are (the envelope names the version).
     """
 
-    def __init__(self, write: Callable[[str], None], record: Path | None, stamp: str) -> None:
+    def __init__(
+        self,
+        write: Callable[[str], None],
+        record: Path | None,
+        stamp: str,
+        shipped: Callable[[], dict[str, Any]] | None = None,
+    ) -> None:
         self._write = write
         self._record = record
         self._stamp = stamp
         self._lock = threading.Lock()
         self._answers: dict[str, Any] = self._load()
-        self._waiting: dict[str, tuple[str, bool]] = {}  # JSON of a request id -> (key, answered early)
+        self._shipped_source = shipped
+        self._shipped: dict[str, Any] | None = None
+        self._waiting: dict[str, tuple[str, Any, str]] = {}  # JSON of a request id -> (key, early answer, method)
+        self._era: str | None = None  # "handshake" or "modern", decided by the first request
+        self._version: str | None = None  # handshake era: the protocol version initialize negotiated
 
     def _load(self) -> dict[str, Any]:
         if self._record is None:
@@ -128,21 +157,48 @@ class Front:
         with self._lock:
             self._write(line if line.endswith("\n") else line + "\n")
 
+    def _shipped_answer(self, method: str, params: Any) -> Any:
+        if self._shipped_source is None:
+            return None
+        from ._handshake import loose_key
+
+        key = loose_key(method, params, self._version)
+        if key is None:
+            return None
+        if self._shipped is None:
+            self._shipped = self._shipped_source()
+        return self._shipped.get(key)
+
     def from_client(self, line: str) -> None:
         """See a client's message before the SDK does; answer it now if its answer is recorded."""
-        if not any(f'"{method}"' in line for method in ANSWERED_EARLY):
-            return  # the cheap test first: a tool call's line is never parsed here
+        if self._era is not None and not any(f'"{method}"' in line for method in ANSWERED_EARLY):
+            return  # the cheap test first: once the era is known, a tool call's line is never parsed here
         try:
             message = json.loads(line)
         except ValueError:
             return
-        if not isinstance(message, dict) or message.get("method") not in ANSWERED_EARLY or "id" not in message:
-            return
-        key = json.dumps([message["method"], message.get("params")], sort_keys=True, ensure_ascii=False)
-        request_id = json.dumps(message["id"])
+        if not isinstance(message, dict) or not isinstance(message.get("method"), str) or "id" not in message:
+            return  # a notification or a response: no answer, and it decides no era
+        method, params = message["method"], message.get("params")
+        modern = method != "initialize" and _enveloped(params)
         with self._lock:
-            result = self._answers.get(key)
-            self._waiting[request_id] = (key, result is not None)
+            if self._era is None:
+                self._era = "modern" if modern else "handshake"
+            if method not in ANSWERED_EARLY or not _plain_request(message):
+                return
+            if method == "initialize":  # once per connection: a second one is the SDK's to judge
+                allowed = self._era == "handshake" and self._version is None
+            elif self._era == "handshake":
+                allowed = self._version is not None and not _enveloped(params)
+            else:
+                allowed = modern
+            key = json.dumps([self._version, method, params], sort_keys=True, ensure_ascii=False)
+            result = self._answers.get(key) if allowed else None
+            if allowed and result is None:
+                result = self._shipped_answer(method, params)
+            if method == "initialize" and isinstance(result, dict):
+                self._version = result.get("protocolVersion")
+            self._waiting[json.dumps(message["id"])] = (key, result, method)
         if result is not None:
             answer = {"jsonrpc": "2.0", "id": message["id"], "result": result}
             self.send(json.dumps(answer, ensure_ascii=False, separators=(",", ":")))
@@ -159,9 +215,19 @@ class Front:
                 with self._lock:
                     found = self._waiting.pop(json.dumps(message["id"]), None)
                 if found is not None:
-                    key, answered = found
-                    self._learn(key, message.get("result"))
-                    if answered:
+                    key, early, method = found
+                    result = message.get("result")
+                    if method == "initialize" and isinstance(result, dict) and early is None:
+                        with self._lock:
+                            self._version = result.get("protocolVersion")
+                    self._learn(key, result)
+                    if early is not None:
+                        if result != early:  # a record its key did not tell apart: say so where it shows
+                            print(
+                                f"local-ai-memory mcp: the early answer to {method} differed from the SDK's; "
+                                "the record is corrected for the next start",
+                                file=sys.stderr,
+                            )
                         return
         self.send(line)
 
@@ -174,6 +240,22 @@ class Front:
                 self._answers[key] = result
             if changed:
                 self._save()
+
+
+def _enveloped(params: Any) -> bool:
+    """Whether ``params`` carry the 2026-07-28 per-request envelope (its protocol-version key)."""
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and "io.modelcontextprotocol/protocolVersion" in meta
+
+
+def _plain_request(message: dict[str, Any]) -> bool:
+    """A well-formed JSON-RPC request with nothing extra (anything odd waits for the SDK)."""
+    request_id = message.get("id")
+    return (
+        message.get("jsonrpc") == "2.0"
+        and set(message) <= {"jsonrpc", "id", "method", "params"}
+        and (isinstance(request_id, str) or (isinstance(request_id, int) and not isinstance(request_id, bool)))
+    )
 
 
 class _Lines:
@@ -282,8 +364,15 @@ def _run_front(
         wire_out.write(line.encode("utf-8"))
         wire_out.flush()
 
-    stamp = server_stamp({"read_only": read_only})
-    front = Front(write, record_path(stamp) if early_answers else None, stamp)
+    options = {"read_only": read_only}
+    stamp = server_stamp(options)
+
+    def shipped() -> dict[str, Any]:
+        from ._handshake import load_shipped
+
+        return load_shipped(options)
+
+    front = Front(write, record_path(stamp) if early_answers else None, stamp, shipped if early_answers else None)
     lines = _Lines()
 
     def read() -> None:
