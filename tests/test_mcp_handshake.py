@@ -39,10 +39,25 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MCPServer[Any]]
         yield create_server(memory, user="alice", offload=False)
 
 
+@pytest.fixture(scope="module")
+def answers() -> dict[str, Any]:
+    """What the installed SDK answers the default server (what handshake.json holds where it applies)."""
+    return generate(False)
+
+
 @pytest.mark.parametrize("read_only", [False, True])
 def test_the_shipped_answers_are_what_the_sdk_answers_now(read_only: bool) -> None:
+    """The answers were generated from the package's modules as they are now; where they were
+    generated with the installed SDK, pydantic and Python too, they are exactly its answers.
+    Elsewhere they are never used (the stamp differs), which the suite must not fail on: a
+    user's Python or pydantic may well be newer than the ones the file was made with."""
+    stamp = shipped_stamp({"read_only": read_only})
     shipped = json.loads(SHIPPED.read_text(encoding="utf-8"))
-    assert shipped_stamp({"read_only": read_only}) in shipped, REGENERATE
+    digest, options = stamp.split(":")[0], stamp.split(":", 3)[3]
+    assert any(key.startswith(digest + ":") and key.endswith(":" + options) for key in shipped), REGENERATE
+    if stamp not in shipped:
+        assert load_shipped({"read_only": read_only}) == {}
+        pytest.skip("handshake.json was generated with another SDK, pydantic or Python; it is not used here")
     assert load_shipped({"read_only": read_only}) == generate(read_only), REGENERATE
 
 
@@ -60,12 +75,12 @@ CLIENTS: list[dict[str, Any]] = [
 @pytest.mark.parametrize("version", HANDSHAKE_PROTOCOL_VERSIONS)
 @pytest.mark.parametrize("client", range(len(CLIENTS)))
 def test_a_plain_initialize_gets_the_shipped_answer_from_the_sdk(
-    server: MCPServer[Any], version: str, client: int
+    server: MCPServer[Any], answers: dict[str, Any], version: str, client: int
 ) -> None:
     request = hello(version, **CLIENTS[client])
     key = loose_key("initialize", request["params"], None)
     assert key is not None
-    shipped = load_shipped({"read_only": False})
+    shipped = answers
     lists = [{"jsonrpc": "2.0", "id": n, "method": method, "params": {}} for n, method in enumerate(LIST_METHODS, 1)]
     replies = exchange(server, [request, {"jsonrpc": "2.0", "method": "notifications/initialized"}, *lists])
     assert replies[0]["result"] == shipped[key]
@@ -109,9 +124,9 @@ ENVELOPES: list[dict[str, Any]] = [
 @pytest.mark.parametrize("version", MODERN_PROTOCOL_VERSIONS)
 @pytest.mark.parametrize("client", range(len(ENVELOPES)))
 def test_a_plain_2026_request_gets_the_shipped_answer_from_the_sdk(
-    server: MCPServer[Any], version: str, client: int
+    server: MCPServer[Any], answers: dict[str, Any], version: str, client: int
 ) -> None:
-    shipped = load_shipped({"read_only": False})
+    shipped = answers
     params = envelope(version, **ENVELOPES[client])
     asked = [{"jsonrpc": "2.0", "id": n, "method": method, "params": params} for n, method in enumerate(MODERN_METHODS)]
     replies = exchange(server, asked)
