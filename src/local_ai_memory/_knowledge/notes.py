@@ -799,10 +799,12 @@ class KnowledgeNotes:
         self._ensure_loaded()
         parts = self._parts
         idle = not parts.watched and parts.auto is None and not parts.auto_failed
-        if idle and self.auto_refresh and self.shared and self.config.auto_watch:
+        start = idle and self.auto_refresh and self.shared and self.config.auto_watch
+        if start and sum(len(self._index.names_of(user_id, c)) for c in cats) >= CATCH_UP_WAIT_NOTES:
+            start = False
             self._start_watching()
             watcher = parts.auto
-            if watcher is not None and sum(len(self._index.names_of(user_id, c)) for c in cats) >= CATCH_UP_WAIT_NOTES:
+            if watcher is not None:
                 # The new watcher compares every listing once as it starts. For a user with
                 # this many notes, comparing theirs here as well would do that work twice, at
                 # the same time: both slower, and the queries after this one would share the
@@ -815,6 +817,11 @@ class KnowledgeNotes:
                 self._after_refresh(changed, True, source="feed")
             elif changed is None and not self.watched:
                 self._refresh_stale(user_id, cats, during_query=True)
+        if start:
+            # Started after this query compared its user's listing, not before: the watcher's
+            # own first comparison (every user's) then does not run at the same time as this
+            # one; it catches what changes from here on, as it would have anyway.
+            self._start_watching()
         # After the refresh: an index that shows any of a forgetting's deletions was refreshed
         # after its marker was written, so the marker is seen here (by the feed or the stat).
         marker = erasure_marker(user_id)
