@@ -530,22 +530,27 @@ class KnowledgeNotes:
         tick to pass if that takes at most :data:`SETTLE_WAIT_S` (a millisecond or so on Linux
         files), re-read each once, and journal them without the hash. What
         :meth:`~local_ai_memory.Memory.close` does, so the next process's first query re-reads
-        none of them. Best effort: a failure leaves the hashes, which stay correct; returns how
+        none of them. It also snapshots the rankers this process holds that changed since their
+        last snapshot (the notes written since the last index snapshot), so that query loads
+        them instead of reading those notes again. Best effort: a failure leaves the hashes,
+        which stay correct, and the older ranker snapshots, which are only a cache; returns how
         many notes had changed since and were re-indexed."""
         index = self._index
-        if not index.loaded or not index.racy:
+        if not index.loaded:
             return 0
+        changed = 0
         try:
-            with self._lock:
-                wait = self._indexer.racy_pending()
-            if 0 < wait <= SETTLE_WAIT_S * 1e9:
-                time.sleep(wait / 1e9)
-            with self._lock:
-                changed = self._indexer.settle_racy(sorted(index.racy))
-            self._flush(compact=False)
+            if index.racy:
+                with self._lock:
+                    wait = self._indexer.racy_pending()
+                if 0 < wait <= SETTLE_WAIT_S * 1e9:
+                    time.sleep(wait / 1e9)
+                with self._lock:
+                    changed = self._indexer.settle_racy(sorted(index.racy))
+                self._flush(compact=False)
+            self.save_rankers()
         except StorageError as exc:
             log_event(Event.INDEX_WRITE_DEFERRED, level=logging.WARNING, path=str(self.index_path), reason=str(exc))
-            return 0
         return changed
 
     def _snapshot_rankers(self) -> None:
