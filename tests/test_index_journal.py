@@ -332,26 +332,28 @@ def _first_query_reads(settings: dict[str, Any], count: int, ending: str) -> dic
 @pytest.mark.parametrize("ending", ["close", "kill"])
 def test_a_new_process_reads_few_notes_after_many_writes_on_files(tmp_path: Path, ending: str) -> None:
     """Counted through the backend, not timed: a closed writer leaves no entry to re-hash (it
-    settled them) and a ranker snapshot at most one journal behind; a killed one leaves at most
-    its last journal's notes to re-read, never all of them."""
+    settled them) and snapshots the rankers it changed, so nothing is read; a killed one leaves
+    at most its last journal's notes to re-read, never all of them."""
     count = 600
     result = _first_query_reads({"runtime_data_dir": str(tmp_path), "fsync": False}, count, ending)
     assert result["found"][:1] == [f"many_n{count - 1}.md"]
-    limit = journal_bound(count) if ending == "close" else 2 * journal_bound(count)
+    limit = 0 if ending == "close" else 2 * journal_bound(count)
     assert result["distinct"] <= limit, result  # (files read a batch note by note: counted twice)
     if ending == "close":
         assert "content_hash" not in "".join(json.dumps(e.model_dump(exclude_none=True)) for e in _stored(tmp_path))
 
 
+@pytest.mark.parametrize("ending", ["close", "kill"])
 def test_a_new_process_reads_few_notes_after_many_writes_on_postgres(
-    tmp_path: Path, postgres_url: str, postgres_schema: str
+    tmp_path: Path, postgres_url: str, postgres_schema: str, ending: str
 ) -> None:
-    """On PostgreSQL the notes a new process re-reads come in one query per batch, and few."""
+    """On PostgreSQL a closed writer leaves nothing to read (its rankers are snapshotted); after
+    a killed one the notes a new process re-reads come in one query per batch, and few."""
     count = 300
     settings = {"runtime_data_dir": str(tmp_path), "database_url": postgres_url, "database_schema": postgres_schema}
-    result = _first_query_reads(settings, count, "close")
+    result = _first_query_reads(settings, count, ending)
     assert result["found"][:1] == [f"many_n{count - 1}.md"]
-    assert result["reads"] <= journal_bound(count), result
+    assert result["reads"] <= (0 if ending == "close" else 2 * journal_bound(count)), result
     assert result["batches"] <= 2, result  # one query per batch of notes, not one per note
 
 
@@ -375,3 +377,78 @@ def test_an_edit_in_the_same_tick_is_seen_with_the_measured_window(tmp_path: Pat
     path.write_text("# A\n\nmelons")
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert store.bm25_search("melons", user_id="alice") == ["alice_a.md"]
+
+
+def _ranked(store: MemoryStore, queries: list[str]) -> list[list[tuple[str, float]]]:
+    return [[(c.filename, c.score) for c in store.search(q, 10, user_id="alice")] for q in queries]
+
+
+def test_a_new_process_takes_the_metadata_checksums_from_the_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ranker snapshot's rows are compared with the metadata checksums the index snapshot
+    keeps (``meta``), not with checksums recomputed for every note; an entry changed since
+    (metadata set by hand) gets its own, so its row is not reused."""
+    store = _store(tmp_path)
+    for n in range(40):
+        store.write_file(f"knowledge/alice_n{n}.md", _note(n))
+    store.bm25_search("tea", user_id="alice")
+    store._index.compact()  # a snapshot with every entry's checksum, and the ranker's
+    store.save_rankers()
+    queries = ["tea gardens", "tok7x", "ordinary words", "handset"]
+    before = _ranked(store, queries)
+    computed: list[str] = []
+    original = index_module.metadata_checksum
+
+    def counted(entry: Any) -> int:
+        computed.append(entry.filename)
+        return original(entry)
+
+    monkeypatch.setattr(index_module, "metadata_checksum", counted)
+    read: list[str] = []
+    heads = FileKnowledgeBackend.read_note_heads
+
+    def counted_heads(self: FileKnowledgeBackend, category: str, names: list[str], size: int) -> Any:
+        read.extend(names)
+        return heads(self, category, names, size)
+
+    monkeypatch.setattr(FileKnowledgeBackend, "read_note_heads", counted_heads)
+    fresh = _fresh(tmp_path)
+    assert _ranked(fresh, queries) == before
+    assert computed == []
+    assert read == []  # every row of the ranker snapshot was taken as it is
+    fresh.update_index_entry("alice_n3.md", "Handset", "set by hand", ["handset"], "knowledge")
+    fresh.flush()
+    after = _ranked(fresh, queries)
+    assert after[3][0][0] == "alice_n3.md"
+    computed.clear()
+    again = _fresh(tmp_path)
+    assert _ranked(again, queries) == after
+    assert set(computed) <= {"alice_n3.md"}
+
+
+@pytest.mark.parametrize("damage", ["short", "wrong", "not numbers"])
+def test_snapshot_checksums_that_do_not_fit_are_not_trusted(tmp_path: Path, damage: str) -> None:
+    """Checksums of another length or type are ignored, and wrong ones only make the ranker
+    snapshot's rows mismatch (their notes are read again): the rankings stay exact."""
+    store = _store(tmp_path)
+    for n in range(30):
+        store.write_file(f"knowledge/alice_n{n}.md", _note(n))
+    store.bm25_search("tea", user_id="alice")
+    store._index.compact()
+    store.save_rankers()
+    queries = ["tea gardens", "tok7x", "note 12"]
+    before = _ranked(store, queries)
+    path = tmp_path / "memory_data" / "memory_index.json"
+    body = json.loads(path.read_bytes())
+    assert len(body["meta"]) == len(body["files"])
+    if damage == "short":
+        body["meta"] = body["meta"][:-3]
+    elif damage == "wrong":
+        body["meta"] = [crc ^ 1 for crc in body["meta"]]
+    else:
+        body["meta"] = ["x"] * len(body["files"])
+    path.write_bytes(json.dumps(body).encode())
+    fresh = _fresh(tmp_path)
+    assert _ranked(fresh, queries) == before
+    assert len(fresh.list_user_files("alice", "knowledge")) == 30

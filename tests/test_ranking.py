@@ -8,6 +8,7 @@ import random
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -203,7 +204,9 @@ def test_compactions_and_snapshot_reloads_keep_scores_exact(
             vocab.ids_for(reversed(TERMS))  # ids in another order than the snapshot's
             restored = BM25Index(vocab, "c")
             skip = frozenset(f"d{n}" for n in dropped)
-            taken = restored.load(read_snapshot(snapshot_bytes(arrays)), lambda name, row, skip=skip: name not in skip)
+            taken = restored.load(
+                read_snapshot(snapshot_bytes(arrays)), lambda keys, skip=skip: np.array([k not in skip for k in keys])
+            )
             assert taken == set(docs) - skip
             docs = {name: tokens for name, tokens in docs.items() if name not in skip}
             index = restored
@@ -225,11 +228,13 @@ def test_a_snapshot_that_does_not_fit_together_is_refused() -> None:
         ("doc_len", arrays["doc_len"][:1]),
     ]:
         with pytest.raises(ValueError):
-            BM25Index(Vocabulary()).load(read_snapshot(snapshot_bytes({**arrays, name: bad})), lambda k, r: True)
+            BM25Index(Vocabulary()).load(
+                read_snapshot(snapshot_bytes({**arrays, name: bad})), lambda keys: np.ones(len(keys), dtype=bool)
+            )
     loaded = BM25Index(Vocabulary())
-    loaded.load(read_snapshot(snapshot_bytes(arrays)), lambda k, r: True)
+    loaded.load(read_snapshot(snapshot_bytes(arrays)), lambda keys: np.ones(len(keys), dtype=bool))
     with pytest.raises(ValueError):  # only into an empty index
-        loaded.load(read_snapshot(snapshot_bytes(arrays)), lambda k, r: True)
+        loaded.load(read_snapshot(snapshot_bytes(arrays)), lambda keys: np.ones(len(keys), dtype=bool))
 
 
 def test_several_indexes_rank_like_one_corpus_over_their_union() -> None:
@@ -302,7 +307,7 @@ def test_export_and_load_round_trip_into_a_new_vocabulary() -> None:
     assert sorted(names) == sorted(docs)
     restored = BM25Index(Vocabulary())
     restored.vocab.add("unrelated")  # ids differ from the original vocabulary
-    taken = restored.load(read_snapshot(snapshot_bytes(arrays)), lambda key, row: key != "d7")
+    taken = restored.load(read_snapshot(snapshot_bytes(arrays)), lambda keys: np.array([key != "d7" for key in keys]))
     del docs["d7"]
     assert taken == set(docs)
     assert_matches(rank([restored], ["w1", "w4"], 1000), docs, ["w1", "w4"])
@@ -435,3 +440,25 @@ def _journal(index_path: Path) -> bytes | None:
     """The index journal stored beside ``memory_index.json`` (``None``: none)."""
     journal = index_path.with_name("memory_index.journal")
     return journal.read_bytes() if journal.exists() else None
+
+
+def test_a_snapshot_loads_into_a_vocabulary_that_numbers_its_first_and_last_terms_alike() -> None:
+    """A shared vocabulary (another user's snapshot loaded first) can give a snapshot's terms
+    ids that start at 0 and end at its last row with foreign ids between: the documents must
+    still be mapped term by term (they once kept the snapshot's numbering: wrong scores)."""
+    from local_ai_memory._knowledge.bm25 import snapshot_bytes
+
+    docs = {"d0": ["a", "b"], "d1": ["b", "c"], "d2": ["c"]}
+    source = BM25Index(Vocabulary())
+    source.build(docs.items())
+    arrays, _ = source.export()
+    shared = Vocabulary()
+    shared.ids_for(["a", "other", "c"])  # the snapshot's words a, b, c get ids 0, 3, 2
+    loaded = BM25Index(shared)
+    assert loaded.load(read_snapshot(snapshot_bytes(arrays)), lambda keys: np.array([k != "d2" for k in keys])) == {
+        "d0",
+        "d1",
+    }
+    del docs["d2"]
+    for query in (["a"], ["b"], ["c"], ["a", "c"]):
+        assert_matches(rank([loaded], query, 10), docs, query)

@@ -349,11 +349,17 @@ class BM25Index:
             "post_tfs": tfs.astype(np.uint16) if not len(tfs) or tfs.max() <= 0xFFFF else tfs,
         }, names
 
-    def load(self, data: Mapping[str, npt.NDArray[Any]], accept: Callable[[str, int], bool]) -> set[str]:
+    def load(
+        self, data: Mapping[str, npt.NDArray[Any]], keep: Callable[[list[str]], npt.NDArray[np.bool_]]
+    ) -> set[str]:
         """Install an :meth:`export` into this empty index as its base segment, then drop the
-        documents for which ``accept(key, row)`` is false; return the names kept. Terms map
-        onto this index's vocabulary by text. Arrays that do not fit together raise ``ValueError``.
-        """
+        documents whose row is false in ``keep(keys)`` (one flag per row, in row order); return
+        the names kept. Terms map onto this index's vocabulary by text. Arrays that do not fit
+        together raise ``ValueError``.
+
+        The large arrays stay views into ``data`` where their type allows (no copy of the
+        postings; nothing writes into a base segment: changes go to the delta, and a
+        compaction builds new arrays)."""
         if self._keys:
             raise ValueError("a snapshot loads into an empty index only")
         keys = unpack_texts(data["keys"])
@@ -383,7 +389,10 @@ class BM25Index:
             raise ValueError("snapshot arrays do not match")
         global_ids = np.array(self.vocab.ids_for(words), dtype=np.int32)
         counts = np.diff(post_ptr)
-        same_ids = not n_words or (global_ids[0] == 0 and global_ids[-1] == n_words - 1)  # ids are distinct
+        # The snapshot's own numbering only when every term got its row number: a vocabulary
+        # that already held other terms can give ids that start at 0 and end at n_words - 1
+        # with others between (another user's snapshot loaded first).
+        same_ids = bool(np.array_equal(global_ids, np.arange(n_words, dtype=np.int32)))
         if not same_ids and n_words > 1 and not bool(np.all(np.diff(global_ids) > 0)):
             # Another vocabulary numbers the terms in another order: move each term's block.
             order = np.argsort(global_ids)
@@ -402,14 +411,16 @@ class BM25Index:
         self.n_docs = n
         self.total_len = int(doc_len.sum())
         self._base_ptr = np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(df, dtype=np.int64)])
-        # Copies, not views: the snapshot's bytes can go once loaded.
-        self._base_slots = np.array(post_slots, dtype=np.int32)
-        self._base_tfs = np.array(post_tfs, dtype=np.float32)
-        self._doc_ptr = np.array(doc_ptr, dtype=np.int64)
-        self._doc_terms = np.array(doc_terms, dtype=np.int32) if same_ids else global_ids[doc_terms]
+        self._base_slots = post_slots.astype(np.int32, copy=False)
+        self._base_tfs = post_tfs.astype(np.float32, copy=False)
+        self._doc_ptr = doc_ptr
+        self._doc_terms = doc_terms.astype(np.int32, copy=False) if same_ids else global_ids[doc_terms]
         self._base_end = n
         self.version += 1
-        dropped = [key for row, key in enumerate(keys) if not accept(key, row)]
+        kept = np.asarray(keep(keys), dtype=np.bool_)
+        if kept.shape != (n,):
+            raise ValueError("a keep mask must have one flag per snapshot row")
+        dropped = [keys[row] for row in np.flatnonzero(~kept).tolist()]
         for key in dropped:
             self._delete(key)
         if len(dropped) > max(_MIN_COMPACT, _COMPACT_RATIO * n):

@@ -33,6 +33,7 @@ from local_ai_memory._knowledge.index_file import (
     SkippedNote,
     journal_header,
     journal_line,
+    metadata_checksum,
     parse_index,
     parse_journal,
     serialize_index,
@@ -90,6 +91,7 @@ class KnowledgeIndex:
         self._own: set[EntryKey] = set()  # changed here since the last snapshot: ours win a compaction
         self.racy: set[EntryKey] = set()
         """Entries that carry a content hash (indexed within a timestamp tick of their write)."""
+        self._meta: dict[EntryKey, tuple[IndexEntry, int]] = {}  # entry -> its metadata_checksum
         self.touched: set[tuple[str, str]] = set()
         """``(owner, category)`` of the notes changed since the last snapshot (their rankers are
         snapshotted with it; see :meth:`take_touched`)."""
@@ -139,6 +141,10 @@ class KnowledgeIndex:
             for e in index.files
             if is_note_name(e.filename) and e.category in self.categories
         }
+        # The snapshot's checksums of its entries' metadata (a list of another length is
+        # ignored): a ranker snapshot's rows are compared with them, not recomputed per note.
+        meta = index.meta if index.meta is not None and len(index.meta) == len(index.files) else []
+        self._meta = {(e.category, e.filename): (e, crc) for e, crc in zip(index.files, meta, strict=False)}
         skipped = {
             (n.category, n.filename): n
             for n in index.skipped
@@ -182,11 +188,25 @@ class KnowledgeIndex:
         else:
             self.journal, self.journal_lines, self._full = None, 0, True
         self.skipped = dict(skipped) if skipped is not None else {}
+        if not stored:
+            self._meta = {}
         self.owned = {}
         for category, filename in entries:
             owner = owner_of(filename)
             if owner is not None:
                 self.owned.setdefault((owner, category), set()).add(filename)
+
+    def meta_checksum(self, entry: IndexEntry) -> int:
+        """:func:`~.index_file.metadata_checksum` of ``entry``, remembered per note for the
+        very entry object it was taken of (a changed entry is a new object: taken anew), and
+        read from the snapshot for the entries loaded with it."""
+        key = (entry.category, entry.filename)
+        known = self._meta.get(key)
+        if known is not None and known[0] is entry:
+            return known[1]
+        crc = metadata_checksum(entry)
+        self._meta[key] = (entry, crc)
+        return crc
 
     def names_of(self, user_id: str, category: str) -> set[str]:
         """The file names ``user_id`` owns in ``category`` (a live set: copy before iterating unlocked)."""
@@ -348,7 +368,7 @@ class KnowledgeIndex:
         self.lock.release()
         try:
             now = time.time()
-            data = serialize_index(list(snapshot.values()), now, list(skipped.values()), journal)
+            data = serialize_index(list(snapshot.values()), now, list(skipped.values()), journal, self.meta_checksum)
             self.backend.write_blob(INDEX_NAME, data)
             self.backend.write_blob(JOURNAL_NAME, journal_header(journal))
         except BaseException:

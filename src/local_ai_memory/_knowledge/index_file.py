@@ -29,6 +29,11 @@ encode the notes it loads; entries without it (older indexes) are read as they a
 notes are counted at query time until they are indexed again. An index with an older version is
 rebuilt from the files; a newer one is refused with :class:`UnsupportedFormatError`.
 
+A snapshot written after 0.3 also holds ``meta``: each entry's :func:`metadata_checksum`, in
+the order of ``files`` (readers that do not know it ignore it; a list of another length is
+ignored). A new process compares a ranker snapshot's rows with these instead of computing one
+per note. A wrong value can only make a row mismatch, and then its note is read again.
+
 Version 4 (0.3) is version 3 plus a ``journal`` id: the snapshot is followed by the journal
 blob ``memory_index.journal``, one JSON line per changed note, so a write appends its note's
 entry instead of rewriting every entry::
@@ -51,7 +56,9 @@ from __future__ import annotations
 
 import json
 import re
+import zlib
 from collections import Counter
+from collections.abc import Callable
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -77,6 +84,7 @@ __all__ = [
     "journal_line",
     "keyword_prompt",
     "lead_text",
+    "metadata_checksum",
     "metadata_text",
     "parse_index",
     "parse_journal",
@@ -149,6 +157,10 @@ class IndexFile(BaseModel):
     journal: str | None = None
     files: list[IndexEntry] = Field(default_factory=list)
     skipped: list[SkippedNote] = Field(default_factory=list)
+    meta: list[int] | None = Field(
+        default=None,
+        description="metadata_checksum of each entry of files, in order (after 0.3; see the module docstring).",
+    )
 
 
 class JournalHeader(BaseModel):
@@ -220,9 +232,11 @@ def serialize_index(
     last_updated: float,
     skipped: list[SkippedNote] | None = None,
     journal: str | None = None,
+    checksum: Callable[[IndexEntry], int] | None = None,
 ) -> bytes:
     """The bytes of an index holding ``entries`` (sorted by category, then file name) and
-    ``skipped``, followed by the journal ``journal`` (when given)."""
+    ``skipped``, followed by the journal ``journal`` (when given), with each entry's
+    :func:`metadata_checksum` (``checksum``: a function that may know it already)."""
     ordered = sorted(entries, key=lambda e: (e.category, e.filename))
     files = [e.model_dump(exclude_none=True) for e in ordered]
     body: dict[str, object] = {"index_version": INDEX_VERSION, "last_updated": last_updated}
@@ -231,6 +245,7 @@ def serialize_index(
     body["files"] = files
     if skipped:
         body["skipped"] = [n.model_dump() for n in sorted(skipped, key=lambda n: (n.category, n.filename))]
+    body["meta"] = [(checksum or metadata_checksum)(e) for e in ordered]
     return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
@@ -380,6 +395,13 @@ def extract_metadata(
 def metadata_text(entry: IndexEntry) -> str:
     """File name words, title, description and keywords of an entry, as one text."""
     return " ".join([_stem_title(entry.filename), entry.title, entry.description, " ".join(entry.keywords)])
+
+
+def metadata_checksum(entry: IndexEntry) -> int:
+    """CRC-32 of :func:`metadata_text`: what a ranker snapshot row must match besides the
+    note's version and size (the metadata words are ranked too). Stored beside the entries in
+    a snapshot (``meta``), so a new process compares it instead of computing it for every note."""
+    return zlib.crc32(metadata_text(entry).encode("utf-8", "surrogatepass"))
 
 
 def _added_metadata(entry: IndexEntry, content: str) -> str:

@@ -2,7 +2,10 @@
 
 A ranker is built the first time a user searches a category, from its snapshot blob
 (``.bm25/{category}/{user prefix}bm25.npz``) where each document's signature (version, size
-and a checksum of its metadata) still matches the index, re-reading only the other notes.
+and a checksum of its metadata) still matches the index, re-reading only the other notes. The
+rows are compared in one array operation, with the metadata checksums the index snapshot
+keeps (:meth:`.index.KnowledgeIndex.meta_checksum`), so a new process computes none for the
+notes its index snapshot holds.
 A changed note updates its ranker in place (see :mod:`.bm25`). Snapshots are a cache:
 failing to write one never fails a query. Callers hold the store's lock.
 
@@ -20,7 +23,6 @@ damaged one is reported (``MEMORY_CORRUPT``) and rebuilt.
 from __future__ import annotations
 
 import logging
-import zlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -39,7 +41,7 @@ from local_ai_memory._knowledge.bm25 import (
     unpack_texts,
 )
 from local_ai_memory._knowledge.index import KnowledgeIndex, journal_bound
-from local_ai_memory._knowledge.index_file import IndexEntry, RankingField, metadata_text
+from local_ai_memory._knowledge.index_file import IndexEntry, RankingField, metadata_checksum
 from local_ai_memory._shared.errors import StorageError
 from local_ai_memory._shared.events import Event, log_event
 from local_ai_memory._shared.naming import user_file_prefix
@@ -74,10 +76,11 @@ class SnapshotMeta(BaseModel):
     documents: int
 
 
-def doc_signature(entry: IndexEntry) -> tuple[int, int, int]:
-    """What a snapshot row must match to be reused: version, size and a checksum of the metadata."""
-    meta = zlib.crc32(metadata_text(entry).encode("utf-8", "surrogatepass"))
-    return (entry.mtime_ns or 0, entry.size if entry.size is not None else -1, meta)
+def doc_signature(entry: IndexEntry, meta: int | None = None) -> tuple[int, int, int]:
+    """What a snapshot row must match to be reused: version, size and a checksum of the
+    metadata (``meta``: already known, see :meth:`.index.KnowledgeIndex.meta_checksum`)."""
+    crc = metadata_checksum(entry) if meta is None else meta
+    return (entry.mtime_ns or 0, entry.size if entry.size is not None else -1, crc)
 
 
 def snapshot_name(user_id: str, category: str) -> str:
@@ -136,7 +139,8 @@ class RankerCache:
         entries = self.index.current()
         arrays, names = ranker.export()
         missing = (0, -1, 0)  # never matches: such a document is re-read on the next load
-        sigs = [doc_signature(e) if (e := entries.get((category, name))) else missing for name in names]
+        checksum = self.index.meta_checksum
+        sigs = [doc_signature(e, checksum(e)) if (e := entries.get((category, name))) else missing for name in names]
         arrays["sigs"] = np.array(sigs, dtype=np.int64).reshape(-1, 3)
         meta = SnapshotMeta(
             format_version=SNAPSHOT_VERSION,
@@ -190,15 +194,25 @@ class RankerCache:
             if meta is None:
                 return set()
             sigs = arrays["sigs"]
-            if sigs.shape != (meta.documents, 3):
+            if sigs.shape != (meta.documents, 3) or sigs.dtype.kind not in "iu":
                 raise ValueError("snapshot signatures do not match its documents")
-            rows = sigs.tolist()
+            checksum = self.index.meta_checksum
 
-            def accept(filename: str, row: int) -> bool:
-                entry = entries.get((category, filename))
-                return entry is not None and filename in names and tuple(rows[row]) == doc_signature(entry)
+            def keep(keys: list[str]) -> npt.NDArray[np.bool_]:
+                # One signature per row, compared in one array operation (a missing or foreign
+                # note gets one that matches no row: versions and sizes are never negative).
+                current = [
+                    doc_signature(e, checksum(e))
+                    if (e := entries.get((category, key))) is not None and key in names
+                    else (-1, -2, -1)
+                    for key in keys
+                ]
+                if len(current) != len(sigs):
+                    raise ValueError("snapshot signatures do not match its documents")
+                wanted = np.array(current, dtype=np.int64).reshape(-1, 3)
+                return np.asarray(np.all(sigs == wanted, axis=1), dtype=np.bool_)
 
-            return ranker.load(arrays, accept)
+            return ranker.load(arrays, keep)
         except (ValueError, KeyError, IndexError, TypeError) as exc:
             log_event(Event.MEMORY_CORRUPT, level=logging.WARNING, path=name, reason=str(exc)[:200])
             return set()
