@@ -17,7 +17,7 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
-from langchain_local_ai_memory._message_decode import loader
+from langchain_local_ai_memory._message_decode import list_loader, loader
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 
@@ -143,6 +143,11 @@ def test_direct_decoding_equals_the_serializers(strict: bool) -> None:
         _same(loads(stored), serde.loads_typed(stored))
     whole = serde.dumps_typed(values[:200])  # a list decoded in one call, as LangGraph stores a channel
     _same(loads(whole), serde.loads_typed(whole))
+    items = [serde.dumps_typed(value) for value in values]
+    for count in (0, 1, 15, 16, 17, 600, len(values)):  # array headers of every size class on the way
+        plain = [item for item in items if item[0] == "msgpack"][:count]
+        _same(list_loader(serde)(plain), [serde.loads_typed(item) for item in plain])
+    _same(list_loader(serde)(items), [serde.loads_typed(item) for item in items])  # null and bytes among them
 
 
 def test_plain_messages_skip_validation_and_tricky_ones_do_not(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -178,5 +183,6 @@ def test_other_serializers_decode_their_own_way() -> None:
 
     mine = Mine()
     assert loader(mine) == mine.loads_typed
+    assert list_loader(mine)([mine.dumps_typed(HumanMessage("x", id="1"))]) == [HumanMessage("x", id="1")]
     hooked = JsonPlusSerializer(__unpack_ext_hook__=lambda code, data: ("ext", code))
     assert loader(hooked) == hooked.loads_typed

@@ -68,7 +68,7 @@ from local_ai_memory import InvalidInputError, Memory, MemoryConfig, StorageErro
 from local_ai_memory.backends import PlanSteps, RuntimeBackend, Scope, ScopeInfo, StepsChange
 from local_ai_memory.integration import adrive, checkpoint_log, drive
 
-from ._message_decode import loader
+from ._message_decode import list_loader, loader
 from ._scope import memory_of
 
 __all__ = ["LocalMemorySaver"]
@@ -362,7 +362,7 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
                 values[channel] = [shared.load(item) for item in stored.items]
             elif stored.items is not None:
                 tip = stored.tip(version)
-                values[channel] = [loads(item) for item in tip.items]
+                values[channel] = list_loader(self.serde)(tip.items)
                 lists[channel] = tip
             elif stored.packed is not None and stored.packed[0] != "empty":
                 values[channel] = loads(checkpoint_log.unpack(stored.packed))

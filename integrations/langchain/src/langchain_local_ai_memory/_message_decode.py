@@ -22,18 +22,19 @@ paths object for object (type, fields, fields set, extras) over many messages, t
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import ormsgpack
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import EXT_PYDANTIC_V2, JsonPlusSerializer
 
-__all__ = ["loader"]
+__all__ = ["list_loader", "loader"]
 
 Loads = Callable[[tuple[str, bytes]], Any]
+LoadsList = Callable[[Sequence[tuple[str, bytes]]], list[Any]]
 
 _COMMON = ("content", "additional_kwargs", "response_metadata", "type", "name", "id")
 _USAGE = {"input_tokens", "output_tokens", "total_tokens"}
@@ -178,7 +179,7 @@ def _constructs_alike(kind: _Kind) -> bool:
 
 _KINDS = _kinds()
 _DIRECT = {key for key, kind in _KINDS.items() if _constructs_alike(kind)}
-_LOADERS: weakref.WeakKeyDictionary[JsonPlusSerializer, Loads] = weakref.WeakKeyDictionary()
+_LOADERS: weakref.WeakKeyDictionary[JsonPlusSerializer, tuple[Loads, LoadsList]] = weakref.WeakKeyDictionary()
 
 
 def _allowed(serde: JsonPlusSerializer) -> dict[tuple[str, str], _Kind]:
@@ -194,7 +195,7 @@ def _allowed(serde: JsonPlusSerializer) -> dict[tuple[str, str], _Kind]:
     return {key: kind for key, kind in _KINDS.items() if key in listed}
 
 
-def _fast(serde: JsonPlusSerializer) -> Loads:
+def _fast(serde: JsonPlusSerializer) -> tuple[Loads, LoadsList]:
     fallback: Callable[[int, bytes], Any] = serde._unpack_ext_hook
     kinds = _allowed(serde)
 
@@ -219,17 +220,44 @@ def _fast(serde: JsonPlusSerializer) -> Loads:
             return serde.loads_typed(typed)
         return ormsgpack.unpackb(typed[1], ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
 
-    return loads
+    def loads_list(items: Sequence[tuple[str, bytes]]) -> list[Any]:
+        # A msgpack array is its header followed by its items' encodings, so a list stored item by item
+        # decodes in one call, exactly as each item would alone.
+        if not all(kind == "msgpack" for kind, _ in items):
+            return [loads(item) for item in items]
+        count = len(items)
+        head = bytes([0x90 | count]) if count < 16 else (b"\xdc" if count < 65536 else b"\xdd")
+        if count >= 16:
+            head += count.to_bytes(2 if count < 65536 else 4, "big")
+        found = ormsgpack.unpackb(
+            head + b"".join(data for _, data in items), ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS
+        )
+        return cast(list[Any], found)
+
+    return loads, loads_list
+
+
+def _loaders(serde: SerializerProtocol) -> tuple[Loads, LoadsList] | None:
+    if type(serde) is not JsonPlusSerializer or getattr(serde, "_custom_unpack_ext_hook", True):
+        return None
+    if not callable(getattr(serde, "_unpack_ext_hook", None)):
+        return None
+    found = _LOADERS.get(serde)
+    if found is None:
+        found = _LOADERS[serde] = _fast(serde)
+    return found
 
 
 def loader(serde: SerializerProtocol) -> Loads:
     """``serde.loads_typed``, or an equal and faster one when ``serde`` is LangGraph's own
     ``JsonPlusSerializer`` with its own extension hook (see the module docstring)."""
-    if type(serde) is not JsonPlusSerializer or getattr(serde, "_custom_unpack_ext_hook", True):
-        return serde.loads_typed
-    if not callable(getattr(serde, "_unpack_ext_hook", None)):
-        return serde.loads_typed
-    found = _LOADERS.get(serde)
+    found = _loaders(serde)
+    return serde.loads_typed if found is None else found[0]
+
+
+def list_loader(serde: SerializerProtocol) -> LoadsList:
+    """Decodes the serialized items of a list, as :func:`loader` would one by one, in one call where it can."""
+    found = _loaders(serde)
     if found is None:
-        found = _LOADERS[serde] = _fast(serde)
-    return found
+        return lambda items: [serde.loads_typed(item) for item in items]
+    return found[1]
