@@ -35,7 +35,8 @@ there), and retention keeps every base a kept checkpoint needs (:func:`compact`)
 **Snapshots** make a read in a fresh process cost what the newest checkpoints hold, not what the
 thread ever held. Beside each namespace's log the saver keeps one more step log of a single
 record, a :class:`Snapshot`: ``{"t": "snapshot", "format": 2, "cursor", "entries"}``, where
-``entries`` are log records (the shapes above) holding the :data:`WINDOW` newest checkpoints of
+``entries`` are log records (the shapes above) holding up to :data:`WINDOW` newest checkpoints
+(within :data:`WINDOW_SHARE`) of
 the log up to ``cursor`` (a position the backend handed out, see
 :meth:`~local_ai_memory.backends.RuntimeBackend.read_plan_steps`), their pending writes and the
 values they read, the oldest one's lists whole (:func:`window`). A reader folds the snapshot,

@@ -6,7 +6,8 @@ class with those fields: a full pydantic validation per message, plus langchain-
 validators. A fresh ``get_state`` of a 1,000-step agent thread rebuilds 2,000 messages that way,
 most of its time. The fields were dumped from an object that was valid, so for the common message
 classes that validation gives back what it was given; :func:`loader` then builds the object from
-the stored fields directly (``model_construct``: no validation), which is several times faster.
+the stored fields directly (what ``model_construct`` builds: no validation), about twice as fast
+(1,971 messages: 16 ms of CPU against 34 ms).
 
 "Gives back what it was given" is checked field by field, never assumed: a message takes the
 direct path only when every field is of a shape the class's validation keeps as is (the checks in
@@ -256,7 +257,8 @@ def loader(serde: SerializerProtocol) -> Loads:
 
 
 def list_loader(serde: SerializerProtocol) -> LoadsList:
-    """Decodes the serialized items of a list, as :func:`loader` would one by one, in one call where it can."""
+    """Decodes the serialized items of a list, as :func:`loader` would one by one (in one msgpack call where
+    it can; measured no faster than item by item here, kept as the one place a list is decoded)."""
     found = _loaders(serde)
     if found is None:
         return lambda items: [serde.loads_typed(item) for item in items]
