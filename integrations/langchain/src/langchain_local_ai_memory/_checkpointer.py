@@ -68,7 +68,7 @@ from local_ai_memory import InvalidInputError, Memory, MemoryConfig, StorageErro
 from local_ai_memory.backends import PlanSteps, RuntimeBackend, Scope, ScopeInfo, StepsChange
 from local_ai_memory.integration import adrive, checkpoint_log, drive
 
-from ._message_decode import list_loader, loader
+from ._message_decode import collector_paused, list_loader, loader
 from ._scope import memory_of
 
 __all__ = ["LocalMemorySaver"]
@@ -343,6 +343,19 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
             if not folded.knows(checkpoint_id):
                 raise _UnknownError
             return None
+        with collector_paused():  # thousands of objects built: no full collections on the way
+            return self._build(thread_id, checkpoint_ns, checkpoint_id, found, folded, shared)
+
+    def _build(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        found: tuple[dict[str, Any], checkpoint_log.Packed, str | None],
+        folded: checkpoint_log.Namespace,
+        shared: _Shared | None,
+    ) -> tuple[CheckpointTuple, _Tip]:
+        """The body of :meth:`_tuple` (``found`` is the checkpoint's stored record)."""
         skeleton, metadata, parent = found
         loads = loader(self.serde)
         values = {}

@@ -22,8 +22,10 @@ paths object for object (type, fields, fields set, extras) over many messages, t
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -32,7 +34,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import EXT_PYDANTIC_V2, JsonPlusSerializer
 
-__all__ = ["list_loader", "loader"]
+__all__ = ["collector_paused", "list_loader", "loader"]
 
 Loads = Callable[[tuple[str, bytes]], Any]
 LoadsList = Callable[[Sequence[tuple[str, bytes]]], list[Any]]
@@ -196,6 +198,22 @@ def _allowed(serde: JsonPlusSerializer) -> dict[tuple[str, str], _Kind]:
     return {key: kind for key, kind in _KINDS.items() if key in listed}
 
 
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector while a list is decoded: decoding thousands of messages
+    allocates enough objects to set off full collections, each a walk over every object of the
+    process (in a fresh read, most of the time went there). What is built holds no cycles; the
+    collector runs again as before afterwards (left off if something else had turned it off)."""
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
+
+
 def _fast(serde: JsonPlusSerializer) -> tuple[Loads, LoadsList]:
     fallback: Callable[[int, bytes], Any] = serde._unpack_ext_hook
     kinds = _allowed(serde)
@@ -230,9 +248,10 @@ def _fast(serde: JsonPlusSerializer) -> tuple[Loads, LoadsList]:
         head = bytes([0x90 | count]) if count < 16 else (b"\xdc" if count < 65536 else b"\xdd")
         if count >= 16:
             head += count.to_bytes(2 if count < 65536 else 4, "big")
-        found = ormsgpack.unpackb(
-            head + b"".join(data for _, data in items), ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS
-        )
+        with collector_paused():
+            found = ormsgpack.unpackb(
+                head + b"".join(data for _, data in items), ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS
+            )
         return cast(list[Any], found)
 
     return loads, loads_list
