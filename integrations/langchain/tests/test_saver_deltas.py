@@ -140,7 +140,7 @@ def _checkpoints(saver: BaseCheckpointSaver[Any]) -> list[Any]:
     return sorted(_normal(found) for found in listed)
 
 
-SETTINGS = ("MIN_CHAIN", "SNAPSHOT_MIN", "SNAPSHOT_RATIO", "WINDOW")
+SETTINGS = ("MIN_CHAIN", "SNAPSHOT_MIN", "SNAPSHOT_RATIO", "WINDOW", "WINDOW_SHARE", "WINDOW_MIN")
 
 
 @contextlib.contextmanager

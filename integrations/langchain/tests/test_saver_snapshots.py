@@ -183,3 +183,52 @@ def test_a_snapshot_older_than_a_rewrite_of_its_log_is_never_read(
     assert _normal(fresh.get_tuple(THREAD)) == before
     assert reads[0][:2] == (True, True)  # the backend said the cursor's log is gone: read whole
     assert len(list(fresh.list(THREAD))) == 1  # only what the prune kept
+
+
+def test_a_snapshot_holds_the_conversation_once_and_a_window_within_its_share(tmp_path: Path) -> None:
+    """The log rewrites the conversation whole every few steps (a short ``MIN_CHAIN``); a snapshot
+    still keeps it once (one whole list and tails), and keeps only as many checkpoints as fit a quarter
+    of the values: its size follows what the thread holds, so it adds no fixed block to a young thread."""
+    from local_ai_memory.integration import checkpoint_log
+
+    memory = Memory.open(tmp_path, fsync=False)
+    reference = graph(InMemorySaver())
+    scope = Scope.of("u", "t")
+    often = {"MIN_CHAIN": 1500, "SNAPSHOT_MIN": 0, "SNAPSHOT_RATIO": 0, "WINDOW": 1000, "WINDOW_MIN": 0}
+
+    def snapshot() -> tuple[checkpoint_log.Snapshot, checkpoint_log.Namespace, checkpoint_log.Namespace]:
+        record = checkpoint_log.Snapshot.of_steps(memory.runtime.get_plan_steps(scope, "lg-root-snap"))
+        assert record is not None
+        folded = record.fold()
+        assert folded is not None
+        return record, folded, checkpoint_log.fold_log(memory.runtime.get_plan_steps(scope, "lg-root"))
+
+    with _log_settings(MIN_CHAIN=1500, **NEVER):
+        _both(memory, range(29), reference)
+    with _log_settings(**often, WINDOW_SHARE=100.0):  # one snapshot of every checkpoint of the log
+        _both(memory, range(29, 30), reference)
+    record, folded, whole = snapshot()
+    assert len(folded.checkpoints) == len(whole.checkpoints)
+    wholes = [blob for (channel, _), blob in whole.blobs.items() if channel == "messages" and "base" not in blob]
+    assert len(wholes) > 3  # the log did write the conversation whole again and again
+    stored = [blob for (channel, _), blob in folded.blobs.items() if channel == "messages"]
+    versions = folded.checkpoints[folded.latest][0]["channel_versions"]
+    newest = checkpoint_log.resolve(folded.blobs, "messages", versions["messages"])
+    assert newest is not None
+    assert newest.items is not None
+    assert sum(1 for blob in stored if "base" not in blob) == 1
+    assert sum(len(blob["items"]) for blob in stored) == len(newest.items)  # every message stored once
+
+    with _log_settings(**often):  # the default share of the values
+        _both(memory, range(30, 31), reference)
+    record, folded, whole = snapshot()
+    values = checkpoint_log._values_size(folded, folded.latest)
+    own = sum(len(json.dumps(entry)) for entry in record.entries if entry["t"] in ("checkpoint", "writes"))
+    assert 2 <= len(folded.checkpoints) < len(whole.checkpoints)
+    assert own <= checkpoint_log.WINDOW_SHARE * values * 1.5  # the share, give or take the records' JSON keys
+
+    fresh = graph(LocalMemorySaver(Memory.open(tmp_path, fsync=False), user_id="u"))
+    assert summary(fresh.get_state(THREAD)) == summary(reference.get_state(THREAD))
+    assert [summary(s) for s in fresh.get_state_history(THREAD, limit=40)] == [
+        summary(s) for s in reference.get_state_history(THREAD, limit=40)
+    ]

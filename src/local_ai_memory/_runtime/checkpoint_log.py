@@ -35,7 +35,8 @@ there), and retention keeps every base a kept checkpoint needs (:func:`compact`)
 **Snapshots** make a read in a fresh process cost what the newest checkpoints hold, not what the
 thread ever held. Beside each namespace's log the saver keeps one more step log of a single
 record, a :class:`Snapshot`: ``{"t": "snapshot", "format": 2, "cursor", "entries"}``, where
-``entries`` are log records (the shapes above) holding the :data:`WINDOW` newest checkpoints of
+``entries`` are log records (the shapes above) holding up to :data:`WINDOW` newest checkpoints
+(within :data:`WINDOW_SHARE`) of
 the log up to ``cursor`` (a position the backend handed out, see
 :meth:`~local_ai_memory.backends.RuntimeBackend.read_plan_steps`), their pending writes and the
 values they read, the oldest one's lists whole (:func:`window`). A reader folds the snapshot,
@@ -96,7 +97,14 @@ FORMAT = 2
 MIN_CHAIN = 64 * 1024
 """Tails of a list may add up to this many bytes before a whole list is written again, however small the list."""
 WINDOW = 64
-"""Checkpoints a snapshot keeps (the newest): ``get_state_history`` of that many reads no older log."""
+"""Checkpoints a snapshot keeps at most (the newest): ``get_state_history`` of that many reads no older log."""
+WINDOW_SHARE = 0.25
+WINDOW_MIN = 32 * 1024
+"""A snapshot keeps fewer checkpoints when their own records (skeletons, pending writes) would take more
+than ``WINDOW_SHARE`` of the newest checkpoint's values (and more than ``WINDOW_MIN`` bytes): so a
+snapshot costs about what the thread holds now, in proportion to the log, never a fixed block that a
+young thread's first snapshot would pay all at once (the log of a young thread is small enough to read
+whole for an older checkpoint)."""
 SNAPSHOT_MIN = 128 * 1024
 SNAPSHOT_RATIO = 0.25
 """A new snapshot is written once the log grew by ``SNAPSHOT_RATIO`` of the last snapshot's size
@@ -380,9 +388,10 @@ def _whole_items(blobs: dict[tuple[str, str], Any], channel: str, version: Any) 
 
 
 def window(folded: Namespace, count: int | None = None) -> list[dict[str, Any]] | None:
-    """The records of a :class:`Snapshot` of ``folded``: its ``count`` (:data:`WINDOW`) newest
-    checkpoints, their pending writes and the values they read, the oldest checkpoint's lists
-    stored whole so that no value reaches further back than the window.
+    """The records of a :class:`Snapshot` of ``folded``: its ``count`` newest checkpoints (by default
+    up to :data:`WINDOW`, fewer where their records would outweigh their share of the values, see
+    :data:`WINDOW_SHARE`), their pending writes and the values they read, the oldest checkpoint's
+    lists stored whole so that no value reaches further back than the window.
 
     ``None`` when the fold is one from an older snapshot that lacks a value a kept checkpoint
     reads (a fork reached below its floor): such a snapshot could not answer, so none is written.
@@ -391,6 +400,8 @@ def window(folded: Namespace, count: int | None = None) -> list[dict[str, Any]] 
     kept = known[-(WINDOW if count is None else count) :]
     if not kept:
         return None
+    if count is None:
+        kept = _within_budget(folded, kept)
     whole: dict[tuple[str, str], Any] = {}
     for channel, version in folded.checkpoints[kept[0]][0].get("channel_versions", {}).items():
         key = (channel, version_key(version))
@@ -403,7 +414,63 @@ def window(folded: Namespace, count: int | None = None) -> list[dict[str, Any]] 
     needed, complete = _needed(folded, kept, whole)
     if not complete and folded.floor is not None:
         return None
-    return _emit(folded, kept, needed)
+    return _emit(folded, kept, _as_tails(needed))
+
+
+def _as_tails(blobs: dict[tuple[str, str], Any]) -> dict[tuple[str, str], Any]:
+    """``blobs`` with each whole list that extends a shorter list of the same channel among them
+    stored as a tail of the longest such list: the log writes a list whole again every so often (to
+    keep its own chains short), and a window holding two of those would otherwise keep the
+    conversation twice. Every base is strictly shorter than what it extends, so no chain loops, and
+    each list reads back item for item as before."""
+    resolved: dict[tuple[str, str], list[Any]] = {}
+    for key, blob in blobs.items():
+        if isinstance(blob, dict):
+            items = _whole_items(blobs, key[0], blob["v"])
+            if items is not None:
+                resolved[key] = items
+    out = dict(blobs)
+    for key, blob in blobs.items():
+        items = resolved.get(key)
+        if items is None or "base" in blob:
+            continue
+        bases = [
+            (len(other), other_key)
+            for other_key, other in resolved.items()
+            if other_key[0] == key[0] and len(other) < len(items) and items[: len(other)] == other
+        ]
+        if bases:
+            length, base_key = max(bases)
+            out[key] = {"v": blob["v"], "base": blobs[base_key]["v"], "items": items[length:]}
+    return out
+
+
+def _values_size(folded: Namespace, checkpoint_id: str) -> int:
+    """Characters of the stored values checkpoint ``checkpoint_id`` reads (list tails with their bases)."""
+    total = 0
+    for channel, version in folded.checkpoints[checkpoint_id][0].get("channel_versions", {}).items():
+        blob = folded.blobs.get((channel, version_key(version)))
+        for _ in range(len(folded.blobs) + 1):
+            if blob is None:
+                break
+            total += _blob_size(blob)
+            if not (isinstance(blob, dict) and "base" in blob):
+                break
+            blob = folded.blobs.get((channel, version_key(blob["base"])))
+    return total
+
+
+def _within_budget(folded: Namespace, kept: list[str]) -> list[str]:
+    """The newest of ``kept`` whose own records fit the budget of :data:`WINDOW_SHARE` (at least one)."""
+    budget = max(WINDOW_MIN, WINDOW_SHARE * _values_size(folded, kept[-1]))
+    spent = 0
+    for index in range(len(kept) - 1, -1, -1):
+        skeleton, metadata, _ = folded.checkpoints[kept[index]]
+        writes = folded.writes.get(kept[index], {}).values()
+        spent += len(json.dumps(skeleton)) + len(metadata[-1]) + sum(len(packed[-1]) for _, _, packed, _ in writes)
+        if spent > budget and index < len(kept) - 1:
+            return kept[index + 1 :]
+    return kept
 
 
 @dataclass(frozen=True)

@@ -68,23 +68,10 @@ from local_ai_memory import InvalidInputError, Memory, MemoryConfig, StorageErro
 from local_ai_memory.backends import PlanSteps, RuntimeBackend, Scope, ScopeInfo, StepsChange
 from local_ai_memory.integration import adrive, checkpoint_log, drive
 
+from ._message_decode import collector_paused, list_loader, loader
 from ._scope import memory_of
 
-__all__ = ["LocalMemorySaver", "fold_log"]
-
-FORMAT = checkpoint_log.FORMAT
-PLAN_KIND = checkpoint_log.PLAN_KIND
-SNAPSHOT_KIND = checkpoint_log.SNAPSHOT_KIND
-Snapshot = checkpoint_log.Snapshot
-ListTip = checkpoint_log.ListTip
-Namespace = checkpoint_log.Namespace
-compact = checkpoint_log.compact
-encode_channel = checkpoint_log.encode_channel
-fold_log = checkpoint_log.fold_log
-pack = checkpoint_log.pack
-resolve = checkpoint_log.resolve
-unpack = checkpoint_log.unpack
-Packed = checkpoint_log.Packed
+__all__ = ["LocalMemorySaver"]
 
 
 def _plan_id(checkpoint_ns: str) -> str:
@@ -117,14 +104,14 @@ class _Shared:
     """
 
     def __init__(self, serde: SerializerProtocol) -> None:
-        self.serde = serde
+        self.loads = loader(serde)
         self.decoded: dict[tuple[str, str], Any] = {}
 
-    def load(self, packed: Packed) -> Any:
+    def load(self, packed: checkpoint_log.Packed) -> Any:
         key = (packed[0], packed[1])
         found = self.decoded.get(key, _MISSING)
         if found is _MISSING:
-            found = self.decoded[key] = self.serde.loads_typed(unpack(packed))
+            found = self.decoded[key] = self.loads(checkpoint_log.unpack(packed))
         return found
 
 
@@ -150,7 +137,7 @@ class _Tip:
 
     checkpoint_id: str
     versions: dict[str, Any]
-    lists: dict[str, ListTip]
+    lists: dict[str, checkpoint_log.ListTip]
 
     @property
     def size(self) -> int:
@@ -180,22 +167,22 @@ def _checkpoint_entry(
     blobs: dict[str, Any] = {}
     for channel, version in new_versions.items():
         if channel not in values:
-            blobs[channel] = [version, *pack(("empty", b""))]
+            blobs[channel] = [version, *checkpoint_log.pack(("empty", b""))]
             continue
         base = None
         if tip is not None and channel in tip.lists and tip.lists[channel].version == tip.versions.get(channel):
             base = tip.lists[channel]
-        blobs[channel], grown = encode_channel(values[channel], version, base, serde)
+        blobs[channel], grown = checkpoint_log.encode_channel(values[channel], version, base, serde)
         if grown is not None:
             lists[channel] = grown
     skeleton = {k: v for k, v in checkpoint.items() if k != "channel_values"}
     entry = {
         "t": "checkpoint",
-        "format": FORMAT,
+        "format": checkpoint_log.FORMAT,
         "id": checkpoint["id"],
         "parent": parent,
         "checkpoint": skeleton,
-        "metadata": pack(serde.dumps_typed(get_checkpoint_metadata(config, metadata))),
+        "metadata": checkpoint_log.pack(serde.dumps_typed(get_checkpoint_metadata(config, metadata))),
         "blobs": blobs,
     }
     return entry, _Tip(checkpoint["id"], versions, lists)
@@ -214,7 +201,7 @@ def _writes_entry(
         "task_id": task_id,
         "task_path": task_path,
         "writes": [
-            [WRITES_IDX_MAP.get(channel, idx), channel, *pack(serde.dumps_typed(value))]
+            [WRITES_IDX_MAP.get(channel, idx), channel, *checkpoint_log.pack(serde.dumps_typed(value))]
             for idx, (channel, value) in enumerate(writes)
         ],
     }
@@ -301,7 +288,7 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
         self.refresh_on_read = refresh_on_read
         Scope.of(user_id, "check")  # refuse a hostile user id now, not at the first step
         self._registered: set[FoldKey] = set()  # logs this saver registered with their session's plans
-        self._folds: OrderedDict[FoldKey, tuple[str, Namespace]] = OrderedDict()  # key -> (cursor, fold)
+        self._folds: OrderedDict[FoldKey, tuple[str, checkpoint_log.Namespace]] = OrderedDict()  # key -> (cursor, fold)
         self._tips: OrderedDict[FoldKey, _Tip] = OrderedDict()  # key -> the namespace's last checkpoint
         self._growth: OrderedDict[FoldKey, _Growth] = OrderedDict()  # key -> what its log grew since its snapshot
         self._folds_lock = threading.Lock()
@@ -322,7 +309,7 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
         return {
             payload["checkpoint_ns"]: plan_id
             for plan_id, payload in plans.items()
-            if isinstance(payload, dict) and payload.get("kind") == PLAN_KIND
+            if isinstance(payload, dict) and payload.get("kind") == checkpoint_log.PLAN_KIND
         }
 
     @staticmethod
@@ -332,12 +319,17 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
         def change(plans: dict[str, Any]) -> dict[str, Any] | None:
             if plan_id in plans:
                 return None
-            return {**plans, plan_id: {"kind": PLAN_KIND, "checkpoint_ns": checkpoint_ns}}
+            return {**plans, plan_id: {"kind": checkpoint_log.PLAN_KIND, "checkpoint_ns": checkpoint_ns}}
 
         return change
 
     def _tuple(
-        self, thread_id: str, checkpoint_ns: str, checkpoint_id: str, folded: Namespace, shared: _Shared | None = None
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        folded: checkpoint_log.Namespace,
+        shared: _Shared | None = None,
     ) -> tuple[CheckpointTuple, _Tip] | None:
         """The checkpoint ``checkpoint_id`` as LangGraph reads it, and the tip a step from it extends.
 
@@ -351,12 +343,26 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
             if not folded.knows(checkpoint_id):
                 raise _UnknownError
             return None
+        with collector_paused():  # thousands of objects built: no full collections on the way
+            return self._build(thread_id, checkpoint_ns, checkpoint_id, found, folded, shared)
+
+    def _build(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        found: tuple[dict[str, Any], checkpoint_log.Packed, str | None],
+        folded: checkpoint_log.Namespace,
+        shared: _Shared | None,
+    ) -> tuple[CheckpointTuple, _Tip]:
+        """The body of :meth:`_tuple` (``found`` is the checkpoint's stored record)."""
         skeleton, metadata, parent = found
+        loads = loader(self.serde)
         values = {}
-        lists: dict[str, ListTip] = {}
+        lists: dict[str, checkpoint_log.ListTip] = {}
         for channel, version in skeleton.get("channel_versions", {}).items():
             try:
-                stored = resolve(folded.blobs, channel, version)
+                stored = checkpoint_log.resolve(folded.blobs, channel, version)
             except StorageError:
                 if folded.floor is not None:
                     raise _UnknownError from None
@@ -369,10 +375,10 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
                 values[channel] = [shared.load(item) for item in stored.items]
             elif stored.items is not None:
                 tip = stored.tip(version)
-                values[channel] = [self.serde.loads_typed(item) for item in tip.items]
+                values[channel] = list_loader(self.serde)(tip.items)
                 lists[channel] = tip
             elif stored.packed is not None and stored.packed[0] != "empty":
-                values[channel] = self.serde.loads_typed(unpack(stored.packed))
+                values[channel] = loads(checkpoint_log.unpack(stored.packed))
         stored_writes = folded.writes.get(checkpoint_id, {})
         ordered = sorted(stored_writes.items(), key=lambda item: writes_sort_key(item[1][3], *item[0]))
         base = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
@@ -381,10 +387,10 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
             # A copy: LangGraph changes the checkpoint it is given (its versions) in place, and the
             # fold this came from is kept for the next read.
             checkpoint={**copy.deepcopy(skeleton), "channel_values": values},  # type: ignore[typeddict-item]
-            metadata=self.serde.loads_typed(unpack(metadata)),
+            metadata=loads(checkpoint_log.unpack(metadata)),
             parent_config={"configurable": {**base, "checkpoint_id": parent}} if parent else None,
             pending_writes=[
-                (task, channel, self.serde.loads_typed(unpack(value)))
+                (task, channel, loads(checkpoint_log.unpack(value)))
                 for task, channel, value, _ in (w for _, w in ordered)
             ],
         )
@@ -403,7 +409,7 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
         before_id = get_checkpoint_id(before) if before else None
         shared = _Shared(self.serde)
         for checkpoint_ns, entries in logs.items():
-            folded = fold_log(entries)
+            folded = checkpoint_log.fold_log(entries)
             for cid in sorted(folded.checkpoints, reverse=True):
                 if checkpoint_id and cid != checkpoint_id:
                     continue
@@ -442,7 +448,9 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
             cached = self._folds.get(key)
         return None if cached is None else cached[0]
 
-    def _fold_in(self, key: FoldKey, cursor: str | None, read: PlanSteps, seed: Snapshot | None) -> Namespace | None:
+    def _fold_in(
+        self, key: FoldKey, cursor: str | None, read: PlanSteps, seed: checkpoint_log.Snapshot | None
+    ) -> checkpoint_log.Namespace | None:
         """Fold ``read`` (taken from ``cursor``) into the kept fold, or into the fold of ``seed`` (the
         snapshot whose cursor it is), and keep the result for the next read.
 
@@ -454,18 +462,18 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
             cached = self._folds.get(key)
             growth: _Growth | None = None
             if read.restarted:
-                folded = fold_log(read.steps)
+                folded = checkpoint_log.fold_log(read.steps)
                 growth = _Growth(sum(map(checkpoint_log.entry_size, read.steps)))
             elif seed is not None:
                 base = seed.fold() if cached is None else None
                 if base is None:
                     return None
-                folded = fold_log(read.steps, into=base)
+                folded = checkpoint_log.fold_log(read.steps, into=base)
                 growth = _Growth(
                     sum(map(checkpoint_log.entry_size, read.steps)), checkpoint_log.entry_size(seed.to_step())
                 )
             elif cached is not None and cached[0] == cursor:
-                folded = fold_log(read.steps, into=cached[1])
+                folded = checkpoint_log.fold_log(read.steps, into=cached[1])
             else:
                 return None
             self._folds[key] = (read.cursor, folded)
@@ -483,7 +491,7 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
 
     def _fold_op(
         self, scope: Scope, plan_id: str, plans: dict[str, Any] | None, *, whole: bool = False
-    ) -> Op[Namespace]:
+    ) -> Op[checkpoint_log.Namespace]:
         """The fold of a namespace's log: the kept one read on, else (in a process that kept
         nothing of it) the log's snapshot and the log from the snapshot's cursor on; with
         ``whole``, the log read whole (what a fold from a snapshot could not answer)."""
@@ -492,7 +500,7 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
         seed = None
         if cursor is None and not whole and (plans is None or _snapshot_id(plan_id) in plans):
             try:
-                seed = Snapshot.of_steps((yield _Call("get_plan_steps", (scope, _snapshot_id(plan_id)))))
+                seed = checkpoint_log.Snapshot.of_steps((yield _Call("get_plan_steps", (scope, _snapshot_id(plan_id)))))
             except UnsupportedFormatError:
                 seed = None  # written by a newer library: the log itself says whether it can be read
             cursor = None if seed is None else seed.cursor
@@ -504,7 +512,7 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
         return folded
 
     def _answer(
-        self, config: RunnableConfig, checkpoint_ns: str, folded: Namespace
+        self, config: RunnableConfig, checkpoint_ns: str, folded: checkpoint_log.Namespace
     ) -> tuple[CheckpointTuple | None, _Tip | None]:
         """The checkpoint ``config`` names (or the newest) from ``folded``; raises :class:`_UnknownError`."""
         with self._folds_lock:
@@ -720,7 +728,7 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
         growth.since = 0  # whether written or not, the next try waits for the log to grow again
         if cursor is None or entries is None:
             return
-        record = Snapshot(cursor, entries)
+        record = checkpoint_log.Snapshot(cursor, entries)
         snap_id = _snapshot_id(plan_id)
         if (scope.key, snap_id) not in self._registered:
             plans = yield _Call("update_plans", (scope, _register_snapshot(checkpoint_ns, plan_id)))
@@ -765,11 +773,11 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
             return
         serde = self.serde
 
-        def keep(checkpoint_id: str, metadata: Packed) -> bool:
-            return str(serde.loads_typed(unpack(metadata)).get("run_id")) not in gone
+        def keep(checkpoint_id: str, metadata: checkpoint_log.Packed) -> bool:
+            return str(serde.loads_typed(checkpoint_log.unpack(metadata)).get("run_id")) not in gone
 
         def change(steps: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
-            return compact(steps, keep)
+            return checkpoint_log.compact(steps, keep)
 
         for thread_id in self._threads((yield _Call("list_scopes"))):
             yield from self._rewrite_op(self._scope(thread_id), change)
@@ -787,7 +795,7 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
                 continue  # a session without LangGraph checkpoints is not this saver's to expire
             last = _touched(plans)
             for plan_id in namespaces.values():
-                folded = fold_log((yield _Call("get_plan_steps", (scope, plan_id))))
+                folded = checkpoint_log.fold_log((yield _Call("get_plan_steps", (scope, plan_id))))
                 if folded.latest is not None:
                     last = max(last, _stamp(folded.checkpoints[folded.latest][0].get("ts")))
             if now - last > self.ttl * 60:
@@ -933,7 +941,10 @@ def _drop_langgraph_plans(plans: dict[str, Any]) -> dict[str, Any] | None:
     kept = {
         plan_id: payload
         for plan_id, payload in plans.items()
-        if not (isinstance(payload, dict) and payload.get("kind") in (PLAN_KIND, SNAPSHOT_KIND, TOUCH_KIND))
+        if not (
+            isinstance(payload, dict)
+            and payload.get("kind") in (checkpoint_log.PLAN_KIND, checkpoint_log.SNAPSHOT_KIND, TOUCH_KIND)
+        )
     }
     return None if len(kept) == len(plans) else kept
 
@@ -945,7 +956,10 @@ def _register_snapshot(checkpoint_ns: str, plan_id: str) -> Callable[[dict[str, 
     def change(plans: dict[str, Any]) -> dict[str, Any] | None:
         if plan_id not in plans or snap_id in plans:
             return None
-        return {**plans, snap_id: {"kind": SNAPSHOT_KIND, "checkpoint_ns": checkpoint_ns, "log": plan_id}}
+        return {
+            **plans,
+            snap_id: {"kind": checkpoint_log.SNAPSHOT_KIND, "checkpoint_ns": checkpoint_ns, "log": plan_id},
+        }
 
     return change
 
@@ -963,7 +977,7 @@ def _touched(plans: dict[str, Any]) -> float:
 
 def _touch(now: float) -> Callable[[dict[str, Any]], dict[str, Any] | None]:
     def change(plans: dict[str, Any]) -> dict[str, Any] | None:
-        if not any(isinstance(p, dict) and p.get("kind") == PLAN_KIND for p in plans.values()):
+        if not any(isinstance(p, dict) and p.get("kind") == checkpoint_log.PLAN_KIND for p in plans.values()):
             return None  # the thread was deleted meanwhile: do not bring a record of it back
         return {**plans, TOUCH_ID: {"kind": TOUCH_KIND, "at": max(now, _touched(plans))}}
 
@@ -981,5 +995,5 @@ def _stamp(ts: object) -> float:
 
 
 def _keep_latest(steps: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
-    latest = fold_log(steps).latest
-    return compact(steps, lambda checkpoint_id, _: checkpoint_id == latest)
+    latest = checkpoint_log.fold_log(steps).latest
+    return checkpoint_log.compact(steps, lambda checkpoint_id, _: checkpoint_id == latest)
