@@ -230,3 +230,42 @@ async def test_a_vector_cache_without_passage_methods_is_refused_not_silently_bm
     with pytest.raises(ConfigError, match="lacks digest_of"):
         await memory.knowledge.store.ahybrid_candidates("tea", user_id="alice")
     assert memory.knowledge.read_note("alice", "tea.md").startswith("# Tea")
+
+
+def _random_matrix(notes: int, seed: int) -> Any:
+    from local_ai_memory._knowledge.dense import DenseMatrix
+    from local_ai_memory._knowledge.index_file import IndexEntry
+
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(1, 7, size=notes)
+    rows = rng.standard_normal((int(counts.sum()), 16)).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    starts = (np.cumsum(counts) - counts).astype(np.int64)
+    entries = [
+        IndexEntry(filename=f"alice_n{i}.md", category="knowledge", title=f"n{i}", last_modified=0.0)
+        for i in range(notes)
+    ]
+    query = rng.standard_normal(16).astype(np.float32)
+    return DenseMatrix(entries, rows, starts), query / np.linalg.norm(query)
+
+
+def test_pool_scores_are_the_exact_scores_of_the_pool_and_the_bm25_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    from local_ai_memory._knowledge import dense as dense_module
+
+    matrix, query = _random_matrix(300, 7)
+    exact = matrix.note_scores(query)
+    small = matrix.pool_scores(query, 10, [3, 299])  # under the shortlist size: every passage compared
+    best = set(np.argsort(-exact)[:10].tolist())
+    assert set(small) == best | {3, 299}
+    assert all(abs(small[row] - float(exact[row])) < 1e-6 for row in small)
+    monkeypatch.setattr(dense_module, "SHORTLIST", 40)  # 300 notes > max(40, 16 x 2): the shortlist is used
+    short = matrix.pool_scores(query, 2, [5, 250])
+    assert {5, 250} <= set(short)
+    assert all(abs(short[row] - float(exact[row])) < 1e-6 for row in short)  # chosen notes scored exactly
+    picked = set(short) - {5, 250}
+    assert len(picked) >= 2
+    whole = matrix.means @ query
+    shortlist = set(np.argsort(-whole)[:40].tolist())
+    assert picked <= shortlist  # picked from the whole-note shortlist, best exact scores there
+    inside = sorted(shortlist, key=lambda row: -exact[row])[:2]
+    assert set(inside) <= picked

@@ -51,6 +51,9 @@ MAP_VERSION = 2
 ignored, so their notes are embedded again instead of keeping passages cut by the old rule."""
 BEST_SHARE = 0.7
 """Share of a note's best passage in its dense score; the whole-note vector has the rest."""
+SHORTLIST = 512
+"""Notes whose passages a query compares one by one, chosen by their whole-note vectors, when a
+user has more (see :meth:`DenseMatrix.pool_scores`)."""
 EMBED_BATCH = 256
 """Passages sent to the vector cache per call while indexing (one progress step each)."""
 
@@ -104,6 +107,45 @@ class DenseMatrix:
         best = np.maximum.reduceat(self.matrix @ query, self.starts)
         scores: Vector = (BEST_SHARE * best + (1.0 - BEST_SHARE) * (self.means @ query)).astype(np.float32)
         return scores
+
+    def pool_scores(self, query: Vector, pool: int, rows: Iterable[int] = ()) -> dict[int, float]:
+        """The :meth:`note_scores` of the ``pool`` best notes and of ``rows`` (the notes BM25
+        found), by row, without scoring every passage.
+
+        Up to :data:`SHORTLIST` notes (or ``16 x pool``, when larger) this is :meth:`note_scores`
+        itself. Above, a first pass scores each note by its whole-note vector only (one row per
+        note instead of about four), and the best passages are compared only within the
+        shortlist of the notes that pass scores highest, and in ``rows``. A note whose best
+        passage would put it in the pool while its whole-note vector ranks it below the
+        shortlist is missed; at 10k notes this reads 15 MB per query instead of 70
+        (``benchmarks/bench_hybrid_latency.py`` gives both, and the quality check is in the
+        CHANGELOG)."""
+        wanted = sorted({int(r) for r in rows if 0 <= int(r) < len(self.entries)})
+        width = max(SHORTLIST, 16 * pool)
+        if len(self.entries) <= width:
+            scores = self.note_scores(query)
+            chosen = {*_best(scores, pool), *wanted}
+            return {row: float(scores[row]) for row in chosen}
+        whole = self.means @ query
+        picked = np.union1d(np.argpartition(-whole, width - 1)[:width], np.asarray(wanted, dtype=np.int64))
+        ends = np.append(self.starts[1:], self.matrix.shape[0])
+        counts = ends[picked] - self.starts[picked]
+        heads = np.cumsum(counts) - counts  # where each picked note starts among the gathered rows
+        lines = np.repeat(self.starts[picked] - heads, counts) + np.arange(int(counts.sum()))
+        best = np.maximum.reduceat(self.matrix[lines] @ query, heads)
+        exact = (BEST_SHARE * best + (1.0 - BEST_SHARE) * whole[picked]).astype(np.float32)
+        order = picked[_best(exact, pool)]
+        chosen = {*order.tolist(), *wanted}
+        where = {int(row): i for i, row in enumerate(picked)}
+        return {row: float(exact[where[row]]) for row in chosen}
+
+
+def _best(scores: Vector, n: int) -> npt.NDArray[np.int64]:
+    """Positions of the ``n`` highest ``scores`` (all of them when there are fewer), ties by position."""
+    if n >= scores.shape[0]:
+        return np.arange(scores.shape[0])
+    cut = np.partition(-scores, n - 1)[n - 1]
+    return np.flatnonzero(-scores <= cut)
 
 
 class DenseIndex:
