@@ -182,14 +182,16 @@ def test_a_map_cut_by_an_older_passage_rule_is_embedded_again_at_index(tmp_path:
     embedder = CountingEmbedder()
     with _open(tmp_path / "data", embedder) as memory:
         memory.knowledge.write_note("alice", "birds", "# Birds\n\nintro\n\n## Hunting\n\nThe kestrel hovers.\n")
-    (blob,) = (tmp_path / "data").rglob(".passages/*/*.json")
-    raw = json.loads(blob.read_text())
-    raw["version"] = 1  # a map written before the passage rule changed
+    (journal,) = (tmp_path / "data").rglob(".passages/*/*.journal.jsonl")
+    raw = json.loads(journal.read_text().splitlines()[-1])
+    raw["version"] = 1  # a map written (whole, no journal) before the passage rule changed
+    blob = journal.with_name(journal.name.replace(".journal.jsonl", ".json"))
     blob.write_text(json.dumps(raw))
+    journal.unlink()
     again = CountingEmbedder()
     with _open(tmp_path / "data", again) as memory:
         memory.knowledge.build_index()  # re-cuts the note (its vectors are in the cache already: no model call)
-        assert json.loads(blob.read_text())["version"] == 2
+        assert json.loads(journal.read_text().splitlines()[-1])["version"] == 2
         again.calls.clear()
         assert memory.knowledge.search("kestrel", "alice")[0].filename == "alice_birds.md"
         assert again.calls == [["kestrel"]]
@@ -269,3 +271,46 @@ def test_pool_scores_are_the_exact_scores_of_the_pool_and_the_bm25_rows(monkeypa
     assert picked <= shortlist  # picked from the whole-note shortlist, best exact scores there
     inside = sorted(shortlist, key=lambda row: -exact[row])[:2]
     assert set(inside) <= picked
+
+
+def test_a_note_write_appends_its_map_row_and_a_map_of_the_previous_version_opens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from local_ai_memory._knowledge import dense as dense_module
+
+    embedder = CountingEmbedder()
+    with _open(tmp_path / "data", embedder) as memory:
+        for i, topic in enumerate(["kestrel falcon", "green tea", "car brakes oil"]):
+            memory.knowledge.write_note(
+                "alice", f"n{i}", f"# Note {i}\n\nFirst paragraph.\n\n## Details\n\nAbout {topic}.\n"
+            )
+    (journal,) = (tmp_path / "data").rglob(".passages/*/*.journal.jsonl")
+    lines = journal.read_text().splitlines()
+    assert [sorted(json.loads(line)["notes"]) for line in lines] == [["alice_n0.md"], ["alice_n1.md"], ["alice_n2.md"]]
+    blob = journal.with_name(journal.name.replace(".journal.jsonl", ".json"))
+    assert not blob.exists()  # nothing rewritten whole
+    journal.write_text(journal.read_text() + '{"version": 2, "notes": {"alice_n1.md": [[1')  # a writer killed mid-line
+    again = CountingEmbedder()
+    with _open(tmp_path / "data", again) as memory:
+        assert memory.knowledge.search("brakes", "alice")[0].filename == "alice_n2.md"
+        assert again.calls == [["brakes"]]  # the partial line is skipped, the rows before it are read
+    # The previous version kept the whole map in the blob and had no journal: such a folder opens as it is.
+    rows: dict[str, Any] = {}
+    for line in lines:
+        rows.update(json.loads(line)["notes"])
+    blob.write_text(json.dumps({"version": 2, "notes": rows}))
+    journal.unlink()
+    again = CountingEmbedder()
+    with _open(tmp_path / "data", again) as memory:
+        assert memory.knowledge.search("tea", "alice")[0].filename == "alice_n1.md"
+        assert again.calls == [["tea"]]
+        monkeypatch.setattr(dense_module, "JOURNAL_BYTES", 10)  # the next row folds the journal into the blob
+        memory.knowledge.write_note("alice", "n3", "# Note 3\n\nFirst paragraph.\n\n## Details\n\nAbout the garden.\n")
+    assert not journal.exists()
+    assert sorted(json.loads(blob.read_text())["notes"]) == ["alice_n0.md", "alice_n1.md", "alice_n2.md", "alice_n3.md"]
+    again = CountingEmbedder()
+    with _open(tmp_path / "data", again) as memory:
+        assert memory.knowledge.search("garden", "alice")[0].filename == "alice_n3.md"
+        assert again.calls == [["garden"]]

@@ -4,9 +4,15 @@ Indexing (``write_note``, ``index``/``build_index``, the watcher's re-index, any
 shared PostgreSQL store) cuts a changed note into passages (:mod:`.passages`), has the vector
 cache embed those it does not keep yet (:meth:`VectorCache.vectors_for`: vectors live in the
 backend's cache, files or PostgreSQL) and records, per note, which vectors are its passages
-in a **passage map**: one blob per user and category
-(``.passages/{category}/{user prefix}{model}.json``), ``filename -> [signature, digests]``,
-where the signature is the index entry's ``(mtime_ns, size, last_modified)``.
+in a **passage map** per user and category, ``filename -> [signature, digests]``, where the
+signature is the index entry's ``(mtime_ns, size, last_modified)``. It is stored as a blob
+(``.passages/{category}/{user prefix}{model}.json``) and a journal beside it
+(``....journal.jsonl``): a write appends one JSON line with the rows of the notes it changed,
+and a reader lays the lines over the blob in order. When the journal passes
+:data:`JOURNAL_BYTES` it is folded into the blob and dropped. A folder written before the
+journal existed (blob only) reads as it is; a version without the journal reading a folder
+written with it misses the journal's rows, so those notes count as changed and are recorded
+again from the cached vectors (nothing is embedded).
 
 A query reads the map and the vectors by digest (:meth:`VectorCache.kept`); it embeds no note.
 The one exception: a note whose index entry no longer matches its map row (it changed since
@@ -14,8 +20,7 @@ it was indexed, by a writer that did not embed: a plain editor with no watcher r
 memory without an embedder) and whose new passages nobody embedded yet. The query then reads
 that note, embeds its passages, records them in the map (so it happens once) and answers; the
 cost is that note's passages, logged as ``EMBEDDINGS_FALLBACK`` with ``reason="note changed since
-indexing"``. A map blob is rewritten whole when a note of its user and category changes (about
-300 bytes per note).
+indexing"``.
 
 A note's dense score mixes its best passage's cosine (weight :data:`BEST_SHARE`) with its
 whole-note vector's (the unit mean of its passages): see :meth:`DenseMatrix.note_scores` for
@@ -54,6 +59,9 @@ BEST_SHARE = 0.7
 SHORTLIST = 512
 """Notes whose passages a query compares one by one, chosen by their whole-note vectors, when a
 user has more (see :meth:`DenseMatrix.pool_scores`)."""
+JOURNAL_BYTES = 256 * 1024
+"""Size past which a map's journal is folded into its blob (about 850 notes' rows): a write
+appends its rows, and the whole map (about 4 MB at 10k notes) is rewritten once per that many."""
 EMBED_BATCH = 256
 """Passages sent to the vector cache per call while indexing (one progress step each)."""
 
@@ -140,6 +148,17 @@ class DenseMatrix:
         return {row: float(exact[where[row]]) for row in chosen}
 
 
+def _rows_of(raw: object) -> dict[str, tuple[Signature, list[str]]]:
+    """The ``filename -> (signature, digests)`` rows of one stored map or journal line (none
+    when it was written for another passage rule)."""
+    if not isinstance(raw, dict) or raw.get("version") != MAP_VERSION:
+        return {}
+    return {
+        str(filename): ((sig[0], sig[1], float(sig[2])), [str(d) for d in digests])
+        for filename, (sig, digests) in raw["notes"].items()
+    }
+
+
 def _best(scores: Vector, n: int) -> npt.NDArray[np.int64]:
     """Positions of the ``n`` highest ``scores`` (all of them when there are fewer), ties by position."""
     if n >= scores.shape[0]:
@@ -169,27 +188,47 @@ class DenseIndex:
             self._maps[key] = self._read(category, user_id)
         return self._maps[key]
 
-    def _read(self, category: str, user_id: str) -> dict[str, tuple[Signature, list[str]]]:
-        name = self.blob_name(category, user_id)
-        data = self.backend.read_blob(name)
-        if data is None:
-            return {}
-        try:
-            raw = json.loads(data)
-            if raw.get("version") != MAP_VERSION:
-                return {}
-            return {
-                str(filename): ((sig[0], sig[1], float(sig[2])), [str(d) for d in digests])
-                for filename, (sig, digests) in raw["notes"].items()
-            }
-        except (ValueError, KeyError, TypeError, IndexError) as exc:  # only a cache: rebuilt by embedding again
-            log_event(Event.MEMORY_CORRUPT, level=logging.WARNING, path=name, reason=str(exc)[:200])
-            return {}
+    def journal_name(self, category: str, user_id: str) -> str:
+        return f"{MAP_DIR}/{category}/{user_file_prefix(user_id)}{self.slug}.journal.jsonl"
 
-    def _save(self, category: str, user_id: str) -> None:
+    def _read(self, category: str, user_id: str) -> dict[str, tuple[Signature, list[str]]]:
+        """The map as stored: the blob, then the journal's rows over it, in the order appended."""
+        name = self.blob_name(category, user_id)
+        rows: dict[str, tuple[Signature, list[str]]] = {}
+        data = self.backend.read_blob(name)
+        if data is not None:
+            try:
+                rows = _rows_of(json.loads(data))
+            except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:  # only a cache: rebuilt
+                log_event(Event.MEMORY_CORRUPT, level=logging.WARNING, path=name, reason=str(exc)[:200])
+        journal = self.backend.read_blob(self.journal_name(category, user_id))
+        for line in (journal or b"").splitlines():
+            if not line.strip():
+                continue
+            try:
+                rows.update(_rows_of(json.loads(line)))
+            except (ValueError, KeyError, TypeError, IndexError, AttributeError):
+                continue  # a partial last append (a writer killed mid-line): its notes count as stale
+        return rows
+
+    def _save(self, category: str, user_id: str, changed: Iterable[str]) -> None:
+        """Append the ``changed`` rows to the journal (a note write costs its own row, about 300
+        bytes); once the journal passes :data:`JOURNAL_BYTES`, fold it into the blob."""
         rows = self._maps.get((category, user_id), {})
+        line = {"version": MAP_VERSION, "notes": {n: [list(rows[n][0]), rows[n][1]] for n in sorted(changed)}}
+        journal = self.journal_name(category, user_id)
+        self.backend.append_blob(journal, json.dumps(line).encode("utf-8") + b"\n")
+        if (self.backend.blob_size(journal) or 0) > JOURNAL_BYTES:
+            self._compact(category, user_id)
+
+    def _compact(self, category: str, user_id: str) -> None:
+        """Rewrite the blob with every row (what is stored now, other writers' rows included)
+        and drop the journal. A row another process appends between the two is lost; its note
+        then counts as stale and the next index or query records it again from cached vectors."""
+        rows = self._map(category, user_id, fresh=True)
         payload = {"version": MAP_VERSION, "notes": {n: [list(sig), d] for n, (sig, d) in sorted(rows.items())}}
         self.backend.write_blob(self.blob_name(category, user_id), json.dumps(payload).encode("utf-8"))
+        self.backend.delete_blob(self.journal_name(category, user_id))
 
     def digests_of_user(self, user_id: str, categories: Iterable[str]) -> list[str]:
         """Every passage digest recorded for ``user_id`` (what forgetting the user deletes)."""
@@ -202,6 +241,7 @@ class DenseIndex:
             for category in categories:
                 self._maps.pop((category, user_id), None)
                 self.backend.delete_blob(self.blob_name(category, user_id))
+                self.backend.delete_blob(self.journal_name(category, user_id))
             for key in [k for k in self._matrices if k[0] == user_id]:
                 del self._matrices[key]
 
@@ -239,15 +279,18 @@ class DenseIndex:
 
     def _record(self, planned: Sequence[tuple[IndexEntry, list[str]]]) -> None:
         """Write the map rows of notes whose passages the cache now keeps."""
-        touched: set[tuple[str, str]] = set()
+        touched: dict[tuple[str, str], list[str]] = {}
         with self._lock:
             for entry, passages in planned:
                 owner = owner_of(entry.filename) or ""
                 rows = self._map(entry.category, owner)
-                rows[entry.filename] = (signature_of(entry), [self.cache.digest_of(p) for p in passages])
-                touched.add((entry.category, owner))
-            for category, owner in sorted(touched):
-                self._save(category, owner)
+                row = (signature_of(entry), [self.cache.digest_of(p) for p in passages])
+                if rows.get(entry.filename) == row:
+                    continue  # recorded already (the write and then the watcher's refresh): nothing to append
+                rows[entry.filename] = row
+                touched.setdefault((entry.category, owner), []).append(entry.filename)
+            for (category, owner), names in sorted(touched.items()):
+                self._save(category, owner, names)
 
     def embed(self, notes: Sequence[tuple[IndexEntry, str]], progress: Callable[[int, int], None] | None = None) -> int:
         """Embed the passages of ``(entry, text)`` notes (what the cache keeps costs nothing)
