@@ -142,10 +142,9 @@ class DenseMatrix:
         lines = np.repeat(self.starts[picked] - heads, counts) + np.arange(int(counts.sum()))
         best = np.maximum.reduceat(self.matrix[lines] @ query, heads)
         exact = (BEST_SHARE * best + (1.0 - BEST_SHARE) * whole[picked]).astype(np.float32)
-        order = picked[_best(exact, pool)]
-        chosen = {*order.tolist(), *wanted}
-        where = {int(row): i for i, row in enumerate(picked)}
-        return {row: float(exact[where[row]]) for row in chosen}
+        chosen = np.union1d(picked[_best(exact, pool)], np.asarray(wanted, dtype=np.int64))
+        found = exact[np.searchsorted(picked, chosen)]  # ``picked`` is sorted and holds them all
+        return dict(zip(chosen.tolist(), found.tolist(), strict=True))
 
 
 def _rows_of(raw: object) -> dict[str, tuple[Signature, list[str]]]:
