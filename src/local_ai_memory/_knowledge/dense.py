@@ -135,16 +135,16 @@ class DenseMatrix:
             chosen = {*_best(scores, pool), *wanted}
             return {row: float(scores[row]) for row in chosen}
         whole = self.means @ query
-        picked = np.union1d(np.argpartition(-whole, width - 1)[:width], np.asarray(wanted, dtype=np.int64))
+        picked = _sorted_set(np.argpartition(-whole, width - 1)[:width], wanted)
         ends = np.append(self.starts[1:], self.matrix.shape[0])
         counts = ends[picked] - self.starts[picked]
         heads = np.cumsum(counts) - counts  # where each picked note starts among the gathered rows
         lines = np.repeat(self.starts[picked] - heads, counts) + np.arange(int(counts.sum()))
         best = np.maximum.reduceat(self.matrix[lines] @ query, heads)
         exact = (BEST_SHARE * best + (1.0 - BEST_SHARE) * whole[picked]).astype(np.float32)
-        chosen = np.union1d(picked[_best(exact, pool)], np.asarray(wanted, dtype=np.int64))
-        found = exact[np.searchsorted(picked, chosen)]  # ``picked`` is sorted and holds them all
-        return dict(zip(chosen.tolist(), found.tolist(), strict=True))
+        pooled = _sorted_set(picked[_best(exact, pool)], wanted)
+        found = exact[np.searchsorted(picked, pooled)]  # ``picked`` is sorted and holds them all
+        return dict(zip(pooled.tolist(), found.tolist(), strict=True))
 
 
 def _rows_of(raw: object) -> dict[str, tuple[Signature, list[str]]]:
@@ -156,6 +156,16 @@ def _rows_of(raw: object) -> dict[str, tuple[Signature, list[str]]]:
         str(filename): ((sig[0], sig[1], float(sig[2])), [str(d) for d in digests])
         for filename, (sig, digests) in raw["notes"].items()
     }
+
+
+def _sorted_set(rows: npt.NDArray[np.int64], more: Sequence[int]) -> npt.NDArray[np.int64]:
+    """``rows`` and ``more`` sorted, each once (``np.union1d`` would import ``numpy.ma``, about
+    0.1 s of a command-line search)."""
+    merged = np.sort(np.concatenate([rows.astype(np.int64), np.asarray(more, dtype=np.int64)]))
+    if merged.shape[0] < 2:
+        return merged
+    unique: npt.NDArray[np.int64] = merged[np.concatenate([[True], merged[1:] != merged[:-1]])]
+    return unique
 
 
 def _best(scores: Vector, n: int) -> npt.NDArray[np.int64]:
