@@ -314,3 +314,38 @@ def test_a_note_write_appends_its_map_row_and_a_map_of_the_previous_version_open
     with _open(tmp_path / "data", again) as memory:
         assert memory.knowledge.search("garden", "alice")[0].filename == "alice_n3.md"
         assert again.calls == [["garden"]]
+
+
+class QueryRuleEmbedder(CountingEmbedder):
+    """Embeds queries its own way (as the local ONNX model does with its int8 copy)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.queries: list[str] = []
+
+    def embed_query(self, text: str) -> list[float]:
+        self.queries.append(text)
+        return [text.lower().count(w) + 0.02 for w in WORDS]
+
+    async def aembed_query(self, text: str) -> list[float]:
+        return self.embed_query(text)
+
+
+@pytest.mark.parametrize("where", ["files", "memory"])
+async def test_a_query_goes_through_the_embedders_own_query_rule(tmp_path: Path, where: str) -> None:
+    embedder = QueryRuleEmbedder()
+    if where == "files":
+        memory = _open(tmp_path / "data", embedder)
+    else:
+        config = MemoryConfig(search_mode="hybrid")
+        memory = Memory(
+            config, runtime=InMemoryRuntimeBackend(), knowledge=InMemoryKnowledgeBackend(), embedder=embedder
+        )
+    with memory:
+        memory.knowledge.write_note("alice", "birds", "# Birds\n\nintro\n\n## Hunting\n\nThe kestrel hovers.\n")
+        memory.knowledge.write_note("alice", "tea", "# Tea\n\nGreen tea at 80 degrees.\n")
+        embedder.calls.clear()
+        assert memory.knowledge.search("kestrel", "alice")[0].filename == "alice_birds.md"
+        assert (await memory.knowledge.asearch("green tea", "alice"))[0].filename == "alice_tea.md"
+        assert embedder.queries == ["kestrel", "green tea"]
+        assert embedder.calls == []  # notes were embedded at write time, queries by embed_query
