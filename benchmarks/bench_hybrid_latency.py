@@ -142,7 +142,11 @@ def warm(notes: int, stand_in: bool) -> None:
         cpu50, cpu95 = _percentiles([cpu for _, cpu in samples])
         print(f"| {name} | {p50:.2f} / {p95:.2f} | {cpu50:.2f} / {cpu95:.2f} | {p50 / bm25_p50:.1f}x |")
     rows, dims = matrix.matrix.shape
-    print(f"dense matrix: {rows} passages x {dims} ({matrix.matrix.nbytes / 1e6:.0f} MB read per query)")
+    print(
+        f"dense matrix: {rows} passages x {dims} ({matrix.matrix.nbytes / 1e6:.0f} MB, read whole by the "
+        f"every-passage scoring; the shortlist reads the {matrix.means.nbytes / 1e6:.0f} MB of whole-note vectors "
+        "and its notes' rows)"
+    )
 
 
 def cli(data: Path, user: str, runs: int) -> None:
