@@ -182,14 +182,16 @@ def test_a_map_cut_by_an_older_passage_rule_is_embedded_again_at_index(tmp_path:
     embedder = CountingEmbedder()
     with _open(tmp_path / "data", embedder) as memory:
         memory.knowledge.write_note("alice", "birds", "# Birds\n\nintro\n\n## Hunting\n\nThe kestrel hovers.\n")
-    (blob,) = (tmp_path / "data").rglob(".passages/*/*.json")
-    raw = json.loads(blob.read_text())
-    raw["version"] = 1  # a map written before the passage rule changed
+    (journal,) = (tmp_path / "data").rglob(".passages/*/*.journal.jsonl")
+    raw = json.loads(journal.read_text().splitlines()[-1])
+    raw["version"] = 1  # a map written (whole, no journal) before the passage rule changed
+    blob = journal.with_name(journal.name.replace(".journal.jsonl", ".json"))
     blob.write_text(json.dumps(raw))
+    journal.unlink()
     again = CountingEmbedder()
     with _open(tmp_path / "data", again) as memory:
         memory.knowledge.build_index()  # re-cuts the note (its vectors are in the cache already: no model call)
-        assert json.loads(blob.read_text())["version"] == 2
+        assert json.loads(journal.read_text().splitlines()[-1])["version"] == 2
         again.calls.clear()
         assert memory.knowledge.search("kestrel", "alice")[0].filename == "alice_birds.md"
         assert again.calls == [["kestrel"]]
@@ -230,3 +232,120 @@ async def test_a_vector_cache_without_passage_methods_is_refused_not_silently_bm
     with pytest.raises(ConfigError, match="lacks digest_of"):
         await memory.knowledge.store.ahybrid_candidates("tea", user_id="alice")
     assert memory.knowledge.read_note("alice", "tea.md").startswith("# Tea")
+
+
+def _random_matrix(notes: int, seed: int) -> Any:
+    from local_ai_memory._knowledge.dense import DenseMatrix
+    from local_ai_memory._knowledge.index_file import IndexEntry
+
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(1, 7, size=notes)
+    rows = rng.standard_normal((int(counts.sum()), 16)).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    starts = (np.cumsum(counts) - counts).astype(np.int64)
+    entries = [
+        IndexEntry(filename=f"alice_n{i}.md", category="knowledge", title=f"n{i}", last_modified=0.0)
+        for i in range(notes)
+    ]
+    query = rng.standard_normal(16).astype(np.float32)
+    return DenseMatrix(entries, rows, starts), query / np.linalg.norm(query)
+
+
+def test_pool_scores_are_the_exact_scores_of_the_pool_and_the_bm25_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    from local_ai_memory._knowledge import dense as dense_module
+
+    matrix, query = _random_matrix(300, 7)
+    exact = matrix.note_scores(query)
+    small = matrix.pool_scores(query, 10, [3, 299])  # under the shortlist size: every passage compared
+    best = set(np.argsort(-exact)[:10].tolist())
+    assert set(small) == best | {3, 299}
+    assert all(abs(small[row] - float(exact[row])) < 1e-6 for row in small)
+    monkeypatch.setattr(dense_module, "SHORTLIST", 40)  # 300 notes > max(40, 16 x 2): the shortlist is used
+    short = matrix.pool_scores(query, 2, [5, 250])
+    assert {5, 250} <= set(short)
+    assert all(abs(short[row] - float(exact[row])) < 1e-6 for row in short)  # chosen notes scored exactly
+    picked = set(short) - {5, 250}
+    assert len(picked) >= 2
+    whole = matrix.means @ query
+    shortlist = set(np.argsort(-whole)[:40].tolist())
+    assert picked <= shortlist  # picked from the whole-note shortlist, best exact scores there
+    inside = sorted(shortlist, key=lambda row: -exact[row])[:2]
+    assert set(inside) <= picked
+
+
+def test_a_note_write_appends_its_map_row_and_a_map_of_the_previous_version_opens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from local_ai_memory._knowledge import dense as dense_module
+
+    embedder = CountingEmbedder()
+    with _open(tmp_path / "data", embedder) as memory:
+        for i, topic in enumerate(["kestrel falcon", "green tea", "car brakes oil"]):
+            memory.knowledge.write_note(
+                "alice", f"n{i}", f"# Note {i}\n\nFirst paragraph.\n\n## Details\n\nAbout {topic}.\n"
+            )
+    (journal,) = (tmp_path / "data").rglob(".passages/*/*.journal.jsonl")
+    lines = journal.read_text().splitlines()
+    assert [sorted(json.loads(line)["notes"]) for line in lines] == [["alice_n0.md"], ["alice_n1.md"], ["alice_n2.md"]]
+    blob = journal.with_name(journal.name.replace(".journal.jsonl", ".json"))
+    assert not blob.exists()  # nothing rewritten whole
+    journal.write_text(journal.read_text() + '{"version": 2, "notes": {"alice_n1.md": [[1')  # a writer killed mid-line
+    again = CountingEmbedder()
+    with _open(tmp_path / "data", again) as memory:
+        assert memory.knowledge.search("brakes", "alice")[0].filename == "alice_n2.md"
+        assert again.calls == [["brakes"]]  # the partial line is skipped, the rows before it are read
+    # The previous version kept the whole map in the blob and had no journal: such a folder opens as it is.
+    rows: dict[str, Any] = {}
+    for line in lines:
+        rows.update(json.loads(line)["notes"])
+    blob.write_text(json.dumps({"version": 2, "notes": rows}))
+    journal.unlink()
+    again = CountingEmbedder()
+    with _open(tmp_path / "data", again) as memory:
+        assert memory.knowledge.search("tea", "alice")[0].filename == "alice_n1.md"
+        assert again.calls == [["tea"]]
+        monkeypatch.setattr(dense_module, "JOURNAL_BYTES", 10)  # the next row folds the journal into the blob
+        memory.knowledge.write_note("alice", "n3", "# Note 3\n\nFirst paragraph.\n\n## Details\n\nAbout the garden.\n")
+    assert not journal.exists()
+    assert sorted(json.loads(blob.read_text())["notes"]) == ["alice_n0.md", "alice_n1.md", "alice_n2.md", "alice_n3.md"]
+    again = CountingEmbedder()
+    with _open(tmp_path / "data", again) as memory:
+        assert memory.knowledge.search("garden", "alice")[0].filename == "alice_n3.md"
+        assert again.calls == [["garden"]]
+
+
+class QueryRuleEmbedder(CountingEmbedder):
+    """Embeds queries its own way (as the local ONNX model does with its int8 copy)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.queries: list[str] = []
+
+    def embed_query(self, text: str) -> list[float]:
+        self.queries.append(text)
+        return [text.lower().count(w) + 0.02 for w in WORDS]
+
+    async def aembed_query(self, text: str) -> list[float]:
+        return self.embed_query(text)
+
+
+@pytest.mark.parametrize("where", ["files", "memory"])
+async def test_a_query_goes_through_the_embedders_own_query_rule(tmp_path: Path, where: str) -> None:
+    embedder = QueryRuleEmbedder()
+    if where == "files":
+        memory = _open(tmp_path / "data", embedder)
+    else:
+        config = MemoryConfig(search_mode="hybrid")
+        memory = Memory(
+            config, runtime=InMemoryRuntimeBackend(), knowledge=InMemoryKnowledgeBackend(), embedder=embedder
+        )
+    with memory:
+        memory.knowledge.write_note("alice", "birds", "# Birds\n\nintro\n\n## Hunting\n\nThe kestrel hovers.\n")
+        memory.knowledge.write_note("alice", "tea", "# Tea\n\nGreen tea at 80 degrees.\n")
+        embedder.calls.clear()
+        assert memory.knowledge.search("kestrel", "alice")[0].filename == "alice_birds.md"
+        assert (await memory.knowledge.asearch("green tea", "alice"))[0].filename == "alice_tea.md"
+        assert embedder.queries == ["kestrel", "green tea"]
+        assert embedder.calls == []  # notes were embedded at write time, queries by embed_query

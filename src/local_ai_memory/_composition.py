@@ -16,16 +16,17 @@ concrete backend, and the rule "which storage does this config mean" is written 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from local_ai_memory._backends.files.knowledge import FileKnowledgeBackend
-from local_ai_memory._backends.files.runtime import FileRuntimeBackend
-from local_ai_memory._backends.memory.knowledge import InMemoryKnowledgeBackend
-from local_ai_memory._backends.memory.runtime import InMemoryRuntimeBackend
 from local_ai_memory._contracts.knowledge import KnowledgeBackend
 from local_ai_memory._contracts.runtime import RuntimeBackend
 from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.errors import ConfigError
 from local_ai_memory._shared.naming import DirectoryGuard
+
+if TYPE_CHECKING:  # each backend is imported by the function that builds it: a files memory loads no other
+    from local_ai_memory._backends.memory.knowledge import InMemoryKnowledgeBackend
+    from local_ai_memory._backends.memory.runtime import InMemoryRuntimeBackend
 
 __all__ = ["Backends", "compose", "in_memory_backends"]
 
@@ -41,6 +42,9 @@ class Backends:
 
 def in_memory_backends() -> tuple[InMemoryRuntimeBackend, InMemoryKnowledgeBackend]:
     """A fresh pair of in-process backends (nothing touches a disk)."""
+    from local_ai_memory._backends.memory.knowledge import InMemoryKnowledgeBackend
+    from local_ai_memory._backends.memory.runtime import InMemoryRuntimeBackend
+
     return InMemoryRuntimeBackend(), InMemoryKnowledgeBackend()
 
 
@@ -67,8 +71,12 @@ def compose(
         )
     guard = DirectoryGuard(config.runtime_data_dir) if runtime is None or knowledge is None else None
     if runtime is None:
+        from local_ai_memory._backends.files.runtime import FileRuntimeBackend
+
         runtime = FileRuntimeBackend.from_config(config, guard)
     if knowledge is None:
+        from local_ai_memory._backends.files.knowledge import FileKnowledgeBackend
+
         assert guard is not None
         knowledge = FileKnowledgeBackend(guard, config)
     return Backends(runtime, knowledge, guard)

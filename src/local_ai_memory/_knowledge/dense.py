@@ -4,9 +4,15 @@ Indexing (``write_note``, ``index``/``build_index``, the watcher's re-index, any
 shared PostgreSQL store) cuts a changed note into passages (:mod:`.passages`), has the vector
 cache embed those it does not keep yet (:meth:`VectorCache.vectors_for`: vectors live in the
 backend's cache, files or PostgreSQL) and records, per note, which vectors are its passages
-in a **passage map**: one blob per user and category
-(``.passages/{category}/{user prefix}{model}.json``), ``filename -> [signature, digests]``,
-where the signature is the index entry's ``(mtime_ns, size, last_modified)``.
+in a **passage map** per user and category, ``filename -> [signature, digests]``, where the
+signature is the index entry's ``(mtime_ns, size, last_modified)``. It is stored as a blob
+(``.passages/{category}/{user prefix}{model}.json``) and a journal beside it
+(``....journal.jsonl``): a write appends one JSON line with the rows of the notes it changed,
+and a reader lays the lines over the blob in order. When the journal passes
+:data:`JOURNAL_BYTES` it is folded into the blob and dropped. A folder written before the
+journal existed (blob only) reads as it is; a version without the journal reading a folder
+written with it misses the journal's rows, so those notes count as changed and are recorded
+again from the cached vectors (nothing is embedded).
 
 A query reads the map and the vectors by digest (:meth:`VectorCache.kept`); it embeds no note.
 The one exception: a note whose index entry no longer matches its map row (it changed since
@@ -14,8 +20,7 @@ it was indexed, by a writer that did not embed: a plain editor with no watcher r
 memory without an embedder) and whose new passages nobody embedded yet. The query then reads
 that note, embeds its passages, records them in the map (so it happens once) and answers; the
 cost is that note's passages, logged as ``EMBEDDINGS_FALLBACK`` with ``reason="note changed since
-indexing"``. A map blob is rewritten whole when a note of its user and category changes (about
-300 bytes per note).
+indexing"``.
 
 A note's dense score mixes its best passage's cosine (weight :data:`BEST_SHARE`) with its
 whole-note vector's (the unit mean of its passages): see :meth:`DenseMatrix.note_scores` for
@@ -51,6 +56,12 @@ MAP_VERSION = 2
 ignored, so their notes are embedded again instead of keeping passages cut by the old rule."""
 BEST_SHARE = 0.7
 """Share of a note's best passage in its dense score; the whole-note vector has the rest."""
+SHORTLIST = 512
+"""Notes whose passages a query compares one by one, chosen by their whole-note vectors, when a
+user has more (see :meth:`DenseMatrix.pool_scores`)."""
+JOURNAL_BYTES = 256 * 1024
+"""Size past which a map's journal is folded into its blob (about 850 notes' rows): a write
+appends its rows, and the whole map (about 4 MB at 10k notes) is rewritten once per that many."""
 EMBED_BATCH = 256
 """Passages sent to the vector cache per call while indexing (one progress step each)."""
 
@@ -105,6 +116,65 @@ class DenseMatrix:
         scores: Vector = (BEST_SHARE * best + (1.0 - BEST_SHARE) * (self.means @ query)).astype(np.float32)
         return scores
 
+    def pool_scores(self, query: Vector, pool: int, rows: Iterable[int] = ()) -> dict[int, float]:
+        """The :meth:`note_scores` of the ``pool`` best notes and of ``rows`` (the notes BM25
+        found), by row, without scoring every passage.
+
+        Up to :data:`SHORTLIST` notes (or ``16 x pool``, when larger) this is :meth:`note_scores`
+        itself. Above, a first pass scores each note by its whole-note vector only (one row per
+        note instead of about four), and the best passages are compared only within the
+        shortlist of the notes that pass scores highest, and in ``rows``. A note whose best
+        passage would put it in the pool while its whole-note vector ranks it below the
+        shortlist is missed; at 10k notes this reads 15 MB per query instead of 70
+        (``benchmarks/bench_hybrid_latency.py`` gives both, and the quality check is in the
+        CHANGELOG)."""
+        wanted = sorted({int(r) for r in rows if 0 <= int(r) < len(self.entries)})
+        width = max(SHORTLIST, 16 * pool)
+        if len(self.entries) <= width:
+            scores = self.note_scores(query)
+            chosen = {*_best(scores, pool), *wanted}
+            return {row: float(scores[row]) for row in chosen}
+        whole = self.means @ query
+        picked = _sorted_set(np.argpartition(-whole, width - 1)[:width], wanted)
+        ends = np.append(self.starts[1:], self.matrix.shape[0])
+        counts = ends[picked] - self.starts[picked]
+        heads = np.cumsum(counts) - counts  # where each picked note starts among the gathered rows
+        lines = np.repeat(self.starts[picked] - heads, counts) + np.arange(int(counts.sum()))
+        best = np.maximum.reduceat(self.matrix[lines] @ query, heads)
+        exact = (BEST_SHARE * best + (1.0 - BEST_SHARE) * whole[picked]).astype(np.float32)
+        pooled = _sorted_set(picked[_best(exact, pool)], wanted)
+        found = exact[np.searchsorted(picked, pooled)]  # ``picked`` is sorted and holds them all
+        return dict(zip(pooled.tolist(), found.tolist(), strict=True))
+
+
+def _rows_of(raw: object) -> dict[str, tuple[Signature, list[str]]]:
+    """The ``filename -> (signature, digests)`` rows of one stored map or journal line (none
+    when it was written for another passage rule)."""
+    if not isinstance(raw, dict) or raw.get("version") != MAP_VERSION:
+        return {}
+    return {
+        str(filename): ((sig[0], sig[1], float(sig[2])), [str(d) for d in digests])
+        for filename, (sig, digests) in raw["notes"].items()
+    }
+
+
+def _sorted_set(rows: npt.NDArray[np.int64], more: Sequence[int]) -> npt.NDArray[np.int64]:
+    """``rows`` and ``more`` sorted, each once (``np.union1d`` would import ``numpy.ma``, about
+    0.1 s of a command-line search)."""
+    merged = np.sort(np.concatenate([rows.astype(np.int64), np.asarray(more, dtype=np.int64)]))
+    if merged.shape[0] < 2:
+        return merged
+    unique: npt.NDArray[np.int64] = merged[np.concatenate([[True], merged[1:] != merged[:-1]])]
+    return unique
+
+
+def _best(scores: Vector, n: int) -> npt.NDArray[np.int64]:
+    """Positions of the ``n`` highest ``scores`` (all of them when there are fewer), ties by position."""
+    if n >= scores.shape[0]:
+        return np.arange(scores.shape[0])
+    cut = np.partition(-scores, n - 1)[n - 1]
+    return np.flatnonzero(-scores <= cut)
+
 
 class DenseIndex:
     """Passage maps of one store and one embedder, and the matrices queries read."""
@@ -127,27 +197,47 @@ class DenseIndex:
             self._maps[key] = self._read(category, user_id)
         return self._maps[key]
 
-    def _read(self, category: str, user_id: str) -> dict[str, tuple[Signature, list[str]]]:
-        name = self.blob_name(category, user_id)
-        data = self.backend.read_blob(name)
-        if data is None:
-            return {}
-        try:
-            raw = json.loads(data)
-            if raw.get("version") != MAP_VERSION:
-                return {}
-            return {
-                str(filename): ((sig[0], sig[1], float(sig[2])), [str(d) for d in digests])
-                for filename, (sig, digests) in raw["notes"].items()
-            }
-        except (ValueError, KeyError, TypeError, IndexError) as exc:  # only a cache: rebuilt by embedding again
-            log_event(Event.MEMORY_CORRUPT, level=logging.WARNING, path=name, reason=str(exc)[:200])
-            return {}
+    def journal_name(self, category: str, user_id: str) -> str:
+        return f"{MAP_DIR}/{category}/{user_file_prefix(user_id)}{self.slug}.journal.jsonl"
 
-    def _save(self, category: str, user_id: str) -> None:
+    def _read(self, category: str, user_id: str) -> dict[str, tuple[Signature, list[str]]]:
+        """The map as stored: the blob, then the journal's rows over it, in the order appended."""
+        name = self.blob_name(category, user_id)
+        rows: dict[str, tuple[Signature, list[str]]] = {}
+        data = self.backend.read_blob(name)
+        if data is not None:
+            try:
+                rows = _rows_of(json.loads(data))
+            except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:  # only a cache: rebuilt
+                log_event(Event.MEMORY_CORRUPT, level=logging.WARNING, path=name, reason=str(exc)[:200])
+        journal = self.backend.read_blob(self.journal_name(category, user_id))
+        for line in (journal or b"").splitlines():
+            if not line.strip():
+                continue
+            try:
+                rows.update(_rows_of(json.loads(line)))
+            except (ValueError, KeyError, TypeError, IndexError, AttributeError):
+                continue  # a partial last append (a writer killed mid-line): its notes count as stale
+        return rows
+
+    def _save(self, category: str, user_id: str, changed: Iterable[str]) -> None:
+        """Append the ``changed`` rows to the journal (a note write costs its own row, about 300
+        bytes); once the journal passes :data:`JOURNAL_BYTES`, fold it into the blob."""
         rows = self._maps.get((category, user_id), {})
+        line = {"version": MAP_VERSION, "notes": {n: [list(rows[n][0]), rows[n][1]] for n in sorted(changed)}}
+        journal = self.journal_name(category, user_id)
+        self.backend.append_blob(journal, json.dumps(line).encode("utf-8") + b"\n")
+        if (self.backend.blob_size(journal) or 0) > JOURNAL_BYTES:
+            self._compact(category, user_id)
+
+    def _compact(self, category: str, user_id: str) -> None:
+        """Rewrite the blob with every row (what is stored now, other writers' rows included)
+        and drop the journal. A row another process appends between the two is lost; its note
+        then counts as stale and the next index or query records it again from cached vectors."""
+        rows = self._map(category, user_id, fresh=True)
         payload = {"version": MAP_VERSION, "notes": {n: [list(sig), d] for n, (sig, d) in sorted(rows.items())}}
         self.backend.write_blob(self.blob_name(category, user_id), json.dumps(payload).encode("utf-8"))
+        self.backend.delete_blob(self.journal_name(category, user_id))
 
     def digests_of_user(self, user_id: str, categories: Iterable[str]) -> list[str]:
         """Every passage digest recorded for ``user_id`` (what forgetting the user deletes)."""
@@ -160,6 +250,7 @@ class DenseIndex:
             for category in categories:
                 self._maps.pop((category, user_id), None)
                 self.backend.delete_blob(self.blob_name(category, user_id))
+                self.backend.delete_blob(self.journal_name(category, user_id))
             for key in [k for k in self._matrices if k[0] == user_id]:
                 del self._matrices[key]
 
@@ -197,15 +288,18 @@ class DenseIndex:
 
     def _record(self, planned: Sequence[tuple[IndexEntry, list[str]]]) -> None:
         """Write the map rows of notes whose passages the cache now keeps."""
-        touched: set[tuple[str, str]] = set()
+        touched: dict[tuple[str, str], list[str]] = {}
         with self._lock:
             for entry, passages in planned:
                 owner = owner_of(entry.filename) or ""
                 rows = self._map(entry.category, owner)
-                rows[entry.filename] = (signature_of(entry), [self.cache.digest_of(p) for p in passages])
-                touched.add((entry.category, owner))
-            for category, owner in sorted(touched):
-                self._save(category, owner)
+                row = (signature_of(entry), [self.cache.digest_of(p) for p in passages])
+                if rows.get(entry.filename) == row:
+                    continue  # recorded already (the write and then the watcher's refresh): nothing to append
+                rows[entry.filename] = row
+                touched.setdefault((entry.category, owner), []).append(entry.filename)
+            for (category, owner), names in sorted(touched.items()):
+                self._save(category, owner, names)
 
     def embed(self, notes: Sequence[tuple[IndexEntry, str]], progress: Callable[[int, int], None] | None = None) -> int:
         """Embed the passages of ``(entry, text)`` notes (what the cache keeps costs nothing)

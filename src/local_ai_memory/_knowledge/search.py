@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from local_ai_memory._contracts.knowledge import VectorCache
 from local_ai_memory._knowledge.dense import DenseMatrix
-from local_ai_memory._knowledge.fusion import confident_weight, standard_fusion, top_rows
+from local_ai_memory._knowledge.fusion import confident_weight, standard_fusion
 from local_ai_memory._knowledge.index_file import IndexEntry, lead_text
 from local_ai_memory._shared.drive import adrive, drive
 
@@ -103,12 +103,12 @@ def hybrid_flow(
     similar: list[tuple[str, float]] = []
     if dense.entries:
         query_vector = yield ("query", query)
-        cosines = dense.note_scores(query_vector)
         lexical_rows = [row for row in map(dense.rows.get, keyed) if row is not None]
-        for row in sorted({*top_rows(cosines, pool), *lexical_rows}):
+        cosines = dense.pool_scores(query_vector, pool, lexical_rows)
+        for row in sorted(cosines):
             entry = dense.entries[row]
             key = f"{entry.category}/{entry.filename}"
-            similar.append((key, float(cosines[row])))
+            similar.append((key, cosines[row]))
             keyed.setdefault(key, candidate_of(entry, 0.0))
     bm25_weight = confident_weight([c.score for c in lexical], weight)
     fused = standard_fusion([(key, c.score) for key, c in keyed.items() if c.score > 0], similar, bm25_weight)

@@ -35,7 +35,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
-import yaml
 from pydantic import Field, ValidationError, field_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -190,6 +189,8 @@ class MemoryConfig(BaseSettings):
             text = Path(path).read_text(encoding="utf-8")
         except OSError as exc:
             raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
+        import yaml  # here, not at the top: a command without a config file never parses YAML
+
         try:
             data = yaml.safe_load(text) or {}
         except yaml.YAMLError as exc:

@@ -18,8 +18,10 @@ from local_ai_memory._shared.models import Embedder
 
 __all__ = [
     "QueryEmbedding",
+    "aquery_vector",
     "model_id_of",
     "normalize_rows",
+    "query_vector",
     "stacked",
     "text_digest",
     "text_hash",
@@ -54,6 +56,24 @@ def stacked(vectors: Mapping[str, npt.NDArray[np.float32]], digests: Sequence[st
     return np.stack([vectors[digest] for digest in digests])
 
 
+def query_vector(embedder: Embedder, text: str) -> npt.NDArray[np.float32]:
+    """The checked unit vector of the query ``text``: by the embedder's own ``embed_query``
+    when it has one (a model may embed queries its own way, e.g. the local ONNX one with a
+    faster int8 model), else by ``embed([text])``."""
+    own = getattr(embedder, "embed_query", None)
+    raw = [own(text)] if callable(own) else embedder.embed([text])
+    vector: npt.NDArray[np.float32] = unit_vectors([text], raw)[0]
+    return vector
+
+
+async def aquery_vector(embedder: Embedder, text: str) -> npt.NDArray[np.float32]:
+    """Async twin of :func:`query_vector` (``aembed_query``, else ``aembed``)."""
+    own = getattr(embedder, "aembed_query", None)
+    raw = [await own(text)] if callable(own) else await embedder.aembed([text])
+    vector: npt.NDArray[np.float32] = unit_vectors([text], raw)[0]
+    return vector
+
+
 class QueryEmbedding:
     """``embed_query`` and its async twin for a vector cache with an ``embedder``: a query's
     vector is checked like any other and not kept (queries rarely repeat)."""
@@ -61,12 +81,10 @@ class QueryEmbedding:
     embedder: Embedder
 
     def embed_query(self, text: str) -> npt.NDArray[np.float32]:
-        vector: npt.NDArray[np.float32] = unit_vectors([text], self.embedder.embed([text]))[0]
-        return vector
+        return query_vector(self.embedder, text)
 
     async def aembed_query(self, text: str) -> npt.NDArray[np.float32]:
-        vector: npt.NDArray[np.float32] = unit_vectors([text], await self.embedder.aembed([text]))[0]
-        return vector
+        return await aquery_vector(self.embedder, text)
 
 
 def model_id_of(embedder: object) -> str:

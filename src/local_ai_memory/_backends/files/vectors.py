@@ -48,7 +48,7 @@ from local_ai_memory._shared.errors import InvalidInputError, ModelError, Unsupp
 from local_ai_memory._shared.events import Event, log_event
 from local_ai_memory._shared.models import Embedder
 from local_ai_memory._shared.naming import DirectoryGuard
-from local_ai_memory._shared.vectors import model_id_of, text_hash, unit_vectors
+from local_ai_memory._shared.vectors import aquery_vector, model_id_of, query_vector, text_hash, unit_vectors
 
 __all__ = ["EMBEDDINGS_DIR", "MANIFEST_VERSION", "EmbeddingCache", "EmbeddingManifest"]
 
@@ -202,14 +202,25 @@ class EmbeddingCache:
         return [[text for _, text in group[i : i + BATCH_SIZE]] for i in range(0, len(group), BATCH_SIZE)]
 
     def embed_query(self, text: str) -> npt.NDArray[np.float32]:
-        """Unit vector of a query (not cached: queries rarely repeat and are cheap to embed)."""
-        vector: Matrix = self._check([text], self._embed_sync([text]))[0]
-        return vector
+        """Unit vector of a query (not cached: queries rarely repeat and are cheap to embed), by
+        the embedder's own ``embed_query`` when it has one (:func:`query_vector`)."""
+        embedder = self._require_embedder()
+        try:
+            return query_vector(embedder, text)
+        except ModelError:
+            raise
+        except Exception as exc:
+            raise ModelError(f"embedder {self.model} failed: {type(exc).__name__}: {exc}") from exc
 
     async def aembed_query(self, text: str) -> npt.NDArray[np.float32]:
         """Async twin of :meth:`embed_query`."""
-        vector: Matrix = (await self._aembed_batch([text]))[0]
-        return vector
+        embedder = self._require_embedder()
+        try:
+            return await aquery_vector(embedder, text)
+        except ModelError:
+            raise
+        except Exception as exc:
+            raise ModelError(f"embedder {self.model} failed: {type(exc).__name__}: {exc}") from exc
 
     def forget(self, keys: Iterable[str]) -> int:
         """Drop the vectors of ``keys`` (deleted files) from memory now and from disk at the next merge."""
