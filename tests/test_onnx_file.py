@@ -84,18 +84,18 @@ def test_hybrid_cli_search_loads_no_torch(exported: Path, tmp_path: Path) -> Non
     assert found[0]["filename"] == "alice_sleep.md"
 
 
-def test_queries_run_on_the_int8_model_and_agree_with_the_full_one(exported: Path) -> None:
+def test_queries_opted_into_the_int8_model_agree_with_the_full_one(exported: Path) -> None:
     from local_ai_memory._models.onnx_file import QUERY_MODEL
 
-    assert (exported / QUERY_MODEL).is_file()  # made by the export
-    embedder = OnnxModelEmbedder(exported)
+    embedder = OnnxModelEmbedder(exported, quantized_queries=True)
     questions = ["keep a command running after I close my ssh session", "how many lines are in this logfile"]
     quick = np.asarray([embedder.embed_query(q) for q in questions])
     full = np.asarray(embedder.embed(questions))
     assert quick.shape == (2, 384)
     assert float(np.min(np.sum(quick * full, axis=1))) > 0.99
     assert not np.array_equal(quick, full)  # really the other model
-    plain = OnnxModelEmbedder(exported, quantized_queries=False)
+    assert (exported / QUERY_MODEL).is_file()  # made when first asked for
+    plain = OnnxModelEmbedder(exported)  # the default: queries by the full model
     assert np.allclose(plain.embed_query(questions[0]), full[0], atol=1e-5)
 
 
@@ -108,16 +108,16 @@ def test_the_query_model_is_made_once_and_its_optimized_graph_reused(exported: P
     folder.mkdir()
     for name in ("model.onnx", "tokenizer.json", "export.json"):
         shutil.copy(exported / name, folder / name)
-    first = OnnxModelEmbedder(folder).embed_query("tea")  # an export of an older version: quantized now
+    first = OnnxModelEmbedder(folder, quantized_queries=True).embed_query("tea")  # quantized now
     assert (folder / QUERY_MODEL).is_file()
     optimized = sorted(folder.glob("model.q8.opt-*.onnx"))
     assert len(optimized) == 1
     assert not [p for p in folder.iterdir() if p.is_dir()]  # no scratch folder left
     stamp = optimized[0].stat().st_mtime_ns
-    assert np.allclose(OnnxModelEmbedder(folder).embed_query("tea"), first, atol=1e-6)
+    assert np.allclose(OnnxModelEmbedder(folder, quantized_queries=True).embed_query("tea"), first, atol=1e-6)
     assert optimized[0].stat().st_mtime_ns == stamp  # loaded, not written again
     optimized[0].write_bytes(b"not a model")  # damaged: made again, the query still answered
-    assert np.allclose(OnnxModelEmbedder(folder).embed_query("tea"), first, atol=1e-6)
+    assert np.allclose(OnnxModelEmbedder(folder, quantized_queries=True).embed_query("tea"), first, atol=1e-6)
     assert optimized[0].stat().st_size > 1000
 
 
