@@ -232,3 +232,60 @@ def test_a_snapshot_holds_the_conversation_once_and_a_window_within_its_share(tm
     assert [summary(s) for s in fresh.get_state_history(THREAD, limit=40)] == [
         summary(s) for s in reference.get_state_history(THREAD, limit=40)
     ]
+
+
+def test_a_step_from_a_snapshot_counts_the_logs_chain(tmp_path: Path) -> None:
+    """A value read from a snapshot hands a step the log's chain figures (the snapshot stores its oldest
+    list whole, and some of the log's whole lists as tails): so a thread read afresh at every turn
+    still writes its conversation whole again once the log's tails outweigh it, and the chain a
+    read folds stays no longer than the value, as the log alone would keep it."""
+    from local_ai_memory.integration import checkpoint_log
+
+    memory = Memory.open(tmp_path, fsync=False)
+    reference = graph(InMemorySaver())
+    scope = Scope.of("u", "t")
+    often = {**OFTEN, "MIN_CHAIN": 1500}
+
+    def folds() -> tuple[checkpoint_log.Namespace, checkpoint_log.Namespace]:
+        record = checkpoint_log.Snapshot.of_steps(memory.runtime.get_plan_steps(scope, "lg-root-snap"))
+        assert record is not None
+        folded = record.fold()
+        assert folded is not None
+        return folded, checkpoint_log.fold_log(memory.runtime.get_plan_steps(scope, "lg-root"))
+
+    def tips(folded: checkpoint_log.Namespace) -> list[tuple[int, int]]:
+        figures = []
+        for checkpoint_id in sorted(folded.checkpoints):
+            version = folded.checkpoints[checkpoint_id][0]["channel_versions"].get("messages")
+            found = None if version is None else checkpoint_log.resolve(folded.blobs, "messages", version)
+            if found is not None and found.items is not None:
+                tip = found.tip(version)
+                figures.append((tip.chain, tip.whole))
+        return figures
+
+    def window_of(log: checkpoint_log.Namespace, snapshot: checkpoint_log.Namespace) -> checkpoint_log.Namespace:
+        return checkpoint_log.Namespace({cid: log.checkpoints[cid] for cid in snapshot.checkpoints}, log.blobs)
+
+    def wholes(log: checkpoint_log.Namespace) -> int:
+        return sum(1 for (channel, _), blob in log.blobs.items() if channel == "messages" and "base" not in blob)
+
+    with _log_settings(MIN_CHAIN=1500, **NEVER):
+        _both(memory, range(12), reference)
+    with _log_settings(**often):
+        _both(memory, range(12, 13), reference)
+    snapshot, log = folds()
+    assert len(tips(snapshot)) == len(snapshot.checkpoints) > 1
+    assert tips(snapshot) == tips(window_of(log, snapshot))  # the same chain and whole list as the log's
+    assert any(chain > 0 for chain, _ in tips(snapshot))  # (tails there: the check can tell)
+
+    before = wholes(log)
+    with _log_settings(**often):
+        for n in range(13, 40):  # every turn a new saver, which reads the snapshot
+            _both(memory, range(n, n + 1), reference)
+    snapshot, log = folds()
+    assert wholes(log) > before  # written whole again, as the log alone would have it
+    assert tips(snapshot) == tips(window_of(log, snapshot))
+    for chain, whole in tips(snapshot):
+        assert chain <= max(whole, 1500) * 2  # the chain stays bounded by the value (give or take a step)
+    fresh = graph(LocalMemorySaver(Memory.open(tmp_path, fsync=False), user_id="u"))
+    assert summary(fresh.get_state(THREAD)) == summary(reference.get_state(THREAD))

@@ -39,7 +39,9 @@ record, a :class:`Snapshot`: ``{"t": "snapshot", "format": 2, "cursor", "entries
 (within :data:`WINDOW_SHARE`) of
 the log up to ``cursor`` (a position the backend handed out, see
 :meth:`~local_ai_memory.backends.RuntimeBackend.read_plan_steps`), their pending writes and the
-values they read, the oldest one's lists whole (:func:`window`). A reader folds the snapshot,
+values they read, the oldest one's lists whole (:func:`window`; a list blob there may carry
+:data:`LOG_WHOLE`, so a step from a value read there counts the log's chain, and the chain bound
+above holds for threads read from snapshots too; readers that predate it ignore it). A reader folds the snapshot,
 then the log from ``cursor`` on: a fold that knows every checkpoint from its ``floor`` up
 (:attr:`Namespace.floor`), exact for the newest checkpoint and the history above the floor. The
 snapshot is a cache of the log, never the only copy: when the backend answers that the log was
@@ -67,6 +69,7 @@ class SerializerProtocol(Protocol):
 
 __all__ = [
     "FORMAT",
+    "LOG_WHOLE",
     "PLAN_KIND",
     "SNAPSHOT_KIND",
     "ListTip",
@@ -110,6 +113,12 @@ SNAPSHOT_RATIO = 0.25
 """A new snapshot is written once the log grew by ``SNAPSHOT_RATIO`` of the last snapshot's size
 (and at least ``SNAPSHOT_MIN`` bytes) since it: a fresh read then parses at most 1.25 snapshots'
 worth, and snapshots cost at most four times the log's own bytes in writes (one kept at a time)."""
+
+LOG_WHOLE = "w"
+"""In a snapshot, the key of a list blob that says how many of the value's items the *log* stores as
+its whole list (the rest are the log's chain of tails): a snapshot stores its oldest lists whole and
+some of the log's whole lists as tails, and a step that extends a value read from a snapshot counts its
+chain from this, as it would from the log. Absent: the snapshot's own whole list is the log's."""
 
 Typed = tuple[str, bytes]
 Packed = Sequence[str]
@@ -245,6 +254,7 @@ def resolve(blobs: dict[tuple[str, str], Any], channel: str, version: Any) -> Re
     if not isinstance(blob, dict):
         return Resolved(packed=blob[1:])
     tails: list[Any] = []
+    marked = blob.get(LOG_WHOLE)
     while "base" in blob:
         tails.append(blob["items"])
         base = blobs.get((channel, version_key(blob["base"])))
@@ -253,10 +263,14 @@ def resolve(blobs: dict[tuple[str, str], Any], channel: str, version: Any) -> Re
                 5, f"checkpoint value of channel {channel!r} at version {version!r} lost the version it extends"
             )
         blob = base
+        if marked is None:
+            marked = blob.get(LOG_WHOLE)
     items = list(blob["items"])
     whole = len(items)
     for tail in reversed(tails):
         items.extend(tail)
+    if marked is not None and isinstance(marked, int) and not isinstance(marked, bool) and 0 <= marked <= len(items):
+        whole = marked  # a snapshot's record of where the log's own whole list ends (see LOG_WHOLE)
     return Resolved(items=items, whole=whole)
 
 
@@ -411,6 +425,9 @@ def window(folded: Namespace, count: int | None = None) -> list[dict[str, Any]] 
             if items is None:
                 return None
             whole[key] = {"v": blob["v"], "items": items}
+            found = resolve(folded.blobs, channel, version)
+            if found is not None and found.whole < len(items):
+                whole[key][LOG_WHOLE] = found.whole  # the log's chain goes on counting from its own whole list
     needed, complete = _needed(folded, kept, whole)
     if not complete and folded.floor is not None:
         return None
@@ -441,7 +458,8 @@ def _as_tails(blobs: dict[tuple[str, str], Any]) -> dict[tuple[str, str], Any]:
         ]
         if bases:
             length, base_key = max(bases)
-            out[key] = {"v": blob["v"], "base": blobs[base_key]["v"], "items": items[length:]}
+            logged = blob.get(LOG_WHOLE, len(items))  # whole in the log: no chain there
+            out[key] = {"v": blob["v"], "base": blobs[base_key]["v"], "items": items[length:], LOG_WHOLE: logged}
     return out
 
 
