@@ -144,7 +144,7 @@ def test_direct_decoding_equals_the_serializers(strict: bool) -> None:
     whole = serde.dumps_typed(values[:200])  # a list decoded in one call, as LangGraph stores a channel
     _same(loads(whole), serde.loads_typed(whole))
     items = [serde.dumps_typed(value) for value in values]
-    for count in (0, 1, 15, 16, 17, 600, len(values)):  # array headers of every size class on the way
+    for count in (0, 1, 15, 16, 17, 600, len(values)):  # empty, single and long lists
         plain = [item for item in items if item[0] == "msgpack"][:count]
         _same(list_loader(serde)(plain), [serde.loads_typed(item) for item in plain])
     _same(list_loader(serde)(items), [serde.loads_typed(item) for item in items])  # null and bytes among them

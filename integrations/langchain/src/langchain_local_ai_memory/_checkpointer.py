@@ -419,9 +419,8 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
                 if answer is None:
                     continue
                 found = answer[0]
-                if filter and not all(found.metadata.get(k) == v for k, v in filter.items()):
-                    continue
-                yield found
+                if _matches(found, filter):
+                    yield found
 
     def _threads(self, scopes: Sequence[ScopeInfo]) -> list[str]:
         """The thread ids among listed sessions: this user's."""
@@ -652,7 +651,7 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
                     if answer is None:
                         continue
                     found = answer[0]
-                    if filter and not all(found.metadata.get(k) == v for k, v in filter.items()):
+                    if not _matches(found, filter):
                         continue
                     yield found
                     if remaining is not None:
@@ -921,6 +920,11 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         await self._arun(self._copy_op(source_thread_id, target_thread_id))
+
+
+def _matches(found: CheckpointTuple, filter: dict[str, Any] | None) -> bool:
+    """Whether a checkpoint's metadata holds every ``filter`` pair (``list``'s rule)."""
+    return not filter or all(found.metadata.get(k) == v for k, v in filter.items())
 
 
 def _saved_config(config: RunnableConfig, checkpoint: Checkpoint) -> RunnableConfig:

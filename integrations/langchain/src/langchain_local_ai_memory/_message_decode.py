@@ -27,7 +27,7 @@ import gc
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import ormsgpack
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
@@ -182,7 +182,7 @@ def _constructs_alike(kind: _Kind) -> bool:
 
 _KINDS = _kinds()
 _DIRECT = {key for key, kind in _KINDS.items() if _constructs_alike(kind)}
-_LOADERS: weakref.WeakKeyDictionary[JsonPlusSerializer, tuple[Loads, LoadsList]] = weakref.WeakKeyDictionary()
+_LOADERS: weakref.WeakKeyDictionary[JsonPlusSerializer, Loads] = weakref.WeakKeyDictionary()
 
 
 def _allowed(serde: JsonPlusSerializer) -> dict[tuple[str, str], _Kind]:
@@ -214,7 +214,7 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _fast(serde: JsonPlusSerializer) -> tuple[Loads, LoadsList]:
+def _fast(serde: JsonPlusSerializer) -> Loads:
     fallback: Callable[[int, bytes], Any] = serde._unpack_ext_hook
     kinds = _allowed(serde)
 
@@ -239,25 +239,10 @@ def _fast(serde: JsonPlusSerializer) -> tuple[Loads, LoadsList]:
             return serde.loads_typed(typed)
         return ormsgpack.unpackb(typed[1], ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS)
 
-    def loads_list(items: Sequence[tuple[str, bytes]]) -> list[Any]:
-        # A msgpack array is its header followed by its items' encodings, so a list stored item by item
-        # decodes in one call, exactly as each item would alone.
-        if not all(kind == "msgpack" for kind, _ in items):
-            return [loads(item) for item in items]
-        count = len(items)
-        head = bytes([0x90 | count]) if count < 16 else (b"\xdc" if count < 65536 else b"\xdd")
-        if count >= 16:
-            head += count.to_bytes(2 if count < 65536 else 4, "big")
-        with collector_paused():
-            found = ormsgpack.unpackb(
-                head + b"".join(data for _, data in items), ext_hook=hook, option=ormsgpack.OPT_NON_STR_KEYS
-            )
-        return cast(list[Any], found)
-
-    return loads, loads_list
+    return loads
 
 
-def _loaders(serde: SerializerProtocol) -> tuple[Loads, LoadsList] | None:
+def _loaders(serde: SerializerProtocol) -> Loads | None:
     if type(serde) is not JsonPlusSerializer or getattr(serde, "_custom_unpack_ext_hook", True):
         return None
     if not callable(getattr(serde, "_unpack_ext_hook", None)):
@@ -272,13 +257,11 @@ def loader(serde: SerializerProtocol) -> Loads:
     """``serde.loads_typed``, or an equal and faster one when ``serde`` is LangGraph's own
     ``JsonPlusSerializer`` with its own extension hook (see the module docstring)."""
     found = _loaders(serde)
-    return serde.loads_typed if found is None else found[0]
+    return serde.loads_typed if found is None else found
 
 
 def list_loader(serde: SerializerProtocol) -> LoadsList:
-    """Decodes the serialized items of a list, as :func:`loader` would one by one (in one msgpack call where
-    it can; measured no faster than item by item here, kept as the one place a list is decoded)."""
-    found = _loaders(serde)
-    if found is None:
-        return lambda items: [serde.loads_typed(item) for item in items]
-    return found[1]
+    """Decodes the serialized items of a list, each as :func:`loader` would (the one place a
+    list is decoded; one msgpack call for the whole list measured no faster)."""
+    load = loader(serde)
+    return lambda items: [load(item) for item in items]
