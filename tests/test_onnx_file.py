@@ -121,6 +121,29 @@ def test_the_query_model_is_made_once_and_its_optimized_graph_reused(exported: P
     assert optimized[0].stat().st_size > 1000
 
 
+def test_an_onnx_runtime_upgrade_drops_the_old_versions_graph_of_this_machine_only(
+    exported: Path, tmp_path: Path
+) -> None:
+    import platform
+    import shutil
+
+    folder = tmp_path / "export"
+    folder.mkdir()
+    for name in ("model.onnx", "tokenizer.json", "export.json"):
+        shutil.copy(exported / name, folder / name)
+    machine = platform.machine() or "cpu"
+    old = folder / f"model.opt-0.0.1-{machine}.onnx"  # what an older onnxruntime saved here
+    elsewhere = folder / "model.opt-0.0.1-other_arch.onnx"  # a shared folder's other machine
+    quantized = folder / f"model.q8.opt-0.0.1-{machine}.onnx"  # another model's graph
+    for stale in (old, elsewhere, quantized):
+        stale.write_bytes(b"graph")
+    OnnxModelEmbedder(folder).embed_query("tea")
+    assert not old.exists()
+    assert elsewhere.exists()
+    assert quantized.exists()
+    assert len(list(folder.glob(f"model.opt-*-{machine}.onnx"))) == 1
+
+
 async def test_the_vector_cache_embeds_a_query_through_the_embedders_own_rule(exported: Path, tmp_path: Path) -> None:
     from local_ai_memory import MemoryConfig
     from local_ai_memory._backends.files.vectors import EmbeddingCache

@@ -33,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from local_ai_memory._shared import fs as _fs
-from local_ai_memory._shared.errors import InvalidInputError, ModelError
+from local_ai_memory._shared.errors import InvalidInputError, ModelError, StorageError
 
 __all__ = ["EXPORT_FORMAT", "QUERY_MODEL", "OnnxModelEmbedder", "export_dir", "export_model", "local_embedder"]
 
@@ -190,7 +190,18 @@ def _session(path: Path, threads: int) -> Any:
         )
         with contextlib.suppress(OSError):
             _fs.atomic_write(optimized, saved.read_bytes(), durable=True)
+            _drop_stale_graphs(optimized, f"{path.stem}.opt-", f"-{platform.machine() or 'cpu'}.onnx")
     return session
+
+
+def _drop_stale_graphs(current: Path, prefix: str, suffix: str) -> None:
+    """Delete this machine's optimized graphs of ``current``'s model saved by other ONNX Runtime
+    versions: after an upgrade nothing loads them again, and each is as large as the model.
+    Graphs of other machines (a folder shared over the network) are left to their owners."""
+    for other in current.parent.glob(f"{prefix}*{suffix}"):
+        if other.name != current.name:
+            with contextlib.suppress(StorageError):
+                _fs.remove(other)
 
 
 class OnnxModelEmbedder:
