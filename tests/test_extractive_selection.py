@@ -341,3 +341,27 @@ def test_a_statement_with_no_ask_after_it_stays_a_bullet() -> None:
     summary = extract_summary(messages, COUNTER, 768)
     assert summary.goal == ""
     assert summary.bullets[DISCOVERIES] == ["User: The cluster is kestrel."]
+
+
+def test_a_sentence_that_only_announces_the_change_is_not_part_of_the_new_goal() -> None:
+    goal = _goal_after("Change of plans. Write the decommissioning checklist for the export job.")
+    assert goal.startswith("Write the decommissioning checklist for the export job.")
+    assert "Change of plans" not in goal
+    assert "(earlier:" in goal  # what the replaced goal was about is still mentioned, after it
+
+
+def test_a_request_added_after_a_change_goes_before_the_note_about_the_earlier_goal() -> None:
+    messages = to_messages(
+        [
+            {"role": "user", "content": _TASK},
+            {"role": "assistant", "content": "The job OOMs at 2Gi while loading invoices."},
+            {"role": "user", "content": "New task: write the decommissioning checklist for the export job."},
+            {"role": "assistant", "content": "Here is a first draft of the checklist."},
+            {"role": "user", "content": "Also add a rollback step for the cron entry."},
+        ]
+    )
+    goal = extract_summary(messages, COUNTER, 768).goal
+    assert goal.index("checklist") < goal.index("rollback step") < goal.index("(earlier:")
+    tight = extract_summary(messages, COUNTER, 64).goal  # no room for the note: the added request stays whole
+    assert tight.endswith("Also add a rollback step for the cron entry.")
+    assert "(earlier" not in tight

@@ -634,6 +634,16 @@ def _explicit_goal(content: str) -> tuple[str, str] | None:
     return None
 
 
+def _without_cue(goal: str) -> str:
+    """A new goal without a first sentence that only announces the change ("Change of plans."): it asks nothing."""
+    sentences = _all_sentences(goal)
+    if len(sentences) > 1:
+        rest = _CHANGE_CUE.sub("", _FILLER.sub("", sentences[0].lower()))
+        if not re.search(r"\w", rest):
+            return clean_line(" ".join(sentences[1:]))
+    return goal
+
+
 def _asks_after(text: str) -> bool:
     """Whether ``text`` (a change of goal and what follows it) asks for something: a request or a question."""
     for sentence in _all_sentences(text):
@@ -944,6 +954,7 @@ class _RunReader:
         self.clause_cap = max(24, min(40, target_tokens // 12))
         self.goal_cap = max(8, target_tokens // 4)
         self.goal = goal
+        self.earlier = ""  # what the goal an explicit change replaced was about, said after the goal
         self.candidates: list[_Candidate] = []
         self.tools: list[Message] = []
         self.pages: dict[str, list[int]] = {}
@@ -981,14 +992,11 @@ class _RunReader:
         if goal:
             self.earlier_goals.append(goal)
             self.candidates += _user_candidates(_without_goal_text(goal), order, counter, self.clause_cap)
-        text = clean_line(new_goal)
+        text = _without_cue(clean_line(new_goal))
         if counter.count(text) > self.goal_cap:
             self.candidates += _user_candidates(text, order, counter, self.clause_cap)
             text = counter.truncate(_goal_core(text, counter, self.goal_cap) or text, self.goal_cap)
-        if goal:  # what the earlier goal was about, while there is room for it
-            room = self.goal_cap - counter.count(text) - 4
-            if room >= 8:
-                text = f"{text} (earlier: {counter.truncate(_goal_core(goal) or goal, room)})"
+        self.earlier = _goal_core(goal) or goal if goal else ""
         self.goal = text
         self.candidates += _user_candidates(before, order, counter, self.clause_cap)
 
@@ -1017,6 +1025,8 @@ class _RunReader:
             self.context.append(content)
         if before and self.goal != before and not self.goal.startswith(before):
             self.earlier_goals.append(before)
+            if not self.goal.startswith(before[:20]):  # replaced, not extended: the note was about another goal
+                self.earlier = ""
         if self.goal == before:
             self.candidates += _user_candidates(content, order, self.counter, self.clause_cap)
         for section, sentence in stated:
@@ -1024,10 +1034,20 @@ class _RunReader:
             if line:
                 self.candidates.append(_Candidate(section, line, 4.0, order, user=True))
 
+    def _goal_with_earlier(self) -> str:
+        """The goal, then what the goal it replaced was about ("(earlier: ...)") in the room the goal leaves.
+
+        The note comes last and is cut first: a request added to the goal later outranks it.
+        """
+        room = self.goal_cap - self.counter.count(self.goal) - 4
+        if not self.earlier or room < 8:
+            return self.goal
+        return f"{self.goal} (earlier: {self.counter.truncate(self.earlier, room)})"
+
     def summary(self) -> Summary:
         """The summary: fixed lines (tool calls, earlier goals), then the best candidates that fit."""
         counter = self.counter
-        summary = Summary(self.goal)
+        summary = Summary(self._goal_with_earlier())
         # What was done comes first in Completed; it competes for room like any other bullet.
         done = [_Candidate(COMPLETED, line, _RAN_SCORE, -1) for line in _collapse_tools(self.tools, self.pages)]
         done += [
@@ -1038,12 +1058,12 @@ class _RunReader:
             _Candidate(COMPLETED, f"earlier goal: {clean_line(g, counter, self.bullet_cap)}", _EARLIER_SCORE, -1)
             for g in self.earlier_goals
         ]
-        headings = counter.count(render_summary(Summary(self.goal)))
+        headings = counter.count(render_summary(Summary(summary.goal)))
         room = max(0, self.target_tokens - headings - 4)
         for candidate in self.candidates:
             text = candidate.text if candidate.user else _compress(candidate.text)  # the user's words stay theirs
             candidate.text = clean_line(text, counter, self.clause_cap)
-        for candidate in _select([*done, *self.candidates], counter, room, self.goal, _echo_counts(self.texts)):
+        for candidate in _select([*done, *self.candidates], counter, room, summary.goal, _echo_counts(self.texts)):
             text = candidate.text
             summary.bullets[candidate.section].append(USER_MARK + text if candidate.user else _not_the_user(text))
         for name in LIST_SECTIONS:
