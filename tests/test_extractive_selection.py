@@ -365,3 +365,29 @@ def test_a_request_added_after_a_change_goes_before_the_note_about_the_earlier_g
     tight = extract_summary(messages, COUNTER, 64).goal  # no room for the note: the added request stays whole
     assert tight.endswith("Also add a rollback step for the cron entry.")
     assert "(earlier" not in tight
+
+
+def test_a_noun_that_looks_like_an_order_or_a_gerund_is_not_a_plan() -> None:
+    assert not _plans("Buffer is 256.")  # the first word is what the sentence is about
+    assert not _plans("Nothing else significant.")
+    assert not _plans("Morning traffic peaks at 09:00.")
+    assert _plans("Buffer the channel to 256 slots.")
+    assert _plans("Adding a dropped-message counter to metrics.go.")
+
+
+def test_only_as_a_measure_is_a_finding_not_a_decision() -> None:
+    text = "Organic growth in that segment was only 6.7% (p.43). We only deploy on Tuesdays from now on."
+    summary = extract_summary(to_messages([{"role": "assistant", "content": text}]), COUNTER, 768)
+    assert any("6.7%" in line for line in summary.bullets[DISCOVERIES])
+    assert not any("6.7%" in line for line in summary.bullets[DECISIONS])
+    assert any("Tuesdays" in line for line in summary.bullets[DECISIONS])
+
+
+def test_a_clause_is_never_cut_inside_a_short_aside_in_brackets() -> None:
+    sentence = (
+        "Free cash flow was USD 187.4m (FY22: 202.9m), pressured by USD 156.0m capex for the Rotterdam "
+        "sortation hub; about 60% of that spend is one-off and will not recur in the FY2024 plan at all."
+    )
+    parts = _clauses(sentence, COUNTER, 24)
+    assert len(parts) > 1
+    assert any("(FY22: 202.9m)" in part for part in parts)

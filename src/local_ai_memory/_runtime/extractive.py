@@ -403,7 +403,8 @@ _COMMITMENT = re.compile(
     r"decided|decision|agreed|going with|go with|settled on|chose|choose|opted|instead|rather than|"
     r"keep(?:s|ing)?\b.{0,60}\b(?:unchanged|as (?:is|they are|it is)|the same|exactly|intact|stable)|"
     r"stays? (?:the same|unchanged|as|exactly)|remains? (?:the same|unchanged)|don't|do not|never|always|"
-    r"must(?:n't| not)?|won't|skip|separate(?:ly)?|not in this|out of scope|pin(?:ned)?|prefer|only|"
+    r"must(?:n't| not)?|won't|skip|separate(?:ly)?|not in this|out of scope|pin(?:ned)?|prefer|"
+    r"only (?:use|run|touch|change|ship|deploy|keep|apply|send)|"
     r"the plan is|plan:|approach:|"
     r"on (?:part|garde|ne touche|va|reste)|nous allons|d[ée]cid|pas de|ne (?:pas|touche)|garder|plut[oô]t|"
     r"vamos a|usaremos|decid|no (?:toques|usar|vamos|tocar)|mant[eé]n|mantener|mejor|en lugar de|dejamos|"
@@ -490,10 +491,14 @@ _LABEL_WORDS = 5
 """A clause this short that ends with ":" is a label ("Hotel da Ribeira:", "Root cause:")."""
 
 
+_UNCUT = re.compile(r"`[^`]*`|\([^()]{1,80}\)|\[[^\[\]]{1,80}\]")
+"""Where a clause is never cut: a code span (```max_retries: 0```), a short aside in brackets ("(FY22: 202.9m)")."""
+
+
 def _split_outside_code(sentence: str) -> list[str]:
-    """``sentence`` cut at its clause marks, but never inside a code span (```max_retries: 0```)."""
+    """``sentence`` cut at its clause marks, but never inside a code span or a short aside in brackets."""
     parts, start = [], 0
-    spans = [found.span() for found in re.finditer(r"`[^`]*`", sentence)]
+    spans = [found.span() for found in _UNCUT.finditer(sentence)]
     for mark in _CLAUSE_SPLIT.finditer(sentence):
         if any(a < mark.start() < b for a, b in spans):
             continue
@@ -514,10 +519,14 @@ _LOOKING = re.compile(
 )
 
 
-_DOING = re.compile(r"^(?P<verb>[a-z]+ing)\s+\S")
+_DOING = re.compile(
+    r"^(?!(?:no|some|any|every)thing\b|(?:morning|evening|during|string|thing)\b)(?P<verb>[a-z]+ing)\s+\S"
+)
 """An action the assistant is taking as it speaks ("Adding status_code=201 to the route."), when no verb follows."""
 _USE = re.compile(r"^(?:use|pass|set|buffer|pin|bump|raise|lower|return|register|keep|leave|wrap|call)\s")
 """An imperative that says how something is to be done ("Use a context with a timeout.")."""
+_NOUN_FIRST = re.compile(r"^\w+\s+(?:is|are|was|were|has|have|had|stays?|remains?)\b")
+"""A sentence whose first word is followed by its verb ("Buffer is 256."): that word is a noun, not an order."""
 
 
 def _plans(sentence: str) -> bool:
@@ -530,6 +539,8 @@ def _plans(sentence: str) -> bool:
     doing = _DOING.match(text)
     if doing and not _LOOKING.match(doing["verb"]) and not _LINKING.search(text):  # "Morning traffic is ..."
         return True
+    if _NOUN_FIRST.match(text):  # "Buffer is 256.": the first word is what the sentence is about
+        return False
     return bool(_TASK_VERB.match(text) or _USE.match(text)) and not _STEP_VERB.match(text)
 
 
