@@ -391,3 +391,22 @@ def test_a_clause_is_never_cut_inside_a_short_aside_in_brackets() -> None:
     parts = _clauses(sentence, COUNTER, 24)
     assert len(parts) > 1
     assert any("(FY22: 202.9m)" in part for part in parts)
+
+
+def test_scratching_the_current_work_and_asking_for_another_changes_the_goal() -> None:
+    goal = _goal_after("Scratch the export thing, the CFO wants the Q3 cost report by Friday. Can you build it?")
+    assert goal.startswith("Scratch the export thing")
+    assert "(earlier:" in goal
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Nice. Now add regression tests for the OOM you found.",  # the next piece of work on the same goal
+        "Make me a checklist for rolling the fix out to the other 4 jobs.",  # a new thing to make, for this goal
+    ],
+)
+def test_the_next_piece_of_work_extends_the_goal_instead_of_replacing_it(message: str) -> None:
+    goal = _goal_after(message)
+    assert goal.startswith(_TASK)
+    assert goal.endswith(message.removeprefix("Nice. "))

@@ -389,7 +389,8 @@ _CHANGE_CUE = re.compile(
 )
 """An explicit change of goal wherever it stands in a sentence ("Ugh, change of plan.")."""
 _CHANGE_START = re.compile(
-    r"^(?:forget (?:that|the|it|about)|scratch that|moving on|let's move on|switch(?:ing)? to|never ?mind|"
+    r"^(?:forget (?:that|the|it|about)|scratch (?:that|this|the|it)|moving on|let's move on|switch(?:ing)? to|"
+    r"never ?mind|"
     r"on second thought|drop (?:that|this|the)|park (?:that|this|the)|put (?:that|this|the) .{0,40}(?:aside|on hold)|"
     r"oublie[zs]? (?:ça|la|le)|laisse tomber|vergiss (?:das|die|den)|olvida (?:eso|lo|la|el)|esquece (?:isso|o|a)|"
     r"lascia (?:perdere|stare))\b"
@@ -691,6 +692,33 @@ def _changes_task(sentence: str) -> bool:
         return False
     rest = _NEW_TASK.sub("", text, count=1).strip()
     # "Next, run the tests." / "Now deploy it to staging.": a step on the way, or more work on what is at hand
+    if _STEP_VERB.match(rest) or _BACK_REFERENCE.match(rest):
+        return False
+    return not _NEXT_CUE.match(text)
+
+
+_NEXT_CUE = re.compile(r"^(?:now|next|then)\b")
+"""A change of task that only says what comes next ("Now add the tests."): more work on the goal, which it extends."""
+
+
+_DELIVERABLE = re.compile(
+    r"^(?:make|write|draft|produce|create|prepare|build|put together|generate|compile|give)(?: me| us)? (?:a|an)\s"
+)
+"""A request for a new piece of work ("make me a checklist for the other 10"): it adds to the goal."""
+
+
+def _new_deliverable(sentence: str) -> bool:
+    """Whether a user sentence asks for a new thing to be made ("Write me a summary for the team.")."""
+    text = _POLITE.sub("", _FILLER.sub("", clean_line(sentence).lower()).strip(), count=1).strip()
+    return classify_user_sentence(sentence) == "request" and bool(_DELIVERABLE.match(text))
+
+
+def _next_step(sentence: str) -> bool:
+    """Whether a user sentence asks for the next piece of work on the goal ("Now add the tests for it.")."""
+    text = _FILLER.sub("", clean_line(sentence).lower()).strip()
+    if not _NEXT_CUE.match(text) or classify_user_sentence(sentence) != "new_task":
+        return False
+    rest = _NEW_TASK.sub("", text, count=1).strip()
     return not (_STEP_VERB.match(rest) or _BACK_REFERENCE.match(rest))
 
 
@@ -1022,7 +1050,11 @@ class _RunReader:
             sentences = _all_sentences(content)
             if any(_changes_task(sentence) for sentence in sentences):
                 effect = "set"
-            elif any(_extends(sentence) for sentence in sentences) or (not _asks(self.goal) and _requests(content)):
+            elif (
+                any(_extends(sentence) for sentence in sentences)
+                or (not _asks(self.goal) and _requests(content))
+                or any(_next_step(sentence) or _new_deliverable(sentence) for sentence in sentences)
+            ):
                 effect = "extend"  # an added task, or the first ask after a remark that was its context
             else:
                 effect = "keep"
