@@ -410,3 +410,33 @@ def test_the_next_piece_of_work_extends_the_goal_instead_of_replacing_it(message
     goal = _goal_after(message)
     assert goal.startswith(_TASK)
     assert goal.endswith(message.removeprefix("Nice. "))
+
+
+def test_text_without_spaces_is_split_into_sentences_and_its_words_are_counted() -> None:
+    text = "本番のRedisのメモリ使用率が95%を超えました。原因を調べてもらえますか？"
+    assert _split_sentences(text) == ["本番のRedisのメモリ使用率が95%を超えました。", "原因を調べてもらえますか？"]
+    messages = to_messages(
+        [
+            {"role": "user", "content": text},
+            {"role": "assistant", "content": "sess:* のキーにTTLが設定されていません（ttl=-1）。"},
+            {"role": "user", "content": "以前は24時間でした。少しずつお願いします。"},
+        ]
+    )
+    summary = extract_summary(messages, COUNTER, 768)
+    assert summary.goal == text  # a task of many words: a later remark does not replace it as a stand-in
+    assert any("ttl=-1" in line for line in summary.bullets[DISCOVERIES])  # no longer too short to keep
+
+
+def test_asking_for_a_new_thing_to_be_made_extends_the_goal_in_other_languages_too() -> None:
+    first = "¿Cuál de las dos propuestas de CRM nos sale más barata en 2 años?"
+    then = "Vale, vamos con Clientia. Prepárame un correo para negociar la permanencia."
+    messages = to_messages(
+        [
+            {"role": "user", "content": first},
+            {"role": "assistant", "content": "Clientia cuesta 41.280 € en 2 años y VentaPro 47.900 €."},
+            {"role": "user", "content": then},
+        ]
+    )
+    goal = extract_summary(messages, COUNTER, 768).goal
+    assert goal.startswith(first)
+    assert "permanencia" in goal

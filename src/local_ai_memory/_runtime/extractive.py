@@ -47,7 +47,16 @@ SentenceKind = Literal[
     "question", "step", "request", "new_task", "follow_up", "continue", "decision", "fact", "other", "chat"
 ]
 
-_STOP_SPLIT = re.compile(r"(?<=[.!?])\s+")
+_STOP_SPLIT = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])\s*")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+"""Kana, CJK ideographs and Hangul: text written without spaces between words."""
+
+
+def _words(text: str) -> int:
+    """How many words ``text`` has, also when it is written without spaces (two CJK characters count as one)."""
+    return len(text.split()) + len(_CJK.findall(text)) // 2
+
+
 _DECISION_CUE = re.compile(
     r"\b(decided|decide to|decision|we will|we'll|i will use|i'll use|let's use|let's go with|going with|go with|"
     r"chose|choose|opted|instead of|prefer|agreed|switch(?:ed)? to|settled on)\b",
@@ -159,7 +168,7 @@ def _split_sentences(text: str) -> list[str]:
 
 
 def _sentences(text: str) -> list[str]:
-    return [s for s in _split_sentences(text) if len(s.split()) >= 3]
+    return [s for s in _split_sentences(text) if _words(s) >= 3]
 
 
 def _all_sentences(text: str) -> list[str]:
@@ -171,12 +180,12 @@ def _first_line(text: str) -> str:
 
 
 def _is_question(text: str, original: str) -> bool:
-    return original.rstrip().endswith("?") or bool(_QUESTION_START.match(text))
+    return original.rstrip().endswith(("?", "？")) or bool(_QUESTION_START.match(text))
 
 
 def _is_fact(text: str, original: str) -> bool:
     """A declarative sentence that states something specific (a name, a value, a date, an owner)."""
-    if len(text.split()) < 3:
+    if _words(text) < 3:
         return False
     if _NAMING.search(text):
         return True
@@ -434,7 +443,7 @@ _FAILURE = re.compile(
 )
 _CODEISH = re.compile(r"`[^`]+`|\d[\d.,:%/-]*\w*|\w+[_./:@#=-]\w[\w./:@#=-]*|\b[A-Z][a-z]+[A-Z]\w*|\b[A-Z]{2,}\b")
 _NAME = re.compile(r"(?<=[a-z,;]\s)[A-Z][a-zà-ÿ]+")
-_CLAUSE_SPLIT = re.compile(r"(?<=[;:])\s+|\s+[—–]\s+|,\s+(?=(?:so|and|but|which|because|while|then)\b)")
+_CLAUSE_SPLIT = re.compile(r"(?<=[;:])\s+|\s+[—–]\s+|,\s+(?=(?:so|and|but|which|because|while|then)\b)|(?<=[；：])\s*")
 _PAGE_HEADER = re.compile(r"^\[tool result (?P<id>\S+) \((?P<tool>[^)]*)\): (?P<what>characters|lines) (?P<a>\d+)-")
 _PAGE_NUMBER = re.compile(r"page (?P<n>\d+) of (?P<of>\d+)")
 _SEARCH_HEADER = re.compile(r"^\[search in tool result (?P<id>\S+) \((?P<tool>[^)]*)\)")
@@ -484,7 +493,7 @@ def _clauses(sentence: str, counter: TokenCounter, cap: int) -> list[str]:
                 merged[-1] = joined
                 continue
         merged.append(piece)
-    parts = [part.strip() for part in merged if len(part.strip().split()) >= 3]
+    parts = [part.strip() for part in merged if _words(part) >= 3]
     return parts or [sentence]
 
 
@@ -592,7 +601,7 @@ def _user_candidates(text: str, order: int, counter: TokenCounter, cap: int) -> 
     for sentence in _all_sentences(text):
         kind = classify_user_sentence(sentence)
         line = clean_line(sentence)
-        if kind in ("chat", "continue") or len(line.split()) < 3:
+        if kind in ("chat", "continue") or _words(line) < 3:
             continue
         if kind == "question" and not _specificity(line):
             continue
@@ -602,9 +611,9 @@ def _user_candidates(text: str, order: int, counter: TokenCounter, cap: int) -> 
                 found.append(_Candidate(DECISIONS, part, 4.0, order, user=True))
             elif kind == "question":
                 found.append(_Candidate(OPEN_ISSUES, part, 1.5, order, user=True))
-            elif kind == "fact" or (specific and len(part.split()) >= 5):
+            elif kind == "fact" or (specific and _words(part) >= 5):
                 found.append(_Candidate(DISCOVERIES, part, 3.0, order, user=True))
-            elif kind in ("request", "step", "follow_up", "other") and len(part.split()) >= 5:
+            elif kind in ("request", "step", "follow_up", "other") and _words(part) >= 5:
                 found.append(_Candidate(DECISIONS, part, 1.5, order, user=True))
     return found
 
@@ -679,7 +688,7 @@ def _requests(text: str) -> bool:
 def _is_task(goal: str) -> bool:
     """Whether a goal is a task the user set, not a stand-in remark ("Hello there.") a later message replaces."""
     sentences = _all_sentences(goal)
-    return any(classify_user_sentence(s) in _ASKING for s in sentences) or len(goal.split()) >= 6
+    return any(classify_user_sentence(s) in _ASKING for s in sentences) or _words(goal) >= 6
 
 
 _BACK_REFERENCE = re.compile(r"^(?:please\s+)?\w+\s+(?:it|this|that|these|those|them|the (?:fix|change|patch))\b")
@@ -707,9 +716,19 @@ _DELIVERABLE = re.compile(
 """A request for a new piece of work ("make me a checklist for the other 10"): it adds to the goal."""
 
 
+_DELIVERABLE_OTHER = re.compile(
+    r"^(?:prep[aá]rame|escr[ií]beme|hazme|red[aá]ctame|pr[ée]pare-moi|r[ée]dige-moi|[ée]cris-moi|fais-moi|"
+    r"schreib(?:e)? mir|erstell(?:e)? mir|mach(?:e)? mir|prepara-me|escreve-me|faz-me|preparami|scrivimi|fammi)"
+    r"\s+(?:un|una|une|ein|eine|einen|um|uma|uno)\b"
+)
+"""The same in Spanish, French, German, Portuguese and Italian ("prepárame un correo", "schreib mir eine Mail")."""
+
+
 def _new_deliverable(sentence: str) -> bool:
     """Whether a user sentence asks for a new thing to be made ("Write me a summary for the team.")."""
     text = _POLITE.sub("", _FILLER.sub("", clean_line(sentence).lower()).strip(), count=1).strip()
+    if _DELIVERABLE_OTHER.match(text):
+        return True
     return classify_user_sentence(sentence) == "request" and bool(_DELIVERABLE.match(text))
 
 
