@@ -440,3 +440,8 @@ def test_asking_for_a_new_thing_to_be_made_extends_the_goal_in_other_languages_t
     goal = extract_summary(messages, COUNTER, 768).goal
     assert goal.startswith(first)
     assert "permanencia" in goal
+
+
+def test_a_typeset_minus_becomes_the_sign_one_types() -> None:
+    line = "Che 2021 (n=120, 12 wk): \u22121.04% vs \u22120.35%."
+    assert _compress(line) == "Che 2021 (n=120, 12 wk): -1.04% vs -0.35%."

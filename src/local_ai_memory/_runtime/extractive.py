@@ -834,9 +834,9 @@ def _compress(text: str) -> str:
 
     Only words that carry no fact go ("So, ...", "Confirmed: ...", "actually", "just"); numbers,
     names and identifiers are never touched. A line that would be left with less than two
-    words is kept as it was.
+    words is kept as it was. A typeset minus becomes "-", the sign one types and searches for.
     """
-    line = _EMPHASIS.sub("", text)
+    line = _EMPHASIS.sub("", text).replace("\u2212", "-")  # a typeset minus ("−0.3%"): the sign one types
     line = _OPENER.sub("", line, count=1)
     line = " ".join(_HEDGE.sub("", line).split())
     if len(line.split()) < 2:
