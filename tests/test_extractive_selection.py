@@ -445,3 +445,11 @@ def test_asking_for_a_new_thing_to_be_made_extends_the_goal_in_other_languages_t
 def test_a_typeset_minus_becomes_the_sign_one_types() -> None:
     line = "Che 2021 (n=120, 12 wk): \u22121.04% vs \u22120.35%."
     assert _compress(line) == "Che 2021 (n=120, 12 wk): -1.04% vs -0.35%."
+
+
+def test_a_negative_number_keeps_its_sign_when_bullet_marks_are_removed() -> None:
+    from local_ai_memory._runtime.summary import clean_line
+
+    assert clean_line("- -0.3% vs -0.5%, noninferior") == "-0.3% vs -0.5%, noninferior"
+    assert clean_line("-.5 dB at 2 kHz") == "-.5 dB at 2 kHz"
+    assert clean_line("-- * # heading-like text") == "heading-like text"
