@@ -453,3 +453,15 @@ def test_a_negative_number_keeps_its_sign_when_bullet_marks_are_removed() -> Non
     assert clean_line("- -0.3% vs -0.5%, noninferior") == "-0.3% vs -0.5%, noninferior"
     assert clean_line("-.5 dB at 2 kHz") == "-.5 dB at 2 kHz"
     assert clean_line("-- * # heading-like text") == "heading-like text"
+
+
+def test_a_long_table_row_keeps_its_first_cell_with_its_values() -> None:
+    table = (
+        "| Provider | 200k/mo | 500k/mo | EU residency |\n|---|---|---|---|\n"
+        "| Amazon SES | $20 (+$24.95 dedicated IP optional) | $50 | yes (eu-central-1 / eu-west-1) |"
+    )
+    ask = {"role": "user", "content": "Compare the providers."}
+    messages = to_messages([ask, {"role": "assistant", "content": table}])
+    bullets = extract_summary(messages, COUNTER, 256).bullets[DISCOVERIES]
+    assert any(line.startswith("Amazon SES: $20") for line in bullets)
+    assert not any(line.startswith("$20") for line in bullets)  # never the values without what they are about

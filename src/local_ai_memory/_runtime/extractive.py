@@ -574,7 +574,8 @@ def _assistant_candidates(text: str, order: int, counter: TokenCounter, cap: int
         line = _not_the_user(clean_line(sentence))
         if not line or (_NARRATION.match(line) and not _specificity(line)):
             continue
-        for part in _clauses(line, counter, cap):
+        # a row stays one line: cut at its first cell's ":", its values would lose what they are about
+        for part in [line] if sentence in rows else _clauses(line, counter, cap):
             specific = _specificity(part)
             narration = bool(_NARRATION.match(part))
             if part.rstrip().endswith("?"):
