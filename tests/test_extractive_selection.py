@@ -17,7 +17,7 @@ from local_ai_memory._runtime.extractive import (
     next_goal,
 )
 from local_ai_memory._runtime.messages import to_messages
-from local_ai_memory._runtime.summary import COMPLETED, DECISIONS, DISCOVERIES, render_summary
+from local_ai_memory._runtime.summary import COMPLETED, DECISIONS, DISCOVERIES, OPEN_ISSUES, USER_MARK, render_summary
 from local_ai_memory._shared.tokens import TokenCounter
 
 COUNTER = TokenCounter()
@@ -465,3 +465,31 @@ def test_a_long_table_row_keeps_its_first_cell_with_its_values() -> None:
     bullets = extract_summary(messages, COUNTER, 256).bullets[DISCOVERIES]
     assert any(line.startswith("Amazon SES: $20") for line in bullets)
     assert not any(line.startswith("$20") for line in bullets)  # never the values without what they are about
+
+
+def test_a_bullet_costs_what_it_takes_once_rendered_so_the_room_is_used() -> None:
+    said = [
+        _Candidate(DECISIONS, "We use Postgres 16 in prod.", 4.0, 1, user=True),
+        _Candidate(DISCOVERIES, "Retention is 7 days on clickstream-raw.", 3.0, 2, user=True),
+        _Candidate(DISCOVERIES, "The migration revision is a71c9e02d4f3.", 1.0, 3),
+    ]
+    rendered = [f"* {USER_MARK if c.user else ''}{c.text}\n" for c in said]
+    room = sum(COUNTER.count(line) for line in rendered)
+    # the three fit exactly: none is left out for overhead the rendered L1 does not have
+    assert _select(said, COUNTER, room) == said
+    assert len(_select(said, COUNTER, room - 1)) == 2
+
+
+def test_a_question_the_user_answered_is_not_an_open_issue() -> None:
+    messages = to_messages(
+        [
+            {"role": "user", "content": "Add an index so the /admin/orders search stops timing out."},
+            {"role": "assistant", "content": "The index build takes 11m42s on staging. Should I write the migration?"},
+            {"role": "user", "content": "Yes, write it, and run it tonight at 02:00 UTC."},
+            {"role": "assistant", "content": "Migration a71c9e02d4f3 written. Should I drop the old index too?"},
+        ]
+    )
+    open_issues = extract_summary(messages, COUNTER, 256).bullets[OPEN_ISSUES]
+    assert not any("Should I write the migration" in line for line in open_issues)
+    # the last question has no answer yet: it stays open
+    assert any("drop the old index" in line for line in open_issues)

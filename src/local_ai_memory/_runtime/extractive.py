@@ -942,7 +942,7 @@ def _select(
         kind = max(0.1, 1 + candidate.score / _KIND_SCALE)
         units = {u: w * min(_ECHO_CAP, max(1, echoes.get(u, 1))) ** 0.5 for u, w in _units(candidate.text).items()}
 
-        cost = counter.count(candidate.text) + 2 + (counter.count(USER_MARK) if candidate.user else 0)
+        cost = counter.count(f"* {USER_MARK if candidate.user else ''}{candidate.text}\n")  # as it is rendered
         pool.append((index, kind, units, cost))
     chosen: list[int] = []
     used = 0
@@ -1061,6 +1061,8 @@ class _RunReader:
 
     def user(self, content: str, order: int) -> None:
         """A user message: it may set, change or extend the goal; what else it states becomes candidates."""
+        # the user spoke after the assistant asked: those questions are answered, no longer open
+        self.candidates = [candidate for candidate in self.candidates if not _asked(candidate)]
         explicit = _explicit_goal(content)
         if explicit is not None and explicit[1]:
             self._explicit(*explicit, order)
@@ -1132,6 +1134,11 @@ class _RunReader:
         for name in LIST_SECTIONS:
             summary.bullets[name] = keep_newest(dedupe(summary.bullets[name]), MAX_BULLETS)
         return summary
+
+
+def _asked(candidate: _Candidate) -> bool:
+    """Whether a candidate is a question the assistant asked (the user's next message answers it)."""
+    return candidate.section == OPEN_ISSUES and not candidate.user and candidate.text.rstrip().endswith(("?", "？"))
 
 
 def _without_goal_text(goal: str) -> str:
