@@ -17,7 +17,7 @@ from local_ai_memory._runtime.extractive import (
     next_goal,
 )
 from local_ai_memory._runtime.messages import to_messages
-from local_ai_memory._runtime.summary import COMPLETED, DECISIONS, DISCOVERIES, render_summary
+from local_ai_memory._runtime.summary import COMPLETED, DECISIONS, DISCOVERIES, OPEN_ISSUES, USER_MARK, render_summary
 from local_ai_memory._shared.tokens import TokenCounter
 
 COUNTER = TokenCounter()
@@ -341,3 +341,155 @@ def test_a_statement_with_no_ask_after_it_stays_a_bullet() -> None:
     summary = extract_summary(messages, COUNTER, 768)
     assert summary.goal == ""
     assert summary.bullets[DISCOVERIES] == ["User: The cluster is kestrel."]
+
+
+def test_a_sentence_that_only_announces_the_change_is_not_part_of_the_new_goal() -> None:
+    goal = _goal_after("Change of plans. Write the decommissioning checklist for the export job.")
+    assert goal.startswith("Write the decommissioning checklist for the export job.")
+    assert "Change of plans" not in goal
+    assert "(earlier:" in goal  # what the replaced goal was about is still mentioned, after it
+
+
+def test_a_request_added_after_a_change_goes_before_the_note_about_the_earlier_goal() -> None:
+    messages = to_messages(
+        [
+            {"role": "user", "content": _TASK},
+            {"role": "assistant", "content": "The job OOMs at 2Gi while loading invoices."},
+            {"role": "user", "content": "New task: write the decommissioning checklist for the export job."},
+            {"role": "assistant", "content": "Here is a first draft of the checklist."},
+            {"role": "user", "content": "Also add a rollback step for the cron entry."},
+        ]
+    )
+    goal = extract_summary(messages, COUNTER, 768).goal
+    assert goal.index("checklist") < goal.index("rollback step") < goal.index("(earlier:")
+    tight = extract_summary(messages, COUNTER, 64).goal  # no room for the note: the added request stays whole
+    assert tight.endswith("Also add a rollback step for the cron entry.")
+    assert "(earlier" not in tight
+
+
+def test_a_noun_that_looks_like_an_order_or_a_gerund_is_not_a_plan() -> None:
+    assert not _plans("Buffer is 256.")  # the first word is what the sentence is about
+    assert not _plans("Nothing else significant.")
+    assert not _plans("Morning traffic peaks at 09:00.")
+    assert _plans("Buffer the channel to 256 slots.")
+    assert _plans("Adding a dropped-message counter to metrics.go.")
+
+
+def test_only_as_a_measure_is_a_finding_not_a_decision() -> None:
+    text = "Organic growth in that segment was only 6.7% (p.43). We only deploy on Tuesdays from now on."
+    summary = extract_summary(to_messages([{"role": "assistant", "content": text}]), COUNTER, 768)
+    assert any("6.7%" in line for line in summary.bullets[DISCOVERIES])
+    assert not any("6.7%" in line for line in summary.bullets[DECISIONS])
+    assert any("Tuesdays" in line for line in summary.bullets[DECISIONS])
+
+
+def test_a_clause_is_never_cut_inside_a_short_aside_in_brackets() -> None:
+    sentence = (
+        "Free cash flow was USD 187.4m (FY22: 202.9m), pressured by USD 156.0m capex for the Rotterdam "
+        "sortation hub; about 60% of that spend is one-off and will not recur in the FY2024 plan at all."
+    )
+    parts = _clauses(sentence, COUNTER, 24)
+    assert len(parts) > 1
+    assert any("(FY22: 202.9m)" in part for part in parts)
+
+
+def test_scratching_the_current_work_and_asking_for_another_changes_the_goal() -> None:
+    goal = _goal_after("Scratch the export thing, the CFO wants the Q3 cost report by Friday. Can you build it?")
+    assert goal.startswith("Scratch the export thing")
+    assert "(earlier:" in goal
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Nice. Now add regression tests for the OOM you found.",  # the next piece of work on the same goal
+        "Make me a checklist for rolling the fix out to the other 4 jobs.",  # a new thing to make, for this goal
+    ],
+)
+def test_the_next_piece_of_work_extends_the_goal_instead_of_replacing_it(message: str) -> None:
+    goal = _goal_after(message)
+    assert goal.startswith(_TASK)
+    assert goal.endswith(message.removeprefix("Nice. "))
+
+
+def test_text_without_spaces_is_split_into_sentences_and_its_words_are_counted() -> None:
+    text = "本番のRedisのメモリ使用率が95%を超えました。原因を調べてもらえますか？"
+    assert _split_sentences(text) == ["本番のRedisのメモリ使用率が95%を超えました。", "原因を調べてもらえますか？"]
+    messages = to_messages(
+        [
+            {"role": "user", "content": text},
+            {"role": "assistant", "content": "sess:* のキーにTTLが設定されていません（ttl=-1）。"},
+            {"role": "user", "content": "以前は24時間でした。少しずつお願いします。"},
+        ]
+    )
+    summary = extract_summary(messages, COUNTER, 768)
+    assert summary.goal == text  # a task of many words: a later remark does not replace it as a stand-in
+    assert any("ttl=-1" in line for line in summary.bullets[DISCOVERIES])  # no longer too short to keep
+
+
+def test_asking_for_a_new_thing_to_be_made_extends_the_goal_in_other_languages_too() -> None:
+    first = "¿Cuál de las dos propuestas de CRM nos sale más barata en 2 años?"
+    then = "Vale, vamos con Clientia. Prepárame un correo para negociar la permanencia."
+    messages = to_messages(
+        [
+            {"role": "user", "content": first},
+            {"role": "assistant", "content": "Clientia cuesta 41.280 € en 2 años y VentaPro 47.900 €."},
+            {"role": "user", "content": then},
+        ]
+    )
+    goal = extract_summary(messages, COUNTER, 768).goal
+    assert goal.startswith(first)
+    assert "permanencia" in goal
+
+
+def test_a_typeset_minus_becomes_the_sign_one_types() -> None:
+    line = "Che 2021 (n=120, 12 wk): \u22121.04% vs \u22120.35%."
+    assert _compress(line) == "Che 2021 (n=120, 12 wk): -1.04% vs -0.35%."
+
+
+def test_a_negative_number_keeps_its_sign_when_bullet_marks_are_removed() -> None:
+    from local_ai_memory._runtime.summary import clean_line
+
+    assert clean_line("- -0.3% vs -0.5%, noninferior") == "-0.3% vs -0.5%, noninferior"
+    assert clean_line("-.5 dB at 2 kHz") == "-.5 dB at 2 kHz"
+    assert clean_line("-- * # heading-like text") == "heading-like text"
+
+
+def test_a_long_table_row_keeps_its_first_cell_with_its_values() -> None:
+    table = (
+        "| Provider | 200k/mo | 500k/mo | EU residency |\n|---|---|---|---|\n"
+        "| Amazon SES | $20 (+$24.95 dedicated IP optional) | $50 | yes (eu-central-1 / eu-west-1) |"
+    )
+    ask = {"role": "user", "content": "Compare the providers."}
+    messages = to_messages([ask, {"role": "assistant", "content": table}])
+    bullets = extract_summary(messages, COUNTER, 256).bullets[DISCOVERIES]
+    assert any(line.startswith("Amazon SES: $20") for line in bullets)
+    assert not any(line.startswith("$20") for line in bullets)  # never the values without what they are about
+
+
+def test_a_bullet_costs_what_it_takes_once_rendered_so_the_room_is_used() -> None:
+    said = [
+        _Candidate(DECISIONS, "We use Postgres 16 in prod.", 4.0, 1, user=True),
+        _Candidate(DISCOVERIES, "Retention is 7 days on clickstream-raw.", 3.0, 2, user=True),
+        _Candidate(DISCOVERIES, "The migration revision is a71c9e02d4f3.", 1.0, 3),
+    ]
+    rendered = [f"* {USER_MARK if c.user else ''}{c.text}\n" for c in said]
+    room = sum(COUNTER.count(line) for line in rendered)
+    # the three fit exactly: none is left out for overhead the rendered L1 does not have
+    assert _select(said, COUNTER, room) == said
+    assert len(_select(said, COUNTER, room - 1)) == 2
+
+
+def test_a_question_the_user_answered_is_not_an_open_issue() -> None:
+    messages = to_messages(
+        [
+            {"role": "user", "content": "Add an index so the /admin/orders search stops timing out."},
+            {"role": "assistant", "content": "The index build takes 11m42s on staging. Should I write the migration?"},
+            {"role": "user", "content": "Yes, write it, and run it tonight at 02:00 UTC."},
+            {"role": "assistant", "content": "Migration a71c9e02d4f3 written. Should I drop the old index too?"},
+        ]
+    )
+    open_issues = extract_summary(messages, COUNTER, 256).bullets[OPEN_ISSUES]
+    assert not any("Should I write the migration" in line for line in open_issues)
+    # the last question has no answer yet: it stays open
+    assert any("drop the old index" in line for line in open_issues)

@@ -47,7 +47,16 @@ SentenceKind = Literal[
     "question", "step", "request", "new_task", "follow_up", "continue", "decision", "fact", "other", "chat"
 ]
 
-_STOP_SPLIT = re.compile(r"(?<=[.!?])\s+")
+_STOP_SPLIT = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])\s*")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+"""Kana, CJK ideographs and Hangul: text written without spaces between words."""
+
+
+def _words(text: str) -> int:
+    """How many words ``text`` has, also when it is written without spaces (two CJK characters count as one)."""
+    return len(text.split()) + len(_CJK.findall(text)) // 2
+
+
 _DECISION_CUE = re.compile(
     r"\b(decided|decide to|decision|we will|we'll|i will use|i'll use|let's use|let's go with|going with|go with|"
     r"chose|choose|opted|instead of|prefer|agreed|switch(?:ed)? to|settled on)\b",
@@ -159,7 +168,7 @@ def _split_sentences(text: str) -> list[str]:
 
 
 def _sentences(text: str) -> list[str]:
-    return [s for s in _split_sentences(text) if len(s.split()) >= 3]
+    return [s for s in _split_sentences(text) if _words(s) >= 3]
 
 
 def _all_sentences(text: str) -> list[str]:
@@ -171,12 +180,12 @@ def _first_line(text: str) -> str:
 
 
 def _is_question(text: str, original: str) -> bool:
-    return original.rstrip().endswith("?") or bool(_QUESTION_START.match(text))
+    return original.rstrip().endswith(("?", "？")) or bool(_QUESTION_START.match(text))
 
 
 def _is_fact(text: str, original: str) -> bool:
     """A declarative sentence that states something specific (a name, a value, a date, an owner)."""
-    if len(text.split()) < 3:
+    if _words(text) < 3:
         return False
     if _NAMING.search(text):
         return True
@@ -389,7 +398,8 @@ _CHANGE_CUE = re.compile(
 )
 """An explicit change of goal wherever it stands in a sentence ("Ugh, change of plan.")."""
 _CHANGE_START = re.compile(
-    r"^(?:forget (?:that|the|it|about)|scratch that|moving on|let's move on|switch(?:ing)? to|never ?mind|"
+    r"^(?:forget (?:that|the|it|about)|scratch (?:that|this|the|it)|moving on|let's move on|switch(?:ing)? to|"
+    r"never ?mind|"
     r"on second thought|drop (?:that|this|the)|park (?:that|this|the)|put (?:that|this|the) .{0,40}(?:aside|on hold)|"
     r"oublie[zs]? (?:ça|la|le)|laisse tomber|vergiss (?:das|die|den)|olvida (?:eso|lo|la|el)|esquece (?:isso|o|a)|"
     r"lascia (?:perdere|stare))\b"
@@ -403,7 +413,8 @@ _COMMITMENT = re.compile(
     r"decided|decision|agreed|going with|go with|settled on|chose|choose|opted|instead|rather than|"
     r"keep(?:s|ing)?\b.{0,60}\b(?:unchanged|as (?:is|they are|it is)|the same|exactly|intact|stable)|"
     r"stays? (?:the same|unchanged|as|exactly)|remains? (?:the same|unchanged)|don't|do not|never|always|"
-    r"must(?:n't| not)?|won't|skip|separate(?:ly)?|not in this|out of scope|pin(?:ned)?|prefer|only|"
+    r"must(?:n't| not)?|won't|skip|separate(?:ly)?|not in this|out of scope|pin(?:ned)?|prefer|"
+    r"only (?:use|run|touch|change|ship|deploy|keep|apply|send)|"
     r"the plan is|plan:|approach:|"
     r"on (?:part|garde|ne touche|va|reste)|nous allons|d[ée]cid|pas de|ne (?:pas|touche)|garder|plut[oô]t|"
     r"vamos a|usaremos|decid|no (?:toques|usar|vamos|tocar)|mant[eé]n|mantener|mejor|en lugar de|dejamos|"
@@ -432,7 +443,7 @@ _FAILURE = re.compile(
 )
 _CODEISH = re.compile(r"`[^`]+`|\d[\d.,:%/-]*\w*|\w+[_./:@#=-]\w[\w./:@#=-]*|\b[A-Z][a-z]+[A-Z]\w*|\b[A-Z]{2,}\b")
 _NAME = re.compile(r"(?<=[a-z,;]\s)[A-Z][a-zà-ÿ]+")
-_CLAUSE_SPLIT = re.compile(r"(?<=[;:])\s+|\s+[—–]\s+|,\s+(?=(?:so|and|but|which|because|while|then)\b)")
+_CLAUSE_SPLIT = re.compile(r"(?<=[;:])\s+|\s+[—–]\s+|,\s+(?=(?:so|and|but|which|because|while|then)\b)|(?<=[；：])\s*")
 _PAGE_HEADER = re.compile(r"^\[tool result (?P<id>\S+) \((?P<tool>[^)]*)\): (?P<what>characters|lines) (?P<a>\d+)-")
 _PAGE_NUMBER = re.compile(r"page (?P<n>\d+) of (?P<of>\d+)")
 _SEARCH_HEADER = re.compile(r"^\[search in tool result (?P<id>\S+) \((?P<tool>[^)]*)\)")
@@ -482,7 +493,7 @@ def _clauses(sentence: str, counter: TokenCounter, cap: int) -> list[str]:
                 merged[-1] = joined
                 continue
         merged.append(piece)
-    parts = [part.strip() for part in merged if len(part.strip().split()) >= 3]
+    parts = [part.strip() for part in merged if _words(part) >= 3]
     return parts or [sentence]
 
 
@@ -490,10 +501,14 @@ _LABEL_WORDS = 5
 """A clause this short that ends with ":" is a label ("Hotel da Ribeira:", "Root cause:")."""
 
 
+_UNCUT = re.compile(r"`[^`]*`|\([^()]{1,80}\)|\[[^\[\]]{1,80}\]")
+"""Where a clause is never cut: a code span (```max_retries: 0```), a short aside in brackets ("(FY22: 202.9m)")."""
+
+
 def _split_outside_code(sentence: str) -> list[str]:
-    """``sentence`` cut at its clause marks, but never inside a code span (```max_retries: 0```)."""
+    """``sentence`` cut at its clause marks, but never inside a code span or a short aside in brackets."""
     parts, start = [], 0
-    spans = [found.span() for found in re.finditer(r"`[^`]*`", sentence)]
+    spans = [found.span() for found in _UNCUT.finditer(sentence)]
     for mark in _CLAUSE_SPLIT.finditer(sentence):
         if any(a < mark.start() < b for a, b in spans):
             continue
@@ -514,10 +529,14 @@ _LOOKING = re.compile(
 )
 
 
-_DOING = re.compile(r"^(?P<verb>[a-z]+ing)\s+\S")
+_DOING = re.compile(
+    r"^(?!(?:no|some|any|every)thing\b|(?:morning|evening|during|string|thing)\b)(?P<verb>[a-z]+ing)\s+\S"
+)
 """An action the assistant is taking as it speaks ("Adding status_code=201 to the route."), when no verb follows."""
 _USE = re.compile(r"^(?:use|pass|set|buffer|pin|bump|raise|lower|return|register|keep|leave|wrap|call)\s")
 """An imperative that says how something is to be done ("Use a context with a timeout.")."""
+_NOUN_FIRST = re.compile(r"^\w+\s+(?:is|are|was|were|has|have|had|stays?|remains?)\b")
+"""A sentence whose first word is followed by its verb ("Buffer is 256."): that word is a noun, not an order."""
 
 
 def _plans(sentence: str) -> bool:
@@ -530,6 +549,8 @@ def _plans(sentence: str) -> bool:
     doing = _DOING.match(text)
     if doing and not _LOOKING.match(doing["verb"]) and not _LINKING.search(text):  # "Morning traffic is ..."
         return True
+    if _NOUN_FIRST.match(text):  # "Buffer is 256.": the first word is what the sentence is about
+        return False
     return bool(_TASK_VERB.match(text) or _USE.match(text)) and not _STEP_VERB.match(text)
 
 
@@ -553,7 +574,8 @@ def _assistant_candidates(text: str, order: int, counter: TokenCounter, cap: int
         line = _not_the_user(clean_line(sentence))
         if not line or (_NARRATION.match(line) and not _specificity(line)):
             continue
-        for part in _clauses(line, counter, cap):
+        # a row stays one line: cut at its first cell's ":", its values would lose what they are about
+        for part in [line] if sentence in rows else _clauses(line, counter, cap):
             specific = _specificity(part)
             narration = bool(_NARRATION.match(part))
             if part.rstrip().endswith("?"):
@@ -580,7 +602,7 @@ def _user_candidates(text: str, order: int, counter: TokenCounter, cap: int) -> 
     for sentence in _all_sentences(text):
         kind = classify_user_sentence(sentence)
         line = clean_line(sentence)
-        if kind in ("chat", "continue") or len(line.split()) < 3:
+        if kind in ("chat", "continue") or _words(line) < 3:
             continue
         if kind == "question" and not _specificity(line):
             continue
@@ -590,9 +612,9 @@ def _user_candidates(text: str, order: int, counter: TokenCounter, cap: int) -> 
                 found.append(_Candidate(DECISIONS, part, 4.0, order, user=True))
             elif kind == "question":
                 found.append(_Candidate(OPEN_ISSUES, part, 1.5, order, user=True))
-            elif kind == "fact" or (specific and len(part.split()) >= 5):
+            elif kind == "fact" or (specific and _words(part) >= 5):
                 found.append(_Candidate(DISCOVERIES, part, 3.0, order, user=True))
-            elif kind in ("request", "step", "follow_up", "other") and len(part.split()) >= 5:
+            elif kind in ("request", "step", "follow_up", "other") and _words(part) >= 5:
                 found.append(_Candidate(DECISIONS, part, 1.5, order, user=True))
     return found
 
@@ -634,6 +656,16 @@ def _explicit_goal(content: str) -> tuple[str, str] | None:
     return None
 
 
+def _without_cue(goal: str) -> str:
+    """A new goal without a first sentence that only announces the change ("Change of plans."): it asks nothing."""
+    sentences = _all_sentences(goal)
+    if len(sentences) > 1:
+        rest = _CHANGE_CUE.sub("", _FILLER.sub("", sentences[0].lower()))
+        if not re.search(r"\w", rest):
+            return clean_line(" ".join(sentences[1:]))
+    return goal
+
+
 def _asks_after(text: str) -> bool:
     """Whether ``text`` (a change of goal and what follows it) asks for something: a request or a question."""
     for sentence in _all_sentences(text):
@@ -657,7 +689,7 @@ def _requests(text: str) -> bool:
 def _is_task(goal: str) -> bool:
     """Whether a goal is a task the user set, not a stand-in remark ("Hello there.") a later message replaces."""
     sentences = _all_sentences(goal)
-    return any(classify_user_sentence(s) in _ASKING for s in sentences) or len(goal.split()) >= 6
+    return any(classify_user_sentence(s) in _ASKING for s in sentences) or _words(goal) >= 6
 
 
 _BACK_REFERENCE = re.compile(r"^(?:please\s+)?\w+\s+(?:it|this|that|these|those|them|the (?:fix|change|patch))\b")
@@ -670,6 +702,43 @@ def _changes_task(sentence: str) -> bool:
         return False
     rest = _NEW_TASK.sub("", text, count=1).strip()
     # "Next, run the tests." / "Now deploy it to staging.": a step on the way, or more work on what is at hand
+    if _STEP_VERB.match(rest) or _BACK_REFERENCE.match(rest):
+        return False
+    return not _NEXT_CUE.match(text)
+
+
+_NEXT_CUE = re.compile(r"^(?:now|next|then)\b")
+"""A change of task that only says what comes next ("Now add the tests."): more work on the goal, which it extends."""
+
+
+_DELIVERABLE = re.compile(
+    r"^(?:make|write|draft|produce|create|prepare|build|put together|generate|compile|give)(?: me| us)? (?:a|an)\s"
+)
+"""A request for a new piece of work ("make me a checklist for the other 10"): it adds to the goal."""
+
+
+_DELIVERABLE_OTHER = re.compile(
+    r"^(?:prep[aá]rame|escr[ií]beme|hazme|red[aá]ctame|pr[ée]pare-moi|r[ée]dige-moi|[ée]cris-moi|fais-moi|"
+    r"schreib(?:e)? mir|erstell(?:e)? mir|mach(?:e)? mir|prepara-me|escreve-me|faz-me|preparami|scrivimi|fammi)"
+    r"\s+(?:un|una|une|ein|eine|einen|um|uma|uno)\b"
+)
+"""The same in Spanish, French, German, Portuguese and Italian ("prepárame un correo", "schreib mir eine Mail")."""
+
+
+def _new_deliverable(sentence: str) -> bool:
+    """Whether a user sentence asks for a new thing to be made ("Write me a summary for the team.")."""
+    text = _POLITE.sub("", _FILLER.sub("", clean_line(sentence).lower()).strip(), count=1).strip()
+    if _DELIVERABLE_OTHER.match(text):
+        return True
+    return classify_user_sentence(sentence) == "request" and bool(_DELIVERABLE.match(text))
+
+
+def _next_step(sentence: str) -> bool:
+    """Whether a user sentence asks for the next piece of work on the goal ("Now add the tests for it.")."""
+    text = _FILLER.sub("", clean_line(sentence).lower()).strip()
+    if not _NEXT_CUE.match(text) or classify_user_sentence(sentence) != "new_task":
+        return False
+    rest = _NEW_TASK.sub("", text, count=1).strip()
     return not (_STEP_VERB.match(rest) or _BACK_REFERENCE.match(rest))
 
 
@@ -766,9 +835,9 @@ def _compress(text: str) -> str:
 
     Only words that carry no fact go ("So, ...", "Confirmed: ...", "actually", "just"); numbers,
     names and identifiers are never touched. A line that would be left with less than two
-    words is kept as it was.
+    words is kept as it was. A typeset minus becomes "-", the sign one types and searches for.
     """
-    line = _EMPHASIS.sub("", text)
+    line = _EMPHASIS.sub("", text).replace("\u2212", "-")  # a typeset minus ("−0.3%"): the sign one types
     line = _OPENER.sub("", line, count=1)
     line = " ".join(_HEDGE.sub("", line).split())
     if len(line.split()) < 2:
@@ -873,7 +942,7 @@ def _select(
         kind = max(0.1, 1 + candidate.score / _KIND_SCALE)
         units = {u: w * min(_ECHO_CAP, max(1, echoes.get(u, 1))) ** 0.5 for u, w in _units(candidate.text).items()}
 
-        cost = counter.count(candidate.text) + 2 + (counter.count(USER_MARK) if candidate.user else 0)
+        cost = counter.count(f"* {USER_MARK if candidate.user else ''}{candidate.text}\n")  # as it is rendered
         pool.append((index, kind, units, cost))
     chosen: list[int] = []
     used = 0
@@ -944,6 +1013,7 @@ class _RunReader:
         self.clause_cap = max(24, min(40, target_tokens // 12))
         self.goal_cap = max(8, target_tokens // 4)
         self.goal = goal
+        self.earlier = ""  # what the goal an explicit change replaced was about, said after the goal
         self.candidates: list[_Candidate] = []
         self.tools: list[Message] = []
         self.pages: dict[str, list[int]] = {}
@@ -981,19 +1051,18 @@ class _RunReader:
         if goal:
             self.earlier_goals.append(goal)
             self.candidates += _user_candidates(_without_goal_text(goal), order, counter, self.clause_cap)
-        text = clean_line(new_goal)
+        text = _without_cue(clean_line(new_goal))
         if counter.count(text) > self.goal_cap:
             self.candidates += _user_candidates(text, order, counter, self.clause_cap)
             text = counter.truncate(_goal_core(text, counter, self.goal_cap) or text, self.goal_cap)
-        if goal:  # what the earlier goal was about, while there is room for it
-            room = self.goal_cap - counter.count(text) - 4
-            if room >= 8:
-                text = f"{text} (earlier: {counter.truncate(_goal_core(goal) or goal, room)})"
+        self.earlier = _goal_core(goal) or goal if goal else ""
         self.goal = text
         self.candidates += _user_candidates(before, order, counter, self.clause_cap)
 
     def user(self, content: str, order: int) -> None:
         """A user message: it may set, change or extend the goal; what else it states becomes candidates."""
+        # the user spoke after the assistant asked: those questions are answered, no longer open
+        self.candidates = [candidate for candidate in self.candidates if not _asked(candidate)]
         explicit = _explicit_goal(content)
         if explicit is not None and explicit[1]:
             self._explicit(*explicit, order)
@@ -1003,7 +1072,11 @@ class _RunReader:
             sentences = _all_sentences(content)
             if any(_changes_task(sentence) for sentence in sentences):
                 effect = "set"
-            elif any(_extends(sentence) for sentence in sentences) or (not _asks(self.goal) and _requests(content)):
+            elif (
+                any(_extends(sentence) for sentence in sentences)
+                or (not _asks(self.goal) and _requests(content))
+                or any(_next_step(sentence) or _new_deliverable(sentence) for sentence in sentences)
+            ):
                 effect = "extend"  # an added task, or the first ask after a remark that was its context
             else:
                 effect = "keep"
@@ -1017,6 +1090,8 @@ class _RunReader:
             self.context.append(content)
         if before and self.goal != before and not self.goal.startswith(before):
             self.earlier_goals.append(before)
+            if not self.goal.startswith(before[:20]):  # replaced, not extended: the note was about another goal
+                self.earlier = ""
         if self.goal == before:
             self.candidates += _user_candidates(content, order, self.counter, self.clause_cap)
         for section, sentence in stated:
@@ -1024,10 +1099,20 @@ class _RunReader:
             if line:
                 self.candidates.append(_Candidate(section, line, 4.0, order, user=True))
 
+    def _goal_with_earlier(self) -> str:
+        """The goal, then what the goal it replaced was about ("(earlier: ...)") in the room the goal leaves.
+
+        The note comes last and is cut first: a request added to the goal later outranks it.
+        """
+        room = self.goal_cap - self.counter.count(self.goal) - 4
+        if not self.earlier or room < 8:
+            return self.goal
+        return f"{self.goal} (earlier: {self.counter.truncate(self.earlier, room)})"
+
     def summary(self) -> Summary:
         """The summary: fixed lines (tool calls, earlier goals), then the best candidates that fit."""
         counter = self.counter
-        summary = Summary(self.goal)
+        summary = Summary(self._goal_with_earlier())
         # What was done comes first in Completed; it competes for room like any other bullet.
         done = [_Candidate(COMPLETED, line, _RAN_SCORE, -1) for line in _collapse_tools(self.tools, self.pages)]
         done += [
@@ -1038,17 +1123,22 @@ class _RunReader:
             _Candidate(COMPLETED, f"earlier goal: {clean_line(g, counter, self.bullet_cap)}", _EARLIER_SCORE, -1)
             for g in self.earlier_goals
         ]
-        headings = counter.count(render_summary(Summary(self.goal)))
+        headings = counter.count(render_summary(Summary(summary.goal)))
         room = max(0, self.target_tokens - headings - 4)
         for candidate in self.candidates:
             text = candidate.text if candidate.user else _compress(candidate.text)  # the user's words stay theirs
             candidate.text = clean_line(text, counter, self.clause_cap)
-        for candidate in _select([*done, *self.candidates], counter, room, self.goal, _echo_counts(self.texts)):
+        for candidate in _select([*done, *self.candidates], counter, room, summary.goal, _echo_counts(self.texts)):
             text = candidate.text
             summary.bullets[candidate.section].append(USER_MARK + text if candidate.user else _not_the_user(text))
         for name in LIST_SECTIONS:
             summary.bullets[name] = keep_newest(dedupe(summary.bullets[name]), MAX_BULLETS)
         return summary
+
+
+def _asked(candidate: _Candidate) -> bool:
+    """Whether a candidate is a question the assistant asked (the user's next message answers it)."""
+    return candidate.section == OPEN_ISSUES and not candidate.user and candidate.text.rstrip().endswith(("?", "？"))
 
 
 def _without_goal_text(goal: str) -> str:

@@ -76,7 +76,8 @@ headings, introductions, closing remarks or code fences.
 
 Sort by what each message does, not by who said it, and cover the whole conversation up to its last message:
 - {GOAL}: the task the user set; the latest explicit goal or change of goal wins ("Goal: ...", "New task: ...",
-  "Change of plans ..."). A finished earlier goal goes to {COMPLETED}.
+  "Change of plans ...", "Scratch that ..."); the next piece of work on the same task ("Now add the tests.")
+  adds to it. A finished earlier goal goes to {COMPLETED}.
 - {DECISIONS}: choices, commitments and constraints from the user or the assistant ("we will ...", "let's ...",
   "decided ...", "keep X unchanged", "don't ..."), with the names and numbers they mention.
 - {DISCOVERIES}: facts the user stated, findings from tool results and the assistant's conclusions, with the

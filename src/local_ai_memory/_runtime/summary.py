@@ -90,7 +90,7 @@ _BOLD_HEADING = re.compile(r"^\s*(?:\*\*|__)(?P<name>[^*_]{1,60}?):?(?:\*\*|__):
 _PLAIN_HEADING = re.compile(r"^\s*(?P<name>[A-Za-z ]{3,40}):\s*$")
 _FENCE_LINE = re.compile(r"^\s*(```|~~~)")
 _BULLET = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)])\s+")
-_LEADING_MARKS = re.compile(r"^[\s#>*+•\-]+")
+_LEADING_MARKS = re.compile(r"^(?:[\s#>*+•]|-(?![\d.]))+")  # "-0.3%" keeps its sign
 _EMPTY_MARKERS = {"", "none", "n/a", "na", "-", "...", "…", "(none)", "none yet", "nothing", "nothing yet", "tbd"}
 
 
