@@ -349,3 +349,92 @@ async def test_a_query_goes_through_the_embedders_own_query_rule(tmp_path: Path,
         assert (await memory.knowledge.asearch("green tea", "alice"))[0].filename == "alice_tea.md"
         assert embedder.queries == ["kestrel", "green tea"]
         assert embedder.calls == []  # notes were embedded at write time, queries by embed_query
+
+
+def _deleting_store(kind: str, tmp_path: Path, request: pytest.FixtureRequest, embedder: CountingEmbedder) -> Any:
+    from local_ai_memory._knowledge.store import MemoryStore
+    from local_ai_memory._shared.naming import DirectoryGuard
+    from local_ai_memory.backends import FileKnowledgeBackend
+
+    config = MemoryConfig(fsync=False, categories=("knowledge",), search_mode="hybrid")
+    if kind == "files":
+        return MemoryStore(FileKnowledgeBackend(DirectoryGuard(tmp_path / "files"), config), config, embedder=embedder)
+    from local_ai_memory._backends.postgres.knowledge import PostgresKnowledgeBackend
+
+    backend = PostgresKnowledgeBackend(
+        request.getfixturevalue("postgres_url"), schema=request.getfixturevalue("postgres_schema")
+    )
+    request.addfinalizer(backend.close)
+    return MemoryStore(backend, config, embedder=embedder)
+
+
+@pytest.mark.parametrize("kind", ["files", "postgres"])
+def test_a_deleted_notes_passages_leave_the_map_and_its_vectors_the_cache(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    embedder = CountingEmbedder()
+    store = _deleting_store(kind, tmp_path, request, embedder)
+    birds = "# Birds\n\nintro about birds\n\n## Hunting\n\nThe kestrel hovers over the falcon.\n"
+    store.write_file("knowledge/alice_birds.md", birds)
+    store.write_file("knowledge/alice_copy.md", birds)  # the same passages: shared vectors
+    store.write_file("knowledge/alice_tea.md", "# Tea\n\nGreen tea at 80 degrees.\n\n## Oil\n\nolive oil\n")
+    store.write_file("knowledge/bob_garden.md", "# Garden\n\nThe garden and the python.\n")
+    store.write_file("knowledge/alice_brakes.md", "# Car\n\nbrakes\n\n## Lid\n\nlaptop lid suspend\n")
+    dense = store._dense()
+    rows = dense._read("knowledge", "alice")
+    copy_digests, tea_digests = rows["alice_copy.md"][1], rows["alice_tea.md"][1]
+    brakes_digests = rows["alice_brakes.md"][1]
+    bob_digests = dense._read("knowledge", "bob")["bob_garden.md"][1]
+    queries = ["green tea", "kestrel falcon", "garden python", "brakes"]
+
+    def ask(store: Any = store) -> dict[tuple[str, str], list[tuple[str, float]]]:
+        return {
+            (q, u): [(c.filename, c.score) for c in store.hybrid_candidates(q, 3, user_id=u)]
+            for q in queries
+            for u in ("alice", "bob")
+        }
+
+    assert store.delete_file("knowledge/alice_brakes.md")
+    store.write_file("knowledge/alice_tea.md", "# Tea\n\nGreen tea at 80 degrees.\n")  # re-cut: the oil passage goes
+    assert store.delete_file("knowledge/alice_birds.md")
+    kept_tea = dense._read("knowledge", "alice")["alice_tea.md"][1]
+    freed = sorted(set(brakes_digests) | (set(tea_digests) - set(kept_tea)))
+    assert freed
+    assert not set(freed) & set(copy_digests)
+    stored = dense._read("knowledge", "alice")
+    assert sorted(stored) == ["alice_copy.md", "alice_tea.md"]  # the rows left the map at once, by journal lines
+    if kind == "files":  # the file cache deletes by rewriting shards: at the map's next fold
+        assert dense.cache.kept(brakes_digests) is not None
+    before = ask()
+    embedder.calls.clear()
+    dense.compact("knowledge", "alice")
+    assert embedder.calls == []
+    for digest in freed:
+        assert dense.cache.kept([digest]) is None, digest
+    for digests in (copy_digests, kept_tea, bob_digests):
+        assert dense.cache.kept(digests) is not None  # other notes' vectors stay (shared ones too)
+    assert sorted(dense._read("knowledge", "alice")) == ["alice_copy.md", "alice_tea.md"]
+
+    fresh = _deleting_store(kind, tmp_path, request, embedder)  # reads the folded map and the cache anew
+    after = ask(fresh)
+    assert embedder.calls == [[q] for q in queries for _ in ("alice", "bob")]  # queries only: no note re-embedded
+    assert after == before
+    assert after[("kestrel falcon", "alice")][0][0] == "alice_copy.md"
+    assert after[("garden python", "bob")][0][0] == "bob_garden.md"
+    assert not {name for found in after.values() for name, _ in found} & {"alice_brakes.md", "alice_birds.md"}
+
+
+def test_forgetting_a_user_drops_a_deleted_notes_vectors_the_map_did_not_fold_yet(tmp_path: Path) -> None:
+    embedder = CountingEmbedder()
+    with _open(tmp_path / "data", embedder) as memory:
+        memory.knowledge.write_note("alice", "birds", "# Birds\n\nThe kestrel hovers.\n")
+        memory.knowledge.write_note("alice", "tea", "# Tea\n\nGreen tea.\n")
+        store = memory.knowledge.store
+        dense = store._dense()
+        assert dense is not None
+        birds = dense._read("knowledge", "alice")["alice_birds.md"][1]
+        assert store.delete_file("knowledge/alice_birds.md")
+        assert dense.cache.kept(birds) is not None  # files: released, not folded yet
+        assert set(birds) <= set(dense.digests_of_user("alice", ["knowledge"]))
+        store.forget_user("alice")
+        assert dense.cache.kept(birds) is None
