@@ -179,6 +179,8 @@ def test_the_watchers_refresh_embeds_what_an_editor_changed(tmp_path: Path) -> N
 def test_a_map_cut_by_an_older_passage_rule_is_embedded_again_at_index(tmp_path: Path) -> None:
     import json
 
+    from local_ai_memory._knowledge import dense as dense_module
+
     embedder = CountingEmbedder()
     with _open(tmp_path / "data", embedder) as memory:
         memory.knowledge.write_note("alice", "birds", "# Birds\n\nintro\n\n## Hunting\n\nThe kestrel hovers.\n")
@@ -191,7 +193,7 @@ def test_a_map_cut_by_an_older_passage_rule_is_embedded_again_at_index(tmp_path:
     again = CountingEmbedder()
     with _open(tmp_path / "data", again) as memory:
         memory.knowledge.build_index()  # re-cuts the note (its vectors are in the cache already: no model call)
-        assert json.loads(journal.read_text().splitlines()[-1])["version"] == 2
+        assert json.loads(journal.read_text().splitlines()[-1])["version"] == dense_module.MAP_VERSION
         again.calls.clear()
         assert memory.knowledge.search("kestrel", "alice")[0].filename == "alice_birds.md"
         assert again.calls == [["kestrel"]]
@@ -291,7 +293,7 @@ def test_a_note_write_appends_its_map_row_and_a_map_of_the_previous_version_open
     assert [sorted(json.loads(line)["notes"]) for line in lines] == [["alice_n0.md"], ["alice_n1.md"], ["alice_n2.md"]]
     blob = journal.with_name(journal.name.replace(".journal.jsonl", ".json"))
     assert not blob.exists()  # nothing rewritten whole
-    journal.write_text(journal.read_text() + '{"version": 2, "notes": {"alice_n1.md": [[1')  # a writer killed mid-line
+    journal.write_text(journal.read_text() + '{"version": 3, "notes": {"alice_n1.md": [[1')  # a writer killed mid-line
     again = CountingEmbedder()
     with _open(tmp_path / "data", again) as memory:
         assert memory.knowledge.search("brakes", "alice")[0].filename == "alice_n2.md"
@@ -300,7 +302,7 @@ def test_a_note_write_appends_its_map_row_and_a_map_of_the_previous_version_open
     rows: dict[str, Any] = {}
     for line in lines:
         rows.update(json.loads(line)["notes"])
-    blob.write_text(json.dumps({"version": 2, "notes": rows}))
+    blob.write_text(json.dumps({"version": dense_module.MAP_VERSION, "notes": rows}))
     journal.unlink()
     again = CountingEmbedder()
     with _open(tmp_path / "data", again) as memory:
@@ -438,3 +440,33 @@ def test_forgetting_a_user_drops_a_deleted_notes_vectors_the_map_did_not_fold_ye
         assert set(birds) <= set(dense.digests_of_user("alice", ["knowledge"]))
         store.forget_user("alice")
         assert dense.cache.kept(birds) is None
+
+
+def test_passages_are_cut_to_the_word_pieces_the_model_reads() -> None:
+    def pieces(words: Any) -> list[int]:  # a long URL is many pieces, a plain word one
+        return [8 if "/" in w else 1 for w in words]
+
+    text = "# T\n\n" + " ".join(["see https://x.org/a/b"] * 40) + "\n\n## More\n\n" + "plain " * 30 + "\n"
+    cut = body_passages("T", text, pieces=pieces, budget=101)
+    sizes = [sum(pieces(p.split())) for p in cut]  # the title's piece included
+    assert sizes == [101, 100, 100, 94]  # full, and the last packs the URLs' end with the next section
+    assert (
+        " ".join(" ".join(p.split()[1:]) for p in cut).split()
+        == [*(["see", "https://x.org/a/b"] * 40), "More:"] + ["plain"] * 30
+    )  # every word once, in order: nothing the model would truncate is dropped
+    assert body_passages("T", text) == [f"T\n{' '.join(text.split()[2:]).replace('## More', 'More:')}"]  # by words
+    assert len(body_passages("T", text, pieces=pieces, budget=101, limit=2)) == 2
+
+
+def test_a_note_is_cut_by_its_embedders_own_piece_count(tmp_path: Path) -> None:
+    class PieceEmbedder(CountingEmbedder):
+        def count_pieces(self, words: Any) -> list[int]:
+            return [3] * len(words)
+
+    embedder = PieceEmbedder()
+    long = "# Birds\n\nintro\n\n## Hunting\n\n" + "kestrel " * 200 + "\n"
+    with _open(tmp_path / "data", embedder) as memory:
+        memory.knowledge.write_note("alice", "birds", long)
+    body = [t for t in embedder.texts if t.startswith("Birds\n")]
+    assert len(body) == 2  # 320 pieces a passage, 3 a word: 106 words and the rest, not one passage of 200
+    assert all(3 * len(t.split()) <= 320 for t in body)

@@ -51,7 +51,7 @@ import numpy.typing as npt
 
 from local_ai_memory._contracts.knowledge import KnowledgeBackend, VectorCache
 from local_ai_memory._knowledge.index_file import IndexEntry, lead_text
-from local_ai_memory._knowledge.passages import passages_of
+from local_ai_memory._knowledge.passages import PieceCounter, passages_of
 from local_ai_memory._shared.errors import ModelError
 from local_ai_memory._shared.events import Event, log_event
 from local_ai_memory._shared.naming import owner_of, user_file_prefix
@@ -60,8 +60,9 @@ from local_ai_memory._shared.vectors import model_id_of
 __all__ = ["BEST_SHARE", "MAP_DIR", "DenseIndex", "DenseMatrix", "signature_of"]
 
 MAP_DIR = ".passages"
-MAP_VERSION = 2
-"""Bumped when the passage rule changes (2: 200-word passages across sections): older maps are
+MAP_VERSION = 3
+"""Bumped when the passage rule changes (2: 200-word passages across sections; 3: also at most
+:data:`.passages.PASSAGE_PIECES` word pieces when the embedder counts them): older maps are
 ignored, so their notes are embedded again instead of keeping passages cut by the old rule."""
 BEST_SHARE = 0.7
 """Share of a note's best passage in its dense score; the whole-note vector has the rest."""
@@ -199,6 +200,9 @@ class DenseIndex:
         self.backend = backend
         self.cache = cache
         self.slug = hashlib.sha256(model_id_of(embedder).encode("utf-8")).hexdigest()[:16]
+        counter = getattr(embedder, "count_pieces", None)
+        self.pieces: PieceCounter | None = counter if callable(counter) else None
+        """The embedder's word-piece count (passages are cut to what the model reads), if it has one."""
         self._lock = threading.RLock()
         self._maps: dict[tuple[str, str], dict[str, tuple[Signature, list[str]]]] = {}
         self._matrices: dict[tuple[str, tuple[str, ...]], tuple[object, DenseMatrix]] = {}
@@ -367,15 +371,14 @@ class DenseIndex:
                         out.append(entry)
         return out
 
-    @staticmethod
     def _plan(
-        notes: Sequence[tuple[IndexEntry, str]],
+        self, notes: Sequence[tuple[IndexEntry, str]]
     ) -> tuple[list[tuple[IndexEntry, list[str]]], list[tuple[str, str]]]:
         """Each note's passages, and the ``(key, text)`` items the cache is asked for."""
         planned: list[tuple[IndexEntry, list[str]]] = []
         items: list[tuple[str, str]] = []
         for entry, text in notes:
-            passages = passages_of(lead_text(entry), entry.title, text)
+            passages = passages_of(lead_text(entry), entry.title, text, self.pieces)
             planned.append((entry, passages))
             key = f"{entry.category}/{entry.filename}"
             items.extend((f"{key}#{i}", passage) for i, passage in enumerate(passages))
