@@ -8,7 +8,8 @@ passages (:mod:`.dense`):
 * passage 0 is the lead (:func:`.index_file.lead_text`: file-name words, title, description),
   the vector hybrid search always had, so caches made before stay useful;
 * the body follows in order: paragraphs (split at blank lines and headings) packed together
-  up to :data:`PASSAGE_WORDS` words, across section boundaries (a section heading becomes
+  up to :data:`PASSAGE_WORDS` words (and :data:`PASSAGE_PIECES` word pieces when the
+  embedder counts them), across section boundaries (a section heading becomes
   the first words of its paragraph, ``"Options: ..."``), so short sections (a synopsis, a
   one-line name) share a passage instead of each taking one of the few the bound allows. A
   paragraph longer than a passage is cut into windows of that many words. A paragraph the
