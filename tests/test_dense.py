@@ -179,6 +179,8 @@ def test_the_watchers_refresh_embeds_what_an_editor_changed(tmp_path: Path) -> N
 def test_a_map_cut_by_an_older_passage_rule_is_embedded_again_at_index(tmp_path: Path) -> None:
     import json
 
+    from local_ai_memory._knowledge import dense as dense_module
+
     embedder = CountingEmbedder()
     with _open(tmp_path / "data", embedder) as memory:
         memory.knowledge.write_note("alice", "birds", "# Birds\n\nintro\n\n## Hunting\n\nThe kestrel hovers.\n")
@@ -191,7 +193,7 @@ def test_a_map_cut_by_an_older_passage_rule_is_embedded_again_at_index(tmp_path:
     again = CountingEmbedder()
     with _open(tmp_path / "data", again) as memory:
         memory.knowledge.build_index()  # re-cuts the note (its vectors are in the cache already: no model call)
-        assert json.loads(journal.read_text().splitlines()[-1])["version"] == 2
+        assert json.loads(journal.read_text().splitlines()[-1])["version"] == dense_module.MAP_VERSION
         again.calls.clear()
         assert memory.knowledge.search("kestrel", "alice")[0].filename == "alice_birds.md"
         assert again.calls == [["kestrel"]]
@@ -291,7 +293,7 @@ def test_a_note_write_appends_its_map_row_and_a_map_of_the_previous_version_open
     assert [sorted(json.loads(line)["notes"]) for line in lines] == [["alice_n0.md"], ["alice_n1.md"], ["alice_n2.md"]]
     blob = journal.with_name(journal.name.replace(".journal.jsonl", ".json"))
     assert not blob.exists()  # nothing rewritten whole
-    journal.write_text(journal.read_text() + '{"version": 2, "notes": {"alice_n1.md": [[1')  # a writer killed mid-line
+    journal.write_text(journal.read_text() + '{"version": 3, "notes": {"alice_n1.md": [[1')  # a writer killed mid-line
     again = CountingEmbedder()
     with _open(tmp_path / "data", again) as memory:
         assert memory.knowledge.search("brakes", "alice")[0].filename == "alice_n2.md"
@@ -300,7 +302,7 @@ def test_a_note_write_appends_its_map_row_and_a_map_of_the_previous_version_open
     rows: dict[str, Any] = {}
     for line in lines:
         rows.update(json.loads(line)["notes"])
-    blob.write_text(json.dumps({"version": 2, "notes": rows}))
+    blob.write_text(json.dumps({"version": dense_module.MAP_VERSION, "notes": rows}))
     journal.unlink()
     again = CountingEmbedder()
     with _open(tmp_path / "data", again) as memory:
@@ -349,3 +351,122 @@ async def test_a_query_goes_through_the_embedders_own_query_rule(tmp_path: Path,
         assert (await memory.knowledge.asearch("green tea", "alice"))[0].filename == "alice_tea.md"
         assert embedder.queries == ["kestrel", "green tea"]
         assert embedder.calls == []  # notes were embedded at write time, queries by embed_query
+
+
+def _deleting_store(kind: str, tmp_path: Path, request: pytest.FixtureRequest, embedder: CountingEmbedder) -> Any:
+    from local_ai_memory._knowledge.store import MemoryStore
+    from local_ai_memory._shared.naming import DirectoryGuard
+    from local_ai_memory.backends import FileKnowledgeBackend
+
+    config = MemoryConfig(fsync=False, categories=("knowledge",), search_mode="hybrid")
+    if kind == "files":
+        return MemoryStore(FileKnowledgeBackend(DirectoryGuard(tmp_path / "files"), config), config, embedder=embedder)
+    from local_ai_memory._backends.postgres.knowledge import PostgresKnowledgeBackend
+
+    backend = PostgresKnowledgeBackend(
+        request.getfixturevalue("postgres_url"), schema=request.getfixturevalue("postgres_schema")
+    )
+    request.addfinalizer(backend.close)
+    return MemoryStore(backend, config, embedder=embedder)
+
+
+@pytest.mark.parametrize("kind", ["files", "postgres"])
+def test_a_deleted_notes_passages_leave_the_map_and_its_vectors_the_cache(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    embedder = CountingEmbedder()
+    store = _deleting_store(kind, tmp_path, request, embedder)
+    birds = "# Birds\n\nintro about birds\n\n## Hunting\n\nThe kestrel hovers over the falcon.\n"
+    store.write_file("knowledge/alice_birds.md", birds)
+    store.write_file("knowledge/alice_copy.md", birds)  # the same passages: shared vectors
+    store.write_file("knowledge/alice_tea.md", "# Tea\n\nGreen tea at 80 degrees.\n\n## Oil\n\nolive oil\n")
+    store.write_file("knowledge/bob_garden.md", "# Garden\n\nThe garden and the python.\n")
+    store.write_file("knowledge/alice_brakes.md", "# Car\n\nbrakes\n\n## Lid\n\nlaptop lid suspend\n")
+    dense = store._dense()
+    rows = dense._read("knowledge", "alice")
+    copy_digests, tea_digests = rows["alice_copy.md"][1], rows["alice_tea.md"][1]
+    brakes_digests = rows["alice_brakes.md"][1]
+    bob_digests = dense._read("knowledge", "bob")["bob_garden.md"][1]
+    queries = ["green tea", "kestrel falcon", "garden python", "brakes"]
+
+    def ask(store: Any = store) -> dict[tuple[str, str], list[tuple[str, float]]]:
+        return {
+            (q, u): [(c.filename, c.score) for c in store.hybrid_candidates(q, 3, user_id=u)]
+            for q in queries
+            for u in ("alice", "bob")
+        }
+
+    assert store.delete_file("knowledge/alice_brakes.md")
+    store.write_file("knowledge/alice_tea.md", "# Tea\n\nGreen tea at 80 degrees.\n")  # re-cut: the oil passage goes
+    assert store.delete_file("knowledge/alice_birds.md")
+    kept_tea = dense._read("knowledge", "alice")["alice_tea.md"][1]
+    freed = sorted(set(brakes_digests) | (set(tea_digests) - set(kept_tea)))
+    assert freed
+    assert not set(freed) & set(copy_digests)
+    stored = dense._read("knowledge", "alice")
+    assert sorted(stored) == ["alice_copy.md", "alice_tea.md"]  # the rows left the map at once, by journal lines
+    if kind == "files":  # the file cache deletes by rewriting shards: at the map's next fold
+        assert dense.cache.kept(brakes_digests) is not None
+    before = ask()
+    embedder.calls.clear()
+    dense.compact("knowledge", "alice")
+    assert embedder.calls == []
+    for digest in freed:
+        assert dense.cache.kept([digest]) is None, digest
+    for digests in (copy_digests, kept_tea, bob_digests):
+        assert dense.cache.kept(digests) is not None  # other notes' vectors stay (shared ones too)
+    assert sorted(dense._read("knowledge", "alice")) == ["alice_copy.md", "alice_tea.md"]
+
+    fresh = _deleting_store(kind, tmp_path, request, embedder)  # reads the folded map and the cache anew
+    after = ask(fresh)
+    assert embedder.calls == [[q] for q in queries for _ in ("alice", "bob")]  # queries only: no note re-embedded
+    assert after == before
+    assert after[("kestrel falcon", "alice")][0][0] == "alice_copy.md"
+    assert after[("garden python", "bob")][0][0] == "bob_garden.md"
+    assert not {name for found in after.values() for name, _ in found} & {"alice_brakes.md", "alice_birds.md"}
+
+
+def test_forgetting_a_user_drops_a_deleted_notes_vectors_the_map_did_not_fold_yet(tmp_path: Path) -> None:
+    embedder = CountingEmbedder()
+    with _open(tmp_path / "data", embedder) as memory:
+        memory.knowledge.write_note("alice", "birds", "# Birds\n\nThe kestrel hovers.\n")
+        memory.knowledge.write_note("alice", "tea", "# Tea\n\nGreen tea.\n")
+        store = memory.knowledge.store
+        dense = store._dense()
+        assert dense is not None
+        birds = dense._read("knowledge", "alice")["alice_birds.md"][1]
+        assert store.delete_file("knowledge/alice_birds.md")
+        assert dense.cache.kept(birds) is not None  # files: released, not folded yet
+        assert set(birds) <= set(dense.digests_of_user("alice", ["knowledge"]))
+        store.forget_user("alice")
+        assert dense.cache.kept(birds) is None
+
+
+def test_passages_are_cut_to_the_word_pieces_the_model_reads() -> None:
+    def pieces(words: Any) -> list[int]:  # a long URL is many pieces, a plain word one
+        return [8 if "/" in w else 1 for w in words]
+
+    text = "# T\n\n" + " ".join(["see https://x.org/a/b"] * 40) + "\n\n## More\n\n" + "plain " * 30 + "\n"
+    cut = body_passages("T", text, pieces=pieces, budget=101)
+    sizes = [sum(pieces(p.split())) for p in cut]  # the title's piece included
+    assert sizes == [101, 100, 100, 94]  # full, and the last packs the URLs' end with the next section
+    assert (
+        " ".join(" ".join(p.split()[1:]) for p in cut).split()
+        == [*(["see", "https://x.org/a/b"] * 40), "More:"] + ["plain"] * 30
+    )  # every word once, in order: nothing the model would truncate is dropped
+    assert body_passages("T", text) == [f"T\n{' '.join(text.split()[2:]).replace('## More', 'More:')}"]  # by words
+    assert len(body_passages("T", text, pieces=pieces, budget=101, limit=2)) == 2
+
+
+def test_a_note_is_cut_by_its_embedders_own_piece_count(tmp_path: Path) -> None:
+    class PieceEmbedder(CountingEmbedder):
+        def count_pieces(self, words: Any) -> list[int]:
+            return [3] * len(words)
+
+    embedder = PieceEmbedder()
+    long = "# Birds\n\nintro\n\n## Hunting\n\n" + "kestrel " * 200 + "\n"
+    with _open(tmp_path / "data", embedder) as memory:
+        memory.knowledge.write_note("alice", "birds", long)
+    body = [t for t in embedder.texts if t.startswith("Birds\n")]
+    assert len(body) == 2  # 320 pieces a passage, 3 a word: 106 words and the rest, not one passage of 200
+    assert all(3 * len(t.split()) <= 320 for t in body)

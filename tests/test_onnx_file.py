@@ -155,3 +155,16 @@ async def test_the_vector_cache_embeds_a_query_through_the_embedders_own_rule(ex
     expected = np.asarray(embedder.embed_query(text))
     assert np.allclose(cache.embed_query(text), expected, atol=1e-6)
     assert np.allclose(await cache.aembed_query(text), expected, atol=1e-6)
+
+
+def test_word_pieces_are_counted_by_the_models_own_tokenizer(exported: Path) -> None:
+    from tokenizers import Tokenizer
+
+    words = ["see", "https://github.com/org/repo.git", "--verbose", "naïve", "café", "hello", "hello"]
+    counts = OnnxModelEmbedder(exported).count_pieces(words)
+    whole = Tokenizer.from_file(str(exported / "tokenizer.json")).encode(" ".join(words), add_special_tokens=False)
+    assert sum(counts) == len(whole.ids)  # word by word adds up to the text's pieces: passages cut where the model does
+    assert counts[0] == 1
+    assert counts[1] > 5  # a URL is many pieces
+    assert counts[-1] == counts[-2] == 1
+    assert OnnxModelEmbedder(exported).count_pieces([]) == []

@@ -14,6 +14,15 @@ journal existed (blob only) reads as it is; a version without the journal readin
 written with it misses the journal's rows, so those notes count as changed and are recorded
 again from the cached vectors (nothing is embedded).
 
+Deleting a note appends a line naming it (``"dropped"``) and its digests (``"released"``); a
+write that re-cuts a note releases the digests of the passages it no longer has. The rows leave
+the map at once; the released vectors leave the cache when the journal is folded
+(:meth:`DenseIndex._compact`), unless a row still names them (the cache is shared by content),
+or when the user is forgotten. A cache whose deletes are cheap (``discards_cheaply``: PostgreSQL
+deletes rows, process memory drops entries) loses them at once; the file cache rewrites its
+shards to delete, so it waits for the fold. A delete costs one journal line, not a rewrite of the map or the
+cache.
+
 A query reads the map and the vectors by digest (:meth:`VectorCache.kept`); it embeds no note.
 The one exception: a note whose index entry no longer matches its map row (it changed since
 it was indexed, by a writer that did not embed: a plain editor with no watcher running, or a
@@ -42,7 +51,7 @@ import numpy.typing as npt
 
 from local_ai_memory._contracts.knowledge import KnowledgeBackend, VectorCache
 from local_ai_memory._knowledge.index_file import IndexEntry, lead_text
-from local_ai_memory._knowledge.passages import passages_of
+from local_ai_memory._knowledge.passages import PieceCounter, passages_of
 from local_ai_memory._shared.errors import ModelError
 from local_ai_memory._shared.events import Event, log_event
 from local_ai_memory._shared.naming import owner_of, user_file_prefix
@@ -51,8 +60,9 @@ from local_ai_memory._shared.vectors import model_id_of
 __all__ = ["BEST_SHARE", "MAP_DIR", "DenseIndex", "DenseMatrix", "signature_of"]
 
 MAP_DIR = ".passages"
-MAP_VERSION = 2
-"""Bumped when the passage rule changes (2: 200-word passages across sections): older maps are
+MAP_VERSION = 3
+"""Bumped when the passage rule changes (2: 200-word passages across sections; 3: also at most
+:data:`.passages.PASSAGE_PIECES` word pieces when the embedder counts them): older maps are
 ignored, so their notes are embedded again instead of keeping passages cut by the old rule."""
 BEST_SHARE = 0.7
 """Share of a note's best passage in its dense score; the whole-note vector has the rest."""
@@ -158,6 +168,13 @@ def _rows_of(raw: object) -> dict[str, tuple[Signature, list[str]]]:
     }
 
 
+def _dropped_of(raw: object) -> list[str]:
+    """The names of the notes one journal line says were deleted (none for another rule)."""
+    if not isinstance(raw, dict) or raw.get("version") != MAP_VERSION:
+        return []
+    return [str(name) for name in raw.get("dropped", ())]
+
+
 def _sorted_set(rows: npt.NDArray[np.int64], more: Sequence[int]) -> npt.NDArray[np.int64]:
     """``rows`` and ``more`` sorted, each once (``np.union1d`` would import ``numpy.ma``, about
     0.1 s of a command-line search)."""
@@ -183,6 +200,9 @@ class DenseIndex:
         self.backend = backend
         self.cache = cache
         self.slug = hashlib.sha256(model_id_of(embedder).encode("utf-8")).hexdigest()[:16]
+        counter = getattr(embedder, "count_pieces", None)
+        self.pieces: PieceCounter | None = counter if callable(counter) else None
+        """The embedder's word-piece count (passages are cut to what the model reads), if it has one."""
         self._lock = threading.RLock()
         self._maps: dict[tuple[str, str], dict[str, tuple[Signature, list[str]]]] = {}
         self._matrices: dict[tuple[str, tuple[str, ...]], tuple[object, DenseMatrix]] = {}
@@ -202,8 +222,16 @@ class DenseIndex:
 
     def _read(self, category: str, user_id: str) -> dict[str, tuple[Signature, list[str]]]:
         """The map as stored: the blob, then the journal's rows over it, in the order appended."""
+        return self._read_with_released(category, user_id)[0]
+
+    def _read_with_released(
+        self, category: str, user_id: str
+    ) -> tuple[dict[str, tuple[Signature, list[str]]], set[str]]:
+        """The stored map (see :meth:`_read`) and the digests its journal released: those of
+        notes deleted or re-cut since the blob was written, which compaction may drop."""
         name = self.blob_name(category, user_id)
         rows: dict[str, tuple[Signature, list[str]]] = {}
+        released: set[str] = set()
         data = self.backend.read_blob(name)
         if data is not None:
             try:
@@ -215,34 +243,105 @@ class DenseIndex:
             if not line.strip():
                 continue
             try:
-                rows.update(_rows_of(json.loads(line)))
+                raw = json.loads(line)
+                rows.update(_rows_of(raw))
+                for gone in _dropped_of(raw):
+                    rows.pop(gone, None)
+                released.update(str(d) for d in raw.get("released", ()))
             except (ValueError, KeyError, TypeError, IndexError, AttributeError):
                 continue  # a partial last append (a writer killed mid-line): its notes count as stale
-        return rows
+        return rows, released
 
-    def _save(self, category: str, user_id: str, changed: Iterable[str]) -> None:
+    def _save(
+        self,
+        category: str,
+        user_id: str,
+        changed: Iterable[str],
+        dropped: Iterable[str] = (),
+        released: Iterable[str] = (),
+    ) -> None:
         """Append the ``changed`` rows to the journal (a note write costs its own row, about 300
-        bytes); once the journal passes :data:`JOURNAL_BYTES`, fold it into the blob."""
+        bytes), with the names of ``dropped`` (deleted) notes and the digests their rows or the
+        changed rows' previous passages ``released``; once the journal passes
+        :data:`JOURNAL_BYTES`, fold it into the blob (:meth:`_compact`)."""
         rows = self._maps.get((category, user_id), {})
-        line = {"version": MAP_VERSION, "notes": {n: [list(rows[n][0]), rows[n][1]] for n in sorted(changed)}}
+        line: dict[str, object] = {
+            "version": MAP_VERSION,
+            "notes": {n: [list(rows[n][0]), rows[n][1]] for n in sorted(changed)},
+        }
+        gone = sorted(dropped)
+        if gone:
+            line["dropped"] = gone
+        freed = sorted(set(released))
+        if freed:
+            line["released"] = freed
         journal = self.journal_name(category, user_id)
         self.backend.append_blob(journal, json.dumps(line).encode("utf-8") + b"\n")
         if (self.backend.blob_size(journal) or 0) > JOURNAL_BYTES:
             self._compact(category, user_id)
+        elif freed and getattr(self.cache, "discards_cheaply", False):
+            self._discard_unnamed(freed)  # a row delete (PostgreSQL, memory): no need to wait for the fold
+
+    def _discard_unnamed(self, released: Iterable[str]) -> None:
+        """Drop from the cache the ``released`` digests no row of a map this process holds names."""
+        named = {d for kept in self._maps.values() for _, digests in kept.values() for d in digests}
+        unused = sorted(set(released) - named)
+        if unused:
+            self.cache.discard_kept(unused)
 
     def _compact(self, category: str, user_id: str) -> None:
-        """Rewrite the blob with every row (what is stored now, other writers' rows included)
-        and drop the journal. A row another process appends between the two is lost; its note
-        then counts as stale and the next index or query records it again from cached vectors."""
-        rows = self._map(category, user_id, fresh=True)
+        """Rewrite the blob with every live row (what is stored now, other writers' rows
+        included), drop from the vector cache the digests the journal released that no row of
+        a map this process holds still names (a deleted note's vectors do not outlive it), and
+        drop the journal.
+
+        The vectors go first: a crash before the blob is rewritten leaves the journal, and the
+        next compaction drops them again (nothing live is named by them). A row another process
+        appends between reading and dropping the journal is lost; its note then counts as stale
+        and the next index or query records it again from cached vectors. The cache is shared
+        by content: a passage text that another user's note, in a map this process has not
+        read, holds too loses its vector as well, and is embedded again when next needed (as
+        with :meth:`forget_user`)."""
+        rows, released = self._read_with_released(category, user_id)
+        self._maps[(category, user_id)] = rows
+        self._discard_unnamed(released)
         payload = {"version": MAP_VERSION, "notes": {n: [list(sig), d] for n, (sig, d) in sorted(rows.items())}}
         self.backend.write_blob(self.blob_name(category, user_id), json.dumps(payload).encode("utf-8"))
         self.backend.delete_blob(self.journal_name(category, user_id))
 
-    def digests_of_user(self, user_id: str, categories: Iterable[str]) -> list[str]:
-        """Every passage digest recorded for ``user_id`` (what forgetting the user deletes)."""
+    def compact(self, category: str, user_id: str) -> None:
+        """Fold ``user_id``'s map of ``category`` now (see :meth:`_compact`): what a write does
+        once the journal passes :data:`JOURNAL_BYTES`, for callers that want deleted notes'
+        vectors gone at once."""
         with self._lock:
-            return [d for c in categories for _, ds in self._map(c, user_id, fresh=True).values() for d in ds]
+            self._compact(category, user_id)
+
+    def drop(self, category: str, filename: str) -> bool:
+        """Forget the map row of a deleted note: one journal line now; its vectors leave the
+        cache at the map's next compaction unless another row names them. Returns whether the
+        note had a row (nothing is written otherwise)."""
+        owner = owner_of(filename) or ""
+        with self._lock:
+            rows = self._map(category, owner)
+            row = rows.pop(filename, None)
+            if row is None:
+                return False
+            self._save(category, owner, (), dropped=[filename], released=row[1])
+            for key in [k for k in self._matrices if k[0] == owner]:
+                del self._matrices[key]
+        return True
+
+    def digests_of_user(self, user_id: str, categories: Iterable[str]) -> list[str]:
+        """Every passage digest recorded for ``user_id`` (what forgetting the user deletes),
+        with those of deleted or re-cut notes that no compaction dropped yet."""
+        out: list[str] = []
+        with self._lock:
+            for category in categories:
+                rows, released = self._read_with_released(category, user_id)
+                self._maps[(category, user_id)] = rows
+                out.extend(d for _, digests in rows.values() for d in digests)
+                out.extend(sorted(released))
+        return out
 
     def forget_user(self, user_id: str, categories: Iterable[str]) -> None:
         """Drop ``user_id``'s maps (blobs and memory)."""
@@ -272,15 +371,14 @@ class DenseIndex:
                         out.append(entry)
         return out
 
-    @staticmethod
     def _plan(
-        notes: Sequence[tuple[IndexEntry, str]],
+        self, notes: Sequence[tuple[IndexEntry, str]]
     ) -> tuple[list[tuple[IndexEntry, list[str]]], list[tuple[str, str]]]:
         """Each note's passages, and the ``(key, text)`` items the cache is asked for."""
         planned: list[tuple[IndexEntry, list[str]]] = []
         items: list[tuple[str, str]] = []
         for entry, text in notes:
-            passages = passages_of(lead_text(entry), entry.title, text)
+            passages = passages_of(lead_text(entry), entry.title, text, self.pieces)
             planned.append((entry, passages))
             key = f"{entry.category}/{entry.filename}"
             items.extend((f"{key}#{i}", passage) for i, passage in enumerate(passages))
@@ -289,17 +387,21 @@ class DenseIndex:
     def _record(self, planned: Sequence[tuple[IndexEntry, list[str]]]) -> None:
         """Write the map rows of notes whose passages the cache now keeps."""
         touched: dict[tuple[str, str], list[str]] = {}
+        released: dict[tuple[str, str], set[str]] = {}
         with self._lock:
             for entry, passages in planned:
                 owner = owner_of(entry.filename) or ""
                 rows = self._map(entry.category, owner)
                 row = (signature_of(entry), [self.cache.digest_of(p) for p in passages])
-                if rows.get(entry.filename) == row:
+                previous = rows.get(entry.filename)
+                if previous == row:
                     continue  # recorded already (the write and then the watcher's refresh): nothing to append
                 rows[entry.filename] = row
                 touched.setdefault((entry.category, owner), []).append(entry.filename)
+                if previous is not None:  # passages the note no longer has: free at the next compaction
+                    released.setdefault((entry.category, owner), set()).update(set(previous[1]) - set(row[1]))
             for (category, owner), names in sorted(touched.items()):
-                self._save(category, owner, names)
+                self._save(category, owner, names, released=released.get((category, owner), ()))
 
     def embed(self, notes: Sequence[tuple[IndexEntry, str]], progress: Callable[[int, int], None] | None = None) -> int:
         """Embed the passages of ``(entry, text)`` notes (what the cache keeps costs nothing)

@@ -8,7 +8,8 @@ passages (:mod:`.dense`):
 * passage 0 is the lead (:func:`.index_file.lead_text`: file-name words, title, description),
   the vector hybrid search always had, so caches made before stay useful;
 * the body follows in order: paragraphs (split at blank lines and headings) packed together
-  up to :data:`PASSAGE_WORDS` words, across section boundaries (a section heading becomes
+  up to :data:`PASSAGE_WORDS` words (and :data:`PASSAGE_PIECES` word pieces when the
+  embedder counts them), across section boundaries (a section heading becomes
   the first words of its paragraph, ``"Options: ..."``), so short sections (a synopsis, a
   one-line name) share a passage instead of each taking one of the few the bound allows. A
   paragraph longer than a passage is cut into windows of that many words. A paragraph the
@@ -29,8 +30,20 @@ Measured (``benchmarks/bench_natural_questions.py``, dev questions, 400 man page
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 
-__all__ = ["MAX_PASSAGES", "PASSAGE_WORDS", "body_passages", "passages_of"]
+__all__ = ["MAX_PASSAGES", "PASSAGE_PIECES", "PASSAGE_WORDS", "PieceCounter", "body_passages", "passages_of"]
+
+PieceCounter = Callable[[Sequence[str]], list[int]]
+"""How many word pieces the embedding model makes of each word (an embedder's ``count_pieces``)."""
+PASSAGE_PIECES = 320
+"""Word pieces a passage holds at most when the model's tokenizer is known. all-MiniLM-L6-v2
+reads 256 (two of them its start and end marks), so up to the last fifth of a full passage is
+not read; measured (dev questions and both known-item sets, see the CHANGELOG) this beat
+cutting at 254: a man page's 200 words are about 290 pieces, and cutting them at 254 spread
+the first 3,200 words over more, shorter passages and lost natural questions, while README
+passages (prose with code and URLs, about 460 pieces per 200 words) were half unread at 200
+words and are now read to four fifths."""
 
 PASSAGE_WORDS = 200
 """Words a body passage holds at most (the model reads about its first 256 word pieces)."""
@@ -68,21 +81,35 @@ def _blocks(text: str) -> list[tuple[str, str]]:
 
 
 def body_passages(
-    title: str, text: str, words: int = PASSAGE_WORDS, limit: int = MAX_PASSAGES - 1, lead: str = ""
+    title: str,
+    text: str,
+    words: int = PASSAGE_WORDS,
+    limit: int = MAX_PASSAGES - 1,
+    lead: str = "",
+    pieces: PieceCounter | None = None,
+    budget: int = PASSAGE_PIECES,
 ) -> list[str]:
     """At most ``limit`` passages of ``text``, each ``title`` then at most ``words`` words,
-    paragraphs packed in order across sections; paragraphs contained in ``lead`` are skipped."""
+    paragraphs packed in order across sections; paragraphs contained in ``lead`` are skipped.
+
+    With ``pieces`` (the model's own count of word pieces per word, :data:`PieceCounter`), a
+    passage also closes before its word pieces, title included, would pass ``budget``: what
+    the model truncates is then never cut into a passage, it opens the next one."""
     if limit <= 0 or words <= 0:
         return []
     out: list[str] = []
     current: list[str] = []
+    used = 0
+    room = budget - sum(pieces(title.split())) if pieces is not None and title else budget
     last_heading = title
 
     def emit() -> None:
+        nonlocal used
         if current:
             body = " ".join(current)
             out.append(f"{title}\n{body}" if title else body)
             current.clear()
+        used = 0
 
     for heading, paragraph in _blocks(text):
         if len(out) >= limit:
@@ -93,17 +120,31 @@ def body_passages(
         if heading and heading != last_heading:
             tokens.insert(0, f"{heading}:")
             last_heading = heading
-        if current and len(current) + len(tokens) > words:
+        if pieces is None:
+            if current and len(current) + len(tokens) > words:
+                emit()
+            while len(tokens) > words and len(out) < limit:
+                current.extend(tokens[:words])
+                emit()
+                tokens = tokens[words:]
+            current.extend(tokens)
+            continue
+        counts = pieces(tokens)
+        if current and (len(current) + len(tokens) > words or used + sum(counts) > room):
             emit()
-        while len(tokens) > words and len(out) < limit:
-            current.extend(tokens[:words])
-            emit()
-            tokens = tokens[words:]
-        current.extend(tokens)
-    emit()
+        for token, count in zip(tokens, counts, strict=True):
+            if current and (len(current) >= words or used + count > room):
+                emit()
+                if len(out) >= limit:
+                    break
+            current.append(token)
+            used += count
+    if len(out) < limit:
+        emit()
     return out[:limit]
 
 
-def passages_of(lead: str, title: str, text: str) -> list[str]:
-    """A note's passages: its ``lead`` first, then :func:`body_passages` of ``text``."""
-    return [lead, *body_passages(title, text, lead=lead)]
+def passages_of(lead: str, title: str, text: str, pieces: PieceCounter | None = None) -> list[str]:
+    """A note's passages: its ``lead`` first, then :func:`body_passages` of ``text`` (cut by
+    the model's word pieces when ``pieces`` is given)."""
+    return [lead, *body_passages(title, text, lead=lead, pieces=pieces)]

@@ -201,6 +201,18 @@ class MemoryStore(KnowledgeNotes):
 
         self._embed_after_indexing("write", embed)
 
+    def _unindexed(self, category: str, name: str) -> None:
+        """Drop a deleted note's entry (see :class:`.notes.KnowledgeNotes`) and its passage-map
+        row; its vectors leave the cache at the map's next compaction (:mod:`.dense`)."""
+        super()._unindexed(category, name)
+        dense = self._dense()
+        if dense is None:
+            return
+        try:
+            dense.drop(category, name)
+        except Exception as exc:  # a failing map append never fails the delete: the row is only unused
+            log_event(Event.EMBEDDINGS_FALLBACK, reason=f"dropping the passage row at delete failed: {exc!r}")
+
     def populate_index_from_files(
         self,
         user_id: str | None = None,

@@ -25,7 +25,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -274,6 +274,19 @@ class OnnxModelEmbedder:
             tokenizer.enable_padding()
             self._tokens = tokenizer
         return self._tokens
+
+    def count_pieces(self, words: Sequence[str]) -> list[int]:
+        """How many word pieces the model makes of each of ``words`` (without its start and end
+        marks), by the export's own tokenizer: hybrid indexing cuts passages to what the model
+        reads (:mod:`local_ai_memory._knowledge.passages`). Loads the tokenizer only."""
+        unique = list(dict.fromkeys(words))
+        if not unique:
+            return []
+        tokenizer = self._tokenizer()
+        with self._lock:  # one tokenizer, padding settings shared
+            encoded = tokenizer.encode_batch(unique, add_special_tokens=False)
+        sizes = {word: sum(e.attention_mask) for word, e in zip(unique, encoded, strict=True)}
+        return [sizes[word] for word in words]
 
     def _encode(self, texts: list[str], loaded: tuple[Any, Any] | None = None) -> npt.NDArray[np.float32]:
         session, tokenizer = loaded if loaded is not None else self._load()

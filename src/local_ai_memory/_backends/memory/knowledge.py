@@ -35,6 +35,9 @@ __all__ = ["InMemoryKnowledgeBackend"]
 class _MemoryVectors(QueryEmbedding):
     """Vectors by SHA-256 of their text, held in a dictionary (one per embedder)."""
 
+    discards_cheaply = True
+    """Deleting kept vectors costs only their rows: a deleted note's passages go at once."""
+
     def __init__(self, embedder: Embedder) -> None:
         self.embedder = embedder
         self._lock = threading.Lock()

@@ -355,6 +355,9 @@ class _PgVectors(QueryEmbedding):
     a vector embedded on one host is reused by every other host.
     """
 
+    discards_cheaply = True
+    """Deleting kept vectors costs only their rows: a deleted note's passages go at once."""
+
     def __init__(self, backend: PostgresKnowledgeBackend, embedder: Embedder) -> None:
         from local_ai_memory._shared.vectors import model_id_of
 
