@@ -120,16 +120,7 @@ def body_passages(
         if heading and heading != last_heading:
             tokens.insert(0, f"{heading}:")
             last_heading = heading
-        if pieces is None:
-            if current and len(current) + len(tokens) > words:
-                emit()
-            while len(tokens) > words and len(out) < limit:
-                current.extend(tokens[:words])
-                emit()
-                tokens = tokens[words:]
-            current.extend(tokens)
-            continue
-        counts = pieces(tokens)
+        counts = pieces(tokens) if pieces is not None else [0] * len(tokens)
         if current and (len(current) + len(tokens) > words or used + sum(counts) > room):
             emit()
         for token, count in zip(tokens, counts, strict=True):
