@@ -38,6 +38,7 @@ from local_ai_memory._knowledge.index_file import (
     parse_journal,
     serialize_index,
 )
+from local_ai_memory._knowledge.token_marks import TokenMarks
 from local_ai_memory._shared.events import Event, log_event
 from local_ai_memory._shared.naming import owner_of
 
@@ -87,6 +88,7 @@ class KnowledgeIndex:
         """Id of the stored snapshot this index follows (``None``: the next flush writes a snapshot)."""
         self.journal_lines = 0
         self._full = True  # the entries were replaced: only a snapshot stores them
+        self._migrate = False  # the loaded snapshot has an older form: the next flush rewrites it
         self._pending: set[EntryKey] = set()  # changed since the last flush: the next journal lines
         self._own: set[EntryKey] = set()  # changed here since the last snapshot: ours win a compaction
         self.racy: set[EntryKey] = set()
@@ -141,6 +143,9 @@ class KnowledgeIndex:
             for e in index.files
             if is_note_name(e.filename) and e.category in self.categories
         }
+        # Token marks stored unpacked (an index written before they were packed): the next
+        # flush writes a snapshot, so the next process loads them packed.
+        self._migrate = any(isinstance(e.tokens, TokenMarks) for e in index.files)
         # The snapshot's checksums of its entries' metadata (a list of another length is
         # ignored): a ranker snapshot's rows are compared with them, not recomputed per note.
         meta = index.meta if index.meta is not None and len(index.meta) == len(index.files) else []
@@ -285,7 +290,7 @@ class KnowledgeIndex:
         if not self.dirty or self.entries is None:
             return False
         lines = self.journal_lines + len(self._pending)
-        return self._full or self.journal is None or lines > journal_bound(len(self.entries))
+        return self._full or self._migrate or self.journal is None or lines > journal_bound(len(self.entries))
 
     def take_touched(self) -> set[tuple[str, str]]:
         """The ``(owner, category)`` changed since the last call (cleared)."""
@@ -314,7 +319,7 @@ class KnowledgeIndex:
                 if not self.dirty or self.entries is None:
                     return False
                 entries = self.entries
-                if self._full or self.journal is None or (compact and self.compaction_due()):
+                if self._full or self._migrate or self.journal is None or (compact and self.compaction_due()):
                     return self._compact_locked()
                 keys = sorted(self._pending)
                 data = b"".join(journal_line(key, entries.get(key), self.skipped.get(key)) for key in keys)
@@ -361,8 +366,8 @@ class KnowledgeIndex:
         for key, (entry, skip) in others.items():
             _set(snapshot, key, entry)
             _set(skipped, key, skip if entry is None else None)
-        pending, own, full = self._pending, self._own, self._full
-        self._pending, self._own, self._full = set(), set(), False
+        pending, own, full, migrate = self._pending, self._own, self._full, self._migrate
+        self._pending, self._own, self._full, self._migrate = set(), set(), False, False
         self.dirty = False
         journal = uuid.uuid4().hex
         self.lock.release()
@@ -376,6 +381,7 @@ class KnowledgeIndex:
                 self._pending |= pending
                 self._own |= own
                 self._full = self._full or full
+                self._migrate = self._migrate or migrate
                 self.dirty = True
             raise
         finally:
