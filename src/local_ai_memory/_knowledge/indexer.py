@@ -34,7 +34,7 @@ from typing import Literal
 
 from local_ai_memory._contracts.knowledge import KnowledgeBackend, NoteInfo, is_note_name
 from local_ai_memory._knowledge.bm25 import CountedDoc, count_terms
-from local_ai_memory._knowledge.index import EntryKey, KnowledgeIndex
+from local_ai_memory._knowledge.index import EntryKey, KnowledgeIndex, collector_paused
 from local_ai_memory._knowledge.index_file import IndexEntry, RankingField, extract_metadata, ranking_tokens, tokenize
 from local_ai_memory._knowledge.rankers import RankerCache
 from local_ai_memory._knowledge.token_marks import PackedMarks, count_marks, pack_marks
@@ -315,7 +315,8 @@ class NoteIndexer:
         entries = self.index.current()
         stale: list[StaleEntry] = []
         for category in categories:
-            current = self.listing(category, user_id)
+            with collector_paused():  # a listing of 10k notes is 10k objects (see collector_paused)
+                current = self.listing(category, user_id)
             with self.lock:
                 if user_id is not None:
                     indexed = list(self.index.names_of(user_id, category))

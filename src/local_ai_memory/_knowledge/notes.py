@@ -41,7 +41,7 @@ from local_ai_memory._contracts.knowledge import (
     erasure_marker,
     is_note_name,
 )
-from local_ai_memory._knowledge.index import INDEX_NAME, KnowledgeIndex
+from local_ai_memory._knowledge.index import INDEX_NAME, KnowledgeIndex, collector_paused
 from local_ai_memory._knowledge.index_file import (
     INDEX_VERSION,
     IndexEntry,
@@ -445,10 +445,11 @@ class KnowledgeNotes:
         with self._lock:
             if self._index.entries is not None:
                 return self._index.entries
-            loaded = self._index.load_stored()
-            if loaded is not None:
-                self._replace(*loaded, stored=True)
-                return loaded[0]
+            with collector_paused():
+                loaded = self._index.load_stored()
+                if loaded is not None:
+                    self._replace(*loaded, stored=True)
+                    return loaded[0]
             self._replace({})
         self.populate_index_from_files(None, None, llm=llm, progress=progress)
         return self._index.current()
