@@ -23,10 +23,13 @@ stat-only) when present and ``last_modified`` otherwise. Two more optional addit
 readers that do not know them ignore: an entry's ``indexed_bytes`` (only that prefix of a
 huge note was indexed) and a top-level ``skipped`` list of notes that could not be indexed
 (``category``, ``filename``, ``size``, ``mtime_ns``, ``reason``), so no process re-reads them
-until they change. An entry's ``tokens`` (after 0.3) holds its note's token counts taken at index
-time (:class:`~.token_marks.TokenMarks`, versioned by its own ``v``), so Stage 3 need not
-encode the notes it loads; entries without it (older indexes) are read as they are and their
-notes are counted at query time until they are indexed again. An index with an older version is
+until they change. An entry's ``tk`` holds its note's token counts taken at index time, packed
+into one string (:func:`~.token_marks.pack_marks`, versioned by its own ``v``; unpacked and
+checked only when a query uses them), so Stage 3 need not encode the notes it loads. Indexes
+written by 0.3 hold them as a ``tokens`` object (:class:`~.token_marks.TokenMarks`): read as
+they are, and the first write after loading such a snapshot writes a packed one (readers of 0.3
+ignore ``tk``). Entries without either (older indexes) are read as they are and their notes are
+counted at query time until they are indexed again. An index with an older version is
 rebuilt from the files; a newer one is refused with :class:`UnsupportedFormatError`.
 
 A snapshot written after 0.3 also holds ``meta``: each entry's :func:`metadata_checksum`, in
