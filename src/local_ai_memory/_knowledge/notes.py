@@ -826,7 +826,13 @@ class KnowledgeNotes:
         if start:
             # Started after this query compared its user's listing, not before: the watcher's
             # own first comparison (every user's) then does not run at the same time as this
-            # one; it catches what changes from here on, as it would have anyway.
+            # one; it catches what changes from here on, as it would have anyway. The user's
+            # rankers (what the query reads next) are loaded first for the same reason: at
+            # 10k notes the watcher's catch-up otherwise shared the process with the ranker
+            # snapshot's load, and the first query paid both.
+            with self._lock:
+                for category in cats:
+                    self._rankers.get(user_id, category, self._indexer.stored_tokens)
             self._start_watching()
         # After the refresh: an index that shows any of a forgetting's deletions was refreshed
         # after its marker was written, so the marker is seen here (by the feed or the stat).
