@@ -10,6 +10,7 @@ consistent with the notes after the next query.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import random
@@ -17,6 +18,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,7 @@ import pytest
 
 from local_ai_memory import close_shared_stores
 from local_ai_memory._knowledge import index as index_module
-from local_ai_memory._knowledge.index import JOURNAL_NAME, journal_bound
+from local_ai_memory._knowledge.index import JOURNAL_NAME, collector_paused, journal_bound
 from local_ai_memory._knowledge.index_file import parse_index, serialize_index, stored_entries
 from local_ai_memory._knowledge.store import MemoryStore
 from local_ai_memory._shared.config import MemoryConfig
@@ -452,3 +454,59 @@ def test_snapshot_checksums_that_do_not_fit_are_not_trusted(tmp_path: Path, dama
     fresh = _fresh(tmp_path)
     assert _ranked(fresh, queries) == before
     assert len(fresh.list_user_files("alice", "knowledge")) == 30
+
+
+# -- the collector pause of bulk loads -----------------------------------------------------------
+def test_the_collector_pause_nests_across_threads_and_restores_what_it_found() -> None:
+    assert gc.isenabled()
+    inside = threading.Event()
+    leave = threading.Event()
+
+    def other() -> None:
+        with collector_paused():
+            inside.set()
+            leave.wait(5)
+
+    thread = threading.Thread(target=other)
+    with collector_paused():
+        assert not gc.isenabled()
+        thread.start()
+        assert inside.wait(5)
+    assert not gc.isenabled()  # the other thread's load is still going: still paused
+    leave.set()
+    thread.join(5)
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), collector_paused():
+        raise RuntimeError("a failed load turns it back on too")
+    assert gc.isenabled()
+    gc.disable()  # switched off by the application: a load leaves it off
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_a_fresh_process_loads_without_full_collections_inside_the_loads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index load, the listing and the ranker snapshot run with the collector paused (their
+    objects would otherwise set off full collections, each a walk over the whole process)."""
+    store = _store(tmp_path)
+    for n in range(30):
+        store.write_file(f"knowledge/alice_n{n}.md", _note(n))
+    store.save_rankers()
+    close_shared_stores()
+    fresh = _fresh(tmp_path)
+    seen: list[bool] = []
+    original = index_module.KnowledgeIndex.load_stored
+
+    def spy(self: index_module.KnowledgeIndex) -> Any:
+        seen.append(gc.isenabled())
+        return original(self)
+
+    monkeypatch.setattr(index_module.KnowledgeIndex, "load_stored", spy)
+    assert fresh.bm25_search("tok7x", user_id="alice") == ["alice_n7.md"]
+    assert seen == [False]
+    assert gc.isenabled()

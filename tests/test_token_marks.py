@@ -9,8 +9,10 @@ must still answer.
 
 from __future__ import annotations
 
+import base64
 import json
 import random
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,7 +28,9 @@ from local_ai_memory._knowledge.token_marks import (
     MAX_COUNTED_CHARS,
     TokenMarks,
     count_marks,
+    pack_marks,
     segment_counts,
+    unpack_marks,
     usable_marks,
 )
 from local_ai_memory._shared.config import MemoryConfig
@@ -165,7 +169,7 @@ def test_stage3_from_stored_counts_equals_encoding_everything(
     store = make_store(tmp_path, encoding)
     fill(store, random.Random(3))
     counter = TokenCounter(encoding)
-    assert all(e.tokens is not None and e.tokens.encoding == encoding for e in entries_of(store))
+    assert all(usable_marks(e.tokens, counter) is not None for e in entries_of(store))
     retriever = MemoryRetriever(store, token_counter=counter)
     cases = [
         (q, budget, k)
@@ -233,14 +237,14 @@ def test_counts_are_kept_in_the_index_and_old_indexes_still_answer(tmp_path: Pat
     again = make_store(tmp_path)
     entries = entries_of(again)
     assert entries
-    assert all(isinstance(e.tokens, TokenMarks) for e in entries)
+    assert all(isinstance(e.tokens, str) and unpack_marks(e.tokens) is not None for e in entries)
     assert MemoryRetriever(again).retrieve_result(*query, max_tokens=700).text == before.text
     close_shared_stores()
-    # An index written before the counts existed (no "tokens" in its entries) is read as it is.
+    # An index written before the counts existed (no "tk" in its entries) is read as it is.
     index_path = tmp_path / "memory_data" / "memory_index.json"
     data = json.loads(index_path.read_text(encoding="utf-8"))
     for entry in data["files"]:
-        entry.pop("tokens", None)
+        entry.pop("tk", None)
     index_path.write_text(json.dumps(data), encoding="utf-8")
     for stale in index_path.parent.glob("memory_index.journal*"):
         stale.unlink()
@@ -248,3 +252,156 @@ def test_counts_are_kept_in_the_index_and_old_indexes_still_answer(tmp_path: Pat
     assert entries_of(old)
     assert all(e.tokens is None for e in entries_of(old))
     assert MemoryRetriever(old).retrieve_result(*query, max_tokens=700).text == before.text
+
+
+# -- packed marks --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_packed_marks_unpack_to_the_very_marks(encoding: str) -> None:
+    counter = TokenCounter(encoding)
+    long_text = sample_text(random.Random(8), MAX_COUNTED_CHARS * 2)
+    for text, complete in [*((t, True) for t in texts()), (long_text, True), (long_text[:3000], False)]:
+        marks = count_marks(counter, text, complete)
+        packed = pack_marks(marks)
+        assert unpack_marks(packed) == marks
+        used = usable_marks(packed, counter)
+        assert used == marks
+        assert used is not None
+        assert used.whole_count(text) == (counter.count(text) if marks.whole else None)
+
+
+def _repacked(packed: str, change: Callable[[list[str]], None]) -> str:
+    """``packed`` with its parts changed and a CRC that matches again (damage the CRC cannot see)."""
+    import zlib
+
+    parts = packed.rsplit(":", 1)[0].split(":")
+    change(parts)
+    head = ":".join(parts)
+    return f"{head}:{zlib.crc32(head.encode()):08x}"
+
+
+def _swap_first_marks(parts: list[str]) -> None:
+    triples = base64.b64decode(parts[3])
+    parts[3] = base64.b64encode(triples[12:24] + triples[:12] + triples[24:]).decode()
+
+
+def test_damaged_packed_marks_are_not_trusted() -> None:
+    counter = TokenCounter()
+    text = sample_text(random.Random(9), 6000)
+    packed = pack_marks(count_marks(counter, text))
+    head, _, crc = packed.rpartition(":")
+    payload_at = head.rindex(":") + 5
+    flipped = "A" if packed[payload_at] != "A" else "B"
+    damaged = {
+        "a flipped payload character": packed[:payload_at] + flipped + packed[payload_at + 1 :],
+        "a wrong checksum": f"{head}:{(int(crc, 16) ^ 1):08x}",
+        "cut short": packed[:-12],
+        "no checksum": head,
+        "empty": "",
+        "not base64 (checksum matching)": _repacked(packed, lambda p: p.__setitem__(3, "@@@@")),
+        "a torn triple (checksum matching)": _repacked(packed, lambda p: p.__setitem__(3, p[3][:-8])),
+        "marks out of order (checksum matching)": _repacked(packed, _swap_first_marks),
+        "neither whole nor partial (checksum matching)": _repacked(packed, lambda p: p.__setitem__(1, "x")),
+    }
+    for why, bad in damaged.items():
+        assert unpack_marks(bad) is None, why
+        assert usable_marks(bad, counter) is None, why
+    # Another rule or another encoding: well formed, but not for this counter.
+    assert unpack_marks(_repacked(packed, lambda p: p.__setitem__(0, "99"))) is not None
+    assert usable_marks(_repacked(packed, lambda p: p.__setitem__(0, "99")), counter) is None
+    assert usable_marks(packed, TokenCounter("o200k_base")) is None
+    assert usable_marks(packed, counter) == count_marks(counter, text)
+
+
+def test_damaged_packed_marks_in_a_stored_index_are_counted_again(tmp_path: Path) -> None:
+    """Every entry's packed marks damaged on disk (the JSON itself is fine): the index loads,
+    and Stage 3 encodes the notes instead of trusting them: the very same answers."""
+    store = make_store(tmp_path)
+    fill(store, random.Random(10))
+    store.flush()
+    cases = [("shared words", b) for b in (40, 300, 700, 5000)]
+    before = [MemoryRetriever(store).retrieve_result(q, "alice", max_tokens=b) for q, b in cases]
+    ranked = _ranked(store)
+    close_shared_stores()
+    index_path = tmp_path / "memory_data" / "memory_index.json"
+    data = json.loads(index_path.read_text(encoding="utf-8"))
+    for entry in data["files"]:
+        # Marks of another text under a matching checksum: only the shape checks and the CRCs
+        # of the text read at use can catch these.
+        entry["tk"] = _repacked(entry["tk"], _scramble)
+    index_path.write_text(json.dumps(data), encoding="utf-8")
+    again = make_store(tmp_path)
+    assert _ranked(again) == ranked
+    after = [MemoryRetriever(again).retrieve_result(q, "alice", max_tokens=b) for q, b in cases]
+    for a, b in zip(before, after, strict=True):
+        assert a.text == b.text
+        assert a.used_tokens == b.used_tokens == TokenCounter().count(a.text)
+        assert [(f.filename, f.tokens, f.truncated) for f in a.files] == [
+            (f.filename, f.tokens, f.truncated) for f in b.files
+        ]
+
+
+def _unpacked(entry: dict[str, object]) -> None:
+    """``entry`` (JSON) with its marks as 0.3 wrote them: a ``tokens`` object."""
+    packed = entry.pop("tk")
+    assert isinstance(packed, str)
+    marks = unpack_marks(packed)
+    assert marks is not None
+    entry["tokens"] = marks.model_dump(mode="json")
+
+
+def _ranked(store: MemoryStore) -> list[tuple[str, float]]:
+    return [(c.filename, c.score) for c in store.search("shared words", 50, user_id="alice")]
+
+
+def _scramble(parts: list[str]) -> None:
+    """Marks that claim a third of the tokens at the same places, with wrong CRCs."""
+    import struct
+
+    triples = list(struct.iter_unpack("<III", base64.b64decode(parts[3])))
+    scrambled = b"".join(struct.pack("<III", c, t // 3, crc ^ 0x5A5A) for c, t, crc in triples)
+    parts[3] = base64.b64encode(scrambled).decode()
+
+
+def test_an_index_with_unpacked_marks_opens_and_its_first_write_packs_them(tmp_path: Path) -> None:
+    """An index written before the marks were packed (0.3: ``tokens`` objects) is read as it
+    is, answers the same, and the first write rewrites it packed (a snapshot, not a journal line)."""
+    store = make_store(tmp_path)
+    fill(store, random.Random(11))
+    store.flush()
+    query = ("shared words", "alice")
+    before = MemoryRetriever(store).retrieve_result(*query, max_tokens=700)
+    ranked = _ranked(store)
+    close_shared_stores()
+    data_dir = tmp_path / "memory_data"
+    index_path = data_dir / "memory_index.json"
+    data = json.loads(index_path.read_text(encoding="utf-8"))
+    for entry in data["files"]:
+        _unpacked(entry)
+    index_path.write_text(json.dumps(data), encoding="utf-8")
+    journal_path = data_dir / "memory_index.journal"
+    header, *lines = journal_path.read_text(encoding="utf-8").split("\n")
+    assert lines  # the journal's entries are in the old form too
+    changed = [json.loads(line) for line in lines]
+    for line in changed:
+        _unpacked(line["e"])
+    journal_path.write_text("\n".join([header, *map(json.dumps, changed)]), encoding="utf-8")
+    old = make_store(tmp_path)
+    assert all(isinstance(e.tokens, TokenMarks) for e in entries_of(old))
+    assert MemoryRetriever(old).retrieve_result(*query, max_tokens=700).text == before.text
+    assert _ranked(old) == ranked
+    assert "tokens" in json.loads(index_path.read_bytes())["files"][0]  # a query does not rewrite it
+    old.write_file("knowledge/alice_later.md", "# later\n\nshared words, written after")
+    old.flush()
+    ranked = _ranked(old)
+    before = MemoryRetriever(old).retrieve_result(*query, max_tokens=700)
+    assert "alice_later.md" in before.text
+    migrated = json.loads(index_path.read_bytes())
+    assert all("tokens" not in e and isinstance(e["tk"], str) for e in migrated["files"])
+    assert len(migrated["files"]) == len(entries_of(store)) + 1
+    close_shared_stores()
+    new = make_store(tmp_path)
+    assert all(isinstance(e.tokens, str) for e in entries_of(new))
+    assert MemoryRetriever(new).retrieve_result(*query, max_tokens=700).text == before.text
+    assert _ranked(new) == ranked

@@ -23,10 +23,13 @@ stat-only) when present and ``last_modified`` otherwise. Two more optional addit
 readers that do not know them ignore: an entry's ``indexed_bytes`` (only that prefix of a
 huge note was indexed) and a top-level ``skipped`` list of notes that could not be indexed
 (``category``, ``filename``, ``size``, ``mtime_ns``, ``reason``), so no process re-reads them
-until they change. An entry's ``tokens`` (after 0.3) holds its note's token counts taken at index
-time (:class:`~.token_marks.TokenMarks`, versioned by its own ``v``), so Stage 3 need not
-encode the notes it loads; entries without it (older indexes) are read as they are and their
-notes are counted at query time until they are indexed again. An index with an older version is
+until they change. An entry's ``tk`` holds its note's token counts taken at index time, packed
+into one string (:func:`~.token_marks.pack_marks`, versioned by its own ``v``; unpacked and
+checked only when a query uses them), so Stage 3 need not encode the notes it loads. Indexes
+written by 0.3 hold them as a ``tokens`` object (:class:`~.token_marks.TokenMarks`): read as
+they are, and the first write after loading such a snapshot writes a packed one (readers of 0.3
+ignore ``tk``). Entries without either (older indexes) are read as they are and their notes are
+counted at query time until they are indexed again. An index with an older version is
 rebuilt from the files; a newer one is refused with :class:`UnsupportedFormatError`.
 
 A snapshot written after 0.3 also holds ``meta``: each entry's :func:`metadata_checksum`, in
@@ -61,9 +64,9 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_serializer
 
-from local_ai_memory._knowledge.token_marks import TokenMarks
+from local_ai_memory._knowledge.token_marks import PackedMarks, TokenMarks, pack_marks
 from local_ai_memory._shared.errors import UnsupportedFormatError
 from local_ai_memory._shared.text import Analyzer, words
 
@@ -129,10 +132,20 @@ class IndexEntry(BaseModel):
         default=None,
         description="Set when only the note's first bytes were indexed (a huge note; see _note_indexing).",
     )
-    tokens: TokenMarks | None = Field(
+    tokens: TokenMarks | PackedMarks | None = Field(
         default=None,
-        description="The note's token counts taken at index time, for Stage 3 (see token_marks).",
+        validation_alias=AliasChoices("tk", "tokens"),
+        serialization_alias="tk",
+        description=(
+            "The note's token counts taken at index time, for Stage 3: packed (stored as ``tk``, "
+            "unpacked and checked at use) or, as read from an older index's ``tokens``, a TokenMarks."
+        ),
     )
+
+    @field_serializer("tokens")
+    def _packed(self, tokens: TokenMarks | PackedMarks | None) -> PackedMarks | None:
+        # Always stored packed: an entry read from an older index migrates when written.
+        return pack_marks(tokens) if isinstance(tokens, TokenMarks) else tokens
 
 
 class SkippedNote(BaseModel):
@@ -238,7 +251,7 @@ def serialize_index(
     ``skipped``, followed by the journal ``journal`` (when given), with each entry's
     :func:`metadata_checksum` (``checksum``: a function that may know it already)."""
     ordered = sorted(entries, key=lambda e: (e.category, e.filename))
-    files = [e.model_dump(exclude_none=True) for e in ordered]
+    files = [e.model_dump(exclude_none=True, by_alias=True) for e in ordered]
     body: dict[str, object] = {"index_version": INDEX_VERSION, "last_updated": last_updated}
     if journal is not None:
         body["journal"] = journal
@@ -261,7 +274,7 @@ def journal_line(key: tuple[str, str], entry: IndexEntry | None, skipped: Skippe
     append) starts a line of its own: only the torn line is lost."""
     body = {
         "k": list(key),
-        "e": entry.model_dump(exclude_none=True) if entry is not None else None,
+        "e": entry.model_dump(exclude_none=True, by_alias=True) if entry is not None else None,
         "s": skipped.model_dump() if skipped is not None else None,
     }
     return b"\n" + json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")

@@ -34,10 +34,10 @@ from typing import Literal
 
 from local_ai_memory._contracts.knowledge import KnowledgeBackend, NoteInfo, is_note_name
 from local_ai_memory._knowledge.bm25 import CountedDoc, count_terms
-from local_ai_memory._knowledge.index import EntryKey, KnowledgeIndex
+from local_ai_memory._knowledge.index import EntryKey, KnowledgeIndex, collector_paused
 from local_ai_memory._knowledge.index_file import IndexEntry, RankingField, extract_metadata, ranking_tokens, tokenize
 from local_ai_memory._knowledge.rankers import RankerCache
-from local_ai_memory._knowledge.token_marks import TokenMarks, count_marks
+from local_ai_memory._knowledge.token_marks import PackedMarks, count_marks, pack_marks
 from local_ai_memory._shared.errors import InvalidInputError
 from local_ai_memory._shared.events import Event, log_event
 from local_ai_memory._shared.naming import owner_of, user_file_prefix
@@ -255,9 +255,10 @@ class NoteIndexer:
         )
         return Scanned(category, filename, entry, content, excerpt=content[:1500], tokens=tokens)
 
-    def _marks(self, content: str, complete: bool) -> TokenMarks | None:
-        """The note's token counts, or ``None`` when the configured encoding is not known (the
-        encoding is loaded on the first note, not when the store opens)."""
+    def _marks(self, content: str, complete: bool) -> PackedMarks | None:
+        """The note's token counts, packed as the index stores them, or ``None`` when the
+        configured encoding is not known (the encoding is loaded on the first note, not when
+        the store opens)."""
         if self.token_encoding is None:
             return None
         if self._counter is None:
@@ -266,7 +267,7 @@ class NoteIndexer:
             except InvalidInputError:
                 self.token_encoding = None
                 return None
-        return count_marks(self._counter, content, complete)
+        return pack_marks(count_marks(self._counter, content, complete))
 
     def refresh_one(
         self, category: str, filename: str, content: str | None = None, info: NoteInfo | None = None
@@ -314,7 +315,8 @@ class NoteIndexer:
         entries = self.index.current()
         stale: list[StaleEntry] = []
         for category in categories:
-            current = self.listing(category, user_id)
+            with collector_paused():  # a listing of 10k notes is 10k objects (see collector_paused)
+                current = self.listing(category, user_id)
             with self.lock:
                 if user_id is not None:
                     indexed = list(self.index.names_of(user_id, category))

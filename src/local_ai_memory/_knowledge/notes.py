@@ -41,7 +41,7 @@ from local_ai_memory._contracts.knowledge import (
     erasure_marker,
     is_note_name,
 )
-from local_ai_memory._knowledge.index import INDEX_NAME, KnowledgeIndex
+from local_ai_memory._knowledge.index import INDEX_NAME, KnowledgeIndex, collector_paused
 from local_ai_memory._knowledge.index_file import (
     INDEX_VERSION,
     IndexEntry,
@@ -445,10 +445,11 @@ class KnowledgeNotes:
         with self._lock:
             if self._index.entries is not None:
                 return self._index.entries
-            loaded = self._index.load_stored()
-            if loaded is not None:
-                self._replace(*loaded, stored=True)
-                return loaded[0]
+            with collector_paused():
+                loaded = self._index.load_stored()
+                if loaded is not None:
+                    self._replace(*loaded, stored=True)
+                    return loaded[0]
             self._replace({})
         self.populate_index_from_files(None, None, llm=llm, progress=progress)
         return self._index.current()
@@ -825,7 +826,13 @@ class KnowledgeNotes:
         if start:
             # Started after this query compared its user's listing, not before: the watcher's
             # own first comparison (every user's) then does not run at the same time as this
-            # one; it catches what changes from here on, as it would have anyway.
+            # one; it catches what changes from here on, as it would have anyway. The user's
+            # rankers (what the query reads next) are loaded first for the same reason: at
+            # 10k notes the watcher's catch-up otherwise shared the process with the ranker
+            # snapshot's load, and the first query paid both.
+            with self._lock:
+                for category in cats:
+                    self._rankers.get(user_id, category, self._indexer.stored_tokens)
             self._start_watching()
         # After the refresh: an index that shows any of a forgetting's deletions was refreshed
         # after its marker was written, so the marker is seen here (by the feed or the stat).
