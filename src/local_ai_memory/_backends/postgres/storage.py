@@ -71,10 +71,14 @@ class PgStorage:
         self._setup_lock = threading.Lock()
 
     def setup(self) -> int:
-        """Create or upgrade the schema now (safe on many hosts at once); return migrations run."""
+        """Create or upgrade the schema now (safe on many hosts at once); return migrations run.
+
+        Also opens the sync pool, whose first connection is then made in the background: a
+        process's first operation (a fresh ``get_state``) finds it ready instead of paying it."""
         with self._setup_lock:
             ran = migrate(self.db)
             self.db.ready = True
+        self.db.open()
         return ran
 
     async def asetup(self) -> int:
