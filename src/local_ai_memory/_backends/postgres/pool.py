@@ -10,7 +10,10 @@ A connection is not probed when it is taken for an operation (that would be one 
 each time): the operation's ``BEGIN`` is the probe. A connection found dead there (the server
 restarted, or ended it) has run nothing of the operation, so it is dropped and the operation
 starts again on another (:func:`_dead_at_begin`); once the statements have begun, a cut
-connection is an error, as before. The sync pool opens with the schema setup
+connection is an error, as before. An operation run with ``read=True`` (one that only reads, a
+statement at a time, such as a single ``SELECT``) sends no ``BEGIN``/``COMMIT``: each statement is
+its own transaction, one round trip instead of three, and a statement that finds its connection
+dead is sent again on another (it changed nothing). The sync pool opens with the schema setup
 (:meth:`Database.open`), so its first connection is made in the background while the
 application builds the rest, not inside its first call.
 
@@ -228,13 +231,17 @@ class Database:
             )
         return StorageError(f"{what} failed on PostgreSQL ({self.where}): {_first_line(exc)}")
 
-    def run(self, what: str, op: Op[T], *, pooled: bool = True) -> T:
+    def run(self, what: str, op: Op[T], *, pooled: bool = True, read: bool = False) -> T:
         """Run ``op`` in one transaction on a pooled connection; ``what`` names it in errors.
 
         ``pooled=False`` uses a connection of its own (schema setup: a wrong URL or password
-        fails at once with a clear message instead of after the pool's timeout).
+        fails at once with a clear message instead of after the pool's timeout). ``read=True``
+        is for an operation that only reads and needs no snapshot across its statements (one
+        ``SELECT``): each statement runs on its own, with no ``BEGIN``/``COMMIT`` round trips.
         """
         try:
+            if read and pooled:
+                return drive(op, self._read_statement)
             if not pooled:
                 with self.connect() as conn:
                     return _alive(_run_on(conn, op, last=True))
@@ -251,9 +258,11 @@ class Database:
         finally:
             op.close()
 
-    async def arun(self, what: str, op: Op[T], *, pooled: bool = True) -> T:
+    async def arun(self, what: str, op: Op[T], *, pooled: bool = True, read: bool = False) -> T:
         """Async twin of :meth:`run` on this event loop's async pool."""
         try:
+            if read and pooled:
+                return await adrive(op, self._aread_statement)
             if not pooled:
                 async with await self.aconnect() as conn:
                     return _alive(await _arun_on(conn, op, last=True))
@@ -269,6 +278,39 @@ class Database:
             raise self._error(what, exc) from exc
         finally:
             op.close()
+
+    def _read_statement(self, stmt: Stmt) -> Any:
+        """One statement of a ``read`` operation, in a transaction of its own (autocommit) on a
+        pooled connection; sent again on another connection if this one was dead (see ``run``)."""
+        pool = self._sync_pool()
+        attempts = self._attempts()
+        for attempt in range(1, attempts + 1):
+            with pool.connection() as conn:
+                conn.autocommit = True  # a local flag: no round trip
+                try:
+                    with conn.cursor(binary=True) as cur:
+                        return _execute(cur, stmt)
+                except psycopg.Error as exc:
+                    if attempt == attempts or not _dead_at_begin(conn, exc):
+                        raise
+                finally:
+                    with contextlib.suppress(psycopg.Error):  # a dead connection is dropped by the pool anyway
+                        conn.autocommit = False
+        raise AssertionError("unreachable: the last attempt raises")  # pragma: no cover
+
+    async def _aread_statement(self, stmt: Stmt) -> Any:
+        """Async twin of :meth:`_read_statement` (async connections are in autocommit already)."""
+        connections = self._async_connections()
+        attempts = self._attempts()
+        for attempt in range(1, attempts + 1):
+            async with connections.connection() as conn:
+                try:
+                    async with conn.cursor(binary=True) as cur:
+                        return await _aexecute(cur, stmt)
+                except psycopg.Error as exc:
+                    if attempt == attempts or not _dead_at_begin(conn, exc):
+                        raise
+        raise AssertionError("unreachable: the last attempt raises")  # pragma: no cover
 
 
 class _Dead:
@@ -301,15 +343,7 @@ def _run_on(conn: psycopg.Connection[Any], op: Op[T], *, last: bool) -> T | _Dea
                 return _DEAD
             raise
         cur = stack.enter_context(conn.cursor(binary=True))
-
-        def execute(stmt: Stmt) -> Any:
-            if stmt.many is not None:
-                cur.executemany(stmt.query, stmt.many)
-                return None
-            cur.execute(stmt.query, stmt.params)
-            return _result(cur, stmt.fetch)
-
-        return drive(op, execute)
+        return drive(op, lambda stmt: _execute(cur, stmt))
 
 
 async def _arun_on(conn: psycopg.AsyncConnection[Any], op: Op[T], *, last: bool) -> T | _Dead:
@@ -322,15 +356,7 @@ async def _arun_on(conn: psycopg.AsyncConnection[Any], op: Op[T], *, last: bool)
                 return _DEAD
             raise
         cur = await stack.enter_async_context(conn.cursor(binary=True))
-
-        async def execute(stmt: Stmt) -> Any:
-            if stmt.many is not None:
-                await cur.executemany(stmt.query, stmt.many)
-                return None
-            await cur.execute(stmt.query, stmt.params)
-            return await _aresult(cur, stmt.fetch)
-
-        return await adrive(op, execute)
+        return await adrive(op, lambda stmt: _aexecute(cur, stmt))
 
 
 class _LoopConnections:
@@ -390,6 +416,24 @@ class _LoopConnections:
                 else:
                     self._idle.append(conn)
             self._slots.release()
+
+
+def _execute(cur: psycopg.Cursor[Any], stmt: Stmt) -> Any:
+    """Run one statement of an operation on ``cur``; what it hands back (see :func:`_result`)."""
+    if stmt.many is not None:
+        cur.executemany(stmt.query, stmt.many)
+        return None
+    cur.execute(stmt.query, stmt.params)
+    return _result(cur, stmt.fetch)
+
+
+async def _aexecute(cur: psycopg.AsyncCursor[Any], stmt: Stmt) -> Any:
+    """Async twin of :func:`_execute`."""
+    if stmt.many is not None:
+        await cur.executemany(stmt.query, stmt.many)
+        return None
+    await cur.execute(stmt.query, stmt.params)
+    return await _aresult(cur, stmt.fetch)
 
 
 def _has_rows(cur: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> bool:
