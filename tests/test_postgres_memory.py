@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from local_ai_memory import Memory, MemoryConfig
+from local_ai_memory._backends.postgres.pool import Database, DatabaseSettings, Op, Stmt
 from local_ai_memory._shared.errors import ConfigError, LockTimeoutError, StorageError
 from local_ai_memory.backends import PostgresKnowledgeBackend, PostgresRuntimeBackend
 
@@ -122,3 +124,105 @@ def test_a_100_mb_tool_output_round_trips_and_pages_by_chunk(postgres_url: str, 
     del page
     assert backend.load_tool_result(scope, "big") == payload
     backend.close()
+
+
+def _pid_op(db: Database) -> Op[int]:
+    row = yield Stmt(db.q("SELECT pg_backend_pid()"), fetch="one")
+    return int(row[0])
+
+
+def _terminate(url: str, name: str) -> int:
+    """End every server process of connections named ``name`` (as an administrator would)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as admin:
+        rows = admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s", (name,)
+        ).fetchall()
+    return sum(1 for (ended,) in rows if ended)
+
+
+@pytest.mark.parametrize("read", [False, True])
+@pytest.mark.parametrize("check", [True, False])
+def test_a_connection_the_server_ended_is_replaced_without_the_caller_seeing_it(
+    postgres_url: str, postgres_schema: str, check: bool, read: bool
+) -> None:
+    """Connections are not probed when taken from the pool: the operation's BEGIN (a read
+    operation's statement) finds a dead one, and the operation runs on a new connection
+    (``check_connections=False``: it fails)."""
+    name = f"ended-{postgres_schema}"
+    url = make_conninfo(postgres_url, application_name=name)
+    db = Database(DatabaseSettings(url, schema=postgres_schema, pool_max_size=3, check_connections=check))
+    try:
+        first = db.run("pid", _pid_op(db), read=read)
+        assert _terminate(postgres_url, name) >= 1
+        if not check:
+            with pytest.raises(StorageError, match="pid failed on PostgreSQL"):
+                db.run("pid", _pid_op(db), read=read)
+            return
+        second = db.run("pid", _pid_op(db), read=read)
+        assert second != first  # a new server process: the ended one was dropped
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("read", [False, True])
+@pytest.mark.parametrize("check", [True, False])
+async def test_an_async_connection_the_server_ended_is_replaced_without_the_caller_seeing_it(
+    postgres_url: str, postgres_schema: str, check: bool, read: bool
+) -> None:
+    name = f"aended-{postgres_schema}"
+    url = make_conninfo(postgres_url, application_name=name)
+    db = Database(DatabaseSettings(url, schema=postgres_schema, pool_max_size=3, check_connections=check))
+    try:
+        first = await db.arun("pid", _pid_op(db), read=read)
+        assert _terminate(postgres_url, name) >= 1
+        if not check:
+            with pytest.raises(StorageError, match="pid failed on PostgreSQL"):
+                await db.arun("pid", _pid_op(db), read=read)
+            return
+        second = await db.arun("pid", _pid_op(db), read=read)
+        assert second != first
+    finally:
+        await db.aclose()
+
+
+def test_setup_opens_the_pool_so_the_first_operation_finds_a_connection(
+    postgres_url: str, postgres_schema: str
+) -> None:
+    from local_ai_memory._contracts.runtime import Scope
+
+    backend = PostgresRuntimeBackend(postgres_url, schema=postgres_schema)
+    backend.setup()
+    pool = backend.db._pool
+    assert pool is not None
+    pool.wait(10)  # the first connection is made in the background
+    assert pool.get_stats()["pool_available"] == 1
+    assert backend.get_state(Scope.of("alice", "s1")) == {}
+    assert pool.get_stats()["connections_num"] == 1  # the operation used it: no second connection
+    backend.close()
+
+
+def test_a_read_operation_sends_no_transaction_and_leaves_the_connection_as_it_was(
+    postgres_url: str, postgres_schema: str
+) -> None:
+    """A read runs each statement in autocommit (no BEGIN: ``now()`` is each statement's own
+    start), and the pooled connection goes back out of autocommit, so the next operation is one
+    transaction again."""
+    db = Database(DatabaseSettings(postgres_url, schema=postgres_schema, pool_max_size=1))
+
+    def two() -> Op[tuple[Any, Any]]:
+        first = yield Stmt(db.q("SELECT now()"), fetch="one")
+        second = yield Stmt(db.q("SELECT pg_sleep(0.01), now()"), fetch="one")
+        return first[0], second[1]
+
+    try:
+        first, second = db.run("two", two(), read=True)
+        assert second > first  # each statement its own transaction
+        first, second = db.run("two", two())
+        assert second == first  # one transaction: now() is its start
+        db.run("two", two(), read=True)
+        with db._sync_pool().connection() as conn:  # the pool's one connection, out of autocommit again
+            assert conn.autocommit is False
+    finally:
+        db.close()

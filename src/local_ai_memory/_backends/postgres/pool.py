@@ -6,6 +6,17 @@ their results; :meth:`Database.run` drives it on a connection of the sync pool a
 whole generator runs in one transaction: it commits when the generator returns and rolls back
 when anything raises, so a killed process or a cut connection leaves no partial record.
 
+A connection is not probed when it is taken for an operation (that would be one more round trip
+each time): the operation's ``BEGIN`` is the probe. A connection found dead there (the server
+restarted, or ended it) has run nothing of the operation, so it is dropped and the operation
+starts again on another (:func:`_dead_at_begin`); once the statements have begun, a cut
+connection is an error, as before. An operation run with ``read=True`` (one that only reads, a
+statement at a time, such as a single ``SELECT``) sends no ``BEGIN``/``COMMIT``: each statement is
+its own transaction, one round trip instead of three, and a statement that finds its connection
+dead is sent again on another (it changed nothing). The sync pool opens with the schema setup
+(:meth:`Database.open`), so its first connection is made in the background while the
+application builds the rest, not inside its first call.
+
 Errors become the library's own: a failed connection is a :class:`StorageError` naming host
 and database (never the password), a pool that stays exhausted past ``pool_timeout`` is a
 :class:`LockTimeoutError`.
@@ -65,6 +76,8 @@ class DatabaseSettings:
     connect_timeout: float = 10.0
     prepare_threshold: int | None = 5
     check_connections: bool = True
+    """Replace a connection found dead at ``BEGIN`` and run the operation on another
+    (``False``: the operation fails with the dead connection's error)."""
 
 
 def describe_url(url: str) -> str:
@@ -150,12 +163,21 @@ class Database:
                         max_size=self.settings.pool_max_size,
                         timeout=self.settings.pool_timeout,
                         kwargs=self._kwargs(),
-                        check=ConnectionPool.check_connection if self.settings.check_connections else None,
                         name=f"local-ai-memory {self.settings.schema}",
                         open=True,
                     )
                 pool = self._pool
         return pool
+
+    def open(self) -> None:
+        """Open the sync pool now: its first ``pool_min_size`` connections are made in the
+        background, so the first operation finds one ready (schema setup calls this)."""
+        self._sync_pool()
+
+    def _attempts(self) -> int:
+        """How many connections an operation may try: each dead one found at ``BEGIN`` is
+        replaced, and a pool holds at most ``pool_max_size`` (plus one freshly made)."""
+        return self.settings.pool_max_size + 1 if self.settings.check_connections else 1
 
     def _async_connections(self) -> _LoopConnections:
         loop = asyncio.get_running_loop()
@@ -209,53 +231,132 @@ class Database:
             )
         return StorageError(f"{what} failed on PostgreSQL ({self.where}): {_first_line(exc)}")
 
-    def run(self, what: str, op: Op[T], *, pooled: bool = True) -> T:
+    def run(self, what: str, op: Op[T], *, pooled: bool = True, read: bool = False) -> T:
         """Run ``op`` in one transaction on a pooled connection; ``what`` names it in errors.
 
         ``pooled=False`` uses a connection of its own (schema setup: a wrong URL or password
-        fails at once with a clear message instead of after the pool's timeout).
+        fails at once with a clear message instead of after the pool's timeout). ``read=True``
+        is for an operation that only reads and needs no snapshot across its statements (one
+        ``SELECT``): each statement runs on its own, with no ``BEGIN``/``COMMIT`` round trips.
         """
         try:
-            with (
-                self._sync_pool().connection() if pooled else self.connect() as conn,
-                conn.transaction(),
-                conn.cursor(binary=True) as cur,
-            ):
-
-                def execute(stmt: Stmt) -> Any:
-                    if stmt.many is not None:
-                        cur.executemany(stmt.query, stmt.many)
-                        return None
-                    cur.execute(stmt.query, stmt.params)
-                    return _result(cur, stmt.fetch)
-
-                return drive(op, execute)
+            if read and pooled:
+                return drive(op, self._read_statement)
+            if not pooled:
+                with self.connect() as conn:
+                    return _alive(_run_on(conn, op, last=True))
+            pool = self._sync_pool()
+            attempts = self._attempts()
+            for attempt in range(1, attempts + 1):
+                with pool.connection() as conn:  # a dead connection goes back broken: the pool drops it
+                    done = _run_on(conn, op, last=attempt == attempts)
+                if not isinstance(done, _Dead):
+                    return done
+            raise AssertionError("unreachable: the last attempt raises")  # pragma: no cover
         except (psycopg.Error, PoolTimeout) as exc:
             raise self._error(what, exc) from exc
         finally:
             op.close()
 
-    async def arun(self, what: str, op: Op[T], *, pooled: bool = True) -> T:
+    async def arun(self, what: str, op: Op[T], *, pooled: bool = True, read: bool = False) -> T:
         """Async twin of :meth:`run` on this event loop's async pool."""
         try:
-            async with (
-                self._async_connections().connection() if pooled else await self.aconnect() as conn,
-                conn.transaction(),
-                conn.cursor(binary=True) as cur,
-            ):
-
-                async def execute(stmt: Stmt) -> Any:
-                    if stmt.many is not None:
-                        await cur.executemany(stmt.query, stmt.many)
-                        return None
-                    await cur.execute(stmt.query, stmt.params)
-                    return await _aresult(cur, stmt.fetch)
-
-                return await adrive(op, execute)
+            if read and pooled:
+                return await adrive(op, self._aread_statement)
+            if not pooled:
+                async with await self.aconnect() as conn:
+                    return _alive(await _arun_on(conn, op, last=True))
+            connections = self._async_connections()
+            attempts = self._attempts()
+            for attempt in range(1, attempts + 1):
+                async with connections.connection() as conn:
+                    done = await _arun_on(conn, op, last=attempt == attempts)
+                if not isinstance(done, _Dead):
+                    return done
+            raise AssertionError("unreachable: the last attempt raises")  # pragma: no cover
         except (psycopg.Error, PoolTimeout) as exc:
             raise self._error(what, exc) from exc
         finally:
             op.close()
+
+    def _read_statement(self, stmt: Stmt) -> Any:
+        """One statement of a ``read`` operation, in a transaction of its own (autocommit) on a
+        pooled connection; sent again on another connection if this one was dead (see ``run``)."""
+        pool = self._sync_pool()
+        attempts = self._attempts()
+        for attempt in range(1, attempts + 1):
+            with pool.connection() as conn:
+                conn.autocommit = True  # a local flag: no round trip
+                try:
+                    with conn.cursor(binary=True) as cur:
+                        return _execute(cur, stmt)
+                except psycopg.Error as exc:
+                    if attempt == attempts or not _dead_at_begin(conn, exc):
+                        raise
+                finally:
+                    with contextlib.suppress(psycopg.Error):  # a dead connection is dropped by the pool anyway
+                        conn.autocommit = False
+        raise AssertionError("unreachable: the last attempt raises")  # pragma: no cover
+
+    async def _aread_statement(self, stmt: Stmt) -> Any:
+        """Async twin of :meth:`_read_statement` (async connections are in autocommit already)."""
+        connections = self._async_connections()
+        attempts = self._attempts()
+        for attempt in range(1, attempts + 1):
+            async with connections.connection() as conn:
+                try:
+                    async with conn.cursor(binary=True) as cur:
+                        return await _aexecute(cur, stmt)
+                except psycopg.Error as exc:
+                    if attempt == attempts or not _dead_at_begin(conn, exc):
+                        raise
+        raise AssertionError("unreachable: the last attempt raises")  # pragma: no cover
+
+
+class _Dead:
+    """What :func:`_run_on` hands back when the connection was dead at ``BEGIN`` (nothing ran)."""
+
+
+_DEAD = _Dead()
+
+
+def _alive(done: T | _Dead) -> T:
+    """The answer of a last attempt (which raises rather than hand back ``_DEAD``)."""
+    assert not isinstance(done, _Dead)
+    return done
+
+
+def _dead_at_begin(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any], exc: psycopg.Error) -> bool:
+    """Whether ``BEGIN`` failed because the connection is gone (the server ended it or
+    restarted): then no statement of the operation ran and it may start again elsewhere."""
+    return isinstance(exc, psycopg.OperationalError) and (conn.broken or conn.closed)
+
+
+def _run_on(conn: psycopg.Connection[Any], op: Op[T], *, last: bool) -> T | _Dead:
+    """``op`` in one transaction on ``conn``; ``_DEAD`` if ``conn`` was dead at ``BEGIN`` and
+    this is not the ``last`` attempt."""
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(conn.transaction())
+        except psycopg.Error as exc:
+            if not last and _dead_at_begin(conn, exc):
+                return _DEAD
+            raise
+        cur = stack.enter_context(conn.cursor(binary=True))
+        return drive(op, lambda stmt: _execute(cur, stmt))
+
+
+async def _arun_on(conn: psycopg.AsyncConnection[Any], op: Op[T], *, last: bool) -> T | _Dead:
+    """Async twin of :func:`_run_on`."""
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            await stack.enter_async_context(conn.transaction())
+        except psycopg.Error as exc:
+            if not last and _dead_at_begin(conn, exc):
+                return _DEAD
+            raise
+        cur = await stack.enter_async_context(conn.cursor(binary=True))
+        return await adrive(op, lambda stmt: _aexecute(cur, stmt))
 
 
 class _LoopConnections:
@@ -304,13 +405,7 @@ class _LoopConnections:
                 candidate = self._idle.pop()
                 if candidate.closed or candidate.broken:
                     continue
-                if self.db.settings.check_connections:
-                    try:
-                        await candidate.execute("")
-                    except psycopg.Error:
-                        await candidate.close()
-                        continue
-                conn = candidate
+                conn = candidate  # not probed: the operation's BEGIN is the probe (Database.arun)
             if conn is None:
                 conn = await self.db.aconnect()
             yield conn
@@ -321,6 +416,24 @@ class _LoopConnections:
                 else:
                     self._idle.append(conn)
             self._slots.release()
+
+
+def _execute(cur: psycopg.Cursor[Any], stmt: Stmt) -> Any:
+    """Run one statement of an operation on ``cur``; what it hands back (see :func:`_result`)."""
+    if stmt.many is not None:
+        cur.executemany(stmt.query, stmt.many)
+        return None
+    cur.execute(stmt.query, stmt.params)
+    return _result(cur, stmt.fetch)
+
+
+async def _aexecute(cur: psycopg.AsyncCursor[Any], stmt: Stmt) -> Any:
+    """Async twin of :func:`_execute`."""
+    if stmt.many is not None:
+        await cur.executemany(stmt.query, stmt.many)
+        return None
+    await cur.execute(stmt.query, stmt.params)
+    return await _aresult(cur, stmt.fetch)
 
 
 def _has_rows(cur: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> bool:

@@ -310,10 +310,10 @@ class PostgresRuntimeBackend(PgStorage, RuntimeBackend):
         return await self.arun("rewrite_plan_steps", self._rewrite_steps(scope, plan_id, change))
 
     def get_plans(self, scope: Scope) -> dict[str, Any]:
-        return self.run("get_plans", self._get_plans(scope))
+        return self.run("get_plans", self._get_plans(scope), read=True)
 
     async def aget_plans(self, scope: Scope) -> dict[str, Any]:
-        return await self.arun("get_plans", self._get_plans(scope))
+        return await self.arun("get_plans", self._get_plans(scope), read=True)
 
     def update_plans(self, scope: Scope, change: PlansChange) -> dict[str, Any]:
         return self.run("update_plans", self._update_plans(scope, change))
@@ -328,16 +328,16 @@ class PostgresRuntimeBackend(PgStorage, RuntimeBackend):
         return await self.arun("append_plan_steps", self._append_steps(scope, plan_id, steps))
 
     def read_plan_steps(self, scope: Scope, plan_id: str, cursor: str | None = None) -> PlanSteps:
-        return self.run("read_plan_steps", self._read_steps(scope, plan_id, cursor))
+        return self.run("read_plan_steps", self._read_steps(scope, plan_id, cursor), read=True)
 
     async def aread_plan_steps(self, scope: Scope, plan_id: str, cursor: str | None = None) -> PlanSteps:
-        return await self.arun("read_plan_steps", self._read_steps(scope, plan_id, cursor))
+        return await self.arun("read_plan_steps", self._read_steps(scope, plan_id, cursor), read=True)
 
     def get_plan_steps(self, scope: Scope, plan_id: str) -> list[dict[str, Any]]:
-        return self.run("get_plan_steps", self._get_steps(scope, plan_id))
+        return self.run("get_plan_steps", self._get_steps(scope, plan_id), read=True)
 
     async def aget_plan_steps(self, scope: Scope, plan_id: str) -> list[dict[str, Any]]:
-        return await self.arun("get_plan_steps", self._get_steps(scope, plan_id))
+        return await self.arun("get_plan_steps", self._get_steps(scope, plan_id), read=True)
 
     def clear_plan_steps(self, scope: Scope, plan_id: str) -> None:
         self.run("clear_plan_steps", self._clear_steps(scope, plan_id))

@@ -71,10 +71,14 @@ class PgStorage:
         self._setup_lock = threading.Lock()
 
     def setup(self) -> int:
-        """Create or upgrade the schema now (safe on many hosts at once); return migrations run."""
+        """Create or upgrade the schema now (safe on many hosts at once); return migrations run.
+
+        Also opens the sync pool, whose first connection is then made in the background: a
+        process's first operation (a fresh ``get_state``) finds it ready instead of paying it."""
         with self._setup_lock:
             ran = migrate(self.db)
             self.db.ready = True
+        self.db.open()
         return ran
 
     async def asetup(self) -> int:
@@ -83,18 +87,20 @@ class PgStorage:
         self.db.ready = True
         return ran
 
-    def run(self, what: str, op: Op[T]) -> T:
+    def run(self, what: str, op: Op[T], *, read: bool = False) -> T:
+        """``op`` in one transaction (``read``: a read-only operation, see :meth:`Database.run`)."""
         if not self.db.ready:
             with self._setup_lock:
                 if not self.db.ready:
                     migrate(self.db)
                     self.db.ready = True
-        return self.db.run(what, op)
+        return self.db.run(what, op, read=read)
 
-    async def arun(self, what: str, op: Op[T]) -> T:
+    async def arun(self, what: str, op: Op[T], *, read: bool = False) -> T:
+        """Async twin of :meth:`run`."""
         if not self.db.ready:
             await self.asetup()
-        return await self.db.arun(what, op)
+        return await self.db.arun(what, op, read=read)
 
     def close(self) -> None:
         """Close the connection pools."""
