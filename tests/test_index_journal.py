@@ -18,7 +18,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ import pytest
 
 from local_ai_memory import close_shared_stores
 from local_ai_memory._knowledge import index as index_module
-from local_ai_memory._knowledge.index import JOURNAL_NAME, collector_paused, journal_bound
+from local_ai_memory._knowledge.index import JOURNAL_NAME, journal_bound
 from local_ai_memory._knowledge.index_file import parse_index, serialize_index, stored_entries
 from local_ai_memory._knowledge.store import MemoryStore
 from local_ai_memory._shared.config import MemoryConfig
@@ -457,37 +456,6 @@ def test_snapshot_checksums_that_do_not_fit_are_not_trusted(tmp_path: Path, dama
 
 
 # -- the collector pause of bulk loads -----------------------------------------------------------
-def test_the_collector_pause_nests_across_threads_and_restores_what_it_found() -> None:
-    assert gc.isenabled()
-    inside = threading.Event()
-    leave = threading.Event()
-
-    def other() -> None:
-        with collector_paused():
-            inside.set()
-            leave.wait(5)
-
-    thread = threading.Thread(target=other)
-    with collector_paused():
-        assert not gc.isenabled()
-        thread.start()
-        assert inside.wait(5)
-    assert not gc.isenabled()  # the other thread's load is still going: still paused
-    leave.set()
-    thread.join(5)
-    assert gc.isenabled()
-    with pytest.raises(RuntimeError), collector_paused():
-        raise RuntimeError("a failed load turns it back on too")
-    assert gc.isenabled()
-    gc.disable()  # switched off by the application: a load leaves it off
-    try:
-        with collector_paused():
-            pass
-        assert not gc.isenabled()
-    finally:
-        gc.enable()
-
-
 def test_a_fresh_process_loads_without_full_collections_inside_the_loads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

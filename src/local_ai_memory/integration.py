@@ -21,6 +21,8 @@ calls it instead of re-implementing it:
 * :func:`atomic_write` replaces a small file of the integration's own (a cache, a record) the
   way the memory writes its files: temp file, rename, fsync unless ``durable=False``, one
   owner of the write syscalls so fault-injection tests see it;
+* :func:`collector_paused` pauses Python's cyclic garbage collector over a bulk build (a
+  thread's thousands of messages), nesting with the memory's own loads;
 * :func:`note_filename` is the file name of a user's note (the naming rule that keeps
   ``bob`` out of ``bob_admin``'s notes), for integrations that address notes by name.
 """
@@ -45,6 +47,7 @@ from local_ai_memory._runtime.tool_results import (
     make_reference,
     parse_reference,
 )
+from local_ai_memory._shared.collector import collector_paused
 from local_ai_memory._shared.drive import adrive, drive
 from local_ai_memory._shared.events import log_event
 from local_ai_memory._shared.fs import atomic_write
@@ -63,6 +66,7 @@ __all__ = [
     "atomic_write",
     "build_selection_prompt",
     "checkpoint_log",
+    "collector_paused",
     "drive",
     "finish_run",
     "load_checkpoint",

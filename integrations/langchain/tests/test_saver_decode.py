@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import random
 import uuid
 from typing import Any
@@ -18,7 +17,7 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
-from langchain_local_ai_memory._message_decode import collector_paused, list_loader, loader
+from langchain_local_ai_memory._message_decode import list_loader, loader
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 
@@ -187,46 +186,3 @@ def test_other_serializers_decode_their_own_way() -> None:
     assert list_loader(mine)([mine.dumps_typed(HumanMessage("x", id="1"))]) == [HumanMessage("x", id="1")]
     hooked = JsonPlusSerializer(__unpack_ext_hook__=lambda code, data: ("ext", code))
     assert loader(hooked) == hooked.loads_typed
-
-
-def _in_generation(obj: object, generation: int) -> bool:
-    return any(found is obj for found in gc.get_objects(generation=generation))
-
-
-@pytest.mark.parametrize("enabled", [True, False])
-def test_what_is_built_with_the_collector_paused_goes_to_the_oldest_generation(enabled: bool) -> None:
-    """No young collection walks a large build's values after the pause, a small build is left
-    to the collector, and the collector's state is kept."""
-    was = gc.isenabled()
-    (gc.enable if enabled else gc.disable)()
-    try:
-        gc.collect()
-        with collector_paused():
-            assert not gc.isenabled()
-            small = [[n] for n in range(10)]
-        assert gc.isenabled() is enabled
-        assert not _in_generation(small, 2)  # a small build is not moved
-        with collector_paused():
-            built = [[n] for n in range(20 * gc.get_threshold()[0])]
-        assert gc.isenabled() is enabled
-        if enabled:
-            assert _in_generation(built, 2)
-            assert not _in_generation(built, 0)
-        else:  # nothing was paused, so nothing is moved
-            assert not _in_generation(built, 2)
-    finally:
-        (gc.enable if was else gc.disable)()
-
-
-def test_the_applications_frozen_objects_stay_frozen() -> None:
-    kept = [["frozen by the application"]]
-    gc.freeze()
-    frozen = gc.get_freeze_count()
-    try:
-        with collector_paused():
-            built = [[n] for n in range(20 * gc.get_threshold()[0])]
-        assert gc.get_freeze_count() == frozen  # not released by the move
-        assert not _in_generation(kept, 2)  # still frozen: in no generation
-        assert not _in_generation(built, 2)  # the move was skipped
-    finally:
-        gc.unfreeze()

@@ -21,12 +21,10 @@ change: they are kept in the blobs too, so no other process re-reads them either
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import threading
 import time
 import uuid
-from collections.abc import Container, Iterator, Mapping
+from collections.abc import Container, Mapping
 from typing import TypeVar
 
 from local_ai_memory._contracts.knowledge import KnowledgeBackend, is_note_name
@@ -51,7 +49,6 @@ __all__ = [
     "EntryKey",
     "KnowledgeIndex",
     "StoredIndex",
-    "collector_paused",
     "journal_bound",
 ]
 
@@ -68,35 +65,6 @@ def journal_bound(entries: int) -> int:
     stay a constant share of the writes' cost (amortized O(1) per write), while a new process
     replays and re-reads at most that many notes beyond its snapshots."""
     return max(JOURNAL_MIN, entries // JOURNAL_RATIO)
-
-
-_paused_lock = threading.Lock()
-_paused_depth = 0  # sections in progress that paused the collector (any thread)
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector for a bulk load (an index, a listing, a ranker
-    snapshot). Loading 10k entries allocates enough objects to set off full collections, each a
-    walk over every object of the process: measured, two of them cost 80-100 ms of a fresh
-    process's first query at 10k notes. What these loads build holds no reference cycles, so
-    nothing waits for the collector meanwhile. Sections nest across threads: the last one to
-    end turns the collector back on, and only if it was on when the first one began."""
-    global _paused_depth
-    with _paused_lock:
-        counted = _paused_depth > 0 or gc.isenabled()  # else switched off by someone else: left so
-        if counted:
-            if _paused_depth == 0:
-                gc.disable()
-            _paused_depth += 1
-    try:
-        yield
-    finally:
-        if counted:
-            with _paused_lock:
-                _paused_depth -= 1
-                if _paused_depth == 0:
-                    gc.enable()
 
 
 EntryKey = tuple[str, str]  # (category, filename)

@@ -34,10 +34,11 @@ from typing import Literal
 
 from local_ai_memory._contracts.knowledge import KnowledgeBackend, NoteInfo, is_note_name
 from local_ai_memory._knowledge.bm25 import CountedDoc, count_terms
-from local_ai_memory._knowledge.index import EntryKey, KnowledgeIndex, collector_paused
+from local_ai_memory._knowledge.index import EntryKey, KnowledgeIndex
 from local_ai_memory._knowledge.index_file import IndexEntry, RankingField, extract_metadata, ranking_tokens, tokenize
 from local_ai_memory._knowledge.rankers import RankerCache
 from local_ai_memory._knowledge.token_marks import PackedMarks, count_marks, pack_marks
+from local_ai_memory._shared.collector import collector_paused
 from local_ai_memory._shared.errors import InvalidInputError
 from local_ai_memory._shared.events import Event, log_event
 from local_ai_memory._shared.naming import owner_of, user_file_prefix

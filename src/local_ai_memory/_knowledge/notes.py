@@ -41,7 +41,7 @@ from local_ai_memory._contracts.knowledge import (
     erasure_marker,
     is_note_name,
 )
-from local_ai_memory._knowledge.index import INDEX_NAME, KnowledgeIndex, collector_paused
+from local_ai_memory._knowledge.index import INDEX_NAME, KnowledgeIndex
 from local_ai_memory._knowledge.index_file import (
     INDEX_VERSION,
     IndexEntry,
@@ -57,6 +57,7 @@ from local_ai_memory._knowledge.roots import RootKey, RootParts, shared_parts
 from local_ai_memory._knowledge.search import embedding_text
 from local_ai_memory._knowledge.service import watch_automatically
 from local_ai_memory._shared import fs as _fs
+from local_ai_memory._shared.collector import collector_paused
 from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.errors import (
     ConfigError,

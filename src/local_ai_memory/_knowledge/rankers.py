@@ -40,8 +40,9 @@ from local_ai_memory._knowledge.bm25 import (
     snapshot_bytes,
     unpack_texts,
 )
-from local_ai_memory._knowledge.index import KnowledgeIndex, collector_paused, journal_bound
+from local_ai_memory._knowledge.index import KnowledgeIndex, journal_bound
 from local_ai_memory._knowledge.index_file import IndexEntry, RankingField, metadata_checksum
+from local_ai_memory._shared.collector import collector_paused
 from local_ai_memory._shared.errors import StorageError
 from local_ai_memory._shared.events import Event, log_event
 from local_ai_memory._shared.naming import user_file_prefix

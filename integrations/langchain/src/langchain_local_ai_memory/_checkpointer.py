@@ -66,9 +66,9 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from local_ai_memory import InvalidInputError, Memory, MemoryConfig, StorageError, UnsupportedFormatError
 from local_ai_memory.backends import PlanSteps, RuntimeBackend, Scope, ScopeInfo, StepsChange
-from local_ai_memory.integration import adrive, checkpoint_log, drive
+from local_ai_memory.integration import adrive, checkpoint_log, collector_paused, drive
 
-from ._message_decode import collector_paused, list_loader, loader
+from ._message_decode import list_loader, loader
 from ._scope import memory_of
 
 __all__ = ["LocalMemorySaver"]

@@ -22,10 +22,8 @@ paths object for object (type, fields, fields set, extras) over many messages, t
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +32,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import EXT_PYDANTIC_V2, JsonPlusSerializer
 
-__all__ = ["collector_paused", "list_loader", "loader"]
+__all__ = ["list_loader", "loader"]
 
 Loads = Callable[[tuple[str, bytes]], Any]
 LoadsList = Callable[[Sequence[tuple[str, bytes]]], list[Any]]
@@ -196,36 +194,6 @@ def _allowed(serde: JsonPlusSerializer) -> dict[tuple[str, str], _Kind]:
         return {}
     listed = {*SAFE_MSGPACK_TYPES, *(allowed or ())}
     return {key: kind for key, kind in _KINDS.items() if key in listed}
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector while a list is decoded: decoding thousands of messages
-    allocates enough objects to set off full collections, each a walk over every object of the
-    process (in a fresh read, most of the time went there). What is built holds no cycles; the
-    collector runs again as before afterwards (left off if something else had turned it off).
-
-    Before it runs again, what a large build made (more than ten young collections' worth of
-    objects) goes straight to the oldest generation (``gc.freeze()`` then ``gc.unfreeze()``: two
-    list moves, no walk). Otherwise the first allocation after the
-    pause sets off a young collection that walks every object just built (6-8 ms of CPU of a
-    fresh ``get_state`` at 1,000 steps, about 45 ms in all). The values are long-lived (the
-    caller keeps them), so that is where they belong. Other young objects of the process move
-    with them, so any garbage cycles among them wait for the next full collection (hence only
-    after large builds, where the walk costs; a small one is left to the collector). If the
-    application has frozen objects itself (``gc.get_freeze_count()``, e.g. before forking
-    workers), the move is skipped, because ``unfreeze`` would release those objects too."""
-    paused = gc.isenabled()
-    if paused:
-        gc.disable()
-    try:
-        yield
-    finally:
-        if paused:
-            if gc.get_count()[0] > 10 * gc.get_threshold()[0] and not gc.get_freeze_count():
-                gc.freeze()
-                gc.unfreeze()
-            gc.enable()
 
 
 def _fast(serde: JsonPlusSerializer) -> Loads:
