@@ -226,3 +226,46 @@ def test_a_read_operation_sends_no_transaction_and_leaves_the_connection_as_it_w
             assert conn.autocommit is False
     finally:
         db.close()
+
+
+def test_a_database_dropped_unclosed_closes_its_pool_even_when_a_pool_worker_collects_it(
+    postgres_url: str, postgres_schema: str
+) -> None:
+    """A memory dropped without ``close`` is freed by whatever thread runs the next collection,
+    one of its pool's workers included; a worker cannot wait for itself, so the pool is closed
+    from a thread of its own, with no unraisable error and no connection left open."""
+    import gc
+    import sys
+    import time
+    import weakref
+
+    from psycopg_pool.pool import MaintenanceTask
+
+    unraisable: list[Any] = []
+    hook, sys.unraisablehook = sys.unraisablehook, unraisable.append
+    try:
+        db = Database(DatabaseSettings(postgres_url, schema=postgres_schema))
+        db.open()
+        pool = db._sync_pool()
+        pool.wait(10)
+        cycle: dict[str, Any] = {"db": db}
+        cycle["self"] = cycle  # reachable only through a cycle, as a dropped Memory is
+        pool_ref = weakref.ref(pool)
+        collected = threading.Event()
+
+        class Collect(MaintenanceTask):
+            def _run(self, pool: Any) -> None:
+                gc.collect()
+                collected.set()
+
+        task = Collect(pool)
+        del db, cycle, pool
+        task.pool().run_task(task)  # type: ignore[union-attr]
+        assert collected.wait(10)
+        deadline = time.monotonic() + 10
+        while (found := pool_ref()) is not None and not found.closed:
+            assert time.monotonic() < deadline, "the dropped pool was never closed"
+            time.sleep(0.01)
+    finally:
+        sys.unraisablehook = hook
+    assert unraisable == []

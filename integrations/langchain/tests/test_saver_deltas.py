@@ -287,8 +287,8 @@ CHILD = Path(__file__).parent / "delta_child.py"
 def _read_thread(root: Path, database: list[str]) -> list[Any]:
     from delta_child import body, open_memory
 
-    saver = LocalMemorySaver(open_memory(root, database), user_id="u")
-    found = saver.get_tuple({"configurable": {"thread_id": "t"}})
+    with open_memory(root, database) as memory:  # closed: its pool's threads end here, not in a collection
+        found = LocalMemorySaver(memory, user_id="u").get_tuple({"configurable": {"thread_id": "t"}})
     messages = found.checkpoint["channel_values"].get("messages", []) if found else []
     assert [m.content for m in messages] == [body(n) for n in range(len(messages))]  # whole, in order
     return messages

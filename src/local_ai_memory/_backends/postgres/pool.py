@@ -166,6 +166,7 @@ class Database:
                         name=f"local-ai-memory {self.settings.schema}",
                         open=True,
                     )
+                    weakref.finalize(self, _close_abandoned, self._pool)
                 pool = self._pool
         return pool
 
@@ -311,6 +312,20 @@ class Database:
                     if attempt == attempts or not _dead_at_begin(conn, exc):
                         raise
         raise AssertionError("unreachable: the last attempt raises")  # pragma: no cover
+
+
+def _close_abandoned(pool: ConnectionPool) -> None:
+    """Close the pool of a :class:`Database` dropped without :meth:`Database.close`.
+
+    The garbage collection that drops it can run on any thread, one of the pool's own workers
+    included, and a worker cannot wait for itself to stop: the pool's own finalizer then fails
+    with "cannot join current thread" and leaves its connections open. So the pool is closed
+    from a thread of its own (directly while the interpreter exits, when no thread starts).
+    A pool already closed returns at once."""
+    try:
+        threading.Thread(target=pool.close, name=f"{pool.name} close", daemon=True).start()
+    except RuntimeError:  # interpreter shutdown: no new threads
+        pool.close()
 
 
 class _Dead:
