@@ -21,9 +21,11 @@ Printed: total bytes of the checkpoints at steps 10, 100 and the last (the saver
 the externalized outputs are the same for every saver and kept by the memory); bytes per step between
 those marks; mean ``put`` time per step over the last tenth of the run; the first ``get_state`` in
 a fresh process (the saver opened there, the graph compiled, then one timed call), at step 300
-(every saver, the same point) and at the saver's last step; ``get_state_history`` of the last 50
-checkpoints in that process; and the *decode floor*: the time LangGraph's serializer takes to
-decode that conversation's messages one by one, which LangGraph's savers' fresh ``get_state`` pays
+(every saver, the same point) and at the saver's last step, each the median of ``FRESH_RUNS``
+fresh processes (one process is one sample of a figure the machine's load makes noisy);
+``get_state_history`` of the last 50 checkpoints in that process; and the *decode floor*: the
+time LangGraph's serializer takes to decode that conversation's messages one by one, which
+LangGraph's savers' fresh ``get_state`` pays
 (``LocalMemorySaver`` builds the common message classes from their stored fields directly).
 LangGraph's savers store every changed value whole, so their totals grow with the square of the
 steps: they stop at ``--peer-steps`` (300 by default) and their total at ``--steps`` is
@@ -37,6 +39,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -54,6 +57,7 @@ from langchain_core.tools import tool
 
 MARKS = (10, 100, 300, 1000)
 COMMON = 300  # the step at which every saver's fresh read is measured
+FRESH_RUNS = 5  # fresh processes per fresh-read figure (their median is printed)
 TOOL_TEXT = "The lookup found these lines of the ledger. " * 16  # ~700 characters
 BIG_EVERY = 20
 BIG_TEXT = "A long report line of the ledger, kept whole by the memory. " * 680  # ~40 KB: externalized
@@ -197,20 +201,30 @@ SAVERS: dict[str, tuple[Callable[[Path, str], Any], bool]] = {  # name -> (opene
 
 
 def _fresh_read(spec: dict[str, Any], steps: int) -> dict[str, float]:
-    """First get_state ms, get_state_history of 50 ms and the decode floor ms, in a new process."""
+    """First get_state ms (wall and CPU), get_state_history of 50 ms and the decode floor ms: each
+    the median over ``FRESH_RUNS`` new processes, one after another (the same rule for every saver).
+
+    One process is one sample of a noisy figure: on a shared machine the CPU time of the same read
+    doubles now and then (another process on the core, a server's background work after the run's
+    writes), so a single sample said more about the minute it was taken in than about the saver.
+    Each sample still pays everything a user's first ``get_state`` pays in a new process (the
+    saver opened there, the graph compiled, then the timed call: connection, read, decode).
+    """
     if spec.get("kind") is None:
         return {"first": float("nan"), "first_cpu": float("nan"), "history": float("nan"), "floor": float("nan")}
-    done = subprocess.run(
-        [sys.executable, __file__, "--child", json.dumps({**spec, "steps": steps})],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=900,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(done.stderr)
-    found: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
-    return found
+    samples: list[dict[str, float]] = []
+    for _ in range(FRESH_RUNS):
+        done = subprocess.run(
+            [sys.executable, __file__, "--child", json.dumps({**spec, "steps": steps})],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=900,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(done.stderr)
+        samples.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    return {key: statistics.median(sample[key] for sample in samples) for key in samples[0]}
 
 
 def _child(spec: dict[str, Any]) -> None:
@@ -411,7 +425,8 @@ def main() -> None:
             print(f"  {row['name']:30} {row['first_common'] / sqlite['first_common']:.2f}x")
     print(
         f"put ms @N: mean put over steps 0.9N..N (the same window for every saver at N={common}); @last: at the"
-        " saver's own last step. fresh get_state @300: a new process reads the thread as it is at step 300;"
+        " saver's own last step. fresh get_state @300: a new process reads the thread as it is at step 300"
+        f" (every fresh-process figure is the median of {FRESH_RUNS} processes);"
         " (cpu): the CPU time of that process's read at the last step, which load on the machine inflates less;"
         " @last, history 50 and the decode floor (LangGraph's serializer decoding that conversation's messages"
         " one by one, which LangGraph's savers pay) at the saver's last step."

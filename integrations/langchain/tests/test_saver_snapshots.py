@@ -222,6 +222,8 @@ def test_a_snapshot_holds_the_conversation_once_and_a_window_within_its_share(tm
     with _log_settings(**often):  # the default share of the values
         _both(memory, range(30, 31), reference)
     record, folded, whole = snapshot()
+    # A fresh read sizes the snapshot from its fold: the same figure as walking the record again.
+    assert record.size(folded) == checkpoint_log.entry_size(record.to_step()) > 0
     values = checkpoint_log._values_size(folded, folded.latest)
     own = sum(len(json.dumps(entry)) for entry in record.entries if entry["t"] in ("checkpoint", "writes"))
     assert 2 <= len(folded.checkpoints) < len(whole.checkpoints)

@@ -467,10 +467,9 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
                 base = seed.fold() if cached is None else None
                 if base is None:
                     return None
+                seed_size = seed.size(base)  # before the log after it is folded in
                 folded = checkpoint_log.fold_log(read.steps, into=base)
-                growth = _Growth(
-                    sum(map(checkpoint_log.entry_size, read.steps)), checkpoint_log.entry_size(seed.to_step())
-                )
+                growth = _Growth(sum(map(checkpoint_log.entry_size, read.steps)), seed_size)
             elif cached is not None and cached[0] == cursor:
                 folded = checkpoint_log.fold_log(read.steps, into=cached[1])
             else:
