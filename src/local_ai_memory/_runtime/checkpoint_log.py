@@ -535,17 +535,23 @@ class Snapshot:
         snapshot without a second walk over every stored item (a write of the same task and index
         twice in the window is counted once here, which no estimate needs)."""
         checkpoints = sum(1 for entry in self.entries if entry.get("t") == "checkpoint")
-        return 256 + 256 * len(self.entries) + 768 * checkpoints + folded.size
+        return _ENTRY_SHARE * (1 + len(self.entries)) + _CHECKPOINT_SHARE * checkpoints + folded.size
+
+
+_ENTRY_SHARE = 256
+"""Bytes :func:`entry_size` counts for any entry beyond its stored values (keys, ids, framing)."""
+_CHECKPOINT_SHARE = 768
+"""Bytes it counts beyond that for a checkpoint entry (its metadata and channel versions)."""
 
 
 def entry_size(entry: dict[str, Any]) -> int:
     """About how many bytes ``entry`` takes in a log: its stored values and a fixed share for the
     rest (what the saver counts to decide when a new snapshot is due; no exact figure is needed)."""
     kind = entry.get("t")
-    size = 256
+    size = _ENTRY_SHARE
     try:
         if kind == "checkpoint":
-            size += 768 + sum(_blob_size(blob) for blob in entry["blobs"].values())
+            size += _CHECKPOINT_SHARE + sum(_blob_size(blob) for blob in entry["blobs"].values())
         elif kind == "blobs":
             size += sum(_blob_size(blob) for _, blob in entry["blobs"])
         elif kind == "writes":
