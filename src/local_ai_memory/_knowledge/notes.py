@@ -433,8 +433,11 @@ class KnowledgeNotes:
             vectors = 0
             if self.embedder is not None:
                 vectors = self._vector_cache(self.embedder).discard(embedded)
-            # A snapshot, not journal lines: the forgotten names leave the stored index at once.
-            self._index.compact()
+        # A snapshot, not journal lines: the forgotten names leave the stored index at once. Taken
+        # outside the store's lock, as every index write is: the index takes its write lock and
+        # then this one, and a watcher's flush holding the write lock waited for us while we
+        # waited for it (a deadlock seen in test_auto_watch).
+        self._index.compact()
         return ForgottenNotes(notes, size, snapshots, vectors)
 
     # -- index -----------------------------------------------------------------------------------
