@@ -241,6 +241,38 @@ def test_a_watched_store_learns_of_a_forgetting_elsewhere_from_its_watcher(tmp_p
     assert len(memory.knowledge.search("kestrel", "alice")) == 1
 
 
+def test_forgetting_a_user_while_a_flush_holds_the_index_write_lock_does_not_deadlock(tmp_path: Path) -> None:
+    """A watcher's flush takes the index's write lock, then the store's lock; forgetting a user
+    must not hold the store's lock while it waits for the write lock (it did, and the two waited
+    for each other until pytest-timeout ended the marker test below)."""
+    memory = Memory.open(tmp_path, fsync=False, auto_watch=False)
+    memory.knowledge.write_note("bob", "deploy", "# deploy\n\nkestrel deploy")
+    store = memory.knowledge.store
+    index = store._index
+    holding = threading.Event()
+    flushed = threading.Event()
+    forgotten = threading.Event()
+
+    def flush_like_a_watcher() -> None:
+        with index._write_lock:
+            holding.set()
+            time.sleep(0.3)  # forget_user starts meanwhile
+            with index.lock:
+                flushed.set()
+
+    def forget() -> None:
+        store.forget_user("bob")
+        forgotten.set()
+
+    threading.Thread(target=flush_like_a_watcher, daemon=True).start()
+    assert holding.wait(5)
+    threading.Thread(target=forget, daemon=True).start()
+    assert flushed.wait(10), "the flush waited for the store's lock forever"
+    assert forgotten.wait(10), "forget_user waited for the index's write lock forever"
+    assert memory.knowledge.search("kestrel", "bob") == []
+    memory.close()
+
+
 def test_a_watcher_starting_while_a_marker_exists_follows_it(tmp_path: Path) -> None:
     memory = Memory.open(tmp_path, fsync=False, auto_watch=True)
     memory.knowledge.write_note("bob", "deploy", "# deploy\n\nkestrel deploy")
