@@ -255,7 +255,10 @@ def _kill_loop(server: rs.ForkServer, workload: str, root: Path, kills: int, bud
     # machine a write can slip between the random kill times for a while: keep trying, bounded).
     while (done < kills or (large and orphans == 0 and done < 4 * kills)) and time.monotonic() < deadline:
         pid = server.start(workload, root, done)
-        time.sleep(rng.uniform(0.0, SLOWER.get(workload, 0.04)))
+        # After each full quota with no write cut short, the kill window doubles: on a loaded
+        # machine a child may reach its write only after the usual window has passed.
+        widen = 2 ** (done // kills) if large and orphans == 0 else 1
+        time.sleep(rng.uniform(0.0, SLOWER.get(workload, 0.04) * widen))
         os.kill(pid, signal.SIGKILL)
         status = server.reap(pid)
         assert os.WIFSIGNALED(status), f"writer ended by itself (status {status}): it crashed"
