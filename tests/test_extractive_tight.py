@@ -125,9 +125,9 @@ def test_clauses_too_long_for_one_bullet_stay_apart() -> None:
 
 
 def test_an_english_line_loses_its_articles_but_not_code_quotes_or_names() -> None:
-    line = "The planner walks `the_idx` backwards and filters out 21.9M rows of the table, says \"the end\"."
+    line = 'The planner walks `the_idx` backwards and filters out 21.9M rows of the table, says "the end".'
     short = _without_articles(line)
-    assert short == "Planner walks `the_idx` backwards and filters out 21.9M rows of table, says \"the end\"."
+    assert short == 'Planner walks `the_idx` backwards and filters out 21.9M rows of table, says "the end".'
     assert COUNTER.count(short) < COUNTER.count(line)
     assert _without_articles("Option A is cheaper than the option B.") == "Option A is cheaper than option B."
     assert _without_articles("The test shows that the queue is full.") == "Test shows queue is full."
