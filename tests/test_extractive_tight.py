@@ -19,6 +19,7 @@ from local_ai_memory._runtime.extractive import (
     extract_summary,
     next_goal,
     secret_key,
+    secret_value,
 )
 from local_ai_memory._runtime.messages import to_messages
 from local_ai_memory._runtime.summary import DECISIONS, DISCOVERIES, USER_MARK, render_summary
@@ -93,15 +94,39 @@ def test_a_fact_stated_only_in_tool_output_reaches_l1_as_a_short_field_line() ->
         ("client_secret", True),
         ("Authorization", True),
         ("session_cookie", True),
+        ("STRIPE_KEY", True),
+        ("key", False),
     ],
 )
 def test_a_name_is_secret_when_a_whole_word_of_it_says_so(name: str, secret: bool) -> None:
     assert secret_key(name) is secret
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        "sk_live_51HqLyjWDarjtT1zdp7dc",
+        "ghp_16C7e42F292c6912E7710c838347Ae178B4a",
+        "AKIAIOSFODNN7EXAMPLE",
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig",
+        "postgres://app:pass@db-1/shop",
+        "the admin password is hunter2",
+    ],
+)
+def test_a_value_shaped_like_a_key_or_naming_a_secret_is_secret(value: str) -> None:
+    assert secret_value(value)
+    assert _tool_fields(f"DATABASE: {value}") == []
+
+
+def test_an_ordinary_value_is_no_secret() -> None:
+    assert not secret_value("2025-03-21 11:04:52+00:00")
+    assert not secret_value("scikit-learn 1.4.2, ask-later")
+
+
 def test_a_call_argument_named_like_a_secret_only_in_part_is_still_said() -> None:
     assert _argument_words('{"author": "priya", "max_tokens": 512}') == "author=priya, max_tokens=512"
     assert _argument_words('{"repo": "acme/shop", "github_token": "ghp_x1y2"}') == "acme/shop"
+    assert _argument_words('{"repo": "acme/shop", "header": "sk-proj-Ab12Cd34Ef56"}') == "acme/shop"
 
 
 def test_kept_clauses_of_one_sentence_make_one_bullet_and_pay_its_mark_once() -> None:

@@ -689,7 +689,7 @@ def _tool_fields(content: str) -> list[str]:
             or len(value.split()) > _VALUE_WORDS
             or _LOG_KEY.match(key)
             or secret_key(key)
-            or any(secret_key(word) for word in value.split())
+            or secret_value(value)
             or re.search(r"[.!?]\s+\S", value)
             or not _SPECIFIC_WORD.search(value)
             or value.startswith(("{", "["))
@@ -862,7 +862,21 @@ def secret_key(name: str) -> bool:
     """
     words = [word.lower() for word in _NAME_WORDS.findall(name)]
     pairs = [a + b for a, b in pairwise(words)]
+    if len(words) > 1 and words[-1] == "key":  # "STRIPE_KEY", "signing key"
+        return True
     return any(word in _SECRET_WORDS for word in [*words, *pairs])
+
+
+_SECRET_VALUE = re.compile(
+    r"\b(?:sk|pk|rk)[-_](?:live|test|proj)?[-_]?[A-Za-z0-9]{6,}|\bgh[pousr]_[A-Za-z0-9]{6,}|\bgithub_pat_|"
+    r"\bxox[abprs]-|\bAKIA[0-9A-Z]{12,}|-----BEGIN|\beyJ[A-Za-z0-9_-]{10,}\.",
+)
+"""A value that has the shape of a key or a token ("sk-...", "ghp_...", "AKIA...", a JWT, a PEM block)."""
+
+
+def secret_value(value: str) -> bool:
+    """Whether a value names a secret ("password is hunter2") or has the shape of a key or a token."""
+    return bool(_SECRET_VALUE.search(value)) or any(secret_key(word) for word in value.split())
 
 
 def _argument_words(arguments: str) -> str:
@@ -878,7 +892,11 @@ def _argument_words(arguments: str) -> str:
         for key, item in value.items()
         if isinstance(item, (str, int, float)) and not isinstance(item, bool)
     ]
-    pairs = [(key, item) for key, item in pairs if item and len(item) <= _ARGUMENT_CHARS and not secret_key(key)]
+    pairs = [
+        (key, item)
+        for key, item in pairs
+        if item and len(item) <= _ARGUMENT_CHARS and not secret_key(key) and not _SECRET_VALUE.search(item)
+    ]
     if len(pairs) == 1:
         return pairs[0][1]
     return ", ".join(f"{key}={item}" for key, item in pairs)
