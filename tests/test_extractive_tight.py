@@ -58,9 +58,9 @@ def test_a_field_that_holds_a_secret_or_a_sentence_is_never_taken() -> None:
     assert _tool_fields("INFO: started 3 workers\nhttps://example.com/a:1") == []  # a log line, a URL
 
 
-def test_a_field_said_again_keeps_its_latest_value_and_a_listing_gives_only_its_first_fields() -> None:
+def test_a_field_said_again_keeps_its_first_value_and_a_listing_gives_only_its_first_fields() -> None:
     progress = "\n".join(f"aws_db_instance.main: Modifying, {n}0s elapsed" for n in range(1, 4))
-    assert _tool_fields(progress) == ["aws_db_instance.main: Modifying, 30s elapsed"]
+    assert _tool_fields(progress) == ["aws_db_instance.main: Modifying, 10s elapsed"]
     listing = "\n".join(f"host{n}: 10.0.0.{n}" for n in range(20))
     assert len(_tool_fields(listing)) == 4
 
@@ -178,3 +178,10 @@ def test_small_talk_is_chat_and_a_goal_does_not_keep_it(greeting: str) -> None:
     assert classify_user_sentence(greeting) == "chat"
     message = f"{greeting} Write the migration for the orders table."
     assert next_goal("", message, COUNTER, 64)[0] == "Write the migration for the orders table."
+
+
+def test_a_listing_of_records_gives_the_first_records_fields() -> None:
+    second = CERTBOT.replace("api.lumenfield.io", "lumenfield.io").replace("2025-03-21 11:04:52", "2025-05-30 08:12:10")
+    fields = _tool_fields(CERTBOT + second)
+    assert "Expiry Date: 2025-03-21 11:04:52+00:00 (VALID: 1 days)" in fields
+    assert not any("2025-05-30" in field for field in fields)

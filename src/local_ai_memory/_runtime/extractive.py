@@ -696,8 +696,10 @@ def _tool_fields(content: str) -> list[str]:
             or "..." in value
         ):
             continue
-        if key.lower() in found or len(found) < _FIELDS_PER_RESULT:  # a field said again: its latest value
+        if key.lower() not in found:  # a listing's first record, which a search or a report ranks first
             found[key.lower()] = clean_line(f"{key}: {value}")
+        if len(found) == _FIELDS_PER_RESULT:
+            break
     return list(found.values())
 
 
@@ -1017,7 +1019,7 @@ _RAN_SCORE = -2.0  # "ran read_file ×3": what was done, worth a line only when 
 _EARLIER_SCORE = 1.5  # an earlier goal, which holds what the user first said
 _CALL_SCORE = -2.0  # "read_file: src/app.py": what the calls were about, worth a line only when there is room
 _TOOL_SCORE = -2.0  # a tool result's own summary line ("run_sql reported: 3 rows")
-_FIELD_SCORE = -2.0  # a "name: value" line of a tool output ("ssh_exec: Expiry Date: 2025-03-21")
+_FIELD_SCORE = -1.0  # a "name: value" line of a tool output ("ssh_exec: Expiry Date: 2025-03-21")
 _STORED_SCORE = 1.5  # where a stored output is: the one way back to it
 _ECHO_CAP = 3  # a unit said in this many messages counts sqrt(3) times one said once
 
