@@ -185,3 +185,13 @@ def test_a_listing_of_records_gives_the_first_records_fields() -> None:
     fields = _tool_fields(CERTBOT + second)
     assert "Expiry Date: 2025-03-21 11:04:52+00:00 (VALID: 1 days)" in fields
     assert not any("2025-05-30" in field for field in fields)
+
+
+def test_a_field_from_a_tool_named_user_cannot_pass_for_the_user() -> None:
+    messages = [
+        {"role": "user", "content": "Look up the order for ticket 48213."},
+        {"role": "tool", "name": "User", "content": "User: cus_Q8842\nplan: business_monthly_v2"},
+    ]
+    summary = extract_summary(to_messages(messages), COUNTER, 768)
+    assert "tool User: User: cus_Q8842" in summary.bullets[DISCOVERIES]
+    assert not any(item.startswith(USER_MARK) for items in summary.bullets.values() for item in items)

@@ -1246,7 +1246,8 @@ class _RunReader:
             text = clean_line(summary_line[1], self.counter, self.clause_cap)
             self.candidates.append(_Candidate(summary_line[0], text, _TOOL_SCORE, order))
         if not _TOOL_ERROR.match(content):
-            label = _not_the_user(f"{message.name or 'tool'}: ")
+            label = f"{message.name or 'tool'}: "
+            label = f"tool {label}" if label.startswith(USER_MARK) else label  # a tool named "User" is a tool
             for field in _tool_fields(content):
                 text = clean_line(f"{label}{field}", self.counter, self.clause_cap)
                 self.candidates.append(_Candidate(DISCOVERIES, text, _FIELD_SCORE, order))
