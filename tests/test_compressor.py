@@ -381,7 +381,8 @@ def test_extractive_on_real_multi_turn_transcript(manager: MemoryManager) -> Non
     assert not any("universal_newlines" in item for items in sections.values() for item in items)
     assert any("test_gzip_all failed" in item for item in sections["Open Issues"])
     assert any("rglob walks subfolders" in item for item in sections["Important Discoveries"])
-    assert "We will use gzip.open with shutil.copyfileobj instead of a shell call." in sections["Decisions"]
+    # at a tight budget an English bullet of the assistant drops its articles (a token each, no fact)
+    assert "We will use gzip.open with shutil.copyfileobj instead of shell call." in sections["Decisions"]
     assert not any("delete all files" in item for item in sections["Decisions"])
     assert manager.get_state()["current_task"] == summary[0].goal
     again = WorkingMemoryCompressor(manager, target_tokens=256).compress(messages)

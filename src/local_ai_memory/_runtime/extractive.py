@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from itertools import pairwise
 from typing import Literal
 
 from local_ai_memory._runtime.messages import Message
@@ -79,7 +80,9 @@ _TOOL_ERROR = re.compile(r"^\W*(error|exception|traceback|failed|failure|fatal)\
 
 _FILLER = re.compile(
     r"^(?:(?:ok(?:ay)?|great|good|cool|nice|thanks|thank you|perfect|alright|all right|right|so|well|hi|hey|hello|"
-    r"yes|yeah|sure|fine|hmm|oh|by the way|fyi|for context|for the record|note|just so you know)\b[\s,:;!.-]*)+"
+    r"yes|yeah|sure|fine|hmm|oh|ugh|oops|argh|by the way|fyi|for context|for the record|note|just so you know|"
+    r"hola|buenas|bonjour|salut|coucou|hallo|moin|servus|oi|ol[aá]|ciao|buongiorno|merci|gracias|obrigad[oa]|"
+    r"danke|grazie)(?=[\s,:;!.-]|$)[\s,:;!.-]*)+"
 )
 _POLITE = re.compile(
     r"^(?:please|pls|kindly|can you|could you|would you|will you|can we|could we|"
@@ -295,6 +298,13 @@ def goal_effect(message: str, previous_goal: str) -> GoalEffect:
     return _goal_effect(kinds, has_task)
 
 
+def _without_chat(text: str) -> str:
+    """``text`` without its sentences of small talk ("Hi!", "Good.", "Bonjour !"): a goal pays for each word."""
+    sentences = _all_sentences(text)
+    kept = [s for s in sentences if classify_user_sentence(s) != "chat"]
+    return clean_line(" ".join(kept)) if kept and len(kept) < len(sentences) else text
+
+
 def _without_statements(text: str) -> str:
     """``text`` without the facts and decisions it states, but with its first sentence, which names the subject."""
     sentences = _all_sentences(text)
@@ -341,7 +351,7 @@ def next_goal(
     effect = effect or goal_effect(message, previous_goal)
     if effect == "keep":
         return previous_goal, []
-    text = clean_line(message)
+    text = _without_chat(clean_line(message))
     if effect == "set":
         if counter.count(text) > cap:
             return counter.truncate(_goal_core(text, counter, cap) or text, cap), [
@@ -468,6 +478,10 @@ class _Candidate:
     score: float
     order: int
     user: bool = False
+    sentence: tuple[int, str] | None = None
+    """For a clause of a sentence that was cut: which sentence (message order, the whole sentence) ..."""
+    part: int = 0
+    """... and which clause of it, so clauses of one sentence that are both kept make one bullet."""
 
 
 def _specificity(text: str) -> int:
@@ -575,7 +589,8 @@ def _assistant_candidates(text: str, order: int, counter: TokenCounter, cap: int
         if not line or (_NARRATION.match(line) and not _specificity(line)):
             continue
         # a row stays one line: cut at its first cell's ":", its values would lose what they are about
-        for part in [line] if sentence in rows else _clauses(line, counter, cap):
+        parts = [line] if sentence in rows else _clauses(line, counter, cap)
+        for at, part in enumerate(parts):
             specific = _specificity(part)
             narration = bool(_NARRATION.match(part))
             if part.rstrip().endswith("?"):
@@ -592,7 +607,8 @@ def _assistant_candidates(text: str, order: int, counter: TokenCounter, cap: int
             if narration:
                 score -= 2.0
             if score > 0.5:
-                found.append(_Candidate(section, part, score - specific, order))
+                where = (order, line) if len(parts) > 1 else None
+                found.append(_Candidate(section, part, score - specific, order, sentence=where, part=at))
     return found
 
 
@@ -606,16 +622,21 @@ def _user_candidates(text: str, order: int, counter: TokenCounter, cap: int) -> 
             continue
         if kind == "question" and not _specificity(line):
             continue
-        for part in _clauses(line, counter, cap):
+        parts = _clauses(line, counter, cap)
+        for at, part in enumerate(parts):
             specific = _specificity(part)
             if kind == "decision" or _COMMITMENT.search(part):
-                found.append(_Candidate(DECISIONS, part, 4.0, order, user=True))
+                section, score = DECISIONS, 4.0
             elif kind == "question":
-                found.append(_Candidate(OPEN_ISSUES, part, 1.5, order, user=True))
+                section, score = OPEN_ISSUES, 1.5
             elif kind == "fact" or (specific and _words(part) >= 5):
-                found.append(_Candidate(DISCOVERIES, part, 3.0, order, user=True))
+                section, score = DISCOVERIES, 3.0
             elif kind in ("request", "step", "follow_up", "other") and _words(part) >= 5:
-                found.append(_Candidate(DECISIONS, part, 1.5, order, user=True))
+                section, score = DECISIONS, 1.5
+            else:
+                continue
+            where = (order, line) if len(parts) > 1 else None
+            found.append(_Candidate(section, part, score, order, user=True, sentence=where, part=at))
     return found
 
 
@@ -633,6 +654,53 @@ def _tool_line(message: Message) -> tuple[str, str] | None:
     if short:
         return DISCOVERIES, f"{label} reported: {short[-1]}"
     return None
+
+
+_KEY_VALUE = re.compile(r"^[\"']?(?P<key>[A-Za-z][\w ./()-]{0,30}?)[\"']?\s*:\s+(?P<value>\S.*)$")
+"""A tool output line that states one value under a short name ("Expiry Date: 2025-03-21", "Rows Removed by
+Filter: 21904312", ``"id": "cus_Q8842",``)."""
+_KEY_WORDS = 4
+"""A name of more words than this is prose ("The build on staging took: ..."), not a field."""
+_VALUE_WORDS = 10
+"""A value of more words than this is a dump, not one fact."""
+_LOG_KEY = re.compile(r"^(?:info|debug|warn(?:ing)?|error|trace|fatal|notice|note|hint|detail|at|line|file|see)$", re.I)
+"""A name that marks a log or message line, whose text is not a value."""
+_FIELDS_PER_RESULT = 4
+"""At most this many field lines from one tool result: a long listing gives its first ones."""
+
+
+def _tool_fields(content: str) -> list[str]:
+    """The short "name: value" lines of a tool output whose value names something (a number, an identifier).
+
+    The output's raw text is never copied: only a line that is one field and one value, each
+    short, is said again as ``name: value`` (quotes and a trailing comma of JSON dropped). A
+    field whose name says it holds a secret (:func:`secret_key`) is never said.
+    """
+    found: dict[str, str] = {}
+    for raw in content.splitlines():
+        line = raw.strip().rstrip(",;")
+        match = _KEY_VALUE.match(line)
+        if match is None:
+            continue
+        key, value = " ".join(match["key"].split()), match["value"].strip().strip("\"'").strip()
+        if (
+            not value
+            or len(key.split()) > _KEY_WORDS
+            or len(value.split()) > _VALUE_WORDS
+            or _LOG_KEY.match(key)
+            or secret_key(key)
+            or secret_value(value)
+            or re.search(r"[.!?]\s+\S", value)
+            or not _SPECIFIC_WORD.search(value)
+            or value.startswith(("{", "["))
+            or "..." in value
+        ):
+            continue
+        if key.lower() not in found:  # a listing's first record, which a search or a report ranks first
+            found[key.lower()] = clean_line(f"{key}: {value}")
+        if len(found) == _FIELDS_PER_RESULT:
+            break
+    return list(found.values())
 
 
 def _explicit_goal(content: str) -> tuple[str, str] | None:
@@ -777,8 +845,40 @@ _ARGUMENT_CHARS = 60
 """An argument value longer than this (a file's content, a whole query) is data, not what the call was about."""
 
 
-_SECRET_KEY = re.compile(r"pass(?:word|wd|phrase)?|secret|token|api[_-]?key|auth|credential|private|cookie", re.I)
-"""An argument whose name says it is a secret: its value is never repeated in L1."""
+_SECRET_WORDS = frozenset(
+    {
+        "pass", "password", "passwd", "passphrase", "pwd", "secret", "token", "apikey", "auth", "authorization",
+        "credential", "credentials", "private", "privatekey", "cookie", "bearer", "otp", "pin",
+    }
+)  # fmt: skip
+"""The words of a name that say its value is a secret ("api_key", "authToken", "DB_PASSWORD")."""
+_NAME_WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+
+
+def secret_key(name: str) -> bool:
+    """Whether an argument or field name says its value is a secret: a whole word of it does.
+
+    The name is cut into words at "_", "-", ".", spaces and camelCase ("authToken" is "auth",
+    "token"), and two neighbours are also read together ("api_key" is "apikey"). Only a whole
+    word counts: "author", "max_tokens", "compass" and "pinned" name no secret.
+    """
+    words = [word.lower() for word in _NAME_WORDS.findall(name)]
+    pairs = [a + b for a, b in pairwise(words)]
+    if len(words) > 1 and words[-1] == "key":  # "STRIPE_KEY", "signing key"
+        return True
+    return any(word in _SECRET_WORDS for word in [*words, *pairs])
+
+
+_SECRET_VALUE = re.compile(
+    r"\b(?:sk|pk|rk)[-_](?:live|test|proj)?[-_]?[A-Za-z0-9]{6,}|\bgh[pousr]_[A-Za-z0-9]{6,}|\bgithub_pat_|"
+    r"\bxox[abprs]-|\bAKIA[0-9A-Z]{12,}|-----BEGIN|\beyJ[A-Za-z0-9_-]{10,}\.",
+)
+"""A value that has the shape of a key or a token ("sk-...", "ghp_...", "AKIA...", a JWT, a PEM block)."""
+
+
+def secret_value(value: str) -> bool:
+    """Whether a value names a secret ("password is hunter2") or has the shape of a key or a token."""
+    return bool(_SECRET_VALUE.search(value)) or any(secret_key(word) for word in value.split())
 
 
 def _argument_words(arguments: str) -> str:
@@ -795,7 +895,9 @@ def _argument_words(arguments: str) -> str:
         if isinstance(item, (str, int, float)) and not isinstance(item, bool)
     ]
     pairs = [
-        (key, item) for key, item in pairs if item and len(item) <= _ARGUMENT_CHARS and not _SECRET_KEY.search(key)
+        (key, item)
+        for key, item in pairs
+        if item and len(item) <= _ARGUMENT_CHARS and not secret_key(key) and not _SECRET_VALUE.search(item)
     ]
     if len(pairs) == 1:
         return pairs[0][1]
@@ -845,6 +947,52 @@ def _compress(text: str) -> str:
     return line[0].upper() + line[1:] if line[0].islower() and text[:1].isupper() else line
 
 
+_ARTICLE = re.compile(r"(?:^(?:The|An?)|\b(?:the|an?))\s+(?=[\w`'\"(])")
+"""An article: lower-case inside a line ("Option A" is a name), capitalized only where the line starts."""
+_ENGLISH = re.compile(r"\b(?:the|is|are|was|were|and|of|to|with|for|it|this|that|from|on|by)\b", re.IGNORECASE)
+_NOT_ENGLISH = re.compile(
+    r"\b(?:der|die|das|und|ist|nicht|le|la|les|et|est|des|une|el|los|las|que|y|es|una|não|uma|os|il|è|che|di)\b",
+    re.IGNORECASE,
+)
+_TIGHT_FILLER = re.compile(
+    r"(?:(?<=shows)|(?<=showed)|(?<=means)|(?<=meant)|(?<=found)|(?<=confirms)|(?<=confirmed)|(?<=suggests)|"
+    r"(?<=indicates)|(?<=says)|(?<=noticed)|(?<=verified)|(?<=assume)|(?<=think)|(?<=seems)) that(?=\s)|"
+    r"\b(?:also|as well|in order)\s+(?=\w)"
+)
+_QUOTED = re.compile(r"`[^`]*`|\"[^\"]*\"|“[^”]*”")
+"""Code and quotations, which are kept word for word."""
+_TELEGRAPHIC_BELOW = 512
+"""Under this budget an assistant's English bullet drops its articles ("the", "a", "an"): a word each, no fact."""
+
+
+def _without_articles(text: str) -> str:
+    """An English line without its articles and a few empty words ("Planner walks orders_created_at_idx
+    backwards", "shows the queue is full" -> "shows queue is full"), never inside code or quotes.
+
+    Each of these words is a token that carries no fact; a tight budget spends it better on one
+    more finding. A line in another language, or with too little English to tell, is left as it is.
+    """
+    if len(_ENGLISH.findall(text)) < 2 or len(_NOT_ENGLISH.findall(text)) >= 2:
+        return text
+    line = text
+    for pattern in (_ARTICLE, _TIGHT_FILLER):
+        line = _outside_quotes(pattern, line)
+    if len(line.split()) < 2:
+        return text
+    return line[0].upper() + line[1:] if text[:1].isupper() else line
+
+
+def _outside_quotes(pattern: re.Pattern[str], text: str) -> str:
+    """``text`` without the matches of ``pattern`` that stand outside code spans and quotations."""
+    spans = [found.span() for found in _QUOTED.finditer(text)]
+    out, start = [], 0
+    for found in pattern.finditer(text):
+        if not any(a <= found.start() < b for a, b in spans):
+            out.append(text[start : found.start()])
+            start = found.end()
+    return "".join([*out, text[start:]])
+
+
 _STOP = frozenset(
     re.findall(
         r"\w+",
@@ -871,6 +1019,7 @@ _RAN_SCORE = -2.0  # "ran read_file ×3": what was done, worth a line only when 
 _EARLIER_SCORE = 1.5  # an earlier goal, which holds what the user first said
 _CALL_SCORE = -2.0  # "read_file: src/app.py": what the calls were about, worth a line only when there is room
 _TOOL_SCORE = -2.0  # a tool result's own summary line ("run_sql reported: 3 rows")
+_FIELD_SCORE = -1.0  # a "name: value" line of a tool output ("ssh_exec: Expiry Date: 2025-03-21")
 _STORED_SCORE = 1.5  # where a stored output is: the one way back to it
 _ECHO_CAP = 3  # a unit said in this many messages counts sqrt(3) times one said once
 
@@ -918,6 +1067,7 @@ def _select(
     room: int,
     goal: str = "",
     echoes: dict[str, int] | None = None,
+    bullet_cap: int = 0,
 ) -> list[_Candidate]:
     """The candidates that tell the most per token and fit in ``room`` tokens, in their original order.
 
@@ -932,36 +1082,87 @@ def _select(
     in_goal = " ".join(re.sub(r"[^\w\s]", " ", goal.lower()).split())
     covered = set(_units(goal))
     echoes = echoes or {}
-    pool: list[tuple[int, float, dict[str, float], int]] = []
+    pool: list[tuple[int, float, dict[str, float], int, int]] = []
     seen: set[str] = set()
     for index, candidate in enumerate(candidates):
-        key = " ".join(re.sub(r"[^\w\s]", " ", candidate.text.lower()).split())
-        if not key or key in seen or (len(key) > 20 and key in in_goal):
+        said = " ".join(re.sub(r"[^\w\s]", " ", candidate.text.lower()).split())
+        if not said or said in seen or (len(said) > 20 and said in in_goal):
             continue
-        seen.add(key)
+        seen.add(said)
         kind = max(0.1, 1 + candidate.score / _KIND_SCALE)
         units = {u: w * min(_ECHO_CAP, max(1, echoes.get(u, 1))) ** 0.5 for u, w in _units(candidate.text).items()}
 
         cost = counter.count(f"* {USER_MARK if candidate.user else ''}{candidate.text}\n")  # as it is rendered
-        pool.append((index, kind, units, cost))
+        joined = counter.count(f"{_JOIN}{candidate.text}")  # added to a kept clause of the same sentence
+        pool.append((index, kind, units, cost, joined))
     chosen: list[int] = []
+    kept: dict[_SentenceKey, int] = {}  # a sentence's bullet so far: its tokens
     used = 0
     while pool:
-        best, best_ratio = -1, 0.0
-        for at, (_index, kind, units, cost) in enumerate(pool):
+        best, best_ratio, best_cost, best_same = -1, 0.0, 0, False
+        for at, (index, kind, units, whole, joined) in enumerate(pool):
+            key = _sentence_key(candidates[index])
+            same = key is not None and key in kept and (not bullet_cap or kept[key] + joined <= bullet_cap)
+            cost = joined if same else whole
             if used + cost > room:
                 continue
             gain = sum(weight for unit, weight in units.items() if unit not in covered)
             ratio = kind * (min(gain, _GAIN_CAP) + _FLOOR) / cost**_LENGTH_EXPONENT
             if ratio > best_ratio:
-                best, best_ratio = at, ratio
+                best, best_ratio, best_cost, best_same = at, ratio, cost, same
         if best < 0:
             break
-        index, _kind, units, cost = pool.pop(best)
+        index, _kind, units, _whole, _added = pool.pop(best)
         chosen.append(index)
-        used += cost
+        used += best_cost
         covered.update(units)
-    return [candidates[index] for index in sorted(chosen)]
+        key = _sentence_key(candidates[index])
+        if key is not None:
+            kept[key] = kept[key] + best_cost if best_same else best_cost
+    return _joined([candidates[index] for index in sorted(chosen)], counter, bullet_cap)
+
+
+_SentenceKey = tuple[str, bool, tuple[int, str]]
+"""Clauses that may share one bullet: the same section, the same speaker, the same sentence."""
+
+
+def _sentence_key(candidate: _Candidate) -> _SentenceKey | None:
+    """Which bullet a clause may share with other clauses of its sentence (``None``: a whole sentence)."""
+    return (candidate.section, candidate.user, candidate.sentence) if candidate.sentence else None
+
+
+_JOIN = "; "
+"""Between two kept clauses of one sentence, said as one bullet ("Optimistic: back to $19 from Aug 1; churn drops
+to ~3.3%"); " … " stands for the clauses left out between them."""
+
+
+def _joined(chosen: list[_Candidate], counter: TokenCounter, bullet_cap: int = 0) -> list[_Candidate]:
+    """``chosen`` with the kept clauses of one sentence (same section, same speaker) made one bullet, in order.
+
+    Each bullet costs its mark ("* ", and "User: " for the user's words) and a line: clauses of
+    one sentence said in one bullet pay for it once, which :func:`_select` counts on.
+    """
+    out: list[_Candidate] = []
+    first: dict[_SentenceKey, tuple[_Candidate, int]] = {}
+    for candidate in chosen:
+        key = _sentence_key(candidate)
+        if key is None or key not in first:
+            copy = replace(candidate)
+            out.append(copy)
+            if key is not None:
+                first[key] = (copy, candidate.part)
+            continue
+        head, last = first[key]
+        gap = " … " if candidate.part > last + 1 else _JOIN
+        text = f"{head.text.rstrip(' ;:,')}{gap}{candidate.text}"
+        if bullet_cap and counter.count(f"{USER_MARK if head.user else ''}{text}") > bullet_cap:
+            copy = replace(candidate)
+            out.append(copy)  # too long for one bullet: this clause starts the next one
+            first[key] = (copy, candidate.part)
+            continue
+        head.text = text
+        first[key] = (head, candidate.part)
+    return out
 
 
 def extract_summary(
@@ -1044,6 +1245,12 @@ class _RunReader:
         if summary_line is not None:
             text = clean_line(summary_line[1], self.counter, self.clause_cap)
             self.candidates.append(_Candidate(summary_line[0], text, _TOOL_SCORE, order))
+        if not _TOOL_ERROR.match(content):
+            label = f"{message.name or 'tool'}: "
+            label = f"tool {label}" if label.startswith(USER_MARK) else label  # a tool named "User" is a tool
+            for field in _tool_fields(content):
+                text = clean_line(f"{label}{field}", self.counter, self.clause_cap)
+                self.candidates.append(_Candidate(DISCOVERIES, text, _FIELD_SCORE, order))
 
     def _explicit(self, before: str, new_goal: str, order: int) -> None:
         """An explicit goal ("Goal: ...", "New task: ..."): it replaces the goal; the earlier one is kept aside."""
@@ -1051,7 +1258,7 @@ class _RunReader:
         if goal:
             self.earlier_goals.append(goal)
             self.candidates += _user_candidates(_without_goal_text(goal), order, counter, self.clause_cap)
-        text = _without_cue(clean_line(new_goal))
+        text = _without_chat(_without_cue(clean_line(new_goal)))
         if counter.count(text) > self.goal_cap:
             self.candidates += _user_candidates(text, order, counter, self.clause_cap)
             text = counter.truncate(_goal_core(text, counter, self.goal_cap) or text, self.goal_cap)
@@ -1127,8 +1334,12 @@ class _RunReader:
         room = max(0, self.target_tokens - headings - 4)
         for candidate in self.candidates:
             text = candidate.text if candidate.user else _compress(candidate.text)  # the user's words stay theirs
+            if not candidate.user and self.target_tokens < _TELEGRAPHIC_BELOW:
+                text = _without_articles(text)
             candidate.text = clean_line(text, counter, self.clause_cap)
-        for candidate in _select([*done, *self.candidates], counter, room, summary.goal, _echo_counts(self.texts)):
+        for candidate in _select(
+            [*done, *self.candidates], counter, room, summary.goal, _echo_counts(self.texts), self.bullet_cap
+        ):
             text = candidate.text
             summary.bullets[candidate.section].append(USER_MARK + text if candidate.user else _not_the_user(text))
         for name in LIST_SECTIONS:
