@@ -28,7 +28,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +41,7 @@ from local_ai_memory._contracts.knowledge import (
     erasure_marker,
     is_note_name,
 )
-from local_ai_memory._knowledge.index import INDEX_NAME, KnowledgeIndex
+from local_ai_memory._knowledge.index import INDEX_NAME, EntryMap, KnowledgeIndex
 from local_ai_memory._knowledge.index_file import (
     INDEX_VERSION,
     IndexEntry,
@@ -445,7 +445,7 @@ class KnowledgeNotes:
         """Whether the index (``memory_index.json``) is stored."""
         return self.backend.blob_size(INDEX_NAME) is not None
 
-    def _ensure_loaded(self, llm: LLM | None = None, progress: Progress | None = None) -> dict[Any, IndexEntry]:
+    def _ensure_loaded(self, llm: LLM | None = None, progress: Progress | None = None) -> EntryMap:
         with self._lock:
             if self._index.entries is not None:
                 return self._index.entries
@@ -459,7 +459,11 @@ class KnowledgeNotes:
         return self._index.current()
 
     def _replace(
-        self, entries: dict[Any, IndexEntry], skipped: dict[Any, SkippedNote] | None = None, *, stored: bool = False
+        self,
+        entries: Mapping[Any, IndexEntry],
+        skipped: dict[Any, SkippedNote] | None = None,
+        *,
+        stored: bool = False,
     ) -> None:
         self._index.replace(entries, skipped, stored=stored)
         self._rankers.clear()

@@ -23,7 +23,7 @@ damaged one is reported (``MEMORY_CORRUPT``) and rebuilt.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -41,7 +41,7 @@ from local_ai_memory._knowledge.bm25 import (
     unpack_texts,
 )
 from local_ai_memory._knowledge.index import KnowledgeIndex, journal_bound
-from local_ai_memory._knowledge.index_file import IndexEntry, RankingField, metadata_checksum
+from local_ai_memory._knowledge.index_file import NO_MTIME, IndexEntry, RankingField, metadata_checksum
 from local_ai_memory._shared.collector import collector_paused
 from local_ai_memory._shared.errors import StorageError
 from local_ai_memory._shared.events import Event, log_event
@@ -59,7 +59,7 @@ READ_BATCH = 256
 
 
 def _tokens_in_batches(
-    category: str, names: list[str], entries: dict[tuple[str, str], IndexEntry], tokens_of: TokensOf
+    category: str, names: list[str], entries: Mapping[tuple[str, str], IndexEntry], tokens_of: TokensOf
 ) -> Iterator[tuple[str, list[str]]]:
     for start in range(0, len(names), READ_BATCH):
         batch = names[start : start + READ_BATCH]
@@ -198,27 +198,27 @@ class RankerCache:
             if sigs.shape != (meta.documents, 3) or sigs.dtype.kind not in "iu":
                 raise ValueError("snapshot signatures do not match its documents")
             checksum = self.index.meta_checksum
-            known = self.index.known_checksums()
 
             def keep(keys: list[str]) -> npt.NDArray[np.bool_]:
                 # One signature per row, compared in one array operation (a missing or foreign
                 # note gets one that matches no row: versions and sizes are never negative).
-                # The snapshot's checksums are looked up inline (what meta_checksum does, one
-                # call less per row: 10k rows in a fresh process's first query).
-                current: list[tuple[int, int, int]] = []
-                for key in keys:
-                    row = (category, key)
-                    e = entries.get(row)
-                    if e is None or key not in names:
-                        current.append((-1, -2, -1))
-                        continue
-                    stored = known.get(row)
-                    current.append(
-                        doc_signature(e, stored[1] if stored is not None and stored[0] is e else checksum(e))
-                    )
-                if len(current) != len(sigs):
+                # Entries still as the index snapshot stored them give theirs from its columns,
+                # undecoded (10k rows in a fresh process's first query); the rest are computed.
+                if len(keys) != len(sigs):
                     raise ValueError("snapshot signatures do not match its documents")
-                wanted = np.array(current, dtype=np.int64).reshape(-1, 3)
+                rows = np.array(entries.row_numbers([(category, key) for key in keys]), dtype=np.int64)
+                wanted = np.tile(np.array([-1, -2, -1], dtype=np.int64), (len(keys), 1))
+                stored = rows >= 0
+                if bool(stored.any()):
+                    found = entries.stored_rows()[rows[stored]]
+                    found[found[:, 0] == NO_MTIME, 0] = 0  # an absent version counts 0 (doc_signature)
+                    wanted[stored] = found
+                for i in np.flatnonzero(~stored).tolist():
+                    e = entries.get((category, keys[i]))
+                    if e is not None:
+                        wanted[i] = doc_signature(e, checksum(e))
+                if not names.issuperset(keys):  # rows of notes this user does not own: never kept
+                    wanted[np.array([key not in names for key in keys], dtype=np.bool_)] = (-1, -2, -1)
                 return np.asarray(np.all(sigs == wanted, axis=1), dtype=np.bool_)
 
             return ranker.load(arrays, keep)
