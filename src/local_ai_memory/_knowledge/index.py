@@ -173,7 +173,7 @@ class EntryMap(MutableMapping[EntryKey, IndexEntry]):
         for name, info in listed:
             value = live.get((category, name))
             if value.__class__ is int:
-                row: int = value  # type: ignore[assignment]
+                row: int = value
                 if mtime[row] == info[3] and size[row] == info[2] and row not in racy:
                     continue
             elif value is not None:
