@@ -126,6 +126,18 @@ class Vocabulary:
             out.append(found)
         return out
 
+    def adopt(self, terms: list[str]) -> bool:
+        """Take ``terms`` as this empty vocabulary's, numbered in their order; ``False`` (and
+        nothing taken) when the vocabulary is not empty or the terms are not distinct."""
+        if self._ids:
+            return False
+        fresh = dict(zip(terms, range(len(terms)), strict=True))
+        if len(fresh) != len(terms):
+            return False
+        self._ids = fresh
+        self._words = list(terms)
+        return True
+
     def words(self, ids: Iterable[int]) -> list[str]:
         """The terms of ``ids``."""
         words = self._words
@@ -372,27 +384,23 @@ class BM25Index:
         post_tfs = np.asarray(data["post_tfs"], dtype=np.float32)
         doc_len = np.asarray(data["doc_len"], dtype=np.float64)
         total = len(doc_terms)
+        slot_of = dict(zip(keys, range(n), strict=True))
         if (
-            len(set(keys)) != n
+            len(slot_of) != n
             or doc_len.shape != (n,)
             or doc_ptr[-1] != total
             or post_ptr[-1] != total
             or post_slots.shape != (total,)
             or post_tfs.shape != (total,)
             or doc_terms.shape != (total,)
-            or len(set(words)) != n_words
             or doc_terms.dtype.kind not in "iu"
             or post_slots.dtype.kind not in "iu"
             or (total and (doc_terms.min() < 0 or doc_terms.max() >= n_words))
             or (total and (post_slots.min() < 0 or post_slots.max() >= n))
         ):
             raise ValueError("snapshot arrays do not match")
-        global_ids = np.array(self.vocab.ids_for(words), dtype=np.int32)
         counts = np.diff(post_ptr)
-        # The snapshot's own numbering only when every term got its row number: a vocabulary
-        # that already held other terms can give ids that start at 0 and end at n_words - 1
-        # with others between (another user's snapshot loaded first).
-        same_ids = bool(np.array_equal(global_ids, np.arange(n_words, dtype=np.int32)))
+        global_ids, same_ids = self._term_ids(words)
         if not same_ids and n_words > 1 and not bool(np.all(np.diff(global_ids) > 0)):
             # Another vocabulary numbers the terms in another order: move each term's block.
             order = np.argsort(global_ids)
@@ -404,7 +412,7 @@ class BM25Index:
         df = np.zeros(vocab_size, dtype=np.int64)
         df[global_ids] = counts
         self._keys = list(keys)
-        self._slot = {key: slot for slot, key in enumerate(keys)}
+        self._slot = slot_of
         self._doc_len = doc_len.copy()
         self._alive = np.ones(n, dtype=np.bool_)
         self._df = df
@@ -425,7 +433,22 @@ class BM25Index:
             self._delete(key)
         if len(dropped) > max(_MIN_COMPACT, _COMPACT_RATIO * n):
             self.compact()
-        return set(keys).difference(dropped)
+        return set(self._slot)
+
+    def _term_ids(self, words: list[str]) -> tuple[TermArray, bool]:
+        """The vocabulary's ids of a snapshot's terms, and whether they are its own numbering
+        (each term's row number). Raises ``ValueError`` when the terms are not distinct."""
+        n_words = len(words)
+        if not self.vocab and n_words and self.vocab.adopt(words):
+            # A fresh vocabulary (a new process's first ranker) takes the snapshot's numbering.
+            return np.arange(n_words, dtype=np.int32), True
+        if len(set(words)) != n_words:
+            raise ValueError("snapshot arrays do not match")
+        global_ids = np.array(self.vocab.ids_for(words), dtype=np.int32)
+        # The snapshot's own numbering only when every term got its row number: a vocabulary
+        # that already held other terms can give ids that start at 0 and end at n_words - 1
+        # with others between (another user's snapshot loaded first).
+        return global_ids, bool(np.array_equal(global_ids, np.arange(n_words, dtype=np.int32)))
 
     # -- scoring -------------------------------------------------------------------------
     def _df_view(self, size: int) -> IntArray:

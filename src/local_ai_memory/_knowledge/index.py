@@ -21,10 +21,11 @@ change: they are kept in the blobs too, so no other process re-reads them either
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 import uuid
-from collections.abc import Container, ItemsView, Iterator, Mapping, MutableMapping, Sequence, ValuesView
+from collections.abc import Container, ItemsView, Iterable, Iterator, Mapping, MutableMapping, Sequence, ValuesView
 from typing import TypeVar
 
 import numpy as np
@@ -83,60 +84,61 @@ Listed = tuple[int | None, int | None, bool]  # mtime_ns, size, holds a content 
 
 
 class EntryMap(MutableMapping[EntryKey, IndexEntry]):
-    """The index entries by ``(category, filename)``: entries set in this process, and the
-    rows of the loaded snapshot (:class:`~.index_file.SnapshotRows`), each decoded only when
-    it is read. What a fresh process's first query needs of all 10k entries (keys, listing
-    signatures, metadata checksums, content-hash flags) comes from the snapshot's columns
-    (:meth:`listed`, :meth:`checksum`, :meth:`racy_keys`); a compaction copies the rows it
-    never decoded as they were stored (:meth:`stored_items`)."""
+    """The index entries by ``(category, filename)``: the rows of the loaded snapshot
+    (:class:`~.index_file.SnapshotRows`), each decoded only when it is read, and the entries
+    set in this process since. What a fresh process's first query needs of all 10k entries
+    (keys, listing signatures, metadata checksums, content-hash flags) comes from the
+    snapshot's columns (:meth:`not_as_listed`, :meth:`row_numbers`, :meth:`checksum`,
+    :meth:`racy_keys`); a compaction copies the rows it never decoded as they were stored
+    (:meth:`stored_items`). A key is in one of the two at a time."""
 
-    __slots__ = ("_live", "_rows")
+    __slots__ = ("_row", "_rows", "_set")
 
     def __init__(
         self,
         entries: Mapping[EntryKey, IndexEntry] | None = None,
         rows: SnapshotRows | None = None,
-        live: dict[EntryKey, IndexEntry | int] | None = None,
+        row_of: dict[EntryKey, int] | None = None,
     ) -> None:
         self._rows = rows
-        self._live: dict[EntryKey, IndexEntry | int] = dict(entries) if entries is not None else {}
-        if live is not None:
-            self._live.update(live)
+        self._row: dict[EntryKey, int] = row_of if row_of is not None and rows is not None else {}
+        self._set: dict[EntryKey, IndexEntry] = dict(entries) if entries is not None else {}
 
     def __getitem__(self, key: EntryKey) -> IndexEntry:
-        value = self._live[key]
-        if isinstance(value, int):
-            assert self._rows is not None
-            return self._rows.entry(value)
-        return value
+        row = self._row.get(key)
+        if row is None:
+            return self._set[key]
+        assert self._rows is not None
+        return self._rows.entry(row)
 
     def get(self, key: EntryKey, default: IndexEntry | None = None) -> IndexEntry | None:  # type: ignore[override]
-        value = self._live.get(key)
-        if value is None:
-            return default
-        if isinstance(value, int):
-            assert self._rows is not None
-            return self._rows.entry(value)
-        return value
+        row = self._row.get(key)
+        if row is None:
+            return self._set.get(key, default)
+        assert self._rows is not None
+        return self._rows.entry(row)
 
     def __setitem__(self, key: EntryKey, entry: IndexEntry) -> None:
-        self._live[key] = entry
+        if self._row:
+            self._row.pop(key, None)
+        self._set[key] = entry
 
     def __delitem__(self, key: EntryKey) -> None:
-        del self._live[key]
+        if self._row.pop(key, None) is None:
+            del self._set[key]
 
     def __contains__(self, key: object) -> bool:
-        return key in self._live
+        return key in self._row or key in self._set
 
     def __iter__(self) -> Iterator[EntryKey]:
-        return iter(self._live)
+        return itertools.chain(self._row, self._set)
 
     def __len__(self) -> int:
-        return len(self._live)
+        return len(self._row) + len(self._set)
 
     def _decode_many(self) -> None:
         # A walk over the values: one parse of the stored list beats one per entry.
-        if self._rows is not None:
+        if self._rows is not None and self._row:
             self._rows.decode_all()
 
     def values(self) -> ValuesView[IndexEntry]:
@@ -149,36 +151,32 @@ class EntryMap(MutableMapping[EntryKey, IndexEntry]):
 
     def copy(self) -> EntryMap:
         """A shallow copy (the same entries and snapshot rows)."""
-        return EntryMap(rows=self._rows, live=self._live)
-
-    def listed(self, key: EntryKey) -> Listed | None:
-        """``(mtime_ns, size, holds a content hash)`` of ``key``'s entry without decoding it."""
-        value = self._live.get(key)
-        if value is None:
-            return None
-        if isinstance(value, int):
-            assert self._rows is not None
-            return self._rows.signature(value)
-        return value.mtime_ns, value.size, value.content_hash is not None
+        return EntryMap(self._set, self._rows, dict(self._row))
 
     def not_as_listed(self, category: str, listed: Sequence[tuple[str, NoteInfo]]) -> list[str]:
         """The names of ``listed`` (a listing of ``category``) whose entry is missing, differs
         from the listing in version or size, or holds a content hash: all but the notes
         unchanged since they were indexed (the usual 10k of a listing comparison), found
         without decoding an entry."""
-        live = self._live
+        row_of = self._row
+        set_ = self._set
         rows = self._rows
         mtime, size, racy = (rows.mtime, rows.size, rows.racy) if rows is not None else ([], [], frozenset())
         out: list[str] = []
         for name, info in listed:
-            value = live.get((category, name))
-            if value.__class__ is int:
-                row: int = value
+            key = (category, name)
+            row = row_of.get(key)
+            if row is not None:
                 if mtime[row] == info[3] and size[row] == info[2] and row not in racy:
                     continue
-            elif value is not None:
-                entry: IndexEntry = value  # type: ignore[assignment]
-                if entry.mtime_ns == info[3] and entry.size == info[2] and entry.content_hash is None:
+            else:
+                entry = set_.get(key)
+                if (
+                    entry is not None
+                    and entry.mtime_ns == info[3]
+                    and entry.size == info[2]
+                    and entry.content_hash is None
+                ):
                     continue
             out.append(name)
         return out
@@ -186,17 +184,16 @@ class EntryMap(MutableMapping[EntryKey, IndexEntry]):
     def checksum(self, key: EntryKey, entry: IndexEntry | None = None) -> int | None:
         """The stored metadata checksum of ``key``'s entry while it is the snapshot's row (and,
         given ``entry``, that row's very object); ``None`` otherwise."""
-        value = self._live.get(key)
-        if not isinstance(value, int) or self._rows is None:
+        row = self._row.get(key)
+        if row is None or self._rows is None:
             return None
-        if entry is not None and self._rows.decoded(value) is not entry:
+        if entry is not None and self._rows.decoded(row) is not entry:
             return None
-        return self._rows.meta[value]
+        return self._rows.meta[row]
 
-    def row_numbers(self, keys: list[EntryKey]) -> list[int]:
+    def row_numbers(self, keys: Iterable[EntryKey]) -> list[int]:
         """Each key's snapshot row (see :meth:`stored_rows`); -1 for an entry set in this process or none."""
-        live = self._live
-        return [value if isinstance(value := live.get(key), int) else -1 for key in keys]
+        return list(map(self._row.get, keys, itertools.repeat(-1)))
 
     def stored_rows(self) -> npt.NDArray[np.int64]:
         """The snapshot's ``(mtime_ns, size, metadata checksum)`` per row (absent:
@@ -205,24 +202,18 @@ class EntryMap(MutableMapping[EntryKey, IndexEntry]):
 
     def racy_keys(self) -> set[EntryKey]:
         """The keys whose entry holds a content hash (see :attr:`KnowledgeIndex.racy`)."""
+        found = {key for key, entry in self._set.items() if entry.content_hash is not None}
         rows = self._rows
-        flagged = rows.racy if rows is not None else frozenset()
-        return {
-            key
-            for key, value in self._live.items()
-            if (value in flagged if isinstance(value, int) else value.content_hash is not None)
-        }
+        if rows is not None and rows.racy:
+            found.update(key for key, row in self._row.items() if row in rows.racy)
+        return found
 
     def stored_items(self) -> list[IndexEntry | StoredEntry]:
         """Every entry, the snapshot rows as they were stored (for :func:`~.index_file.serialize_index`)."""
+        out: list[IndexEntry | StoredEntry] = list(self._set.values())
         rows = self._rows
-        out: list[IndexEntry | StoredEntry] = []
-        for value in self._live.values():
-            if isinstance(value, int):
-                assert rows is not None
-                out.append(rows.stored(value))
-            else:
-                out.append(value)
+        if rows is not None:
+            out.extend(rows.stored(row) for row in self._row.values())
         return out
 
 
@@ -301,8 +292,7 @@ class KnowledgeIndex:
             rows = SnapshotRows(data, columns, keys)
             categories = self.categories
             entries = EntryMap(
-                rows=rows,
-                live={key: row for row, key, _ in _owned_keys(keys) if key[0] in categories},
+                rows=rows, row_of={key: row for row, key, _ in _owned_keys(keys) if key[0] in categories}
             )
             self._migrate = False
             self._meta = {}

@@ -830,6 +830,11 @@ class KnowledgeNotes:
             if changed:
                 self._after_refresh(changed, True, source="feed")
             elif changed is None and not self.watched:
+                # The user's ranker snapshots are read while the listing is compared (a fresh
+                # process: see RankerCache.read_ahead); the query ranks with them next.
+                with self._lock:
+                    for category in cats:
+                        self._rankers.read_ahead(user_id, category)
                 self._refresh_stale(user_id, cats, during_query=True)
         if start:
             # Started after this query compared its user's listing, not before: the watcher's
