@@ -47,7 +47,6 @@ from local_ai_memory._knowledge.index_file import (
     parse_journal,
     serialize_index,
 )
-from local_ai_memory._knowledge.token_marks import TokenMarks
 from local_ai_memory._shared.events import Event, log_event
 from local_ai_memory._shared.naming import owner_of
 
@@ -314,9 +313,10 @@ class KnowledgeIndex:
                     if is_note_name(e.filename) and e.category in self.categories
                 }
             )
-            # Token marks stored unpacked (an index written before they were packed): the next
-            # flush writes a snapshot, so the next process loads them packed.
-            self._migrate = any(isinstance(e.tokens, TokenMarks) for e in index.files)
+            # A snapshot without columns (written before them, by a reader that does not know
+            # them, or with columns that do not describe it), or with token marks stored
+            # unpacked: the next flush writes a snapshot, so the next process loads it as above.
+            self._migrate = True
             # The snapshot's checksums of its entries' metadata (a list of another length is
             # ignored): a ranker snapshot's rows are compared with them, not recomputed per note.
             meta = index.meta if index.meta is not None and len(index.meta) == len(index.files) else []
