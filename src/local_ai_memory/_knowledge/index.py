@@ -13,6 +13,10 @@ it, as it found any change made behind the index's back. A broken snapshot is qu
 an outdated one ignored: the caller rebuilds from the notes. A version 3 snapshot (0.2) is read
 as it is and rewritten as version 4 by the first write (it has no journal to append to).
 
+The entries are an :class:`EntryMap`: a snapshot's entries stay undecoded until read, and what
+a fresh process compares for all of them comes from the snapshot's columns (see
+:class:`~.index_file.IndexColumns`).
+
 Besides the entries it keeps, per ``(user, category)``, the names each user owns, and the
 signatures of notes that were skipped (not UTF-8 or binary) so they are not re-read until they
 change: they are kept in the blobs too, so no other process re-reads them either. Callers hold

@@ -37,6 +37,16 @@ the order of ``files`` (readers that do not know it ignore it; a list of another
 ignored). A new process compares a ranker snapshot's rows with these instead of computing one
 per note. A wrong value can only make a row mismatch, and then its note is read again.
 
+A snapshot written since the columns came also ends with ``cols`` (:class:`IndexColumns`, its
+own ``v``): per entry, in the order of ``files``, its key, ``mtime_ns``, ``size``, metadata
+checksum, whether it holds a content hash and the byte offset of its JSON, with the CRC-32 of
+every byte before it. A new process reads only these (:func:`parse_columns`) and decodes an
+entry from its own bytes when it is read (:class:`SnapshotRows`); a compaction copies the rows
+it never decoded (:class:`StoredEntry`). Columns whose CRC, version or lengths do not fit the
+bytes (another tool rewrote the JSON) are ignored: the snapshot is parsed whole, and the next
+write rewrites it with columns. Readers that do not know ``cols`` ignore it, so 0.3 reads these
+snapshots as before.
+
 Version 4 (0.3) is version 3 plus a ``journal`` id: the snapshot is followed by the journal
 blob ``memory_index.journal``, one JSON line per changed note, so a write appends its note's
 entry instead of rewriting every entry::
