@@ -144,7 +144,12 @@ def test_a_compaction_copies_the_rows_it_never_decoded(tmp_path: Path) -> None:
     fresh.write_file("knowledge/alice_n3.md", _note(1003))  # an edit
     fresh.delete_file("knowledge/alice_n4.md")
     fresh.update_index_entry("alice_n5.md", "Handset", "set by hand", ["handset"], "knowledge")
+    assert fresh.bm25_search("tea", user_id="alice")  # its ranker, from its snapshot
     fresh._index.compact()
+    fresh.save_rankers()
+    rows = fresh._index.current()._rows
+    assert rows is not None
+    assert len(rows._decoded) <= 12  # the snapshot and the ranker's rows came from the columns
     new = _index_path(tmp_path).read_bytes()
     columns = parse_columns(new)
     assert columns is not None

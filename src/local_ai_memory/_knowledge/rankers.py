@@ -173,12 +173,9 @@ class RankerCache:
     def save(self, user_id: str, category: str) -> None:
         """Write the snapshot blob of one ranker."""
         ranker = self._rankers[(user_id, category)]
-        entries = self.index.current()
         arrays, names = ranker.export()
-        missing = (0, -1, 0)  # never matches: such a document is re-read on the next load
-        checksum = self.index.meta_checksum
-        sigs = [doc_signature(e, checksum(e)) if (e := entries.get((category, name))) else missing for name in names]
-        arrays["sigs"] = np.array(sigs, dtype=np.int64).reshape(-1, 3)
+        # (0, -1, 0) never matches: such a document is re-read on the next load
+        arrays["sigs"] = self._signatures(category, names, (0, -1, 0))
         meta = SnapshotMeta(
             format_version=SNAPSHOT_VERSION,
             ranking_field=self.ranking_field,
@@ -188,6 +185,26 @@ class RankerCache:
         arrays["meta"] = pack_texts([meta.model_dump_json()])
         self.backend.write_blob(snapshot_name(user_id, category), snapshot_bytes(arrays))
         self._saved[(user_id, category)] = ranker.version
+
+    def _signatures(self, category: str, names: list[str], missing: tuple[int, int, int]) -> npt.NDArray[np.int64]:
+        """:func:`doc_signature` of each named note's entry (``missing`` where it has none), one
+        row each: entries still as the index snapshot stored them give theirs from its columns,
+        undecoded (10k rows in a fresh process's first query, or its first ranker snapshot);
+        the rest are computed."""
+        entries = self.index.current()
+        rows = np.array(entries.row_numbers(zip(itertools.repeat(category), names)), dtype=np.int64)
+        out = np.tile(np.array(missing, dtype=np.int64), (len(names), 1))
+        stored = rows >= 0
+        if bool(stored.any()):
+            found = entries.stored_rows()[rows[stored]]
+            found[found[:, 0] == NO_MTIME, 0] = 0  # an absent version counts 0 (doc_signature)
+            out[stored] = found
+        checksum = self.index.meta_checksum
+        for i in np.flatnonzero(~stored).tolist():
+            e = entries.get((category, names[i]))
+            if e is not None:
+                out[i] = doc_signature(e, checksum(e))
+        return out
 
     def save_changed(self) -> int:
         """Snapshot every ranker changed since its last snapshot; return how many were written."""
@@ -240,7 +257,6 @@ class RankerCache:
     def _load_snapshot(self, ranker: BM25Index, user_id: str, category: str, names: set[str]) -> set[str]:
         name = snapshot_name(user_id, category)
         ahead = self._ahead.pop((user_id, category), None)
-        entries = self.index.current()
         try:
             arrays = ahead.result() if ahead is not None else self._snapshot_arrays(name)
             if arrays is None:
@@ -251,7 +267,6 @@ class RankerCache:
             sigs = arrays["sigs"]
             if sigs.shape != (meta.documents, 3) or sigs.dtype.kind not in "iu":
                 raise ValueError("snapshot signatures do not match its documents")
-            checksum = self.index.meta_checksum
 
             def keep(keys: list[str]) -> npt.NDArray[np.bool_]:
                 # One signature per row, compared in one array operation (a missing or foreign
@@ -260,17 +275,7 @@ class RankerCache:
                 # undecoded (10k rows in a fresh process's first query); the rest are computed.
                 if len(keys) != len(sigs):
                     raise ValueError("snapshot signatures do not match its documents")
-                rows = np.array(entries.row_numbers(zip(itertools.repeat(category), keys)), dtype=np.int64)
-                wanted = np.tile(np.array([-1, -2, -1], dtype=np.int64), (len(keys), 1))
-                stored = rows >= 0
-                if bool(stored.any()):
-                    found = entries.stored_rows()[rows[stored]]
-                    found[found[:, 0] == NO_MTIME, 0] = 0  # an absent version counts 0 (doc_signature)
-                    wanted[stored] = found
-                for i in np.flatnonzero(~stored).tolist():
-                    e = entries.get((category, keys[i]))
-                    if e is not None:
-                        wanted[i] = doc_signature(e, checksum(e))
+                wanted = self._signatures(category, keys, (-1, -2, -1))
                 if not names.issuperset(keys):  # rows of notes this user does not own: never kept
                     wanted[np.array([key not in names for key in keys], dtype=np.bool_)] = (-1, -2, -1)
                 return np.asarray(np.all(sigs == wanted, axis=1), dtype=np.bool_)
