@@ -35,6 +35,7 @@ so results are deterministic.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import io
 import math
@@ -92,15 +93,58 @@ def count_terms(vocab: Vocabulary, tokens: Sequence[str]) -> CountedDoc:
     return terms[order], tfs[order], length
 
 
+class _SortedTerms:
+    """A snapshot's terms as stored (one NUL-separated UTF-8 buffer) with their sorted order:
+    a term's id is found by binary search, decoding about 16 of them, instead of building a
+    dict of every term (tens of thousands of strings: 15-20 ms of a fresh process's first
+    query at 10k notes)."""
+
+    def __init__(self, packed: bytes, order: npt.NDArray[np.int64]) -> None:
+        self.packed = packed
+        self.order = order
+        ends = np.flatnonzero(np.frombuffer(packed, dtype=np.uint8) == 0)
+        self.starts = np.concatenate([np.zeros(1, dtype=np.int64), ends + 1])
+        self.ends = np.concatenate([ends, np.full(1, len(packed), dtype=np.int64)])
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def term(self, term_id: int) -> str:
+        return self.packed[self.starts[term_id] : self.ends[term_id]].decode("utf-8", "surrogatepass")
+
+    def find(self, term: str) -> int | None:
+        order = self.order
+        at = bisect.bisect_left(range(len(order)), term, key=lambda k: self.term(int(order[k])))
+        if at < len(order) and self.term(int(order[at])) == term:
+            return int(order[at])
+        return None
+
+    def all(self) -> list[str]:
+        return self.packed.decode("utf-8", "surrogatepass").split("\x00")
+
+
 class Vocabulary:
-    """Maps terms to dense integer ids; shared by the indexes of one store so they can be combined."""
+    """Maps terms to dense integer ids; shared by the indexes of one store so they can be combined.
+
+    A fresh vocabulary can take a ranker snapshot's terms as they are stored
+    (:meth:`adopt_sorted`): terms are then looked up by binary search until the first call
+    that assigns ids (:meth:`ids_for`, :meth:`words`) builds the dict."""
 
     def __init__(self) -> None:
         self._ids: dict[str, int] = {}
         self._words: list[str] = []
+        self._sorted: _SortedTerms | None = None
 
     def __len__(self) -> int:
-        return len(self._ids)
+        return len(self._sorted) if self._sorted is not None else len(self._ids)
+
+    def _unpack(self) -> None:
+        stored = self._sorted
+        if stored is not None:
+            words = stored.all()
+            self._ids = dict(zip(words, range(len(words)), strict=True))
+            self._words = words
+            self._sorted = None
 
     def add(self, term: str) -> int:
         """Id of ``term``, assigning a new one if needed."""
@@ -108,13 +152,7 @@ class Vocabulary:
 
     def ids_for(self, terms: Iterable[str]) -> list[int]:
         """Ids of ``terms``, assigning new ones as needed."""
-        if not self._ids and isinstance(terms, list):
-            # An empty vocabulary takes a list of distinct terms (a snapshot's) in one go.
-            fresh = dict(zip(terms, range(len(terms)), strict=True))
-            if len(fresh) == len(terms):
-                self._ids = fresh
-                self._words = list(terms)
-                return list(range(len(terms)))
+        self._unpack()
         ids = self._ids
         words = self._words
         out: list[int] = []
@@ -126,13 +164,50 @@ class Vocabulary:
             out.append(found)
         return out
 
+    def adopt(self, terms: list[str]) -> bool:
+        """Take ``terms`` as this empty vocabulary's, numbered in their order; ``False`` (and
+        nothing taken) when the vocabulary is not empty or the terms are not distinct."""
+        if len(self):
+            return False
+        fresh = dict(zip(terms, range(len(terms)), strict=True))
+        if len(fresh) != len(terms):
+            return False
+        self._ids = fresh
+        self._words = list(terms)
+        return True
+
+    def adopt_sorted(self, packed: bytes, order: npt.NDArray[Any]) -> bool:
+        """Take a snapshot's terms as this empty vocabulary's, numbered in their stored order,
+        without decoding them: ``packed`` as :func:`pack_texts` wrote them, ``order`` their ids
+        sorted by term (distinct terms, as a vocabulary writes them). ``False`` (nothing taken)
+        when the vocabulary is not empty or ``order`` is not a permutation of the terms."""
+        if len(self) or not packed:
+            return False
+        n = packed.count(b"\x00") + 1
+        order = np.asarray(order)
+        if order.shape != (n,) or order.dtype.kind not in "iu":
+            return False
+        order = order.astype(np.int64, copy=False)
+        seen = np.zeros(n, dtype=np.bool_)
+        if bool(((order < 0) | (order >= n)).any()):
+            return False
+        seen[order] = True
+        if not bool(seen.all()):
+            return False
+        self._sorted = _SortedTerms(packed, order)
+        return True
+
     def words(self, ids: Iterable[int]) -> list[str]:
         """The terms of ``ids``."""
+        self._unpack()
         words = self._words
         return [words[i] for i in ids]
 
     def get(self, term: str) -> int | None:
         """Id of ``term`` or ``None`` if no document ever contained it."""
+        stored = self._sorted
+        if stored is not None:
+            return stored.find(term) if "\x00" not in term else None
         return self._ids.get(term)
 
 
@@ -173,7 +248,7 @@ class BM25Index:
         # The base segment (slots below _base_end): term-major postings and doc-major terms.
         self._base_ptr: IntArray = np.zeros(1, dtype=np.int64)
         self._base_slots: TermArray = np.zeros(0, dtype=np.int32)
-        self._base_tfs: CountArray = np.zeros(0, dtype=np.float32)
+        self._base_tfs: npt.NDArray[np.float32 | np.uint16] = np.zeros(0, dtype=np.float32)
         self._doc_ptr: IntArray = np.zeros(1, dtype=np.int64)
         self._doc_terms: TermArray = np.zeros(0, dtype=np.int32)
         self._base_end = 0
@@ -290,7 +365,7 @@ class BM25Index:
         doc_sizes = doc_sizes[base_alive]
         keep = base_alive[self._base_slots]
         slots = renumber[self._base_slots[keep]].astype(np.int32)
-        tfs = self._base_tfs[keep]
+        tfs = self._base_tfs[keep].astype(np.float32, copy=False)
         ptr = np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(keep, dtype=np.int64)])[self._base_ptr]
         if len(ptr) < vocab_size + 1:
             ptr = np.concatenate([ptr, np.full(vocab_size + 1 - len(ptr), ptr[-1], dtype=np.int64)])
@@ -338,9 +413,11 @@ class BM25Index:
         remap[used] = np.arange(len(used), dtype=np.int32)
         tfs = self._base_tfs
         names = [key for key in self._keys if key is not None]
+        words = self.vocab.words(used.tolist())
         return {
             "keys": pack_texts(names),
-            "words": pack_texts(self.vocab.words(used.tolist())),
+            "words": pack_texts(words),
+            "order": np.array(sorted(range(len(words)), key=words.__getitem__), dtype=np.int32),
             "doc_len": self._doc_len[: len(names)].astype(np.int64),
             "doc_ptr": self._doc_ptr,
             "doc_terms": remap[self._doc_terms],
@@ -363,36 +440,34 @@ class BM25Index:
         if self._keys:
             raise ValueError("a snapshot loads into an empty index only")
         keys = unpack_texts(data["keys"])
-        words = unpack_texts(data["words"])
-        n, n_words = len(keys), len(words)
+        packed_words = np.asarray(data["words"], dtype=np.uint8).tobytes()
+        n, n_words = len(keys), packed_words.count(b"\x00") + 1 if packed_words else 0
         doc_ptr = _index_array(data["doc_ptr"], n + 1)
         post_ptr = _index_array(data["post_ptr"], n_words + 1)
         doc_terms = np.asarray(data["doc_terms"])
         post_slots = np.asarray(data["post_slots"])
-        post_tfs = np.asarray(data["post_tfs"], dtype=np.float32)
+        post_tfs = np.asarray(data["post_tfs"])
+        if post_tfs.dtype not in (np.uint16, np.float32):  # what export writes; anything else is converted
+            post_tfs = post_tfs.astype(np.float32)
         doc_len = np.asarray(data["doc_len"], dtype=np.float64)
         total = len(doc_terms)
+        slot_of = dict(zip(keys, range(n), strict=True))
         if (
-            len(set(keys)) != n
+            len(slot_of) != n
             or doc_len.shape != (n,)
             or doc_ptr[-1] != total
             or post_ptr[-1] != total
             or post_slots.shape != (total,)
             or post_tfs.shape != (total,)
             or doc_terms.shape != (total,)
-            or len(set(words)) != n_words
             or doc_terms.dtype.kind not in "iu"
             or post_slots.dtype.kind not in "iu"
             or (total and (doc_terms.min() < 0 or doc_terms.max() >= n_words))
             or (total and (post_slots.min() < 0 or post_slots.max() >= n))
         ):
             raise ValueError("snapshot arrays do not match")
-        global_ids = np.array(self.vocab.ids_for(words), dtype=np.int32)
         counts = np.diff(post_ptr)
-        # The snapshot's own numbering only when every term got its row number: a vocabulary
-        # that already held other terms can give ids that start at 0 and end at n_words - 1
-        # with others between (another user's snapshot loaded first).
-        same_ids = bool(np.array_equal(global_ids, np.arange(n_words, dtype=np.int32)))
+        global_ids, same_ids = self._term_ids(packed_words, n_words, data.get("order"))
         if not same_ids and n_words > 1 and not bool(np.all(np.diff(global_ids) > 0)):
             # Another vocabulary numbers the terms in another order: move each term's block.
             order = np.argsort(global_ids)
@@ -404,7 +479,7 @@ class BM25Index:
         df = np.zeros(vocab_size, dtype=np.int64)
         df[global_ids] = counts
         self._keys = list(keys)
-        self._slot = {key: slot for slot, key in enumerate(keys)}
+        self._slot = slot_of
         self._doc_len = doc_len.copy()
         self._alive = np.ones(n, dtype=np.bool_)
         self._df = df
@@ -412,7 +487,7 @@ class BM25Index:
         self.total_len = int(doc_len.sum())
         self._base_ptr = np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(df, dtype=np.int64)])
         self._base_slots = post_slots.astype(np.int32, copy=False)
-        self._base_tfs = post_tfs.astype(np.float32, copy=False)
+        self._base_tfs = post_tfs  # kept as stored (uint16 as a rule: no 4-byte copy of every posting)
         self._doc_ptr = doc_ptr
         self._doc_terms = doc_terms.astype(np.int32, copy=False) if same_ids else global_ids[doc_terms]
         self._base_end = n
@@ -425,7 +500,26 @@ class BM25Index:
             self._delete(key)
         if len(dropped) > max(_MIN_COMPACT, _COMPACT_RATIO * n):
             self.compact()
-        return set(keys).difference(dropped)
+        return set(self._slot)
+
+    def _term_ids(self, packed_words: bytes, n_words: int, order: npt.NDArray[Any] | None) -> tuple[TermArray, bool]:
+        """The vocabulary's ids of a snapshot's terms, and whether they are its own numbering
+        (each term's row number). Raises ``ValueError`` when the terms are not distinct."""
+        if not len(self.vocab) and n_words:
+            # A fresh vocabulary (a new process's first ranker) takes the snapshot's numbering:
+            # as stored, when the snapshot keeps its terms' sorted order (see Vocabulary).
+            if order is not None and self.vocab.adopt_sorted(packed_words, order):
+                return np.arange(n_words, dtype=np.int32), True
+            if self.vocab.adopt(packed_words.decode("utf-8", "surrogatepass").split("\x00")):
+                return np.arange(n_words, dtype=np.int32), True
+        words = packed_words.decode("utf-8", "surrogatepass").split("\x00") if packed_words else []
+        if len(set(words)) != n_words:
+            raise ValueError("snapshot arrays do not match")
+        global_ids = np.array(self.vocab.ids_for(words), dtype=np.int32)
+        # The snapshot's own numbering only when every term got its row number: a vocabulary
+        # that already held other terms can give ids that start at 0 and end at n_words - 1
+        # with others between (another user's snapshot loaded first).
+        return global_ids, bool(np.array_equal(global_ids, np.arange(n_words, dtype=np.int32)))
 
     # -- scoring -------------------------------------------------------------------------
     def _df_view(self, size: int) -> IntArray:

@@ -13,6 +13,10 @@ it, as it found any change made behind the index's back. A broken snapshot is qu
 an outdated one ignored: the caller rebuilds from the notes. A version 3 snapshot (0.2) is read
 as it is and rewritten as version 4 by the first write (it has no journal to append to).
 
+The entries are an :class:`EntryMap`: a snapshot's entries stay undecoded until read, and what
+a fresh process compares for all of them comes from the snapshot's columns (see
+:class:`~.index_file.IndexColumns`).
+
 Besides the entries it keeps, per ``(user, category)``, the names each user owns, and the
 signatures of notes that were skipped (not UTF-8 or binary) so they are not re-read until they
 change: they are kept in the blobs too, so no other process re-reads them either. Callers hold
@@ -21,24 +25,32 @@ change: they are kept in the blobs too, so no other process re-reads them either
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 import uuid
-from collections.abc import Container, Mapping
+from collections.abc import Container, ItemsView, Iterable, Iterator, Mapping, MutableMapping, Sequence, ValuesView
 from typing import TypeVar
 
-from local_ai_memory._contracts.knowledge import KnowledgeBackend, is_note_name
+import numpy as np
+import numpy.typing as npt
+
+from local_ai_memory._contracts.knowledge import KnowledgeBackend, NoteInfo, is_note_name
 from local_ai_memory._knowledge.index_file import (
     IndexEntry,
     SkippedNote,
+    SnapshotRows,
+    StoredEntry,
+    column_keys,
+    column_skipped,
     journal_header,
     journal_line,
     metadata_checksum,
+    parse_columns,
     parse_index,
     parse_journal,
     serialize_index,
 )
-from local_ai_memory._knowledge.token_marks import TokenMarks
 from local_ai_memory._shared.events import Event, log_event
 from local_ai_memory._shared.naming import owner_of
 
@@ -47,6 +59,7 @@ __all__ = [
     "JOURNAL_MIN",
     "JOURNAL_NAME",
     "EntryKey",
+    "EntryMap",
     "KnowledgeIndex",
     "StoredIndex",
     "journal_bound",
@@ -70,7 +83,144 @@ def journal_bound(entries: int) -> int:
 EntryKey = tuple[str, str]  # (category, filename)
 Signature = tuple[int, int]  # (version, size) of a note
 _V = TypeVar("_V")
-StoredIndex = tuple[dict[EntryKey, IndexEntry], dict[EntryKey, SkippedNote]]
+Listed = tuple[int | None, int | None, bool]  # mtime_ns, size, holds a content hash
+
+
+class EntryMap(MutableMapping[EntryKey, IndexEntry]):
+    """The index entries by ``(category, filename)``: the rows of the loaded snapshot
+    (:class:`~.index_file.SnapshotRows`), each decoded only when it is read, and the entries
+    set in this process since. What a fresh process's first query needs of all 10k entries
+    (keys, listing signatures, metadata checksums, content-hash flags) comes from the
+    snapshot's columns (:meth:`not_as_listed`, :meth:`row_numbers`, :meth:`checksum`,
+    :meth:`racy_keys`); a compaction copies the rows it never decoded as they were stored
+    (:meth:`stored_items`). A key is in one of the two at a time."""
+
+    __slots__ = ("_row", "_rows", "_set")
+
+    def __init__(
+        self,
+        entries: Mapping[EntryKey, IndexEntry] | None = None,
+        rows: SnapshotRows | None = None,
+        row_of: dict[EntryKey, int] | None = None,
+    ) -> None:
+        self._rows = rows
+        self._row: dict[EntryKey, int] = row_of if row_of is not None and rows is not None else {}
+        self._set: dict[EntryKey, IndexEntry] = dict(entries) if entries is not None else {}
+
+    def __getitem__(self, key: EntryKey) -> IndexEntry:
+        row = self._row.get(key)
+        if row is None:
+            return self._set[key]
+        assert self._rows is not None
+        return self._rows.entry(row)
+
+    def get(self, key: EntryKey, default: IndexEntry | None = None) -> IndexEntry | None:  # type: ignore[override]
+        row = self._row.get(key)
+        if row is None:
+            return self._set.get(key, default)
+        assert self._rows is not None
+        return self._rows.entry(row)
+
+    def __setitem__(self, key: EntryKey, entry: IndexEntry) -> None:
+        if self._row:
+            self._row.pop(key, None)
+        self._set[key] = entry
+
+    def __delitem__(self, key: EntryKey) -> None:
+        if self._row.pop(key, None) is None:
+            del self._set[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._row or key in self._set
+
+    def __iter__(self) -> Iterator[EntryKey]:
+        return itertools.chain(self._row, self._set)
+
+    def __len__(self) -> int:
+        return len(self._row) + len(self._set)
+
+    def _decode_many(self) -> None:
+        # A walk over the values: one parse of the stored list beats one per entry.
+        if self._rows is not None and self._row:
+            self._rows.decode_all()
+
+    def values(self) -> ValuesView[IndexEntry]:
+        self._decode_many()
+        return super().values()
+
+    def items(self) -> ItemsView[EntryKey, IndexEntry]:
+        self._decode_many()
+        return super().items()
+
+    def copy(self) -> EntryMap:
+        """A shallow copy (the same entries and snapshot rows)."""
+        return EntryMap(self._set, self._rows, dict(self._row))
+
+    def not_as_listed(self, category: str, listed: Sequence[tuple[str, NoteInfo]]) -> list[str]:
+        """The names of ``listed`` (a listing of ``category``) whose entry is missing, differs
+        from the listing in version or size, or holds a content hash: all but the notes
+        unchanged since they were indexed (the usual 10k of a listing comparison), found
+        without decoding an entry."""
+        row_of = self._row
+        set_ = self._set
+        rows = self._rows
+        mtime, size, racy = (rows.mtime, rows.size, rows.racy) if rows is not None else ([], [], frozenset())
+        out: list[str] = []
+        for name, info in listed:
+            key = (category, name)
+            row = row_of.get(key)
+            if row is not None:
+                if mtime[row] == info[3] and size[row] == info[2] and row not in racy:
+                    continue
+            else:
+                entry = set_.get(key)
+                if (
+                    entry is not None
+                    and entry.mtime_ns == info[3]
+                    and entry.size == info[2]
+                    and entry.content_hash is None
+                ):
+                    continue
+            out.append(name)
+        return out
+
+    def checksum(self, key: EntryKey, entry: IndexEntry | None = None) -> int | None:
+        """The stored metadata checksum of ``key``'s entry while it is the snapshot's row (and,
+        given ``entry``, that row's very object); ``None`` otherwise."""
+        row = self._row.get(key)
+        if row is None or self._rows is None:
+            return None
+        if entry is not None and self._rows.decoded(row) is not entry:
+            return None
+        return self._rows.meta[row]
+
+    def row_numbers(self, keys: Iterable[EntryKey]) -> list[int]:
+        """Each key's snapshot row (see :meth:`stored_rows`); -1 for an entry set in this process or none."""
+        return list(map(self._row.get, keys, itertools.repeat(-1)))
+
+    def stored_rows(self) -> npt.NDArray[np.int64]:
+        """The snapshot's ``(mtime_ns, size, metadata checksum)`` per row (absent:
+        :data:`~.index_file.NO_MTIME` and -1; an empty array without a snapshot)."""
+        return self._rows.signatures() if self._rows is not None else np.zeros((0, 3), dtype=np.int64)
+
+    def racy_keys(self) -> set[EntryKey]:
+        """The keys whose entry holds a content hash (see :attr:`KnowledgeIndex.racy`)."""
+        found = {key for key, entry in self._set.items() if entry.content_hash is not None}
+        rows = self._rows
+        if rows is not None and rows.racy:
+            found.update(key for key, row in self._row.items() if row in rows.racy)
+        return found
+
+    def stored_items(self) -> list[IndexEntry | StoredEntry]:
+        """Every entry, the snapshot rows as they were stored (for :func:`~.index_file.serialize_index`)."""
+        out: list[IndexEntry | StoredEntry] = list(self._set.values())
+        rows = self._rows
+        if rows is not None:
+            out.extend(rows.stored(row) for row in self._row.values())
+        return out
+
+
+StoredIndex = tuple[EntryMap, dict[EntryKey, SkippedNote]]
 
 
 class KnowledgeIndex:
@@ -81,7 +231,7 @@ class KnowledgeIndex:
         self.categories = categories
         self.lock = lock
         self._write_lock = threading.Lock()
-        self.entries: dict[EntryKey, IndexEntry] | None = None
+        self.entries: EntryMap | None = None
         self.owned: dict[tuple[str, str], set[str]] = {}
         self.skipped: dict[EntryKey, SkippedNote] = {}
         self.generation = 0
@@ -124,7 +274,7 @@ class KnowledgeIndex:
         """Whether the entries are in memory."""
         return self.entries is not None
 
-    def current(self) -> dict[EntryKey, IndexEntry]:
+    def current(self) -> EntryMap:
         """The entries (the index must be loaded)."""
         entries = self.entries
         if entries is None:
@@ -138,36 +288,55 @@ class KnowledgeIndex:
         self.reads += 1
         if data is None:
             return None
-        status, index, why = parse_index(data)
-        if status == "corrupt":
-            moved = self.backend.quarantine_blob(INDEX_NAME)
-            log_event(Event.MEMORY_CORRUPT, path=INDEX_NAME, moved_to=str(moved), reason=why)
-            return None
-        if status == "outdated" or index is None:
-            log_event(Event.INDEX_REBUILT, path=INDEX_NAME, reason=why)
-            return None
-        entries = {
-            (e.category, e.filename): e
-            for e in index.files
-            if is_note_name(e.filename) and e.category in self.categories
-        }
-        # Token marks stored unpacked (an index written before they were packed): the next
-        # flush writes a snapshot, so the next process loads them packed.
-        self._migrate = any(isinstance(e.tokens, TokenMarks) for e in index.files)
-        # The snapshot's checksums of its entries' metadata (a list of another length is
-        # ignored): a ranker snapshot's rows are compared with them, not recomputed per note.
-        meta = index.meta if index.meta is not None and len(index.meta) == len(index.files) else []
-        self._meta = {(e.category, e.filename): (e, crc) for e, crc in zip(index.files, meta, strict=False)}
+        columns = parse_columns(data)
+        keys = column_keys(columns) if columns is not None else None
+        if columns is not None and keys is not None:
+            # The usual snapshot (see IndexColumns): no entry is decoded here.
+            rows = SnapshotRows(data, columns, keys)
+            categories = self.categories
+            entries = EntryMap(
+                rows=rows, row_of={key: row for row, key, _ in _owned_keys(keys) if key[0] in categories}
+            )
+            self._migrate = False
+            self._meta = {}
+            skipped_notes = column_skipped(data, columns)
+            journal = columns.journal
+        else:
+            status, index, why = parse_index(data)
+            if status == "corrupt":
+                moved = self.backend.quarantine_blob(INDEX_NAME)
+                log_event(Event.MEMORY_CORRUPT, path=INDEX_NAME, moved_to=str(moved), reason=why)
+                return None
+            if status == "outdated" or index is None:
+                log_event(Event.INDEX_REBUILT, path=INDEX_NAME, reason=why)
+                return None
+            entries = EntryMap(
+                {
+                    (e.category, e.filename): e
+                    for e in index.files
+                    if is_note_name(e.filename) and e.category in self.categories
+                }
+            )
+            # A snapshot without columns (written before them, by a reader that does not know
+            # them, or with columns that do not describe it), or with token marks stored
+            # unpacked: the next flush writes a snapshot, so the next process loads it as above.
+            self._migrate = True
+            # The snapshot's checksums of its entries' metadata (a list of another length is
+            # ignored): a ranker snapshot's rows are compared with them, not recomputed per note.
+            meta = index.meta if index.meta is not None and len(index.meta) == len(index.files) else []
+            self._meta = {(e.category, e.filename): (e, crc) for e, crc in zip(index.files, meta, strict=False)}
+            skipped_notes = index.skipped
+            journal = index.journal
         skipped = {
             (n.category, n.filename): n
-            for n in index.skipped
+            for n in skipped_notes
             if is_note_name(n.filename) and n.category in self.categories and (n.category, n.filename) not in entries
         }
         self.loaded_journal = None
         self.loaded_lines = 0
-        if index.journal is not None:
+        if journal is not None:
             data = self.backend.read_blob(JOURNAL_NAME)
-            parsed = parse_journal(data, index.journal) if data is not None else None
+            parsed = parse_journal(data, journal) if data is not None else None
             if parsed is not None:
                 lines, count = parsed
                 for line in lines:
@@ -176,12 +345,12 @@ class KnowledgeIndex:
                         continue
                     _set(entries, key, line.e)
                     _set(skipped, key, line.s if line.e is None else None)
-                self.loaded_journal, self.loaded_lines = index.journal, count
+                self.loaded_journal, self.loaded_lines = journal, count
         return entries, skipped
 
     def replace(
         self,
-        entries: dict[EntryKey, IndexEntry],
+        entries: Mapping[EntryKey, IndexEntry],
         skipped: dict[EntryKey, SkippedNote] | None = None,
         *,
         stored: bool = False,
@@ -190,9 +359,11 @@ class KnowledgeIndex:
 
         ``stored``: they are what :meth:`load_stored` just read, so later changes may go to
         its journal (when it had one); otherwise the next flush writes a snapshot."""
+        if not isinstance(entries, EntryMap):
+            entries = EntryMap(entries)
         self.entries = entries
         self.generation += 1
-        self.racy = {key for key, entry in entries.items() if entry.content_hash is not None}
+        self.racy = entries.racy_keys()
         self._pending = set()
         self._own = set()
         self.touched = set()
@@ -204,10 +375,11 @@ class KnowledgeIndex:
         if not stored:
             self._meta = {}
         self.owned = {}
-        for category, filename in entries:
-            owner = owner_of(filename)
-            if owner is not None:
-                self.owned.setdefault((owner, category), set()).add(filename)
+        for _, (category, filename), owner in _owned_keys(list(entries)):
+            found = self.owned.get((owner, category))
+            if found is None:
+                found = self.owned[(owner, category)] = set()
+            found.add(filename)
 
     def meta_checksum(self, entry: IndexEntry) -> int:
         """:func:`~.index_file.metadata_checksum` of ``entry``, remembered per note for the
@@ -217,14 +389,12 @@ class KnowledgeIndex:
         known = self._meta.get(key)
         if known is not None and known[0] is entry:
             return known[1]
+        stored = self.entries.checksum(key, entry) if self.entries is not None else None
+        if stored is not None:
+            return stored
         crc = metadata_checksum(entry)
         self._meta[key] = (entry, crc)
         return crc
-
-    def known_checksums(self) -> Mapping[EntryKey, tuple[IndexEntry, int]]:
-        """The checksums :meth:`meta_checksum` knows, by note, with the entry each was taken of
-        (read-only; valid for a note only while its entry is that very object)."""
-        return self._meta
 
     def names_of(self, user_id: str, category: str) -> set[str]:
         """The file names ``user_id`` owns in ``category`` (a live set: copy before iterating unlocked)."""
@@ -312,8 +482,10 @@ class KnowledgeIndex:
 
     def drop(self, category: str, filename: str) -> bool:
         """Remove an entry; return whether it was there (a skipped note stays remembered)."""
-        if self.current().pop((category, filename), None) is None:
+        entries = self.current()
+        if (category, filename) not in entries:
             return False
+        del entries[(category, filename)]
         owner = owner_of(filename)
         if owner is not None:
             self.owned.get((owner, category), set()).discard(filename)
@@ -374,7 +546,7 @@ class KnowledgeIndex:
                     key = line.k
                     if key not in self._own and key[0] in self.categories and is_note_name(key[1]):
                         others[key] = (line.e, line.s)
-        snapshot = dict(entries)
+        snapshot = entries.copy()
         skipped = dict(self.skipped)
         for key, (entry, skip) in others.items():
             _set(snapshot, key, entry)
@@ -386,7 +558,7 @@ class KnowledgeIndex:
         self.lock.release()
         try:
             now = time.time()
-            data = serialize_index(list(snapshot.values()), now, list(skipped.values()), journal, self.meta_checksum)
+            data = serialize_index(snapshot.stored_items(), now, list(skipped.values()), journal, self.meta_checksum)
             self.backend.write_blob(INDEX_NAME, data)
             self.backend.write_blob(JOURNAL_NAME, journal_header(journal))
         except BaseException:
@@ -405,8 +577,29 @@ class KnowledgeIndex:
         return True
 
 
-def _set(mapping: dict[EntryKey, _V], key: EntryKey, value: _V | None) -> None:
+def _owned_keys(keys: Sequence[EntryKey]) -> Iterator[tuple[int, EntryKey, str]]:
+    """``(position, key, owner)`` of each key whose name is a note name (:func:`is_note_name`),
+    with its owner (:func:`owner_of`). The rule runs once per run of names with one owner
+    prefix (sorted keys: one run per user and category), not for each of 10k names: a name
+    that starts with a checked name's prefix (the owner part and its ``_``) and ends in
+    ``.md`` is a note name of that owner."""
+    prefix = ""
+    owner = ""
+    for position, key in enumerate(keys):
+        name = key[1]
+        if not prefix or not name.startswith(prefix):
+            found = owner_of(name) if is_note_name(name) else None
+            if found is None:
+                continue
+            owner, prefix = found, name[: name.index("_") + 1]
+        elif not name.endswith(".md"):
+            continue
+        yield position, key, owner
+
+
+def _set(mapping: MutableMapping[EntryKey, _V], key: EntryKey, value: _V | None) -> None:
     if value is None:
-        mapping.pop(key, None)
+        if key in mapping:  # not pop(): an EntryMap would decode the entry it returns
+            del mapping[key]
     else:
         mapping[key] = value

@@ -37,6 +37,16 @@ the order of ``files`` (readers that do not know it ignore it; a list of another
 ignored). A new process compares a ranker snapshot's rows with these instead of computing one
 per note. A wrong value can only make a row mismatch, and then its note is read again.
 
+A snapshot written since the columns came also ends with ``cols`` (:class:`IndexColumns`, its
+own ``v``): per entry, in the order of ``files``, its key, ``mtime_ns``, ``size``, metadata
+checksum, whether it holds a content hash and the byte offset of its JSON, with the CRC-32 of
+every byte before it. A new process reads only these (:func:`parse_columns`) and decodes an
+entry from its own bytes when it is read (:class:`SnapshotRows`); a compaction copies the rows
+it never decoded (:class:`StoredEntry`). Columns whose CRC, version or lengths do not fit the
+bytes (another tool rewrote the JSON) are ignored: the snapshot is parsed whole, and the next
+write rewrites it with columns. Readers that do not know ``cols`` ignore it, so 0.3 reads these
+snapshots as before.
+
 Version 4 (0.3) is version 3 plus a ``journal`` id: the snapshot is followed by the journal
 blob ``memory_index.journal``, one JSON line per changed note, so a write appends its note's
 entry instead of rewriting every entry::
@@ -57,28 +67,38 @@ it as version 4.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import zlib
 from collections import Counter
-from collections.abc import Callable
-from typing import Literal
+from collections.abc import Callable, Iterable
+from typing import Literal, NamedTuple
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_serializer
+import numpy as np
+import numpy.typing as npt
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_serializer
 
 from local_ai_memory._knowledge.token_marks import PackedMarks, TokenMarks, pack_marks
 from local_ai_memory._shared.errors import UnsupportedFormatError
 from local_ai_memory._shared.text import Analyzer, words
 
 __all__ = [
+    "COLUMNS_VERSION",
     "INDEX_VERSION",
+    "NO_MTIME",
     "READABLE_VERSIONS",
+    "IndexColumns",
     "IndexEntry",
     "IndexFile",
     "JournalHeader",
     "JournalLine",
     "ParsedIndex",
     "SkippedNote",
+    "SnapshotRows",
+    "StoredEntry",
+    "column_keys",
+    "column_skipped",
     "extract_description",
     "extract_keywords",
     "extract_metadata",
@@ -89,6 +109,7 @@ __all__ = [
     "lead_text",
     "metadata_checksum",
     "metadata_text",
+    "parse_columns",
     "parse_index",
     "parse_journal",
     "parse_keywords",
@@ -195,12 +216,60 @@ class JournalLine(BaseModel):
     s: SkippedNote | None = None
 
 
+COLUMNS_VERSION = 1
+"""Version of :class:`IndexColumns` (a reader ignores columns of another version)."""
+_COLUMNS_KEY = b',"cols":'
+NO_MTIME = -(1 << 63)
+"""A row's ``mtime_ns`` in the columns when its entry has none (any other value is a real one)."""
+BULK_DECODE = 256
+"""Single entries decoded from a snapshot after which the rest are decoded in one pass."""
+
+
+class IndexColumns(BaseModel):
+    """The snapshot's last member, ``cols``: per entry (in the order of ``files``) what a new
+    process needs before it reads any entry (the key, the listing signature, the metadata
+    checksum, whether it holds a content hash) and where the entry's bytes are, so it decodes
+    an entry only when one is asked for. ``crc`` is the CRC-32 of every byte of the snapshot
+    before ``,"cols":``: columns of other bytes (an index that another writer rewrote) are not
+    used. Readers that do not know it ignore it, as they ignore ``meta``."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    v: int
+    index_version: int
+    crc: int
+    journal: str | None = None
+    last_updated: float = 0.0
+    cats: list[tuple[str, int]] = Field(description="runs of rows: category, how many rows")
+    names: str = Field(description="file names of the rows, joined by '/'")
+    mtime: list[int] = Field(description="mtime_ns of each row, NO_MTIME when absent")
+    size: list[int] = Field(description="size of each row, -1 when absent")
+    meta: list[int] = Field(description="metadata_checksum of each row")
+    racy: list[int] = Field(description="rows that hold a content hash")
+    at: list[int] = Field(description="byte offset of each row's entry, plus one past the last (+1)")
+    skipped: tuple[int, int] | None = Field(default=None, description="byte span of the skipped list")
+
+
+class StoredEntry(NamedTuple):
+    """An entry of a loaded snapshot that was never decoded: its stored JSON and columns."""
+
+    category: str
+    filename: str
+    raw: bytes
+    mtime_ns: int
+    size: int
+    meta: int
+    racy: bool
+
+
 class _VersionOnly(BaseModel):
     model_config = ConfigDict(extra="ignore")
     index_version: int = 0
 
 
 ParsedIndex = tuple[Literal["ok", "outdated", "corrupt"], "IndexFile | None", str]
+_ENTRY_LIST = TypeAdapter(list[IndexEntry])
+_SKIPPED_LIST = TypeAdapter(list[SkippedNote])
 
 
 def parse_index(data: bytes) -> ParsedIndex:
@@ -241,7 +310,7 @@ def parse_index(data: bytes) -> ParsedIndex:
 
 
 def serialize_index(
-    entries: list[IndexEntry],
+    entries: Iterable[IndexEntry | StoredEntry],
     last_updated: float,
     skipped: list[SkippedNote] | None = None,
     journal: str | None = None,
@@ -249,17 +318,206 @@ def serialize_index(
 ) -> bytes:
     """The bytes of an index holding ``entries`` (sorted by category, then file name) and
     ``skipped``, followed by the journal ``journal`` (when given), with each entry's
-    :func:`metadata_checksum` (``checksum``: a function that may know it already)."""
+    :func:`metadata_checksum` (``checksum``: a function that may know it already) and the
+    columns a new process reads instead of the entries (``cols``, last; see
+    :class:`IndexColumns`). A :class:`StoredEntry` (an entry of a loaded snapshot, never
+    decoded) is copied as it was stored."""
     ordered = sorted(entries, key=lambda e: (e.category, e.filename))
-    files = [e.model_dump(exclude_none=True, by_alias=True) for e in ordered]
-    body: dict[str, object] = {"index_version": INDEX_VERSION, "last_updated": last_updated}
+    crc_of = checksum or metadata_checksum
+    head: dict[str, object] = {"index_version": INDEX_VERSION, "last_updated": last_updated}
     if journal is not None:
-        body["journal"] = journal
-    body["files"] = files
+        head["journal"] = journal
+    out = bytearray(_dumps(head)[:-1] + b',"files":[')
+    at: list[int] = []
+    mtime: list[int] = []
+    size: list[int] = []
+    meta: list[int] = []
+    racy: list[int] = []
+    cats: list[tuple[str, int]] = []
+    for row, e in enumerate(ordered):
+        if row:
+            out += b","
+        at.append(len(out))
+        if isinstance(e, StoredEntry):
+            out += e.raw
+            mtime.append(e.mtime_ns)
+            size.append(e.size)
+            meta.append(e.meta)
+            hashed = e.racy
+        else:
+            out += e.model_dump_json(exclude_none=True, by_alias=True).encode("utf-8")
+            mtime.append(e.mtime_ns if e.mtime_ns is not None else NO_MTIME)
+            size.append(e.size if e.size is not None else -1)
+            meta.append(crc_of(e))
+            hashed = e.content_hash is not None
+        if hashed:
+            racy.append(row)
+        if cats and cats[-1][0] == e.category:
+            cats[-1] = (e.category, cats[-1][1] + 1)
+        else:
+            cats.append((e.category, 1))
+    at.append(len(out) + 1)  # entry i is data[at[i] : at[i + 1] - 1]: its bytes without the comma
+    out += b"]"
+    span: tuple[int, int] | None = None
     if skipped:
-        body["skipped"] = [n.model_dump() for n in sorted(skipped, key=lambda n: (n.category, n.filename))]
-    body["meta"] = [(checksum or metadata_checksum)(e) for e in ordered]
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        out += b',"skipped":'
+        start = len(out)
+        out += _dumps([n.model_dump() for n in sorted(skipped, key=lambda n: (n.category, n.filename))])
+        span = (start, len(out))
+    out += b',"meta":' + _dumps(meta)
+    columns = IndexColumns(
+        v=COLUMNS_VERSION,
+        index_version=INDEX_VERSION,
+        crc=zlib.crc32(out),
+        journal=journal,
+        last_updated=last_updated,
+        cats=cats,
+        names="/".join(e.filename for e in ordered),
+        mtime=mtime,
+        size=size,
+        meta=meta,
+        racy=racy,
+        at=at,
+        skipped=span,
+    )
+    out += _COLUMNS_KEY + columns.model_dump_json().encode("utf-8") + b"}"
+    return bytes(out)
+
+
+def _dumps(value: object) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def parse_columns(data: bytes) -> IndexColumns | None:
+    """The :class:`IndexColumns` of index bytes when they hold columns that describe exactly
+    these bytes (their CRC-32 matches, every span lies inside, every list has one value per
+    entry); ``None`` otherwise (an index written before columns, by a reader that rewrote it
+    without them, or damaged): then it is parsed whole by :func:`parse_index`."""
+    tail = data.rfind(_COLUMNS_KEY)
+    if tail < 0 or not data.endswith(b"}"):
+        return None
+    try:
+        columns = IndexColumns.model_validate_json(data[tail + len(_COLUMNS_KEY) : -1])
+    except ValueError:
+        return None
+    n = len(columns.mtime)
+    at = columns.at
+    if (
+        columns.v != COLUMNS_VERSION
+        or columns.index_version != INDEX_VERSION
+        or len(columns.size) != n
+        or len(columns.meta) != n
+        or len(at) != n + 1
+        or sum(count for _, count in columns.cats) != n
+        or any(not 0 <= row < n for row in columns.racy)
+        or (n and (at[0] <= 0 or at[-1] > tail or any(a >= b for a, b in itertools.pairwise(at))))
+        or (columns.skipped is not None and not 0 < columns.skipped[0] <= columns.skipped[1] <= tail)
+        or zlib.crc32(memoryview(data)[:tail]) != columns.crc
+    ):
+        return None
+    return columns
+
+
+class SnapshotRows:
+    """The entries of a snapshot read through its :class:`IndexColumns`: each decoded from its
+    own bytes the first time it is asked for (a query reads a handful of the 10k a process
+    loads), all of them in one pass once many are (:data:`BULK_DECODE` single ones)."""
+
+    def __init__(self, data: bytes, columns: IndexColumns, keys: list[tuple[str, str]]) -> None:
+        self.data = data
+        self.keys = keys
+        self.at = columns.at
+        self.mtime = columns.mtime
+        self.size = columns.size
+        self.meta = columns.meta
+        self.racy = frozenset(columns.racy)
+        self._decoded: dict[int, IndexEntry] = {}
+        self._single = 0
+        self._signatures: npt.NDArray[np.int64] | None = None
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def raw(self, row: int) -> bytes:
+        """The stored JSON of row ``row``."""
+        return self.data[self.at[row] : self.at[row + 1] - 1]
+
+    def decoded(self, row: int) -> IndexEntry | None:
+        """Row ``row``'s entry if it was decoded already (the very object every reader got)."""
+        return self._decoded.get(row)
+
+    def entry(self, row: int) -> IndexEntry:
+        """Row ``row``'s entry, decoded on the first ask (then the same object each time)."""
+        found = self._decoded.get(row)
+        if found is not None:
+            return found
+        self._single += 1
+        if self._single > BULK_DECODE:
+            self.decode_all()
+            return self._decoded[row]
+        entry = IndexEntry.model_validate_json(self.raw(row))
+        self._check(row, entry)
+        self._decoded[row] = entry
+        return entry
+
+    def decode_all(self) -> None:
+        """Decode every row not decoded yet, in one parse of the stored list."""
+        if len(self._decoded) == len(self.keys):
+            return
+        at = self.at
+        entries = _ENTRY_LIST.validate_json(self.data[at[0] - 1 : at[-1]])
+        if len(entries) != len(self.keys):
+            raise ValueError("index snapshot: its entries do not match its columns")
+        decoded = self._decoded
+        for row, entry in enumerate(entries):
+            if row not in decoded:
+                self._check(row, entry)
+                decoded[row] = entry
+
+    def _check(self, row: int, entry: IndexEntry) -> None:
+        if (entry.category, entry.filename) != self.keys[row]:
+            raise ValueError("index snapshot: an entry does not match its columns")
+
+    def stored(self, row: int) -> StoredEntry:
+        """Row ``row`` as :func:`serialize_index` copies it into a new snapshot."""
+        category, filename = self.keys[row]
+        return StoredEntry(
+            category, filename, self.raw(row), self.mtime[row], self.size[row], self.meta[row], row in self.racy
+        )
+
+    def signatures(self) -> npt.NDArray[np.int64]:
+        """``(mtime_ns, size, metadata checksum)`` of every row as stored (absent: :data:`NO_MTIME`
+        and -1), one row each."""
+        if self._signatures is None:
+            self._signatures = np.array([self.mtime, self.size, self.meta], dtype=np.int64).T.copy()
+        return self._signatures
+
+    def signature(self, row: int) -> tuple[int | None, int | None, bool]:
+        """Row ``row``'s ``(mtime_ns, size, has a content hash)`` as stored (``None``: absent)."""
+        mtime, size = self.mtime[row], self.size[row]
+        return (mtime if mtime != NO_MTIME else None, size if size >= 0 else None, row in self.racy)
+
+
+def column_skipped(data: bytes, columns: IndexColumns) -> list[SkippedNote]:
+    """The skipped notes of index bytes that :func:`parse_columns` accepted."""
+    if columns.skipped is None:
+        return []
+    start, end = columns.skipped
+    return _SKIPPED_LIST.validate_json(data[start:end])
+
+
+def column_keys(columns: IndexColumns) -> list[tuple[str, str]] | None:
+    """The ``(category, filename)`` of each row of ``columns``; ``None`` when the names do not
+    split into one per row."""
+    names = columns.names.split("/") if columns.names else []
+    if len(names) != len(columns.mtime):
+        return None
+    keys: list[tuple[str, str]] = []
+    start = 0
+    for category, count in columns.cats:
+        keys.extend(zip([category] * count, names[start : start + count], strict=True))
+        start += count
+    return keys
 
 
 def journal_header(journal: str) -> bytes:

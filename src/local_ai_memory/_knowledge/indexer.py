@@ -326,15 +326,9 @@ class NoteIndexer:
             listed = list(current.items())
             for start in range(0, len(listed), STALE_CHUNK):
                 with self.lock:
-                    for name, info in listed[start : start + STALE_CHUNK]:
+                    for name in entries.not_as_listed(category, listed[start : start + STALE_CHUNK]):
+                        info = current[name]
                         entry = entries.get((category, name))
-                        if (
-                            entry is not None
-                            and entry.mtime_ns == info.version
-                            and entry.size == info.size
-                            and entry.content_hash is None
-                        ):
-                            continue  # the usual note: listed as indexed (the test below, inlined)
                         if entry is None:
                             if not self.index.is_skipped(category, name, _signature(info)):
                                 stale.append(StaleEntry(category, name, "new"))

@@ -28,7 +28,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +41,7 @@ from local_ai_memory._contracts.knowledge import (
     erasure_marker,
     is_note_name,
 )
-from local_ai_memory._knowledge.index import INDEX_NAME, KnowledgeIndex
+from local_ai_memory._knowledge.index import INDEX_NAME, EntryMap, KnowledgeIndex
 from local_ai_memory._knowledge.index_file import (
     INDEX_VERSION,
     IndexEntry,
@@ -88,6 +88,9 @@ Waiting costs at least the watcher's registration (its first answer, about 0.1 s
 comparison of every user's listing; below this the query's own comparison of its user's
 listing is cheaper (about 70 ms of ``stat`` at 10k notes), and it is done before the watcher
 compares, so the two rarely run at once."""
+WATCH_START_DELAY_S = 0.05
+"""How long after the query that starts it the automatic watcher starts (see
+:meth:`KnowledgeNotes._start_watching_soon`)."""
 CATCH_UP_WAIT_S = 30.0
 """How long it waits at most; then (or if the watcher failed) it compares by itself."""
 
@@ -445,7 +448,7 @@ class KnowledgeNotes:
         """Whether the index (``memory_index.json``) is stored."""
         return self.backend.blob_size(INDEX_NAME) is not None
 
-    def _ensure_loaded(self, llm: LLM | None = None, progress: Progress | None = None) -> dict[Any, IndexEntry]:
+    def _ensure_loaded(self, llm: LLM | None = None, progress: Progress | None = None) -> EntryMap:
         with self._lock:
             if self._index.entries is not None:
                 return self._index.entries
@@ -459,7 +462,11 @@ class KnowledgeNotes:
         return self._index.current()
 
     def _replace(
-        self, entries: dict[Any, IndexEntry], skipped: dict[Any, SkippedNote] | None = None, *, stored: bool = False
+        self,
+        entries: Mapping[Any, IndexEntry],
+        skipped: dict[Any, SkippedNote] | None = None,
+        *,
+        stored: bool = False,
     ) -> None:
         self._index.replace(entries, skipped, stored=stored)
         self._rankers.clear()
@@ -790,6 +797,34 @@ class KnowledgeNotes:
             ),
         )
 
+    def _start_watching_soon(self) -> None:
+        """Start the folder's automatic watcher :data:`WATCH_START_DELAY_S` from now, from a
+        thread of its own: after the query that asks for it has answered.
+
+        Registering the native watcher walks the folder (every note: about 0.1 s at 10k notes
+        here) inside ``watchfiles``, which holds the GIL meanwhile: started within the query,
+        the query's last steps waited for that walk. Until the watcher runs, queries compare
+        listings, as they did before it started; a folder closed meanwhile starts none (see
+        :func:`.service.watch_automatically`)."""
+        parts = self._parts
+        parts.auto_pending = True
+
+        def start() -> None:
+            try:
+                self._start_watching()
+            except Exception as exc:  # queries keep comparing listings
+                parts.auto_failed = True
+                log_event(
+                    Event.INDEX_WATCH_ERROR, level=logging.WARNING, error=repr(exc), fallback="listing comparison"
+                )
+            finally:
+                parts.auto_pending = False
+
+        timer = threading.Timer(WATCH_START_DELAY_S, start)
+        timer.name = "local-ai-memory-auto-watch-start"
+        timer.daemon = True
+        timer.start()
+
     def stop_watching(self) -> None:
         """Stop the automatic watcher of this store's folder, if one runs (queries then compare
         listings again until the next query starts it anew, unless ``auto_watch`` is off)."""
@@ -808,7 +843,7 @@ class KnowledgeNotes:
         cats = self._categories(categories)
         self._ensure_loaded()
         parts = self._parts
-        idle = not parts.watched and parts.auto is None and not parts.auto_failed
+        idle = not parts.watched and parts.auto is None and not parts.auto_failed and not parts.auto_pending
         start = idle and self.auto_refresh and self.shared and self.config.auto_watch
         if start and sum(len(self._index.names_of(user_id, c)) for c in cats) >= CATCH_UP_WAIT_NOTES:
             start = False
@@ -826,6 +861,11 @@ class KnowledgeNotes:
             if changed:
                 self._after_refresh(changed, True, source="feed")
             elif changed is None and not self.watched:
+                # The user's ranker snapshots are read while the listing is compared (a fresh
+                # process: see RankerCache.read_ahead); the query ranks with them next.
+                with self._lock:
+                    for category in cats:
+                        self._rankers.read_ahead(user_id, category)
                 self._refresh_stale(user_id, cats, during_query=True)
         if start:
             # Started after this query compared its user's listing, not before: the watcher's
@@ -837,7 +877,7 @@ class KnowledgeNotes:
             with self._lock:
                 for category in cats:
                     self._rankers.get(user_id, category, self._indexer.stored_tokens)
-            self._start_watching()
+            self._start_watching_soon()
         # After the refresh: an index that shows any of a forgetting's deletions was refreshed
         # after its marker was written, so the marker is seen here (by the feed or the stat).
         marker = erasure_marker(user_id)

@@ -72,6 +72,8 @@ class RootParts:
     """The automatic watcher, once a query started it."""
     auto_failed: bool = False
     """Native watching is unavailable here: queries keep comparing listings."""
+    auto_pending: bool = False
+    """A query scheduled the automatic watcher's start (it starts a moment after that query)."""
     start_lock: threading.Lock = field(default_factory=threading.Lock)
     hybrid_corpora: dict[tuple[str, tuple[str, ...]], tuple[int, HybridCorpus]] = field(default_factory=dict)
     """Hybrid search's corpus per ``(user, categories)``, with the index generation it was built at."""

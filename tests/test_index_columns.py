@@ -1,0 +1,316 @@
+"""The index snapshot's columns and a fresh process's first query (issue 26).
+
+Covers: a new process reads the snapshot's columns and decodes only the entries it reads;
+columns that do not describe the bytes (a rewrite, a wrong CRC, garbage, another version) are
+ignored and the snapshot is parsed whole, with the same entries and rankings; a compaction
+copies the undecoded rows as stored; a snapshot without columns opens and its first write
+adds them; a ranker snapshot's terms are looked up in their stored sorted order without a dict
+of every term (and snapshots without that order, or with a broken one, still load); the ranker
+snapshot read ahead while the listing is compared; the automatic watcher starts after the
+first query, once, and not at all for a folder closed meanwhile.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from local_ai_memory import close_shared_stores
+from local_ai_memory._knowledge import index_file
+from local_ai_memory._knowledge.bm25 import BM25Index, Vocabulary, read_snapshot, snapshot_bytes
+from local_ai_memory._knowledge.index import JOURNAL_NAME, EntryMap
+from local_ai_memory._knowledge.index_file import IndexColumns, parse_columns, parse_index, stored_entries
+from local_ai_memory._knowledge.store import MemoryStore
+from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.naming import DirectoryGuard
+from local_ai_memory.backends import FileKnowledgeBackend
+from tests.conftest import EventLog
+
+CONFIG = MemoryConfig(fsync=False)
+QUERIES = ["tea gardens", "tok7x", "ordinary words", "note 12", "handset", "melons"]
+
+
+def _store(root: Path, **settings: Any) -> MemoryStore:
+    config = MemoryConfig(fsync=False, **settings)
+    return MemoryStore(FileKnowledgeBackend(DirectoryGuard(root), config), config, categories=["knowledge"])
+
+
+def _fresh(root: Path, **settings: Any) -> MemoryStore:
+    """A store as a new process would open it (no per-folder state shared with earlier stores)."""
+    close_shared_stores()
+    return _store(root, **settings)
+
+
+def _note(n: int) -> str:
+    return f"# Note {n}\n\nThe word tok{n}x marks this note, among ordinary words about tea and gardens.\n"
+
+
+def _ranked(store: MemoryStore) -> list[list[tuple[str, float]]]:
+    return [[(c.filename, c.score) for c in store.search(q, 10, user_id="alice")] for q in QUERIES]
+
+
+def _folder(root: Path, notes: int = 40) -> list[list[tuple[str, float]]]:
+    """A folder of ``notes`` notes with a compacted index and ranker snapshot; its rankings."""
+    store = _store(root)
+    for n in range(notes):
+        store.write_file(f"knowledge/alice_n{n}.md", _note(n))
+    store.bm25_search("tea", user_id="alice")
+    store.settle()  # the notes' timestamp tick is over: no content hashes in the snapshot
+    store._index.compact()
+    store.save_rankers()
+    return _ranked(store)
+
+
+def _index_path(root: Path) -> Path:
+    return root / "memory_data" / "memory_index.json"
+
+
+def _entries(root: Path) -> list[dict[str, Any]]:
+    journal = root / "memory_data" / JOURNAL_NAME
+    found = stored_entries(_index_path(root).read_bytes(), journal.read_bytes() if journal.exists() else None)
+    return [e.model_dump() for e in found]
+
+
+def test_a_new_process_decodes_only_the_entries_it_reads(tmp_path: Path) -> None:
+    before = _folder(tmp_path)
+    data = _index_path(tmp_path).read_bytes()
+    columns = parse_columns(data)
+    assert columns is not None
+    assert len(columns.mtime) == 40
+    assert parse_index(data)[0] == "ok"  # still an index every reader parses whole (cols is ignored there)
+    fresh = _fresh(tmp_path)
+    assert fresh.bm25_search("tok7x", user_id="alice") == ["alice_n7.md"]
+    entries = fresh._index.current()
+    assert isinstance(entries, EntryMap)
+    rows = entries._rows
+    assert rows is not None
+    assert len(rows._decoded) <= 2  # the hit (and nothing for the listing or the ranker rows)
+    assert _ranked(fresh) == before
+    # Every entry reads back as the whole parse gives it (a content hash the query found
+    # settled is dropped: see NoteIndexer).
+    whole = parse_index(data)[1].files  # type: ignore[union-attr]
+    expected = {(e.category, e.filename): e.model_dump(exclude={"content_hash"}) for e in whole}
+    assert {key: entries[key].model_dump(exclude={"content_hash"}) for key in entries} == expected
+    assert len(rows._decoded) == 40  # read one by one past BULK_DECODE, or all at once: the same entries
+
+
+@pytest.mark.parametrize("damage", ["rewritten", "crc", "garbage", "version", "short"])
+def test_columns_that_do_not_describe_the_bytes_are_ignored(tmp_path: Path, damage: str) -> None:
+    before = _folder(tmp_path)
+    path = _index_path(tmp_path)
+    data = path.read_bytes()
+    expected = _entries(tmp_path)
+    tail = data.rfind(b',"cols":')
+    columns = json.loads(data[tail + len(b',"cols":') : -1])
+    if damage == "rewritten":  # another tool rewrote the JSON: the columns' offsets are stale
+        data = json.dumps(json.loads(data), indent=1).encode()
+    elif damage == "crc":
+        columns["crc"] ^= 1
+        data = data[:tail] + b',"cols":' + json.dumps(columns).encode() + b"}"
+    elif damage == "garbage":
+        data = data[:tail] + b',"cols":{"v":1,"crc":"x"}}'
+    elif damage == "version":
+        columns["v"] += 1
+        data = data[:tail] + b',"cols":' + json.dumps(columns).encode() + b"}"
+    else:
+        columns["mtime"] = columns["mtime"][:-1]
+        data = data[:tail] + b',"cols":' + json.dumps(columns).encode() + b"}"
+    path.write_bytes(data)
+    assert parse_columns(data) is None
+    assert parse_index(data)[0] == "ok"
+    fresh = _fresh(tmp_path)
+    assert _ranked(fresh) == before
+    assert [e.model_dump() for e in fresh.read_index().files] == expected  # both sorted by name
+    # The first write writes a snapshot with columns again.
+    fresh.write_file("knowledge/alice_new.md", "# New\n\nmelons")
+    assert parse_columns(path.read_bytes()) is not None
+    again = _fresh(tmp_path)
+    assert again.bm25_search("melons", user_id="alice") == ["alice_new.md"]
+
+
+def test_a_compaction_copies_the_rows_it_never_decoded(tmp_path: Path) -> None:
+    _folder(tmp_path)
+    old = _index_path(tmp_path).read_bytes()
+    old_columns = parse_columns(old)
+    assert old_columns is not None
+    fresh = _fresh(tmp_path)
+    fresh.write_file("knowledge/alice_n3.md", _note(1003))  # an edit
+    fresh.delete_file("knowledge/alice_n4.md")
+    fresh.update_index_entry("alice_n5.md", "Handset", "set by hand", ["handset"], "knowledge")
+    assert fresh.bm25_search("tea", user_id="alice")  # its ranker, from its snapshot
+    fresh._index.compact()
+    fresh.save_rankers()
+    rows = fresh._index.current()._rows
+    assert rows is not None
+    assert len(rows._decoded) <= 12  # the snapshot and the ranker's rows came from the columns
+    new = _index_path(tmp_path).read_bytes()
+    columns = parse_columns(new)
+    assert columns is not None
+    names = columns.names.split("/")
+    assert "alice_n4.md" not in names
+    assert len(names) == 39
+
+    def raw(data: bytes, cols: IndexColumns, name: str) -> bytes:
+        row = cols.names.split("/").index(name)
+        return data[cols.at[row] : cols.at[row + 1] - 1]
+
+    for name in ("alice_n0.md", "alice_n17.md", "alice_n39.md"):
+        assert raw(new, columns, name) == raw(old, old_columns, name)  # copied, not re-encoded
+    assert raw(new, columns, "alice_n3.md") != raw(old, old_columns, "alice_n3.md")
+    by_name = {e["filename"]: e for e in _entries(tmp_path)}
+    assert by_name["alice_n5.md"]["title"] == "Handset"
+    assert "tok1003x" in by_name["alice_n3.md"]["keywords"]
+    # Each row's columns say what its entry says.
+    for row, name in enumerate(names):
+        entry = by_name[name]
+        assert columns.mtime[row] == entry["mtime_ns"]
+        assert columns.size[row] == entry["size"]
+        assert columns.meta[row] == index_file.metadata_checksum(index_file.IndexEntry.model_validate(entry))
+        assert (row in columns.racy) == (entry["content_hash"] is not None)
+    again = _fresh(tmp_path)
+    assert again.bm25_search("handset", user_id="alice") == ["alice_n5.md"]
+    assert again.bm25_search("tok1003x", user_id="alice") == ["alice_n3.md"]
+    assert again.bm25_search("tok4x", user_id="alice") == []
+
+
+def test_a_snapshot_without_columns_opens_and_its_first_write_adds_them(tmp_path: Path) -> None:
+    before = _folder(tmp_path)
+    path = _index_path(tmp_path)
+    body = json.loads(path.read_bytes())
+    del body["cols"]  # what 0.3 and the code before columns wrote
+    path.write_bytes(json.dumps(body, separators=(",", ":")).encode())
+    fresh = _fresh(tmp_path)
+    assert _ranked(fresh) == before
+    assert parse_columns(path.read_bytes()) is None  # a query does not rewrite it
+    fresh.write_file("knowledge/alice_n40.md", _note(40))  # the first write migrates
+    assert parse_columns(path.read_bytes()) is not None
+    again = _fresh(tmp_path)
+    assert again.bm25_search("tok40x", user_id="alice") == ["alice_n40.md"]
+
+
+def test_a_note_changed_on_disk_since_the_snapshot_is_seen_by_the_first_query(tmp_path: Path) -> None:
+    _folder(tmp_path)
+    time.sleep(0.01)
+    (tmp_path / "memory_data" / "knowledge" / "alice_n7.md").write_text("# Seven\n\nmelons now")
+    (tmp_path / "memory_data" / "knowledge" / "alice_n8.md").unlink()
+    (tmp_path / "memory_data" / "knowledge" / "alice_n99.md").write_text("# New\n\nhandset")
+    fresh = _fresh(tmp_path)
+    assert fresh.bm25_search("melons", user_id="alice") == ["alice_n7.md"]
+    assert fresh.bm25_search("tok7x", user_id="alice") == []
+    assert fresh.bm25_search("tok8x", user_id="alice") == []
+    assert fresh.bm25_search("handset", user_id="alice") == ["alice_n99.md"]
+
+
+# -- the ranker snapshot's terms -----------------------------------------------------------------
+def _snapshot_path(root: Path) -> Path:
+    return root / "memory_data" / ".bm25" / "knowledge" / "alice_bm25.npz"
+
+
+def test_a_fresh_vocabulary_looks_terms_up_in_their_stored_order(tmp_path: Path) -> None:
+    before = _folder(tmp_path)
+    arrays = read_snapshot(_snapshot_path(tmp_path).read_bytes())
+    assert "order" in arrays
+    ranker = BM25Index(Vocabulary())
+    assert ranker.load(arrays, lambda keys: np.ones(len(keys), dtype=np.bool_)) == {f"alice_n{n}.md" for n in range(40)}
+    vocab = ranker.vocab
+    assert vocab._sorted is not None  # no dict of every term
+    words = bytes(arrays["words"]).decode().split("\x00")
+    assert [vocab.get(word) for word in words] == list(range(len(words)))
+    assert vocab.get("no-such-term") is None
+    assert vocab.get("") is None
+    assert vocab.get("a\x00b") is None
+    assert vocab._sorted is not None
+    ranker.add("alice_extra.md", ["brand", "new", words[0]])  # assigning ids builds the dict once
+    assert vocab._sorted is None
+    assert vocab.get(words[0]) == 0
+    assert vocab.get("brand") == len(words)
+    fresh = _fresh(tmp_path)
+    assert _ranked(fresh) == before
+
+
+@pytest.mark.parametrize("order", ["absent", "not a permutation", "wrong shape"])
+def test_ranker_snapshots_without_a_usable_order_still_load(tmp_path: Path, order: str) -> None:
+    before = _folder(tmp_path)
+    path = _snapshot_path(tmp_path)
+    arrays = dict(read_snapshot(path.read_bytes()))
+    if order == "absent":  # a snapshot written before the order was kept
+        del arrays["order"]
+    elif order == "not a permutation":
+        arrays["order"] = np.zeros_like(arrays["order"])
+    else:
+        arrays["order"] = arrays["order"][:-1]
+    path.write_bytes(snapshot_bytes(arrays))
+    read: list[str] = []
+    fresh = _fresh(tmp_path)
+    heads = fresh.backend.read_note_heads
+    fresh.backend.read_note_heads = lambda c, names, size: read.extend(names) or heads(c, names, size)  # type: ignore[method-assign]
+    assert _ranked(fresh) == before
+    assert read == []  # the rows were used (terms through a dict instead)
+    assert fresh._rankers.vocab._sorted is None
+
+
+# -- the read-ahead and the watcher's start ------------------------------------------------------
+def test_the_first_query_reads_its_ranker_snapshot_ahead(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = _folder(tmp_path)
+    fresh = _fresh(tmp_path)
+    readers: list[str] = []
+    original = fresh.backend.read_blob
+
+    def read_blob(name: str) -> bytes | None:
+        if name.endswith("bm25.npz"):
+            readers.append(threading.current_thread().name)
+        return original(name)
+
+    fresh.backend.read_blob = read_blob  # type: ignore[method-assign]
+    assert _ranked(fresh) == before
+    assert readers == ["local-ai-memory-ranker-read"]
+    assert fresh._rankers._ahead == {}
+
+
+def test_a_damaged_snapshot_read_ahead_is_reported_and_rebuilt(tmp_path: Path, events: EventLog) -> None:
+    before = _folder(tmp_path)
+    path = _snapshot_path(tmp_path)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    fresh = _fresh(tmp_path)
+    assert _ranked(fresh) == before
+    assert any(name == "MEMORY_CORRUPT" and "bm25" in str(fields.get("path")) for name, fields in events.records)
+
+
+def test_the_automatic_watcher_starts_once_after_the_first_query(tmp_path: Path) -> None:
+    _folder(tmp_path)
+    fresh = _fresh(tmp_path, auto_watch=True)
+    assert fresh.bm25_search("tok7x", user_id="alice") == ["alice_n7.md"]
+    assert fresh.bm25_search("tok8x", user_id="alice") == ["alice_n8.md"]  # while it starts: listings
+    deadline = time.monotonic() + 10
+    while not fresh.watched and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert fresh.watched
+    assert len([t for t in threading.enumerate() if t.name == "local-ai-memory-auto-watch"]) == 1
+    close_shared_stores()
+
+
+def test_a_folder_closed_before_its_watcher_starts_gets_none(tmp_path: Path) -> None:
+    _folder(tmp_path)
+    fresh = _fresh(tmp_path, auto_watch=True)
+    assert fresh.bm25_search("tok7x", user_id="alice") == ["alice_n7.md"]
+    close_shared_stores()  # within the start delay
+    time.sleep(0.3)
+    assert [t for t in threading.enumerate() if t.name == "local-ai-memory-auto-watch"] == []
+    assert not fresh._parts.auto_pending
+
+
+def test_columns_survive_a_zip_of_the_snapshot_members(tmp_path: Path) -> None:
+    """The ranker snapshot stays a plain .npz: every member, order included, is a stored .npy."""
+    _folder(tmp_path)
+    with zipfile.ZipFile(_snapshot_path(tmp_path)) as archive:
+        assert all(m.compress_type == zipfile.ZIP_STORED for m in archive.infolist())
+        assert "order.npy" in archive.namelist()
