@@ -48,6 +48,8 @@ from local_ai_memory.backends import (
     StoredMessage,
     ToolIndexEntry,
     erased,
+    join_step,
+    split_step,
 )
 
 __all__ = ["SQLiteRuntimeBackend"]
@@ -82,6 +84,21 @@ def _pack(value: Any) -> bytes:
 
 def _unpack(raw: bytes | None, default: Any = None) -> Any:
     return default if raw is None else json.loads(bytes(raw).decode("utf-8", "surrogatepass"))
+
+
+def _pack_step(step: dict[str, Any]) -> bytes:
+    """A step's body: its JSON, or (a step with ``bytes`` values) the JSON header, NUL, the values raw."""
+    header, values = split_step(step)
+    return _pack(header) if values is None else _pack(header) + b"\x00" + values
+
+
+def _unpack_step(raw: bytes) -> dict[str, Any]:
+    data = bytes(raw)
+    cut = data.find(b"\x00")  # JSON text never holds a NUL byte (it escapes control characters)
+    if cut < 0:
+        step: dict[str, Any] = _unpack(data)
+        return step
+    return join_step(_unpack(data[:cut]), data[cut + 1 :])
 
 
 def _text(raw: bytes | None) -> str:
@@ -238,7 +255,7 @@ class SQLiteRuntimeBackend(RuntimeBackend):
                 self._touch(db, scope)
                 db.executemany(
                     "INSERT INTO steps (key, plan_id, body) VALUES (?, ?, ?)",
-                    [(scope.key, plan_id, _pack(step)) for step in steps],
+                    [(scope.key, plan_id, _pack_step(step)) for step in steps],
                 )
         return was_empty
 
@@ -262,11 +279,11 @@ class SQLiteRuntimeBackend(RuntimeBackend):
                 rows = db.execute(
                     "SELECT id, body FROM steps WHERE key = ? AND plan_id = ? ORDER BY id", (scope.key, plan_id)
                 ).fetchall()
-                return PlanSteps([_unpack(body) for _, body in rows], f"sqlite:{rows[-1][0] if rows else 0}", True)
+                return PlanSteps([_unpack_step(body) for _, body in rows], f"sqlite:{rows[-1][0] if rows else 0}", True)
         continued = bool(after)
         new = rows[1:] if continued else rows
         last = rows[-1][0] if rows else 0
-        return PlanSteps([_unpack(body) for _, body in new], f"sqlite:{last}", not continued)
+        return PlanSteps([_unpack_step(body) for _, body in new], f"sqlite:{last}", not continued)
 
     def clear_plan_steps(self, scope: Scope, plan_id: str) -> None:
         with self._transaction(write=True) as db:

@@ -40,6 +40,8 @@ from local_ai_memory._contracts.runtime import (
     StateChange,
     StepsChange,
     erased,
+    join_step,
+    split_step,
 )
 from local_ai_memory._shared.naming import note_filename, owner_of, user_file_prefix
 from local_ai_memory._shared.records import StoredMessage, ToolIndexEntry, ToolResultPage
@@ -72,6 +74,8 @@ __all__ = [
     "ToolResultPage",
     "VectorCache",
     "erased",
+    "join_step",
+    "split_step",
 ]
 
 # What a knowledge backend author needs besides the contract: the naming rules (which names are

@@ -8,6 +8,7 @@ over from a log rewritten since are never misread: the reader falls back to the 
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
@@ -151,12 +152,27 @@ def test_a_torn_or_damaged_snapshot_is_passed_over_for_the_whole_log(tmp_path: P
         found, reads = _fresh_latest(tmp_path)
         assert found == expected
         assert reads[0][:2] == (False, True)  # no usable snapshot: the whole log
-    record = json.loads(whole)
-    for damage in ({"cursor": "not a cursor"}, {"format": 99}, {"entries": [{"t": "checkpoint"}]}, {"entries": 3}):
-        snap.write_text(json.dumps({**record, **damage}) + "\n")
+    snap.write_bytes(whole)
+    memory = Memory.open(tmp_path, fsync=False)
+    scope = Scope.of("u", "t")
+    (record,) = memory.runtime.get_plan_steps(scope, "lg-root-snap")
+    values = record["values"]
+    assert type(values) is bytes  # the binary form (format 3)
+    damages: list[dict[str, Any]] = [
+        {"cursor": "not a cursor"},
+        {"format": 99},
+        {"entries": [{"t": "checkpoint"}]},
+        {"entries": 3},
+        {"values": values[:-1]},  # the values do not add up to the lengths in the header
+        {"values": values + b"x"},
+        {"values": "not bytes"},
+    ]
+    for damage in damages:
+        memory.runtime.rewrite_plan_steps(scope, "lg-root-snap", lambda _, damage=damage: [{**record, **damage}])
         found, reads = _fresh_latest(tmp_path)
         assert found == expected
         assert reads[-1][1]  # the answer came from the whole log
+    memory.close()
 
 
 def test_a_snapshot_older_than_a_rewrite_of_its_log_is_never_read(
@@ -225,7 +241,12 @@ def test_a_snapshot_holds_the_conversation_once_and_a_window_within_its_share(tm
     # A fresh read sizes the snapshot from its fold: the same figure as walking the record again.
     assert record.size(folded) == checkpoint_log.entry_size(record.to_step()) > 0
     values = checkpoint_log._values_size(folded, folded.latest)
-    own = sum(len(json.dumps(entry)) for entry in record.entries if entry["t"] in ("checkpoint", "writes"))
+    as_text = checkpoint_log.stored_size  # a value read raw from the binary snapshot, counted as the log stores it
+    own = sum(
+        len(json.dumps(entry, default=lambda data: "x" * as_text(data)))
+        for entry in record.entries
+        if entry["t"] in ("checkpoint", "writes")
+    )
     assert 2 <= len(folded.checkpoints) < len(whole.checkpoints)
     assert own <= checkpoint_log.WINDOW_SHARE * values * 1.5  # the share, give or take the records' JSON keys
 
@@ -291,3 +312,82 @@ def test_a_step_from_a_snapshot_counts_the_logs_chain(tmp_path: Path) -> None:
         assert chain <= max(whole, 1500) * 2  # the chain stays bounded by the value (give or take a step)
     fresh = graph(LocalMemorySaver(Memory.open(tmp_path, fsync=False), user_id="u"))
     assert summary(fresh.get_state(THREAD)) == summary(reference.get_state(THREAD))
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return [text for item in items for text in _strings(item)]
+
+
+def _as_base64(value: Any) -> Any:
+    """``value`` with every ``bytes`` in it as base64 text: a decoded snapshot's entries as the
+    format-2 snapshot (JSON) stored them."""
+    if type(value) is bytes:
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, list):
+        return [_as_base64(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _as_base64(item) for key, item in value.items()}
+    return value
+
+
+def test_a_snapshot_of_the_old_json_form_reads_the_same_and_the_binary_form_is_written(
+    backend: tuple[Callable[[], Memory], list[str]],
+) -> None:
+    """A thread whose snapshot was written before the binary form (format 2: entries as JSON, values
+    base64) reads from it exactly as from the binary one, latest and history; the next snapshot
+    written is binary (format 3: one ``bytes`` value, no base64)."""
+    from local_ai_memory.integration import checkpoint_log
+
+    open_memory, _ = backend
+    memory = open_memory()
+    scope = Scope.of("u", "t")
+    reference = graph(InMemorySaver())
+    with _log_settings(**OFTEN):
+        _both(memory, range(30), reference)
+    with _log_settings(**NEVER):
+        _both(memory, range(30, 32), reference)
+    (step,) = memory.runtime.get_plan_steps(scope, "lg-root-snap")
+    assert step["format"] == checkpoint_log.SNAPSHOT_FORMAT == 3
+    assert type(step["values"]) is bytes
+    assert len(step["values"]) > 1000
+    assert max(map(len, _strings(step["entries"]))) < 200  # no base64 text left in the JSON header
+    binary = checkpoint_log.Snapshot.of_steps([step])
+    assert binary is not None
+
+    def fresh() -> tuple[Any, list[Any], list[tuple[bool, bool, int]]]:
+        again = open_memory()
+        reads = _reads(again)
+        saver = LocalMemorySaver(again, user_id="u")
+        latest = _normal(saver.get_tuple(THREAD))
+        history = [summary(s) for s in graph(saver).get_state_history(THREAD, limit=5)]
+        return latest, history, reads
+
+    expected, expected_history, reads = fresh()
+    assert reads[0][:2] == (True, False)  # from the snapshot on
+    assert expected_history == [summary(s) for s in reference.get_state_history(THREAD, limit=5)]
+
+    old = {"t": "snapshot", "format": 2, "cursor": step["cursor"], "entries": _as_base64(binary.entries)}
+    assert "values" not in old
+    memory.runtime.rewrite_plan_steps(scope, "lg-root-snap", lambda _: [old])
+    (stored,) = memory.runtime.get_plan_steps(scope, "lg-root-snap")
+    assert stored["format"] == 2
+    assert "values" not in stored
+    found, history, reads = fresh()
+    assert reads[0][:2] == (True, False)  # the old snapshot was used, not passed over
+    assert found == expected
+    assert history == expected_history
+    assert summary(graph(LocalMemorySaver(open_memory(), user_id="u")).get_state(THREAD)) == summary(
+        reference.get_state(THREAD)
+    )
+    # A put from a process that read the old snapshot writes the next one in the binary form.
+    with _log_settings(**OFTEN):
+        _both(open_memory(), range(32, 33), reference)
+    (step,) = memory.runtime.get_plan_steps(scope, "lg-root-snap")
+    assert step["format"] == 3
+    assert type(step["values"]) is bytes
+    assert summary(graph(LocalMemorySaver(open_memory(), user_id="u")).get_state(THREAD)) == summary(
+        reference.get_state(THREAD)
+    )

@@ -63,6 +63,7 @@ from local_ai_memory._shared.twins import thread_twin
 
 __all__ = [
     "GLOBAL_STEM",
+    "STEP_BYTES_KEY",
     "Erasure",
     "PlanSteps",
     "PlansChange",
@@ -72,6 +73,8 @@ __all__ = [
     "StateChange",
     "StepsChange",
     "erased",
+    "join_step",
+    "split_step",
 ]
 
 GLOBAL_STEM = "global"
@@ -84,6 +87,50 @@ PlansChange = Callable[[dict[str, Any]], "dict[str, Any] | None"]
 
 StepsChange = Callable[[list[dict[str, Any]]], "list[dict[str, Any]] | None"]
 """Turns a step log into the new one, or ``None`` to write nothing (pure; may be called again)."""
+
+
+STEP_BYTES_KEY = "$bytes"
+"""The key a backend's stored header of a step with ``bytes`` values names them under (reserved:
+a step must not use it), see :func:`split_step`."""
+
+
+def split_step(step: dict[str, Any]) -> tuple[dict[str, Any], bytes | None]:
+    """A step with top-level ``bytes`` values as a JSON header and the values, raw and one after the
+    other (``None``: the step has none, and is its own header).
+
+    The header is the step without those values plus :data:`STEP_BYTES_KEY`: ``[[key, length],
+    ...]`` in the order of the values. A backend stores the header as JSON and the values as bytes
+    (no base64), so a step that holds megabytes of serialized values (a checkpointer's snapshot)
+    costs a read of them, not a parse; :func:`join_step` is the way back.
+    """
+    keys = [key for key, value in step.items() if type(value) is bytes]
+    if not keys:
+        return step, None
+    if STEP_BYTES_KEY in step:
+        raise StorageError(5, f"a step with bytes values cannot use the key {STEP_BYTES_KEY!r}")
+    header = {key: value for key, value in step.items() if type(value) is not bytes}
+    header[STEP_BYTES_KEY] = [[key, len(step[key])] for key in keys]
+    return header, b"".join(step[key] for key in keys)
+
+
+def join_step(header: dict[str, Any], values: bytes | memoryview) -> dict[str, Any]:
+    """The step :func:`split_step` split into ``header`` and ``values`` (``header`` is changed).
+
+    Raises :class:`StorageError` when the header does not describe ``values`` (damaged storage).
+    """
+    layout = header.pop(STEP_BYTES_KEY, None)
+    at = 0
+    try:
+        for key, length in layout:
+            if type(key) is not str or type(length) is not int or length < 0:
+                raise TypeError
+            header[key] = bytes(values[at : at + length])
+            at += length
+    except (TypeError, ValueError):
+        raise StorageError(5, "a stored step's bytes do not match its header") from None
+    if at != len(values):
+        raise StorageError(5, "a stored step's bytes do not match its header")
+    return header
 
 
 @dataclass(frozen=True)
@@ -258,7 +305,8 @@ class RuntimeBackend(ABC):
 
     @abstractmethod
     def append_plan_steps(self, scope: Scope, plan_id: str, steps: Sequence[dict[str, Any]]) -> bool:
-        """Append ``steps`` (JSON objects) to the plan's step log, in one write; return whether
+        """Append ``steps`` (JSON objects, whose top-level values may also be ``bytes``, kept exactly
+        and stored raw, see :func:`split_step`) to the plan's step log, in one write; return whether
         the log held no step before (it is new, or was emptied since).
 
         Costs what the new steps cost, whatever the length of the log.
@@ -291,11 +339,16 @@ class RuntimeBackend(ABC):
     def plan_step_bytes(self, scope: Scope) -> dict[str, int]:
         """The bytes each step log of the scope takes, by plan id (the backend's own measure: file
         bytes on files, row bytes on PostgreSQL). This default counts the compact JSON of the
-        logs of the scope's plans; the shipped backends measure what they store."""
+        logs of the scope's plans (and their ``bytes`` values, raw); the shipped backends measure what
+        they store."""
         import json
 
+        def size(step: dict[str, Any]) -> int:
+            header, values = split_step(step)
+            return len(json.dumps(header, separators=(",", ":")).encode()) + len(values or b"")
+
         return {
-            plan_id: sum(len(json.dumps(step, separators=(",", ":")).encode()) for step in steps)
+            plan_id: sum(size(step) for step in steps)
             for plan_id in self.get_plans(scope)
             if (steps := self.get_plan_steps(scope, plan_id))
         }

@@ -47,6 +47,18 @@ then the log from ``cursor`` on: a fold that knows every checkpoint from its ``f
 snapshot is a cache of the log, never the only copy: when the backend answers that the log was
 replaced since ``cursor`` (retention, deletion), or the snapshot is missing, torn, of a newer
 format or cannot answer a question, the reader reads the log whole, as before snapshots.
+
+**The snapshot's binary form** (:data:`SNAPSHOT_FORMAT` 3, written from this version on): the
+snapshot step holds its entries with every stored value replaced by its length in bytes
+(``"entries"``) and the values themselves, raw and one after the other in the order of the entries,
+as one ``bytes`` value (``"values"``; a runtime step may carry bytes, see
+:class:`~local_ai_memory.backends.RuntimeBackend`). A fresh read then parses a small JSON header
+and slices the values out, instead of parsing megabytes of JSON and base64-decoding every item.
+A stored value (the second element of a ``[type, value]`` pair) is thus base64 text in the log and
+in snapshots of format 2, and raw ``bytes`` in a fold of a format-3 snapshot: every rule here takes
+both (:func:`unpack`, :func:`stored_size`). The log's own records keep their JSON form (format 2):
+they are appended one by one and read by older versions too. A format-2 snapshot still reads as
+before; older versions skip a format-3 one (newer format) and read the log whole.
 """
 
 from __future__ import annotations
@@ -71,6 +83,7 @@ __all__ = [
     "FORMAT",
     "LOG_WHOLE",
     "PLAN_KIND",
+    "SNAPSHOT_FORMAT",
     "SNAPSHOT_KIND",
     "ListTip",
     "Namespace",
@@ -84,6 +97,7 @@ __all__ = [
     "pack",
     "resolve",
     "retention_rule",
+    "stored_size",
     "thread_figures",
     "unpack",
     "window",
@@ -96,7 +110,10 @@ SNAPSHOT_KIND = "langgraph-snapshot"
 """The plan record marking a step log as the :class:`Snapshot` of a LangGraph namespace's log."""
 
 FORMAT = 2
-"""The newest record format this module writes and reads (1: values whole only)."""
+"""The newest log record format this module writes and reads (1: values whole only)."""
+SNAPSHOT_FORMAT = 3
+"""The snapshot step's format this module writes (2: entries as JSON, values base64; 3: the binary
+form of the module docstring); it reads both."""
 MIN_CHAIN = 64 * 1024
 """Tails of a list may add up to this many bytes before a whole list is written again, however small the list."""
 WINDOW = 64
@@ -121,16 +138,33 @@ some of the log's whole lists as tails, and a step that extends a value read fro
 chain from this, as it would from the log. Absent: the snapshot's own whole list is the log's."""
 
 Typed = tuple[str, bytes]
-Packed = Sequence[str]
-"""A serialized value as stored: ``[type, base64 of the bytes]``."""
+Packed = Sequence[Any]
+"""A serialized value as stored: ``[type, base64 of the bytes]`` (log records, format-2 snapshots)
+or ``[type, bytes]`` (read from a format-3 snapshot)."""
 
 
 def pack(typed: Typed) -> list[str]:
     return [typed[0], base64.b64encode(typed[1]).decode("ascii")]
 
 
-def unpack(packed: Sequence[str]) -> Typed:
-    return (packed[0], binascii.a2b_base64(packed[1]))
+def unpack(packed: Packed) -> Typed:
+    data = packed[1]
+    return (packed[0], data if type(data) is bytes else binascii.a2b_base64(data))
+
+
+def _raw(data: Any) -> bytes:
+    """A stored value's bytes, whichever form it is stored in."""
+    return data if type(data) is bytes else binascii.a2b_base64(data)
+
+
+def stored_size(data: Any) -> int:
+    """The characters a stored value takes as base64 (its length as stored in the log): one unit
+    for every size this module estimates, whether the value was read as text, as raw bytes, or is
+    a length in a snapshot's binary header."""
+    if type(data) is str:
+        return len(data)
+    count = data if type(data) is int else len(data)
+    return (count + 2) // 3 * 4
 
 
 def version_key(version: object) -> str:
@@ -164,8 +198,8 @@ def _blob_version(blob: Any) -> Any:
 
 def _blob_size(blob: Any) -> int:
     if isinstance(blob, dict):
-        return sum(len(item[1]) for item in blob["items"])
-    return len(blob[-1])
+        return sum(stored_size(item[1]) for item in blob["items"])
+    return stored_size(blob[-1])
 
 
 def _check_format(entry: dict[str, Any]) -> None:
@@ -210,7 +244,7 @@ def fold_log(entries: Iterable[dict[str, Any]], into: Namespace | None = None) -
                 if idx >= 0 and key in stored:
                     continue
                 stored[key] = (entry["task_id"], channel, packed, entry["task_path"])
-                folded.size += len(packed[-1])
+                folded.size += stored_size(packed[-1])
     return folded
 
 
@@ -431,7 +465,9 @@ def window(folded: Namespace, count: int | None = None) -> list[dict[str, Any]] 
     needed, complete = _needed(folded, kept, whole)
     if not complete and folded.floor is not None:
         return None
-    return _emit(folded, kept, _as_tails(needed))
+    # One form for every value (raw bytes), so that _as_tails finds a list read from a snapshot
+    # and the same list written again in the log equal, whichever form each was read in.
+    return _emit(folded, kept, _as_tails({key: _map_blob(blob, _raw) for key, blob in needed.items()}))
 
 
 def _as_tails(blobs: dict[tuple[str, str], Any]) -> dict[tuple[str, str], Any]:
@@ -485,7 +521,8 @@ def _within_budget(folded: Namespace, kept: list[str]) -> list[str]:
     for index in range(len(kept) - 1, -1, -1):
         skeleton, metadata, _ = folded.checkpoints[kept[index]]
         writes = folded.writes.get(kept[index], {}).values()
-        spent += len(json.dumps(skeleton)) + len(metadata[-1]) + sum(len(packed[-1]) for _, _, packed, _ in writes)
+        spent += len(json.dumps(skeleton)) + stored_size(metadata[-1])
+        spent += sum(stored_size(packed[-1]) for _, _, packed, _ in writes)
         if spent > budget and index < len(kept) - 1:
             return kept[index + 1 :]
     return kept
@@ -500,22 +537,58 @@ class Snapshot:
     entries: list[dict[str, Any]]
 
     def to_step(self) -> dict[str, Any]:
-        return {"t": "snapshot", "format": FORMAT, "cursor": self.cursor, "entries": self.entries}
+        """The snapshot's step, in the binary form (:data:`SNAPSHOT_FORMAT`, see the module docstring)."""
+        values: list[bytes] = []
+
+        def put(data: Any) -> int:
+            values.append(_raw(data))
+            return len(values[-1])
+
+        entries = [_map_entry(entry, put) for entry in self.entries]
+        return {
+            "t": "snapshot",
+            "format": SNAPSHOT_FORMAT,
+            "cursor": self.cursor,
+            "entries": entries,
+            "values": b"".join(values),
+        }
 
     @classmethod
     def of_steps(cls, steps: Sequence[dict[str, Any]]) -> Snapshot | None:
-        """The newest snapshot among a snapshot log's steps; ``None`` when there is none or it is
-        of a newer format or not of this shape (a reader then reads the log whole: a snapshot is a
-        cache, so one it cannot use is never an error)."""
+        """The newest snapshot among a snapshot log's steps (either format); ``None`` when there is
+        none, or it is of a newer format, not of this shape or its values do not add up (a reader
+        then reads the log whole: a snapshot is a cache, so one it cannot use is never an error)."""
         for step in reversed(steps):
             if step.get("t") != "snapshot":
                 continue
             found = step.get("format")
             cursor, entries = step.get("cursor"), step.get("entries")
-            if isinstance(found, int) and found <= FORMAT and isinstance(cursor, str) and isinstance(entries, list):
+            if not (isinstance(found, int) and isinstance(cursor, str) and isinstance(entries, list)):
+                return None
+            if found <= FORMAT:
                 return cls(cursor, entries)
+            if found == SNAPSHOT_FORMAT and type(step.get("values")) is bytes:
+                return cls._of_binary(cursor, entries, step["values"])
             return None
         return None
+
+    @classmethod
+    def _of_binary(cls, cursor: str, entries: list[Any], values: bytes) -> Snapshot | None:
+        """The snapshot of a format-3 step: each length in ``entries`` replaced by its slice of ``values``."""
+        at = 0
+
+        def take(length: Any) -> bytes:
+            nonlocal at
+            if type(length) is not int or length < 0 or at + length > len(values):
+                raise ValueError("a snapshot's value lies beyond its values")
+            at += length
+            return values[at - length : at]
+
+        try:
+            decoded = [_map_entry(entry, take) for entry in entries]
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError):
+            return None
+        return cls(cursor, decoded) if at == len(values) else None
 
     def fold(self) -> Namespace | None:
         """The fold of ``entries``, knowing every checkpoint from its oldest one up; ``None`` when
@@ -538,6 +611,28 @@ class Snapshot:
         return _ENTRY_SHARE * (1 + len(self.entries)) + _CHECKPOINT_SHARE * checkpoints + folded.size
 
 
+def _map_blob(blob: Any, change: Callable[[Any], Any]) -> Any:
+    """``blob`` with each stored value ``v`` (of its items, or its one value) replaced by ``change(v)``."""
+    if isinstance(blob, dict):
+        return {**blob, "items": [[item[0], change(item[1])] for item in blob["items"]]}
+    return [*blob[:-1], change(blob[-1])]
+
+
+def _map_entry(entry: dict[str, Any], change: Callable[[Any], Any]) -> dict[str, Any]:
+    """``entry`` (a log record) with each stored value replaced by ``change(value)``, in one fixed
+    order (the order a format-3 snapshot lays its values out in); the entry itself is not changed."""
+    kind = entry.get("t")
+    if kind == "checkpoint":
+        metadata = entry["metadata"]
+        blobs = {channel: _map_blob(blob, change) for channel, blob in entry["blobs"].items()}
+        return {**entry, "metadata": [*metadata[:-1], change(metadata[-1])], "blobs": blobs}
+    if kind == "blobs":
+        return {**entry, "blobs": [[channel, _map_blob(blob, change)] for channel, blob in entry["blobs"]]}
+    if kind == "writes":
+        return {**entry, "writes": [[*write[:-1], change(write[-1])] for write in entry["writes"]]}
+    return entry
+
+
 _ENTRY_SHARE = 256
 """Bytes :func:`entry_size` counts for any entry beyond its stored values (keys, ids, framing)."""
 _CHECKPOINT_SHARE = 768
@@ -555,7 +650,7 @@ def entry_size(entry: dict[str, Any]) -> int:
         elif kind == "blobs":
             size += sum(_blob_size(blob) for _, blob in entry["blobs"])
         elif kind == "writes":
-            size += sum(len(write[-1]) for write in entry["writes"])
+            size += sum(stored_size(write[-1]) for write in entry["writes"])
         elif kind == "snapshot":
             size += sum(entry_size(inner) for inner in entry["entries"])
     except (KeyError, IndexError, TypeError, AttributeError):
@@ -563,11 +658,11 @@ def entry_size(entry: dict[str, Any]) -> int:
     return size
 
 
-def _msgpack_length(typed: Sequence[str]) -> int | None:
+def _msgpack_length(typed: Packed) -> int | None:
     """The item count of a list stored whole in format 1, read from its msgpack array header."""
     if typed[0] != "msgpack":
         return None
-    head = base64.b64decode(typed[1][:8])
+    head = typed[1][:6] if type(typed[1]) is bytes else base64.b64decode(typed[1][:8])
     if not head:
         return None
     if 0x90 <= head[0] <= 0x9F:

@@ -532,6 +532,32 @@ class RuntimeBackendTests:
         assert ([step["n"] for step in again.steps], again.restarted) == (list(range(10, 18)), True)
         assert api.read_plan_steps(scope, "other").steps == []
 
+    def test_step_bytes_values_come_back_exactly(self, api: Calls) -> None:
+        """A step's top-level ``bytes`` values (a checkpointer's binary snapshot) come back as the
+        same bytes, every byte value included (newline, NUL, the escape bytes a line format may
+        use), beside JSON values, in appended, read-on and rewritten logs; a step without bytes
+        is unchanged."""
+        scope = Scope.of("alice", "s1")
+        every = bytes(range(256)) * 3
+        tricky = b"\x01\x02\x01\x03\n\x01\n\x00\x01\x01\x03\x02"
+        written = [
+            {"n": 0, "values": every, "text": _TEXTS["nul"], "more": tricky, "empty": b""},
+            {"n": 1, "text": _TEXTS["crlf"]},
+            {"n": 2, "values": b"\n" * 100},
+        ]
+        assert api.append_plan_steps(scope, "p1", written[:1]) is True
+        first = api.read_plan_steps(scope, "p1")
+        api.append_plan_steps(scope, "p1", written[1:])
+        assert _as_written(api.get_plan_steps(scope, "p1"), written) == written
+        assert all(type(step["values"]) is bytes for step in api.get_plan_steps(scope, "p1") if "values" in step)
+        on = api.read_plan_steps(scope, "p1", first.cursor)
+        assert _as_written(on.steps, written if on.restarted else written[1:]) == (
+            written if on.restarted else written[1:]
+        )
+        rewritten = api.rewrite_plan_steps(scope, "p1", lambda _: [dict(written[2])])
+        assert _as_written(rewritten, written[2:]) == written[2:]
+        assert _as_written(api.get_plan_steps(scope, "p1"), written[2:]) == written[2:]
+
     def test_concurrent_step_appends_are_all_kept_in_order(self, api: Calls) -> None:
         scope = Scope.of("alice", "s1")
 

@@ -28,6 +28,7 @@ from local_ai_memory._contracts.runtime import (
     StateChange,
     StepsChange,
     erased,
+    split_step,
 )
 from local_ai_memory._shared.errors import InvalidInputError, RecordNotFoundError
 from local_ai_memory._shared.records import StoredMessage, ToolIndexEntry, iter_json_bytes
@@ -296,7 +297,8 @@ class InMemoryRuntimeBackend(RuntimeBackend):
                 removed = sum(
                     self._results.pop(result_id)[2] for result_id in data.results if result_id in self._results
                 )
-                removed += sum(len(json.dumps(part).encode()) for part in (data.state, data.plans, data.steps) if part)
+                removed += sum(len(json.dumps(part).encode()) for part in (data.state, data.plans) if part)
+                removed += sum(_json_size(steps) for steps in data.steps.values())
                 removed += len(data.working.encode("utf-8", "surrogatepass"))
                 removed += sum(len(message.content) for message in data.messages)
             return removed
@@ -331,5 +333,10 @@ class InMemoryRuntimeBackend(RuntimeBackend):
 
 
 def _json_size(steps: list[dict[str, Any]]) -> int:
-    """A step log's size in this backend's measure: the bytes of its compact JSON."""
-    return sum(len(json.dumps(step, separators=(",", ":")).encode()) for step in steps)
+    """A step log's size in this backend's measure: the bytes of its compact JSON (and of its
+    ``bytes`` values, raw)."""
+    total = 0
+    for step in steps:
+        header, values = split_step(step)
+        total += len(json.dumps(header, separators=(",", ":")).encode()) + (0 if values is None else len(values))
+    return total

@@ -31,6 +31,8 @@ from local_ai_memory._contracts.runtime import (
     ScopeInfo,
     StateChange,
     StepsChange,
+    join_step,
+    split_step,
 )
 from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.errors import InvalidInputError, LockTimeoutError, RecordNotFoundError, StorageError
@@ -59,6 +61,25 @@ _LOCK_CLASS = 0x4C41494E  # advisory locks of scope maintenance (one below is th
 def _ids(scope: Scope) -> tuple[str, str]:
     """The scope's key columns; the unscoped memory is ``('', '')`` (ids are never empty)."""
     return scope.user_id or "", scope.session_id or ""
+
+
+def _pack_step(step: dict[str, Any]) -> bytes:
+    """A step's row body: its JSON, or for a step with ``bytes`` values (:func:`split_step`) the
+    JSON header, a NUL byte (JSON text never holds one: it escapes control characters) and the
+    values raw."""
+    header, values = split_step(step)
+    return pack(header) if values is None else pack(header) + b"\x00" + values
+
+
+def _unpack_step(raw: bytes | memoryview) -> dict[str, Any]:
+    """The step :func:`_pack_step` stored (a body without a NUL byte is plain JSON, as every body
+    written before steps could hold bytes)."""
+    data = bytes(raw)
+    cut = data.find(b"\x00")
+    if cut < 0:
+        found: dict[str, Any] = unpack(data)
+        return found
+    return join_step(unpack(data[:cut]), memoryview(data)[cut + 1 :])
 
 
 def _not_found(scope: Scope, result_id: str) -> RecordNotFoundError:
@@ -223,7 +244,7 @@ class PostgresRuntimeBackend(PgStorage, RuntimeBackend):
                 " SELECT %s, %s, %s, body FROM unnest(%s::bytea[]) WITH ORDINALITY AS t(body, n) ORDER BY n"
                 " RETURNING 1) SELECT was_empty FROM before"
             ),
-            (*_ids(scope), plan_id, *_ids(scope), plan_id, [pack(step) for step in steps]),
+            (*_ids(scope), plan_id, *_ids(scope), plan_id, [_pack_step(step) for step in steps]),
             "one",
         )
         return bool(row[0])
@@ -238,7 +259,7 @@ class PostgresRuntimeBackend(PgStorage, RuntimeBackend):
             (u, s, plan_id, u, s),
             "all",
         )
-        return [unpack(row[0]) for row in rows]
+        return [_unpack_step(row[0]) for row in rows]
 
     def _read_steps(self, scope: Scope, plan_id: str, cursor: str | None) -> Op[PlanSteps]:
         """From the last step read on (``id >= cursor``): step ids are never reused and a log is only
@@ -258,7 +279,7 @@ class PostgresRuntimeBackend(PgStorage, RuntimeBackend):
         continued = bool(rows) and after > 0 and rows[0][0] == after
         found = rows[1:] if continued else rows
         last = rows[-1][0] if rows else 0
-        return PlanSteps([unpack(row[1]) for row in found], f"pg:{last}", not continued)
+        return PlanSteps([_unpack_step(row[1]) for row in found], f"pg:{last}", not continued)
 
     def _clear_steps(self, scope: Scope, plan_id: str) -> Op[None]:
         yield Stmt(
@@ -281,7 +302,7 @@ class PostgresRuntimeBackend(PgStorage, RuntimeBackend):
                     "INSERT INTO {s}.plan_steps (user_id, session_id, plan_id, body)"
                     " SELECT %s, %s, %s, body FROM unnest(%s::bytea[]) WITH ORDINALITY AS t(body, n) ORDER BY n"
                 ),
-                (*_ids(scope), plan_id, [pack(step) for step in new]),
+                (*_ids(scope), plan_id, [_pack_step(step) for step in new]),
             )
         return new
 
