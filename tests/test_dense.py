@@ -37,7 +37,8 @@ class CountingEmbedder:
 
 
 def test_passages_follow_structure_and_are_bounded() -> None:
-    text = "# Title\n\nIntro line.\n\n## Options\n\n" + "word " * 5000 + "\n\n## Later\n\nNever reached.\n"
+    words = PASSAGE_WORDS * MAX_PASSAGES
+    text = "# Title\n\nIntro line.\n\n## Options\n\n" + "word " * words + "\n\n## Later\n\nNever reached.\n"
     body = body_passages("Title", text)
     assert len(body) == MAX_PASSAGES - 1
     # a section's heading opens its words; a paragraph longer than a passage is cut in windows
@@ -48,6 +49,16 @@ def test_passages_follow_structure_and_are_bounded() -> None:
     assert not any("Never" in p for p in body)  # past the bound: BM25 only
     assert passages_of("lead", "Title", text)[0] == "lead"
     assert body_passages("T", "---\nkey: v\n---\nbody text\n") == ["T\nbody text"]
+
+
+def test_a_long_note_is_cut_to_its_end_below_the_bound() -> None:
+    """A question answered deep in a long note (a man page's later sections) finds it: the
+    passages reach the last section of a note of 20 passages, past the old bound of 16."""
+    text = "# Title\n\n" + "".join(f"## Part {i}\n\n" + "word " * (PASSAGE_WORDS - 5) + "\n\n" for i in range(20))
+    text += "## Last\n\nThe answer sits here.\n"
+    body = body_passages("Title", text)
+    assert 20 <= len(body) < MAX_PASSAGES - 1
+    assert "The answer sits here." in body[-1]
     assert body_passages("T", "") == []
 
 
@@ -470,3 +481,4 @@ def test_a_note_is_cut_by_its_embedders_own_piece_count(tmp_path: Path) -> None:
     body = [t for t in embedder.texts if t.startswith("Birds\n")]
     assert len(body) == 2  # 320 pieces a passage, 3 a word: 106 words and the rest, not one passage of 200
     assert all(3 * len(t.split()) <= 320 for t in body)
+

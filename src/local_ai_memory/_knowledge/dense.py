@@ -60,10 +60,12 @@ from local_ai_memory._shared.vectors import model_id_of
 __all__ = ["BEST_SHARE", "MAP_DIR", "DenseIndex", "DenseMatrix", "signature_of"]
 
 MAP_DIR = ".passages"
-MAP_VERSION = 3
+MAP_VERSION = 4
 """Bumped when the passage rule changes (2: 200-word passages across sections; 3: also at most
-:data:`.passages.PASSAGE_PIECES` word pieces when the embedder counts them): older maps are
-ignored, so their notes are embedded again instead of keeping passages cut by the old rule."""
+:data:`.passages.PASSAGE_PIECES` word pieces when the embedder counts them; 4: up to 256 body
+passages instead of 16, see :data:`.passages.MAX_PASSAGES`): older maps are
+ignored, so their notes are cut again instead of keeping passages cut by the old rule (the
+passages they share with the old cut keep their cached vectors: only new text is embedded)."""
 BEST_SHARE = 0.7
 """Share of a note's best passage in its dense score; the whole-note vector has the rest."""
 SHORTLIST = 512
