@@ -37,7 +37,8 @@ class CountingEmbedder:
 
 
 def test_passages_follow_structure_and_are_bounded() -> None:
-    text = "# Title\n\nIntro line.\n\n## Options\n\n" + "word " * 5000 + "\n\n## Later\n\nNever reached.\n"
+    words = PASSAGE_WORDS * MAX_PASSAGES
+    text = "# Title\n\nIntro line.\n\n## Options\n\n" + "word " * words + "\n\n## Later\n\nNever reached.\n"
     body = body_passages("Title", text)
     assert len(body) == MAX_PASSAGES - 1
     # a section's heading opens its words; a paragraph longer than a passage is cut in windows
@@ -48,6 +49,16 @@ def test_passages_follow_structure_and_are_bounded() -> None:
     assert not any("Never" in p for p in body)  # past the bound: BM25 only
     assert passages_of("lead", "Title", text)[0] == "lead"
     assert body_passages("T", "---\nkey: v\n---\nbody text\n") == ["T\nbody text"]
+
+
+def test_a_long_note_is_cut_to_its_end_below_the_bound() -> None:
+    """A question answered deep in a long note (a man page's later sections) finds it: the
+    passages reach the last section of a note of 20 passages, past the old bound of 16."""
+    text = "# Title\n\n" + "".join(f"## Part {i}\n\n" + "word " * (PASSAGE_WORDS - 5) + "\n\n" for i in range(20))
+    text += "## Last\n\nThe answer sits here.\n"
+    body = body_passages("Title", text)
+    assert 20 <= len(body) < MAX_PASSAGES - 1
+    assert "The answer sits here." in body[-1]
     assert body_passages("T", "") == []
 
 
@@ -470,3 +481,54 @@ def test_a_note_is_cut_by_its_embedders_own_piece_count(tmp_path: Path) -> None:
     body = [t for t in embedder.texts if t.startswith("Birds\n")]
     assert len(body) == 2  # 320 pieces a passage, 3 a word: 106 words and the rest, not one passage of 200
     assert all(3 * len(t.split()) <= 320 for t in body)
+
+
+def _recount(dense: Any) -> dict[str, int]:
+    """Each digest's rows over the maps a :class:`DenseIndex` holds, counted the slow way."""
+    out: dict[str, int] = {}
+    for rows in dense._maps.values():
+        for _, digests in rows.values():
+            for digest in digests:
+                out[digest] = out.get(digest, 0) + 1
+    return out
+
+
+def test_a_shared_passage_keeps_its_vector_when_one_of_its_notes_is_deleted() -> None:
+    """The cache is shared by content: deleting one of two notes with the same passages frees
+    nothing they share (a cache that deletes cheaply drops freed vectors at once), and the
+    reference counts that decide it follow every write, re-cut, delete and re-read."""
+    embedder = CountingEmbedder()
+    config = MemoryConfig(search_mode="hybrid")
+    memory = Memory(config, runtime=InMemoryRuntimeBackend(), knowledge=InMemoryKnowledgeBackend(), embedder=embedder)
+    with memory:
+        birds = "# Birds\n\nintro about birds\n\n## Hunting\n\nThe kestrel hovers over the falcon.\n"
+        memory.knowledge.write_note("alice", "birds", birds)
+        memory.knowledge.write_note("alice", "copy", birds)
+        memory.knowledge.write_note("bob", "garden", "# Garden\n\nThe garden and the python.\n")
+        store = memory.knowledge.store
+        dense = store._dense()
+        assert dense is not None
+        rows = dense._read("knowledge", "alice")
+        mine, theirs = rows["alice_birds.md"][1], rows["alice_copy.md"][1]
+        shared = set(mine) & set(theirs)
+        assert shared  # the body passage is the same text in both
+        assert shared != set(mine)  # and birds has its own lead (its file name's words)
+        assert dense._refs == _recount(dense)
+
+        memory.knowledge.write_note("bob", "garden", "# Garden\n\nThe garden and the python.\n\nmore oil\n")
+        assert dense._refs == _recount(dense)  # a re-cut moved the counts
+        assert store.delete_file("knowledge/alice_birds.md")
+        assert dense._refs == _recount(dense)
+        own = sorted(set(mine) - set(dense._read("knowledge", "alice")["alice_copy.md"][1]))
+        assert own
+        for digest in own:  # what only the deleted note named is gone at once here
+            assert dense.cache.kept([digest]) is None, digest
+        for digest in shared:  # the passage both notes had keeps its vector
+            assert dense.cache.kept([digest]) is not None, digest
+        assert store.hybrid_candidates("kestrel falcon", 1, user_id="alice")[0].filename == "alice_copy.md"
+
+        dense._map("knowledge", "alice", fresh=True)  # a re-read replaces the held map: counted once
+        assert dense._refs == _recount(dense)
+        store.forget_user("alice")
+        assert dense._refs == _recount(dense)
+        assert set(dense._refs) == set(dense._read("knowledge", "bob")["bob_garden.md"][1])

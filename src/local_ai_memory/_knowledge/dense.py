@@ -60,10 +60,12 @@ from local_ai_memory._shared.vectors import model_id_of
 __all__ = ["BEST_SHARE", "MAP_DIR", "DenseIndex", "DenseMatrix", "signature_of"]
 
 MAP_DIR = ".passages"
-MAP_VERSION = 3
+MAP_VERSION = 4
 """Bumped when the passage rule changes (2: 200-word passages across sections; 3: also at most
-:data:`.passages.PASSAGE_PIECES` word pieces when the embedder counts them): older maps are
-ignored, so their notes are embedded again instead of keeping passages cut by the old rule."""
+:data:`.passages.PASSAGE_PIECES` word pieces when the embedder counts them; 4: up to 256 body
+passages instead of 16, see :data:`.passages.MAX_PASSAGES`): older maps are
+ignored, so their notes are cut again instead of keeping passages cut by the old rule (the
+passages they share with the old cut keep their cached vectors: only new text is embedded)."""
 BEST_SHARE = 0.7
 """Share of a note's best passage in its dense score; the whole-note vector has the rest."""
 SHORTLIST = 512
@@ -205,6 +207,12 @@ class DenseIndex:
         """The embedder's word-piece count (passages are cut to what the model reads), if it has one."""
         self._lock = threading.RLock()
         self._maps: dict[tuple[str, str], dict[str, tuple[Signature, list[str]]]] = {}
+        self._refs: dict[str, int] = {}
+        """How many rows of the maps in ``_maps`` name each digest (a row naming it twice counts
+        twice): what :meth:`_discard_unnamed` asks, kept as rows come and go so a delete costs
+        the deleted note's passages, not a walk over every loaded map. Every change to
+        ``_maps`` goes through :meth:`_hold`, :meth:`_put_row`, :meth:`_pop_row` or
+        :meth:`_let_go`."""
         self._matrices: dict[tuple[str, tuple[str, ...]], tuple[object, DenseMatrix]] = {}
 
     # -- the maps --------------------------------------------------------------------------
@@ -214,8 +222,53 @@ class DenseIndex:
     def _map(self, category: str, user_id: str, fresh: bool = False) -> dict[str, tuple[Signature, list[str]]]:
         key = (category, user_id)
         if fresh or key not in self._maps:
-            self._maps[key] = self._read(category, user_id)
+            return self._hold(key, self._read(category, user_id))
         return self._maps[key]
+
+    def _count(self, digests: Iterable[str], step: int) -> None:
+        """Move the reference count of each of ``digests`` by ``step`` (a count at 0 is removed)."""
+        refs = self._refs
+        for digest in digests:
+            left = refs.get(digest, 0) + step
+            if left > 0:
+                refs[digest] = left
+            else:
+                refs.pop(digest, None)
+
+    def _hold(
+        self, key: tuple[str, str], rows: dict[str, tuple[Signature, list[str]]]
+    ) -> dict[str, tuple[Signature, list[str]]]:
+        """Make ``rows`` the map this process holds for ``key`` (the one it replaces stops counting)."""
+        self._let_go(key)
+        self._maps[key] = rows
+        for _, digests in rows.values():
+            self._count(digests, 1)
+        return rows
+
+    def _let_go(self, key: tuple[str, str]) -> None:
+        """Stop holding the map of ``key`` (its rows stop counting)."""
+        old = self._maps.pop(key, None)
+        for _, digests in (old or {}).values():
+            self._count(digests, -1)
+
+    def _put_row(
+        self, rows: dict[str, tuple[Signature, list[str]]], filename: str, row: tuple[Signature, list[str]]
+    ) -> None:
+        """Set ``filename``'s row in a held map, the counts following."""
+        previous = rows.get(filename)
+        if previous is not None:
+            self._count(previous[1], -1)
+        rows[filename] = row
+        self._count(row[1], 1)
+
+    def _pop_row(
+        self, rows: dict[str, tuple[Signature, list[str]]], filename: str
+    ) -> tuple[Signature, list[str]] | None:
+        """Remove ``filename``'s row from a held map, the counts following; its row, if it had one."""
+        row = rows.pop(filename, None)
+        if row is not None:
+            self._count(row[1], -1)
+        return row
 
     def journal_name(self, category: str, user_id: str) -> str:
         return f"{MAP_DIR}/{category}/{user_file_prefix(user_id)}{self.slug}.journal.jsonl"
@@ -283,9 +336,9 @@ class DenseIndex:
             self._discard_unnamed(freed)  # a row delete (PostgreSQL, memory): no need to wait for the fold
 
     def _discard_unnamed(self, released: Iterable[str]) -> None:
-        """Drop from the cache the ``released`` digests no row of a map this process holds names."""
-        named = {d for kept in self._maps.values() for _, digests in kept.values() for d in digests}
-        unused = sorted(set(released) - named)
+        """Drop from the cache the ``released`` digests no row of a map this process holds names
+        (their reference counts: the cost is the released digests, not the loaded maps)."""
+        unused = sorted(d for d in set(released) if d not in self._refs)
         if unused:
             self.cache.discard_kept(unused)
 
@@ -303,7 +356,7 @@ class DenseIndex:
         read, holds too loses its vector as well, and is embedded again when next needed (as
         with :meth:`forget_user`)."""
         rows, released = self._read_with_released(category, user_id)
-        self._maps[(category, user_id)] = rows
+        self._hold((category, user_id), rows)
         self._discard_unnamed(released)
         payload = {"version": MAP_VERSION, "notes": {n: [list(sig), d] for n, (sig, d) in sorted(rows.items())}}
         self.backend.write_blob(self.blob_name(category, user_id), json.dumps(payload).encode("utf-8"))
@@ -323,7 +376,7 @@ class DenseIndex:
         owner = owner_of(filename) or ""
         with self._lock:
             rows = self._map(category, owner)
-            row = rows.pop(filename, None)
+            row = self._pop_row(rows, filename)
             if row is None:
                 return False
             self._save(category, owner, (), dropped=[filename], released=row[1])
@@ -338,7 +391,7 @@ class DenseIndex:
         with self._lock:
             for category in categories:
                 rows, released = self._read_with_released(category, user_id)
-                self._maps[(category, user_id)] = rows
+                self._hold((category, user_id), rows)
                 out.extend(d for _, digests in rows.values() for d in digests)
                 out.extend(sorted(released))
         return out
@@ -347,7 +400,7 @@ class DenseIndex:
         """Drop ``user_id``'s maps (blobs and memory)."""
         with self._lock:
             for category in categories:
-                self._maps.pop((category, user_id), None)
+                self._let_go((category, user_id))
                 self.backend.delete_blob(self.blob_name(category, user_id))
                 self.backend.delete_blob(self.journal_name(category, user_id))
             for key in [k for k in self._matrices if k[0] == user_id]:
@@ -396,7 +449,7 @@ class DenseIndex:
                 previous = rows.get(entry.filename)
                 if previous == row:
                     continue  # recorded already (the write and then the watcher's refresh): nothing to append
-                rows[entry.filename] = row
+                self._put_row(rows, entry.filename, row)
                 touched.setdefault((entry.category, owner), []).append(entry.filename)
                 if previous is not None:  # passages the note no longer has: free at the next compaction
                     released.setdefault((entry.category, owner), set()).update(set(previous[1]) - set(row[1]))
