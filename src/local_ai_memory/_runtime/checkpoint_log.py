@@ -147,14 +147,13 @@ def pack(typed: Typed) -> list[str]:
     return [typed[0], base64.b64encode(typed[1]).decode("ascii")]
 
 
-def unpack(packed: Packed) -> Typed:
-    data = packed[1]
-    return (packed[0], data if type(data) is bytes else binascii.a2b_base64(data))
-
-
 def _raw(data: Any) -> bytes:
     """A stored value's bytes, whichever form it is stored in."""
     return data if type(data) is bytes else binascii.a2b_base64(data)
+
+
+def unpack(packed: Packed) -> Typed:
+    return (packed[0], _raw(packed[1]))
 
 
 def stored_size(data: Any) -> int:

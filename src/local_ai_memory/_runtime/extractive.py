@@ -665,6 +665,8 @@ _VALUE_WORDS = 10
 """A value of more words than this is a dump, not one fact."""
 _LOG_KEY = re.compile(r"^(?:info|debug|warn(?:ing)?|error|trace|fatal|notice|note|hint|detail|at|line|file|see)$", re.I)
 """A name that marks a log or message line, whose text is not a value."""
+_PROSE = re.compile(r"[.!?]\s+\S")
+"""A value that holds more than one sentence is prose, not a field's value."""
 _FIELDS_PER_RESULT = 4
 """At most this many field lines from one tool result: a long listing gives its first ones."""
 
@@ -690,7 +692,7 @@ def _tool_fields(content: str) -> list[str]:
             or _LOG_KEY.match(key)
             or secret_key(key)
             or secret_value(value)
-            or re.search(r"[.!?]\s+\S", value)
+            or _PROSE.search(value)
             or not _SPECIFIC_WORD.search(value)
             or value.startswith(("{", "["))
             or "..." in value
