@@ -177,7 +177,8 @@ def show_files(root: Path) -> None:
         "memory/tool_results": "L3 tool results",
         "memory/tool_index": "L3 ownership marker",
         "memory_data/.bm25": "ranker cache",
-        "memory_data/memory_index.json": "knowledge index v3",
+        "memory_data/memory_index.json": "knowledge index",
+        "memory_data/memory_index.journal": "index journal",
     }
     table = Table("level", "path", "bytes", title=f"files under {root}", title_justify="left")
     notes = 0
@@ -187,6 +188,8 @@ def show_files(root: Path) -> None:
             notes += 1
             continue
         level = next((name for prefix, name in levels.items() if relative.startswith(prefix)), "")
+        if level == "knowledge index":  # the snapshot says its own format version
+            level += f" v{json.loads(path.read_bytes()).get('index_version', '?')}"
         table.add_row(level, relative, f"{path.stat().st_size:,}")
     table.add_row("knowledge", f"memory_data/knowledge/{USER}_*.md ({notes} notes)", "")
     console.print(table)
