@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from local_ai_memory import MemoryConfig, MemoryStore, close_shared_stores
-from local_ai_memory._models.onnx_file import OnnxModelEmbedder
+from local_ai_memory._models.onnx_file import OnnxModelEmbedder, export_model
 from local_ai_memory._shared.blas import one_blas_thread
 from local_ai_memory._shared.naming import DirectoryGuard
 from local_ai_memory.backends import FileKnowledgeBackend
@@ -208,6 +208,7 @@ def main() -> None:
         cli(args.cli, args.user, args.runs)
     else:
         stand_in = args.stand_in == "yes" or (args.stand_in == "auto" and args.notes > 2000)
+        export_model()  # once per machine (torch, about a minute); a no-op when the export is there
         warm(args.notes, stand_in)
     print(f"\nload average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
 
