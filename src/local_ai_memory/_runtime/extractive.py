@@ -1207,7 +1207,8 @@ def extract_summary(
       collapsed to "read result r-3 (pages 1-50)", and earlier goals. Raw tool output is
       never copied in, and tool outputs never feed Decisions.
 
-    The bullets that say the most per token are kept first, so the summary fits
+    The bullets that say the most per token are kept first (what the user and the assistant put in
+    bold counts more, see :func:`_select`), so the summary fits
     ``target_tokens`` without dropping decisions for tool chatter (the budget rules of the
     compressor then apply as usual).
     """
