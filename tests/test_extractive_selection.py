@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from local_ai_memory._runtime.extractive import (
     _Candidate,
     _clauses,
     _compress,
+    _emphasized,
     _plans,
     _select,
     _split_sentences,
@@ -70,6 +73,45 @@ def test_the_run_repeating_a_fact_makes_it_win_over_a_one_off_number() -> None:
     room = max(COUNTER.count(c.text) + 2 for c in (once, echoed)) + 1
     echoes = {"7.94%": 3, "starter": 3, "june": 2}
     assert _select([once, echoed], COUNTER, room, echoes=echoes) == [echoed]
+
+
+def test_a_line_its_writer_put_in_bold_wins_over_an_equal_plain_one() -> None:
+    plain = _Candidate(DISCOVERIES, "The p99 at 800 QPS is 41 ms on node-7.", 0.5, 1)
+    bold = _Candidate(DISCOVERIES, "The p99 at 900 QPS is 45 ms on node-8.", 0.5, 2, bold=True)
+    room = max(COUNTER.count(c.text) + 2 for c in (plain, bold)) + 1
+    assert _select([plain, bold], COUNTER, room) == [bold]
+    assert _select([plain, replace(bold, bold=False)], COUNTER, room) == [plain]  # else the first equal one
+
+
+def test_what_the_run_put_in_bold_counts_more_in_any_line_that_repeats_it() -> None:
+    first = _Candidate(DISCOVERIES, "Batch size was 50k rows on db-7.", 0.5, 1)
+    second = _Candidate(DISCOVERIES, "Replica lag was 12s on db-8.", 0.5, 2)
+    room = max(COUNTER.count(c.text) + 2 for c in (first, second)) + 1
+    assert _select([first, second], COUNTER, room, emphasized=_emphasized(["Lag hit **12s** at peak."])) == [second]
+    assert _select([first, second], COUNTER, room, emphasized=_emphasized(["Batches of **50k**."])) == [first]
+
+
+def test_bold_words_are_read_from_what_the_user_and_the_assistant_wrote_not_from_a_tool_output() -> None:
+    finding = "Its 5xx rate is **0.82%** on db-4."
+
+    def tight(tool_output: str) -> str:
+        messages = to_messages(
+            [
+                {"role": "user", "content": "Why is the canary failing?"},
+                {"role": "assistant", "content": "", "tool_calls": [{"name": "read_doc", "args": {}, "id": "c1"}]},
+                {"role": "tool", "name": "read_doc", "tool_call_id": "c1", "content": tool_output},
+                {"role": "assistant", "content": f"Node-3 runs build 7731 with TLS 1.3. {finding}"},
+            ]
+        )
+        return render_summary(extract_summary(messages, COUNTER, 56))
+
+    assert _emphasized(["**0.82%** vs 0.11%", "__v2.14.1__ and *one* star"]) == {"0.82%", "v2.14.1"}
+    text = tight("Notes: the canary is build 7731 on node-3, TLS 1.3.")
+    assert "0.82%" in text
+    assert "7731" not in text
+    assert "**" not in text  # the marks themselves are not kept
+    # a document's bold is not the run's emphasis
+    assert tight("Notes: the canary is **build 7731** on **node-3**, **TLS 1.3**.") == text
 
 
 def test_a_tight_budget_keeps_the_specific_finding_over_chatter() -> None:

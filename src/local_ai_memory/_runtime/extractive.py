@@ -482,6 +482,8 @@ class _Candidate:
     """For a clause of a sentence that was cut: which sentence (message order, the whole sentence) ..."""
     part: int = 0
     """... and which clause of it, so clauses of one sentence that are both kept make one bullet."""
+    bold: bool = False
+    """Whether its writer put words of it in bold ("**47,988** of them are parked at forwarder.go:88")."""
 
 
 def _specificity(text: str) -> int:
@@ -608,7 +610,8 @@ def _assistant_candidates(text: str, order: int, counter: TokenCounter, cap: int
                 score -= 2.0
             if score > 0.5:
                 where = (order, line) if len(parts) > 1 else None
-                found.append(_Candidate(section, part, score - specific, order, sentence=where, part=at))
+                bold = bool(_BOLD.search(part))
+                found.append(_Candidate(section, part, score - specific, order, sentence=where, part=at, bold=bold))
     return found
 
 
@@ -1024,6 +1027,11 @@ _TOOL_SCORE = -2.0  # a tool result's own summary line ("run_sql reported: 3 row
 _FIELD_SCORE = -1.0  # a "name: value" line of a tool output ("ssh_exec: Expiry Date: 2025-03-21")
 _STORED_SCORE = 1.5  # where a stored output is: the one way back to it
 _ECHO_CAP = 3  # a unit said in this many messages counts sqrt(3) times one said once
+_BOLD_KIND = 1.5  # a line its writer put words of in bold is worth this much more
+_BOLD_UNIT = 2.0  # a unit the run puts in bold somewhere counts this much more, in any line that says it
+_BOLD = re.compile(r"\*\*\S|\S\*\*|__\S|\S__")
+"""Markdown bold around some words of a line (its leading marks may be stripped already)."""
+_BOLD_SPAN = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*|__(?=\S)(.+?)(?<=\S)__")
 
 
 def _units(text: str) -> dict[str, float]:
@@ -1054,6 +1062,11 @@ def _units(text: str) -> dict[str, float]:
     return units
 
 
+def _emphasized(texts: list[str]) -> set[str]:
+    """The units that ``texts`` put in bold: what the writer marked as the point ("**4.20% in June**")."""
+    return {unit for text in texts for span in _BOLD_SPAN.finditer(text) for unit in _units(span[1] or span[2])}
+
+
 def _echo_counts(texts: list[str]) -> dict[str, int]:
     """In how many of ``texts`` each unit occurs: what the run keeps coming back to matters more."""
     counts: dict[str, int] = {}
@@ -1070,6 +1083,7 @@ def _select(
     goal: str = "",
     echoes: dict[str, int] | None = None,
     bullet_cap: int = 0,
+    emphasized: frozenset[str] | set[str] = frozenset(),
 ) -> list[_Candidate]:
     """The candidates that tell the most per token and fit in ``room`` tokens, in their original order.
 
@@ -1079,7 +1093,9 @@ def _select(
     repeats it in several messages, see ``echoes``), times a factor for its kind (a decision
     the user stated over a remark). So a near-duplicate of a chosen bullet is worth little
     and is passed over for one that adds something, and a candidate the goal already says is
-    left out.
+    left out. What the writers put in bold counts more: a line with bold words
+    (:data:`_BOLD_KIND`), and each unit the run puts in bold anywhere (``emphasized``,
+    :data:`_BOLD_UNIT`), also when another line repeats it.
     """
     in_goal = " ".join(re.sub(r"[^\w\s]", " ", goal.lower()).split())
     covered = set(_units(goal))
@@ -1091,8 +1107,11 @@ def _select(
         if not said or said in seen or (len(said) > 20 and said in in_goal):
             continue
         seen.add(said)
-        kind = max(0.1, 1 + candidate.score / _KIND_SCALE)
-        units = {u: w * min(_ECHO_CAP, max(1, echoes.get(u, 1))) ** 0.5 for u, w in _units(candidate.text).items()}
+        kind = max(0.1, 1 + candidate.score / _KIND_SCALE) * (_BOLD_KIND if candidate.bold else 1.0)
+        units = {
+            u: w * min(_ECHO_CAP, max(1, echoes.get(u, 1))) ** 0.5 * (_BOLD_UNIT if u in emphasized else 1.0)
+            for u, w in _units(candidate.text).items()
+        }
 
         cost = counter.count(f"* {USER_MARK if candidate.user else ''}{candidate.text}\n")  # as it is rendered
         joined = counter.count(f"{_JOIN}{candidate.text}")  # added to a kept clause of the same sentence
@@ -1188,13 +1207,16 @@ def extract_summary(
       collapsed to "read result r-3 (pages 1-50)", and earlier goals. Raw tool output is
       never copied in, and tool outputs never feed Decisions.
 
-    The bullets that say the most per token are kept first, so the summary fits
+    The bullets that say the most per token are kept first (what the user and the assistant put in
+    bold counts more, see :func:`_select`), so the summary fits
     ``target_tokens`` without dropping decisions for tool chatter (the budget rules of the
     compressor then apply as usual).
     """
     reader = _RunReader(counter, target_tokens, previous_goal)
     for order, message in enumerate(messages):
         reader.texts.append(message.content)
+        if message.role in ("user", "assistant"):
+            reader.said.append(message.content)
         if message.role == "tool":
             reader.tool(message, order)
         elif message.role == "user":
@@ -1222,6 +1244,7 @@ class _RunReader:
         self.pages: dict[str, list[int]] = {}
         self.earlier_goals: list[str] = []
         self.texts: list[str] = []
+        self.said: list[str] = []  # what the user and the assistant wrote (a tool's output is not theirs)
         self.calls: list[tuple[str, str]] = []
         self.context: list[str] = []
 
@@ -1339,9 +1362,9 @@ class _RunReader:
             if not candidate.user and self.target_tokens < _TELEGRAPHIC_BELOW:
                 text = _without_articles(text)
             candidate.text = clean_line(text, counter, self.clause_cap)
-        for candidate in _select(
-            [*done, *self.candidates], counter, room, summary.goal, _echo_counts(self.texts), self.bullet_cap
-        ):
+        echoes, emphasized = _echo_counts(self.texts), _emphasized(self.said)
+        chosen = _select([*done, *self.candidates], counter, room, summary.goal, echoes, self.bullet_cap, emphasized)
+        for candidate in chosen:
             text = candidate.text
             summary.bullets[candidate.section].append(USER_MARK + text if candidate.user else _not_the_user(text))
         for name in LIST_SECTIONS:
