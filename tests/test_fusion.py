@@ -118,15 +118,19 @@ def test_convex_fusion_extremes_follow_one_list_and_ties_are_deterministic() -> 
         convex_fusion(bm25, vector, 1.5)
 
 
-def test_confident_weight_follows_the_gap_between_bm25s_first_two_answers() -> None:
+def test_confident_weight_follows_how_far_bm25s_first_answer_stands_above_its_last() -> None:
     from local_ai_memory._knowledge.fusion import confident_weight
 
-    assert confident_weight([10.0, 9.9, 9.0], 0.5) == pytest.approx(0.308)  # near-tie: the dense side leads
-    assert confident_weight([10.0, 5.0], 0.5) == pytest.approx(0.7)  # first far ahead: BM25 leads
-    assert confident_weight([10.0, 7.5], 0.5) == pytest.approx(0.5)
-    assert confident_weight([3.0], 0.5) == pytest.approx(0.7)
-    assert confident_weight([], 0.5) == pytest.approx(0.3)
+    # A flat head (a question in other words than the note's): the dense side leads almost alone.
+    assert confident_weight([10.0, 9.9, 9.5, 9.0], 0.5) == pytest.approx(0.5 + 0.475 * (2 * 0.1 - 1))
+    # Two notes share the named words and the rest is far below: BM25 leads, though its first
+    # two nearly tie (the gap to the second alone would have called this unsure).
+    assert confident_weight([10.0, 9.9, 2.0], 0.5) == pytest.approx(0.5 + 0.475 * (2 * 0.8 - 1))
+    assert confident_weight([10.0, 5.0], 0.5) == pytest.approx(0.5)
+    assert confident_weight([3.0], 0.5) == pytest.approx(0.975)  # below 1: the dense side still orders the rest
+    assert confident_weight([], 0.5) == pytest.approx(0.025)
     assert confident_weight([10.0, 1.0], 0.0) == 0.0  # the ends stay pure
     assert confident_weight([10.0, 9.9], 1.0) == 1.0
+    assert confident_weight([10.0, 9.0, 0.0], 0.2) == pytest.approx(0.2 + 0.19)
     with pytest.raises(InvalidInputError):
         confident_weight([1.0], 1.5)
