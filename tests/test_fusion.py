@@ -118,15 +118,49 @@ def test_convex_fusion_extremes_follow_one_list_and_ties_are_deterministic() -> 
         convex_fusion(bm25, vector, 1.5)
 
 
-def test_confident_weight_follows_the_gap_between_bm25s_first_two_answers() -> None:
+def test_confident_weight_follows_how_far_bm25s_first_answer_stands_above_its_last() -> None:
     from local_ai_memory._knowledge.fusion import confident_weight
 
-    assert confident_weight([10.0, 9.9, 9.0], 0.5) == pytest.approx(0.308)  # near-tie: the dense side leads
-    assert confident_weight([10.0, 5.0], 0.5) == pytest.approx(0.7)  # first far ahead: BM25 leads
-    assert confident_weight([10.0, 7.5], 0.5) == pytest.approx(0.5)
-    assert confident_weight([3.0], 0.5) == pytest.approx(0.7)
-    assert confident_weight([], 0.5) == pytest.approx(0.3)
+    # A flat head (a question in other words than the note's): the dense side leads almost alone.
+    assert confident_weight([10.0, 9.9, 9.5, 9.0], 0.5) == pytest.approx(0.5 + 0.475 * (2 * 0.1 - 1))
+    # Two notes share the named words and the rest is far below: BM25 leads, though its first
+    # two nearly tie (the gap to the second alone would have called this unsure).
+    assert confident_weight([10.0, 9.9, 2.0], 0.5) == pytest.approx(0.5 + 0.475 * (2 * 0.8 - 1))
+    assert confident_weight([10.0, 5.0], 0.5) == pytest.approx(0.5)
+    assert confident_weight([3.0], 0.5) == pytest.approx(0.975)  # below 1: the dense side still orders the rest
+    assert confident_weight([], 0.5) == pytest.approx(0.025)
     assert confident_weight([10.0, 1.0], 0.0) == 0.0  # the ends stay pure
     assert confident_weight([10.0, 9.9], 1.0) == 1.0
+    assert confident_weight([10.0, 9.0, 0.0], 0.2) == pytest.approx(0.2 + 0.19)
     with pytest.raises(InvalidInputError):
         confident_weight([1.0], 1.5)
+
+
+def _fused_first(bm25: list[float], dense_best: int) -> str:
+    """The first note of :func:`.search.hybrid_flow` over 12 one-passage notes ``n0``..``n11``:
+    BM25 returns ``n0``..``n{len(bm25)-1}`` with ``bm25`` scores, the dense side likes ``n{dense_best}``
+    best (cosine 0.9) and the BM25 ones in their order behind it (0.5 down to 0.4)."""
+    from local_ai_memory._knowledge.dense import DenseMatrix
+    from local_ai_memory._knowledge.index_file import IndexEntry
+    from local_ai_memory._knowledge.search import candidate_of, hybrid_flow
+    from local_ai_memory._shared.drive import drive
+
+    entries = [IndexEntry(filename=f"n{i}.md", category="k", title=f"n{i}") for i in range(12)]
+    cosines = np.full(12, 0.1, dtype=np.float32)
+    cosines[: len(bm25)] = np.linspace(0.5, 0.4, len(bm25))
+    cosines[dense_best] = 0.9
+    # unit passage rows whose cosine with the query [1, 0] is exactly ``cosines``
+    rows = np.stack([cosines, np.sqrt(1.0 - cosines**2)], axis=1).astype(np.float32)
+    dense = DenseMatrix(entries, rows, np.arange(12, dtype=np.int64))
+    lexical = [candidate_of(entries[i], score) for i, score in enumerate(bm25)]
+    flow = hybrid_flow("q", lexical, dense, 10, 10, 0.5)
+    found = drive(flow, lambda request: np.array([1.0, 0.0], dtype=np.float32))
+    return found[0].filename
+
+
+def test_hybrid_keeps_bm25s_pair_far_above_the_rest_and_follows_dense_on_a_flat_head() -> None:
+    # Two notes share the named words, far above the other eight: a known item, BM25 keeps it
+    # first although its first two nearly tie (the old rule, gap to the second, let dense win).
+    assert _fused_first([10.0, 9.9, 2.0, 1.9, 1.8, 1.7, 1.6, 1.5, 1.4, 1.3], dense_best=9) == "n0.md"
+    # A flat head (common words in long notes): the note the dense side is sure of comes first.
+    assert _fused_first([10.0, 9.0, 8.9, 8.8, 8.7, 8.6, 8.5, 8.4, 8.3, 8.2], dense_best=11) == "n11.md"

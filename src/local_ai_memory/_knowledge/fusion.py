@@ -31,6 +31,7 @@ from local_ai_memory._shared.errors import InvalidInputError
 
 __all__ = [
     "CONFIDENT_GAP",
+    "CONFIDENT_SWING",
     "DEFAULT_RRF_K",
     "confident_weight",
     "convex_fusion",
@@ -43,8 +44,10 @@ __all__ = [
 ]
 
 DEFAULT_RRF_K = 60
-CONFIDENT_GAP = 0.5
-"""BM25 is fully sure of its first answer when that answer's score is this share above the second's."""
+CONFIDENT_GAP = 1.0
+"""BM25 is fully sure of its first answer when the last of its candidates scores this share below it."""
+CONFIDENT_SWING = 0.95
+"""How far the per-query weight may move from ``bm25_weight``, as a share of the way to 0 or 1."""
 
 
 def _positions(ranked: Sequence[str]) -> dict[str, int]:
@@ -180,21 +183,22 @@ def standard_fusion(
 def confident_weight(bm25_scores: Sequence[float], bm25_weight: float) -> float:
     """The BM25 weight for one query: ``bm25_weight`` moved by how sure BM25 is of its first answer.
 
-    ``bm25_scores`` are BM25's scores best first. Its confidence is the relative gap between the
-    first two, ``c = min(1, (first - second) / first / CONFIDENT_GAP)`` (1 with a single
-    answer, 0 with none); the weight is ``bm25_weight + swing * (2c - 1)`` where
-    ``swing = 0.4 * min(bm25_weight, 1 - bm25_weight)``: 0.3 to 0.7 around the default 0.5, and
-    exactly 0 or 1 stay pure dense or pure BM25.
+    ``bm25_scores`` are BM25's scores of its candidates, best first. Its confidence is how far
+    the first stands above the last, ``c = min(1, (first - last) / first / CONFIDENT_GAP)``
+    (1 with a single answer, 0 with none); the weight is ``bm25_weight + swing * (2c - 1)``
+    where ``swing = CONFIDENT_SWING * min(bm25_weight, 1 - bm25_weight)``: about ``c`` itself
+    around the default 0.5 (0.025 to 0.975), and exactly 0 or 1 stay pure dense or pure BM25.
 
     Why: a query that names its note (a known item: the words of the note) gives BM25 a first
-    answer well above the rest, and that first answer is usually right (dev questions: right
-    75-92 % of the time when the gap is at least 0.2, 27-44 % otherwise, on the natural-question
-    set and the known-item sets alike); a question asked in other words than the note's gives
-    BM25 a flat head of near-ties, where the dense side knows better. Measured at a fixed 0.5
-    against this rule around 0.5 (dense side as :meth:`.dense.DenseMatrix.note_scores`):
-    natural questions (dev, 400 man pages) R@5 / MRR@10 .799 / .700 against .836 / .731; known
-    items ``stdlib`` .942 / .806 against .936 / .809, ``readmes`` .865 / .796 against .859 / .785
-    (lower: READMEs lose with 200-word passages at any weight tried).
+    answer well above the rest of its candidates; a question asked in other words than the
+    note's gives BM25 a flat head (common words matched by long notes), where the dense side
+    knows better and should lead almost alone. The gap to the last candidate (the 10th with the
+    default pool) measured better than the gap to the second, which is small whenever two notes
+    share the named words. Measured (``benchmarks/bench_natural_questions.py --notes 400``, dev
+    questions, R@5 / MRR@10; ``bench_quality.py`` known-item sets), the gap to the second with a
+    0.3-0.7 swing against this rule: natural questions .865 / .750 against .895 / .756, known
+    items ``stdlib`` .917 / .814 against .929 / .824 (the CHANGELOG has ``readmes`` and the rules
+    that lost).
     """
     _check_weight(bm25_weight)
     if not bm25_scores:
@@ -202,9 +206,9 @@ def confident_weight(bm25_scores: Sequence[float], bm25_weight: float) -> float:
     elif len(bm25_scores) == 1 or bm25_scores[0] <= 0.0:
         confidence = 1.0 if bm25_scores[0] > 0.0 else 0.0
     else:
-        gap = (bm25_scores[0] - bm25_scores[1]) / bm25_scores[0]
+        gap = (bm25_scores[0] - bm25_scores[-1]) / bm25_scores[0]
         confidence = min(1.0, max(0.0, gap / CONFIDENT_GAP))
-    swing = 0.4 * min(bm25_weight, 1.0 - bm25_weight)
+    swing = CONFIDENT_SWING * min(bm25_weight, 1.0 - bm25_weight)
     return min(1.0, max(0.0, bm25_weight + swing * (2.0 * confidence - 1.0)))
 
 
