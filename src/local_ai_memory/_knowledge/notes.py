@@ -51,7 +51,7 @@ from local_ai_memory._knowledge.index_file import (
     keyword_prompt,
     parse_keywords,
 )
-from local_ai_memory._knowledge.indexer import NoteIndexer, Scanned, StaleEntry, decode_head
+from local_ai_memory._knowledge.indexer import NoteIndexer, NoteLine, Scanned, StaleEntry, decode_head
 from local_ai_memory._knowledge.rankers import RankerCache
 from local_ai_memory._knowledge.roots import RootKey, RootParts, shared_parts
 from local_ai_memory._knowledge.search import embedding_text
@@ -337,9 +337,26 @@ class KnowledgeNotes:
             raise InvalidInputError(
                 f"knowledge file name {name!r} must be '{{user prefix}}_{{name}}.md' (see user_file_prefix)"
             )
-        info = self.backend.write_note(category, name, content.encode("utf-8"))
-        self._indexed(category, name, content, info)
+        data = content.encode("utf-8")
+        slot = self._line_slot()
+        if slot is None:
+            info = self.backend.write_note(category, name, data)
+            self._indexed(category, name, content, info)
+        else:
+            with self._lock:
+                line = NoteLine(self._indexer, category, name, content)
+            self.backend.write_note_with(category, name, data, line.append())
+            self._indexed_with(line, slot)
         return self.data_dir / category / name
+
+    def _line_slot(self) -> tuple[str, int] | None:
+        """Where a write may store its note's journal line with the note (in the same
+        transaction on a database): see :meth:`.index.KnowledgeIndex.line_slot`. ``None``
+        while writes are coalesced or a snapshot is due: the write then indexes after its note."""
+        if self.defer_writes:
+            return None
+        self._ensure_loaded()
+        return self._index.line_slot()
 
     def _indexed(self, category: str, name: str, content: str, info: NoteInfo | None = None) -> None:
         """Index the note just written (its journal line, or a snapshot when one is due).
@@ -350,6 +367,17 @@ class KnowledgeNotes:
         with self._lock:
             self._ensure_loaded()
             self._indexer.refresh_one(category, name, content=content, info=info)
+        self._persist()
+
+    def _indexed_with(self, line: NoteLine, slot: tuple[str, int]) -> None:
+        """Index the note whose journal line its write stored (:class:`.indexer.NoteLine`): the
+        entry goes in memory and the line is not appended again, unless a snapshot came between."""
+        scanned = line.scanned
+        assert scanned is not None  # the write called the line
+        with self._lock:
+            self._ensure_loaded()
+            self._indexer.put(scanned.entry, scanned.content, scanned.tokens)
+            self._index.stored_with_note(line.key, scanned.entry, slot)
         self._persist()
 
     def update_file(self, path: str | os.PathLike[str], change: Callable[[str | None], str]) -> str:
@@ -373,10 +401,16 @@ class KnowledgeNotes:
                 f"{os.fspath(path)!r} is not a note '{{category}}/{{user prefix}}{{name}}.md' "
                 f"of {list(self.categories)}"
             )
-        data, info = self.backend.update_note(category, name, on_bytes)
-        content = data.decode("utf-8")
-        self._indexed(category, name, content, info)
-        return content
+        slot = self._line_slot()
+        if slot is None:
+            data, info = self.backend.update_note(category, name, on_bytes)
+            content = data.decode("utf-8")
+            self._indexed(category, name, content, info)
+            return content
+        line = NoteLine(self._indexer, category, name)
+        data, _ = self.backend.update_note_with(category, name, on_bytes, line.append())
+        self._indexed_with(line, slot)
+        return data.decode("utf-8")
 
     def delete_file(self, path: str | os.PathLike[str]) -> bool:
         """Delete a note with its index entry (its ranker forgets it too); return whether it existed."""
