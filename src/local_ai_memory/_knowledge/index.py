@@ -7,7 +7,10 @@ Stored as ``memory_index.json`` (v4: the snapshot of every entry) and
 its note, not the index; when the journal passes :func:`journal_bound` lines (or the entries
 were replaced wholesale) it writes a new snapshot and a fresh journal instead (a compaction).
 Compaction keeps the lines of other processes for the notes this one did not change, so their
-writes stay in the snapshot. A crash between a note's write and its line leaves the note
+writes stay in the snapshot. A written note's line goes to the backend with the note
+(:meth:`~local_ai_memory._contracts.knowledge.KnowledgeBackend.write_note_with`, see
+:meth:`KnowledgeIndex.line_slot`): one transaction on a database. Where the two are separate
+(files, or a write that indexes after its note), a crash between them leaves the note
 unindexed in storage; the listing comparison (or the change feed) after the next load finds
 it, as it found any change made behind the index's back. A broken snapshot is quarantined and
 an outdated one ignored: the caller rebuilds from the notes. A version 3 snapshot (0.2) is read

@@ -345,39 +345,43 @@ class KnowledgeNotes:
         else:
             with self._lock:
                 line = NoteLine(self._indexer, category, name, content)
-            self.backend.write_note_with(category, name, data, line.append())
-            self._indexed_with(line, slot)
+            info = self.backend.write_note_with(category, name, data, line.append())
+            self._indexed(category, name, content, info, (line, slot))
         return self.data_dir / category / name
 
     def _line_slot(self) -> tuple[str, int] | None:
         """Where a write may store its note's journal line with the note (in the same
         transaction on a database): see :meth:`.index.KnowledgeIndex.line_slot`. ``None``
-        while writes are coalesced or a snapshot is due: the write then indexes after its note."""
+        while writes are coalesced, the index is not loaded yet or a snapshot is due: the write
+        then indexes after its note (a first write loads the index, or builds it with its note)."""
         if self.defer_writes:
             return None
-        self._ensure_loaded()
         return self._index.line_slot()
 
-    def _indexed(self, category: str, name: str, content: str, info: NoteInfo | None = None) -> None:
+    def _indexed(
+        self,
+        category: str,
+        name: str,
+        content: str,
+        info: NoteInfo | None = None,
+        stored: tuple[NoteLine, tuple[str, int]] | None = None,
+    ) -> None:
         """Index the note just written (its journal line, or a snapshot when one is due).
 
         ``info`` is what the write itself returned: the entry then names the version of these
         bytes (no second look, which cost a round trip on a database and could meet another
-        writer's version; a later change shows up as a newer version in the feed or listing)."""
+        writer's version; a later change shows up as a newer version in the feed or listing).
+        ``stored``: the write stored the note's journal line with it (:class:`.indexer.NoteLine`
+        and the :meth:`_line_slot` it took): the entry goes in memory and the line is not
+        appended again, unless a snapshot came between."""
         with self._lock:
             self._ensure_loaded()
-            self._indexer.refresh_one(category, name, content=content, info=info)
-        self._persist()
-
-    def _indexed_with(self, line: NoteLine, slot: tuple[str, int]) -> None:
-        """Index the note whose journal line its write stored (:class:`.indexer.NoteLine`): the
-        entry goes in memory and the line is not appended again, unless a snapshot came between."""
-        scanned = line.scanned
-        assert scanned is not None  # the write called the line
-        with self._lock:
-            self._ensure_loaded()
-            self._indexer.put(scanned.entry, scanned.content, scanned.tokens)
-            self._index.stored_with_note(line.key, scanned.entry, slot)
+            scanned = stored[0].scanned if stored is not None else None
+            if stored is None or scanned is None:
+                self._indexer.refresh_one(category, name, content=content, info=info)
+            else:
+                self._indexer.put(scanned.entry, scanned.content, scanned.tokens)
+                self._index.stored_with_note(stored[0].key, scanned.entry, stored[1])
         self._persist()
 
     def update_file(self, path: str | os.PathLike[str], change: Callable[[str | None], str]) -> str:
@@ -408,9 +412,10 @@ class KnowledgeNotes:
             self._indexed(category, name, content, info)
             return content
         line = NoteLine(self._indexer, category, name)
-        data, _ = self.backend.update_note_with(category, name, on_bytes, line.append())
-        self._indexed_with(line, slot)
-        return data.decode("utf-8")
+        data, info = self.backend.update_note_with(category, name, on_bytes, line.append())
+        content = data.decode("utf-8")
+        self._indexed(category, name, content, info, (line, slot))
+        return content
 
     def delete_file(self, path: str | os.PathLike[str]) -> bool:
         """Delete a note with its index entry (its ranker forgets it too); return whether it existed."""
