@@ -270,6 +270,124 @@ def test_kills_during_writes_leave_the_postgres_index_consistent(postgres_url: s
     _crash_rounds("postgres", f"{postgres_url}|{postgres_schema}", check, rounds=6)
 
 
+KILLED_AT = textwrap.dedent(
+    """
+    import os, random, signal, sys
+    from local_ai_memory._knowledge import index as index_module
+    from local_ai_memory._knowledge.store import MemoryStore
+    from local_ai_memory._shared.config import MemoryConfig
+    from local_ai_memory.backends import PostgresKnowledgeBackend
+    index_module.JOURNAL_MIN = 6  # compactions every few writes, between the journaled ones
+    url, schema, point, at, start = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+    backend = PostgresKnowledgeBackend(url, schema=schema)
+    calls = {"with": 0}
+    inside = []
+
+    def die():
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    real_with, real_write, real_append = backend.write_note_with, backend._write, backend._append_blob
+
+    def write_note_with(category, name, data, append):
+        calls["with"] += 1
+        inside.append(calls["with"] == at)
+        try:
+            info = real_with(category, name, data, append)
+        finally:
+            inside.pop()
+        if inside == [] and calls["with"] == at and point == "after commit":
+            die()
+        return info
+
+    def write(*args, **kwargs):
+        if inside and inside[-1] and point == "before the note":
+            die()
+        info = yield from real_write(*args, **kwargs)
+        if inside and inside[-1] and point == "between note and line":
+            die()
+        return info
+
+    def append(*args, **kwargs):
+        yield from real_append(*args, **kwargs)
+        if inside and inside[-1] and point == "before commit":
+            die()
+
+    backend.write_note_with, backend._write, backend._append_blob = write_note_with, write, append
+    store = MemoryStore(backend, MemoryConfig(), categories=["knowledge"])
+    store.ensure_index()
+    rng = random.Random(start)
+    for n in range(start, start + 1000):
+        slot = rng.randrange(12)
+        if rng.random() < 0.15:
+            store.delete_file(f"knowledge/crash_s{slot}.md")
+        else:
+            store.write_file(f"knowledge/crash_s{slot}.md", f"# Slot {slot}\\n\\nversion tok{n}x of slot {slot}\\n")
+    print("not killed", calls, flush=True)
+    """
+)
+
+
+@pytest.mark.parametrize("point", ["before the note", "between note and line", "before commit", "after commit"])
+def test_a_kill_inside_a_postgres_note_write_leaves_note_and_line_together(
+    postgres_url: str, postgres_schema: str, point: str
+) -> None:
+    """SIGKILL at a point of a note write that stores its journal line with the note: the stored
+    index (snapshot and journal, read as a new process reads them, before any query compares
+    listings) holds exactly the stored notes at their versions; the next query finds them all."""
+    from local_ai_memory.backends import PostgresKnowledgeBackend
+
+    rng = random.Random(point)
+    env = {**os.environ, "PYTHONPATH": SRC, "LOCAL_AI_MEMORY_AUTO_WATCH": "false"}
+    for round_ in range(4):
+        at = rng.randrange(1, 30)
+        done = subprocess.run(
+            [sys.executable, "-c", KILLED_AT, postgres_url, postgres_schema, point, str(at), str(round_ * 1000)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        assert done.returncode == -signal.SIGKILL, (done.stdout, done.stderr)
+        backend = PostgresKnowledgeBackend(postgres_url, schema=postgres_schema)
+        try:
+            snapshot = backend.read_blob("memory_index.json")
+            assert snapshot is not None
+            stored = stored_entries(snapshot, backend.read_blob(JOURNAL_NAME))
+            notes = backend.list_notes("knowledge")
+            assert {e.filename: e.mtime_ns for e in stored} == {name: info.version for name, info in notes.items()}
+            on_disk = {name: (backend.read_note("knowledge", name) or b"").decode() for name in notes}
+            _check_consistent(MemoryStore(backend, CONFIG, categories=["knowledge"]), on_disk)
+        finally:
+            backend.close()
+
+
+def test_a_write_stores_its_line_with_its_note() -> None:
+    """Once the journal is open, a write hands its entry's line to the backend with the note
+    (``write_note_with``): no separate append, no snapshot, and a new reader finds it."""
+    backend = InMemoryKnowledgeBackend()
+    store = MemoryStore(backend, CONFIG, categories=["knowledge"])
+    store.write_file("knowledge/alice_n0.md", _note(0))  # the first write writes the snapshot
+    calls: list[str] = []
+    for method in ("write_note", "write_note_with", "update_note_with", "append_blob", "write_blob"):
+        real = getattr(backend, method)
+        setattr(backend, method, lambda *a, _real=real, _m=method: (calls.append(_m), _real(*a))[1])
+    for n in range(1, 11):
+        store.write_file(f"knowledge/alice_n{n}.md", _note(n))
+    store.update_file("knowledge/alice_n3.md", lambda old: _note(1003))
+    assert calls == ["write_note_with"] * 10 + ["update_note_with"]
+    stored = {
+        e.filename: e
+        for e in stored_entries(backend.read_blob("memory_index.json") or b"", backend.read_blob(JOURNAL_NAME))
+    }
+    assert set(stored) == {f"alice_n{n}.md" for n in range(11)}
+    info = backend.note_info("knowledge", "alice_n3.md")
+    assert info is not None
+    assert (stored["alice_n3.md"].mtime_ns, stored["alice_n3.md"].title) == (info.version, "Note 1003")
+    fresh = MemoryStore(backend, CONFIG, categories=["knowledge"])
+    assert fresh.bm25_search("tok1003x", user_id="alice") == ["alice_n3.md"]
+    assert fresh.bm25_search("tok7x", user_id="alice") == ["alice_n7.md"]
+
+
 def test_journal_bound_grows_with_the_index() -> None:
     assert journal_bound(0) == index_module.JOURNAL_MIN
     assert journal_bound(100_000) == 100_000 // index_module.JOURNAL_RATIO

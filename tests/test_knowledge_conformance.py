@@ -58,7 +58,7 @@ class TestFileKnowledgeBackendWithoutFeed(KnowledgeBackendTests):
 
 
 class TestInMemoryKnowledgeBackend(KnowledgeBackendTests):
-    capabilities = frozenset({"change_feed"})
+    capabilities = frozenset({"change_feed", "atomic_appends"})
 
     @pytest.fixture
     def backend(self) -> InMemoryKnowledgeBackend:

@@ -30,6 +30,8 @@ class TestPostgresRuntimeBackend(RuntimeBackendTests):
 
 
 class TestPostgresKnowledgeBackend(KnowledgeBackendTests):
+    capabilities: ClassVar[frozenset[str]] = frozenset({"atomic_appends"})
+
     @pytest.fixture
     def backend(self, postgres_url: str, postgres_schema: str) -> Iterator[KnowledgeBackend]:
         backend = PostgresKnowledgeBackend(postgres_url, schema=postgres_schema, pool_max_size=6)

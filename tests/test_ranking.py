@@ -124,6 +124,33 @@ def test_kept_word_contributions_stay_exact_over_every_slot_or_a_union() -> None
     assert_matches(rank_thrice([index], query, 100), docs, query)
 
 
+def test_a_kept_word_holds_the_delta_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A writer's delta (documents added since the last compaction) goes into a repeated word's
+    kept contribution: from its third query on, the delta's postings are not read again, and
+    the scores stay those of a fresh build (one-term words and words of several terms alike)."""
+    docs = {f"d{i}": ["w0", EXACT + "w0", *(["w1"] if i % 3 == 0 else ["w2", LEAD + "w2"])] for i in range(60)}
+    index = BM25Index(Vocabulary(), "c")
+    index.build(docs.items())
+    for i in range(60, 90):  # the delta: 30 documents, no compaction
+        tokens = ["w0", *(["w1"] if i % 2 else ["w2", LEAD + "w2", "w3"])]
+        index.add(f"d{i}", tokens)
+        docs[f"d{i}"] = tokens
+    assert index._pending
+    query: Query = ["w1", "w3", "w0", (EXACT + "w0", 0.5), "w2", (LEAD + "w2", 0.4)]
+    rank(index_list := [index], query, 100)
+    rank(index_list, query, 100)  # the second query keeps each word, delta included
+    reads: list[int] = []
+    real = index._delta_part
+    monkeypatch.setattr(index, "_delta_part", lambda term, *a: (reads.append(term), real(term, *a))[1])
+    got = rank(index_list, query, 100)
+    assert reads == []
+    assert_matches(got, docs, query)
+    fresh = BM25Index(Vocabulary(), "c")
+    fresh.build(docs.items())
+    want = {key: score for _, key, score in rank([fresh], query, 100)}
+    assert {key: score for _, key, score in got} == pytest.approx(want, rel=1e-12)
+
+
 def test_terms_in_most_documents_still_score_positive() -> None:
     # "common" is in 4 of 5 documents: Okapi's IDF would be negative; Lucene's stays above 0.
     docs = {

@@ -22,6 +22,7 @@ from local_ai_memory._backends.memory.knowledge import InMemoryKnowledgeBackend
 from local_ai_memory._backends.memory.runtime import InMemoryRuntimeBackend
 from local_ai_memory._contracts.knowledge import (
     ERASING_DIR,
+    BlobAppend,
     KnowledgeBackend,
     NoteChanges,
     NoteInfo,
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
     from local_ai_memory._backends.postgres.runtime import PostgresRuntimeBackend
 
 __all__ = [
+    "BlobAppend",
     "Erasure",
     "FileKnowledgeBackend",
     "FileRuntimeBackend",

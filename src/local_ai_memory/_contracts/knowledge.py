@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DATA_DIR",
     "ERASING_DIR",
+    "BlobAppend",
     "KnowledgeBackend",
     "NoteChanges",
     "NoteInfo",
@@ -110,6 +111,19 @@ class NoteInfo(NamedTuple):
     size: int
     version: int
     modified: float
+
+
+@dataclass(frozen=True)
+class BlobAppend:
+    """Bytes that a note write appends to a derived blob together with the note: how the index
+    journal line of a written note is stored with it (see :meth:`KnowledgeBackend.write_note_with`).
+
+    ``line(data, info)`` gives the bytes to append once the note holds ``data`` with ``info``
+    (the :class:`NoteInfo` its write returns); it is pure and cheap (no I/O, no locks), since a
+    database calls it inside the note's transaction."""
+
+    blob: str
+    line: Callable[[bytes, NoteInfo], bytes]
 
 
 @dataclass(frozen=True)
@@ -296,6 +310,27 @@ class KnowledgeBackend(ABC):
             data = bytes(change(self.read_note(category, name)))
             return data, self.write_note(category, name, data)
 
+    def write_note_with(self, category: str, name: str, data: bytes, append: BlobAppend) -> NoteInfo:
+        """:meth:`write_note`, and append ``append.line(data, info)`` to blob ``append.blob``
+        with the same write; return the note's :class:`NoteInfo`.
+
+        A backend with transactions stores both or neither (a database: one transaction, so a
+        crash never leaves the note without its index line). The default writes the note, then
+        appends (files: each under its own lock and crash rules; a crash between the two leaves
+        the note without its line, which the index finds by its next listing comparison)."""
+        info = self.write_note(category, name, data)
+        self.append_blob(append.blob, append.line(bytes(data), info))
+        return info
+
+    def update_note_with(
+        self, category: str, name: str, change: Callable[[bytes | None], bytes], append: BlobAppend
+    ) -> tuple[bytes, NoteInfo]:
+        """:meth:`update_note`, and append ``append.line(data, info)`` of the bytes written with
+        it, like :meth:`write_note_with` (when ``change`` raises, nothing is written or appended)."""
+        data, info = self.update_note(category, name, change)
+        self.append_blob(append.blob, append.line(data, info))
+        return data, info
+
     def delete_note_if(self, category: str, name: str, check: Callable[[bytes | None], None]) -> bool:
         """Delete a note unless ``check(current bytes or None)`` raises; return whether it existed.
 
@@ -401,6 +436,8 @@ class KnowledgeBackend(ABC):
     awrite_note = thread_twin(write_note)
     adelete_note = thread_twin(delete_note)
     aupdate_note = thread_twin(update_note)
+    awrite_note_with = thread_twin(write_note_with)
+    aupdate_note_with = thread_twin(update_note_with)
     adelete_note_if = thread_twin(delete_note_if)
     anote_info = thread_twin(note_info)
     alist_notes = thread_twin(list_notes)

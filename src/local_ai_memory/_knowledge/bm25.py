@@ -557,25 +557,16 @@ class BM25Index:
             self._kept_at, self._kept_bytes = (self.version, avgdl), 0
         for word in query:
             self._add_word(scores, word, norm)
-            for term, idf, flat in word:
-                found = self._delta.get(term)
-                if found is None:
-                    continue
-                # One array operation per term over the delta's postings (a slot appears once
-                # per term; replaced and removed slots are zeroed below with the dead ones).
-                slots = np.array(found[0], dtype=np.int64)
-                tf = np.array(found[1], dtype=np.float64)
-                scores[slots] += idf * (tf * (K1 + 1.0) / (tf + (K1 if flat else norm[slots])))
         scores[self._dead_slots(cap)] = 0.0
         return scores
 
     def _add_word(self, scores: FloatArray, word: Word, norm: FloatArray) -> None:
-        """Add what ``word``'s terms score in the base segment.
+        """Add what ``word``'s terms score, in the base segment and in the delta.
 
         A word met before (since the index last changed) is added as one kept contribution
-        (:meth:`_keep`); a word met for the first time adds its terms one by one and is only
-        remembered as seen, so words that never come back, and queries between frequent
-        changes, cost no more than that."""
+        (:meth:`_keep`, the delta's postings included); a word met for the first time adds its
+        terms one by one and is only remembered as seen, so words that never come back, and
+        queries between frequent changes, cost no more than that."""
         kept = self._kept.get(word)
         terms = tuple(term for term, _, _ in word)
         if kept is not None:
@@ -586,8 +577,9 @@ class BM25Index:
             self._seen[terms] = None
             if len(self._seen) > _SEEN_WORDS:
                 self._seen.popitem(last=False)
-            for start, end, idf, flat in self._spans(word):
+            for start, end, idf, flat, _ in self._spans(word):
                 np.add.at(scores, self._base_slots[start:end], idf * self._weights(start, end, norm, flat))
+            self._add_delta(scores, word, norm)
             return
         slots, values = kept
         if slots is None:
@@ -595,19 +587,51 @@ class BM25Index:
         elif len(slots):
             np.add.at(scores, slots, values)
 
+    def _add_delta(self, scores: FloatArray, word: Word, norm: FloatArray) -> None:
+        """Add what ``word``'s terms score in the delta: one array operation per term over its
+        postings (a slot appears once per term; replaced and removed slots are zeroed with the
+        dead ones)."""
+        for term, idf, flat in word:
+            part = self._delta_part(term, idf, flat, norm)
+            if part is not None:
+                scores[part[0]] += part[1]
+
+    def _delta_part(self, term: int, idf: float, flat: bool, norm: FloatArray) -> tuple[IntArray, FloatArray] | None:
+        """The delta's slots of ``term`` and what it scores in each (``None``: not in the delta)."""
+        found = self._delta.get(term)
+        if found is None:
+            return None
+        slots = np.array(found[0], dtype=np.int64)
+        tf = np.array(found[1], dtype=np.float64)
+        return slots, idf * (tf * (K1 + 1.0) / (tf + (K1 if flat else norm[slots])))
+
     def _keep(self, word: Word, norm: FloatArray) -> Contribution:
-        """What ``word``'s terms add to the base's scores, as one array over the union of their
-        postings (a word's stem, exact form and lead mostly hit the same documents: about half
-        their postings), or over every slot when most are hit. Kept (:data:`CONTRIBUTIONS_KEPT`
-        bytes at most, least recently used out) until the index or its average length changes."""
+        """What ``word``'s terms add to the scores, base segment and delta, as one array over the
+        union of their postings (a word's stem, exact form and lead mostly hit the same
+        documents: about half their postings), or over every slot when most are hit. Kept
+        (:data:`CONTRIBUTIONS_KEPT` bytes at most, least recently used out) until the index or
+        its average length changes: a writer's delta (up to a tenth of the documents, see
+        :meth:`_changed`) then costs a repeated word no more than the base does."""
         spans = self._spans(word)
-        if len(spans) == 1:
-            start, end, idf, flat = spans[0]
-            found: Contribution = (self._base_slots[start:end], idf * self._weights(start, end, norm, flat))
+        delta = [(term, part) for term, idf, flat in word if (part := self._delta_part(term, idf, flat, norm))]
+        found: Contribution
+        if len(spans) <= 1 and len(delta) <= 1 and len({span[4] for span in spans} | {t for t, _ in delta}) <= 1:
+            # At most one term has postings: its base slots, then its delta slots (they never meet).
+            parts: list[tuple[TermArray | IntArray, FloatArray]] = [
+                (self._base_slots[a:b], i * self._weights(a, b, norm, f)) for a, b, i, f, _ in spans
+            ]
+            parts += [part for _, part in delta]
+            if len(parts) == 1:
+                found = (parts[0][0].astype(np.int32, copy=False), parts[0][1])
+            else:  # both, or none (the term is another corpus's)
+                joined = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int32)
+                found = (joined.astype(np.int32), np.concatenate([p[1] for p in parts]) if parts else np.zeros(0))
         else:
             dense = np.zeros(len(norm), dtype=np.float64)
-            for start, end, idf, flat in spans:
+            for start, end, idf, flat, _ in spans:
                 np.add.at(dense, self._base_slots[start:end], idf * self._weights(start, end, norm, flat))
+            for _, (at, values) in delta:
+                dense[at] += values
             hit = np.flatnonzero(dense > 0.0).astype(np.int32)
             found = (None, dense) if 3 * len(hit) > 2 * len(dense) else (hit, dense[hit])
         size = found[1].nbytes + (0 if found[0] is None else found[0].nbytes)
@@ -619,11 +643,11 @@ class BM25Index:
                 self._kept_bytes -= values.nbytes + (0 if slots is None else slots.nbytes)
         return found
 
-    def _spans(self, word: Word) -> list[tuple[int, int, float, bool]]:
-        """``(start, end, weight x idf, flat)`` of the base postings of ``word``'s terms."""
+    def _spans(self, word: Word) -> list[tuple[int, int, float, bool, int]]:
+        """``(start, end, weight x idf, flat, term)`` of the base postings of ``word``'s terms."""
         n_base_terms, ptr = len(self._base_ptr) - 1, self._base_ptr
         return [
-            (int(ptr[term]), int(ptr[term + 1]), idf, flat)
+            (int(ptr[term]), int(ptr[term + 1]), idf, flat, term)
             for term, idf, flat in word
             if term < n_base_terms and ptr[term + 1] > ptr[term]
         ]

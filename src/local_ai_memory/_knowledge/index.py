@@ -7,7 +7,10 @@ Stored as ``memory_index.json`` (v4: the snapshot of every entry) and
 its note, not the index; when the journal passes :func:`journal_bound` lines (or the entries
 were replaced wholesale) it writes a new snapshot and a fresh journal instead (a compaction).
 Compaction keeps the lines of other processes for the notes this one did not change, so their
-writes stay in the snapshot. A crash between a note's write and its line leaves the note
+writes stay in the snapshot. A written note's line goes to the backend with the note
+(:meth:`~local_ai_memory._contracts.knowledge.KnowledgeBackend.write_note_with`, see
+:meth:`KnowledgeIndex.line_slot`): one transaction on a database. Where the two are separate
+(files, or a write that indexes after its note), a crash between them leaves the note
 unindexed in storage; the listing comparison (or the change feed) after the next load finds
 it, as it found any change made behind the index's back. A broken snapshot is quarantined and
 an outdated one ignored: the caller rebuilds from the notes. A version 3 snapshot (0.2) is read
@@ -248,6 +251,7 @@ class KnowledgeIndex:
         self._full = True  # the entries were replaced: only a snapshot stores them
         self._migrate = False  # the loaded snapshot has an older form: the next flush rewrites it
         self._pending: set[EntryKey] = set()  # changed since the last flush: the next journal lines
+        self._compacting = False  # a snapshot is being written (the store's lock let go meanwhile)
         self._own: set[EntryKey] = set()  # changed here since the last snapshot: ours win a compaction
         self.racy: set[EntryKey] = set()
         """Entries that carry a content hash (indexed within a timestamp tick of their write)."""
@@ -475,6 +479,36 @@ class KnowledgeIndex:
         lines = self.journal_lines + len(self._pending)
         return self._full or self._migrate or self.journal is None or lines > journal_bound(len(self.entries))
 
+    def line_slot(self) -> tuple[str, int] | None:
+        """Where a note write may store its own journal line with the note (see
+        :meth:`~local_ai_memory._contracts.knowledge.KnowledgeBackend.write_note_with`): the
+        journal id and the snapshot count now, or ``None`` when the next flush writes a
+        snapshot, one more line would pass the bound, or other changes wait for a flush."""
+        with self.lock:
+            entries = self.entries
+            if entries is None or self.dirty or self._full or self._migrate or self.journal is None or self._compacting:
+                return None
+            if self.journal_lines + 1 > journal_bound(len(entries) + 1):
+                return None
+            return self.journal, self.writes
+
+    def stored_with_note(self, key: EntryKey, entry: IndexEntry, slot: tuple[str, int]) -> bool:
+        """The note write stored ``key``'s line holding ``entry`` in the journal of ``slot``
+        (:meth:`line_slot`): unless a snapshot was written since (the line may have gone with the
+        old journal) or the entry changed again, the next flush need not append it. Callers
+        hold ``lock`` and put ``entry`` just before; returns whether the line counts as stored."""
+        if self._compacting or (self.journal, self.writes) != slot:
+            return False
+        if self.entries is None or self.entries.get(key) is not entry:
+            return False
+        self.journal_lines += 1
+        self._pending.discard(key)
+        if not self._pending:
+            self._dirty = False  # the generation moved with the put; nothing is left to store
+        self.last_write = time.time()
+        self.appends += 1
+        return True
+
     def take_touched(self) -> set[tuple[str, str]]:
         """The ``(owner, category)`` changed since the last call (cleared)."""
         touched, self.touched = self.touched, set()
@@ -555,6 +589,7 @@ class KnowledgeIndex:
         self._pending, self._own, self._full, self._migrate = set(), set(), False, False
         self.dirty = False
         journal = uuid.uuid4().hex
+        self._compacting = True
         self.lock.release()
         try:
             now = time.time()
@@ -571,6 +606,7 @@ class KnowledgeIndex:
             raise
         finally:
             self.lock.acquire()
+            self._compacting = False
         self.journal, self.journal_lines = journal, 0
         self.last_write = now
         self.writes += 1

@@ -29,13 +29,20 @@ import hashlib
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from local_ai_memory._contracts.knowledge import KnowledgeBackend, NoteInfo, is_note_name
+from local_ai_memory._contracts.knowledge import BlobAppend, KnowledgeBackend, NoteInfo, is_note_name
 from local_ai_memory._knowledge.bm25 import CountedDoc, count_terms
-from local_ai_memory._knowledge.index import EntryKey, KnowledgeIndex
-from local_ai_memory._knowledge.index_file import IndexEntry, RankingField, extract_metadata, ranking_tokens, tokenize
+from local_ai_memory._knowledge.index import JOURNAL_NAME, EntryKey, KnowledgeIndex
+from local_ai_memory._knowledge.index_file import (
+    IndexEntry,
+    RankingField,
+    extract_metadata,
+    journal_line,
+    ranking_tokens,
+    tokenize,
+)
 from local_ai_memory._knowledge.rankers import RankerCache
 from local_ai_memory._knowledge.token_marks import PackedMarks, count_marks, pack_marks
 from local_ai_memory._shared.collector import collector_paused
@@ -44,7 +51,7 @@ from local_ai_memory._shared.events import Event, log_event
 from local_ai_memory._shared.naming import owner_of, user_file_prefix
 from local_ai_memory._shared.tokens import TokenCounter
 
-__all__ = ["MAX_INDEXED_BYTES", "STALE_CHUNK", "NoteIndexer", "Scanned", "StaleEntry", "decode_head"]
+__all__ = ["MAX_INDEXED_BYTES", "STALE_CHUNK", "NoteIndexer", "NoteLine", "Scanned", "StaleEntry", "decode_head"]
 
 STALE_CHUNK = 2048
 """Notes compared per hold of the store's lock in a listing comparison (a few ms at most)."""
@@ -87,6 +94,40 @@ class Scanned:
     excerpt: str = field(default="")
     tokens: list[str] | None = None
     counted: CountedDoc | None = None
+
+
+class NoteLine:
+    """The index journal line of a note being written, made from the version its write gets:
+    the :class:`~local_ai_memory._contracts.knowledge.BlobAppend` that a backend stores with the
+    note (:meth:`~local_ai_memory._contracts.knowledge.KnowledgeBackend.write_note_with`).
+
+    Given the text, the entry is built before the write and the call only sets the note's
+    version, size and time (a database calls it inside the note's transaction); for an update
+    the text is known only inside, so the call scans it. :attr:`scanned` is what it stored."""
+
+    def __init__(self, indexer: NoteIndexer, category: str, name: str, content: str | None = None) -> None:
+        self.indexer = indexer
+        self.key: EntryKey = (category, name)
+        self.ready: Scanned | None = None
+        if content is not None:
+            placeholder = NoteInfo(category, name, len(content.encode("utf-8")), 0, 0.0)
+            self.ready = indexer.scan(placeholder, content)
+        self.scanned: Scanned | None = None
+
+    def append(self) -> BlobAppend:
+        """What the backend appends with the note."""
+        return BlobAppend(JOURNAL_NAME, self)
+
+    def __call__(self, data: bytes, info: NoteInfo) -> bytes:
+        ready = self.ready
+        if ready is None:
+            scanned = self.indexer.scan(info, data.decode("utf-8"))
+            assert scanned is not None  # text given: never skipped
+        else:
+            stamped = {"last_modified": info.modified, "size": info.size, "mtime_ns": info.version}
+            scanned = replace(ready, entry=ready.entry.model_copy(update=stamped))
+        self.scanned = scanned
+        return journal_line(self.key, scanned.entry, None)
 
 
 def _signature(info: NoteInfo) -> tuple[int, int]:

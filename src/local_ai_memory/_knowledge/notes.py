@@ -51,7 +51,7 @@ from local_ai_memory._knowledge.index_file import (
     keyword_prompt,
     parse_keywords,
 )
-from local_ai_memory._knowledge.indexer import NoteIndexer, Scanned, StaleEntry, decode_head
+from local_ai_memory._knowledge.indexer import NoteIndexer, NoteLine, Scanned, StaleEntry, decode_head
 from local_ai_memory._knowledge.rankers import RankerCache
 from local_ai_memory._knowledge.roots import RootKey, RootParts, shared_parts
 from local_ai_memory._knowledge.search import embedding_text
@@ -337,19 +337,51 @@ class KnowledgeNotes:
             raise InvalidInputError(
                 f"knowledge file name {name!r} must be '{{user prefix}}_{{name}}.md' (see user_file_prefix)"
             )
-        info = self.backend.write_note(category, name, content.encode("utf-8"))
-        self._indexed(category, name, content, info)
+        data = content.encode("utf-8")
+        slot = self._line_slot()
+        if slot is None:
+            info = self.backend.write_note(category, name, data)
+            self._indexed(category, name, content, info)
+        else:
+            with self._lock:
+                line = NoteLine(self._indexer, category, name, content)
+            info = self.backend.write_note_with(category, name, data, line.append())
+            self._indexed(category, name, content, info, (line, slot))
         return self.data_dir / category / name
 
-    def _indexed(self, category: str, name: str, content: str, info: NoteInfo | None = None) -> None:
+    def _line_slot(self) -> tuple[str, int] | None:
+        """Where a write may store its note's journal line with the note (in the same
+        transaction on a database): see :meth:`.index.KnowledgeIndex.line_slot`. ``None``
+        while writes are coalesced, the index is not loaded yet or a snapshot is due: the write
+        then indexes after its note (a first write loads the index, or builds it with its note)."""
+        if self.defer_writes:
+            return None
+        return self._index.line_slot()
+
+    def _indexed(
+        self,
+        category: str,
+        name: str,
+        content: str,
+        info: NoteInfo | None = None,
+        stored: tuple[NoteLine, tuple[str, int]] | None = None,
+    ) -> None:
         """Index the note just written (its journal line, or a snapshot when one is due).
 
         ``info`` is what the write itself returned: the entry then names the version of these
         bytes (no second look, which cost a round trip on a database and could meet another
-        writer's version; a later change shows up as a newer version in the feed or listing)."""
+        writer's version; a later change shows up as a newer version in the feed or listing).
+        ``stored``: the write stored the note's journal line with it (:class:`.indexer.NoteLine`
+        and the :meth:`_line_slot` it took): the entry goes in memory and the line is not
+        appended again, unless a snapshot came between."""
         with self._lock:
             self._ensure_loaded()
-            self._indexer.refresh_one(category, name, content=content, info=info)
+            scanned = stored[0].scanned if stored is not None else None
+            if stored is None or scanned is None:
+                self._indexer.refresh_one(category, name, content=content, info=info)
+            else:
+                self._indexer.put(scanned.entry, scanned.content, scanned.tokens)
+                self._index.stored_with_note(stored[0].key, scanned.entry, stored[1])
         self._persist()
 
     def update_file(self, path: str | os.PathLike[str], change: Callable[[str | None], str]) -> str:
@@ -373,9 +405,16 @@ class KnowledgeNotes:
                 f"{os.fspath(path)!r} is not a note '{{category}}/{{user prefix}}{{name}}.md' "
                 f"of {list(self.categories)}"
             )
-        data, info = self.backend.update_note(category, name, on_bytes)
+        slot = self._line_slot()
+        if slot is None:
+            data, info = self.backend.update_note(category, name, on_bytes)
+            content = data.decode("utf-8")
+            self._indexed(category, name, content, info)
+            return content
+        line = NoteLine(self._indexer, category, name)
+        data, info = self.backend.update_note_with(category, name, on_bytes, line.append())
         content = data.decode("utf-8")
-        self._indexed(category, name, content, info)
+        self._indexed(category, name, content, info, (line, slot))
         return content
 
     def delete_file(self, path: str | os.PathLike[str]) -> bool:

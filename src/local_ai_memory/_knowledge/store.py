@@ -24,7 +24,7 @@ from local_ai_memory._contracts.knowledge import NoteInfo, VectorCache
 from local_ai_memory._knowledge.bm25 import rank
 from local_ai_memory._knowledge.dense import DenseIndex, DenseMatrix
 from local_ai_memory._knowledge.index import INDEX_NAME
-from local_ai_memory._knowledge.indexer import StaleEntry
+from local_ai_memory._knowledge.indexer import NoteLine, StaleEntry
 from local_ai_memory._knowledge.notes import ForgottenNotes, KnowledgeNotes
 from local_ai_memory._knowledge.search import Candidate, arun_hybrid, candidate_of, hybrid_flow, run_hybrid
 from local_ai_memory._shared.blas import one_blas_thread
@@ -187,10 +187,17 @@ class MemoryStore(KnowledgeNotes):
         except Exception as exc:
             log_event(Event.EMBEDDINGS_FALLBACK, reason=f"embedding at {what} failed: {exc!r}")
 
-    def _indexed(self, category: str, name: str, content: str, info: NoteInfo | None = None) -> None:
+    def _indexed(
+        self,
+        category: str,
+        name: str,
+        content: str,
+        info: NoteInfo | None = None,
+        stored: tuple[NoteLine, tuple[str, int]] | None = None,
+    ) -> None:
         """Index a note just written (every write path: :meth:`write_file`, the conditional
         :meth:`update_file`); in hybrid mode its passages are embedded now, not by the next query."""
-        super()._indexed(category, name, content, info)
+        super()._indexed(category, name, content, info, stored)
 
         def embed() -> None:
             dense = self._dense()

@@ -24,6 +24,9 @@ unclaimed one skip, saying so:
   with ``opener``, erasure markers included (checked in a new process).
 * ``"cross_process"``: several processes opening the same store with ``opener``
   write concurrently and lose nothing; the change feed of each sees the others' writes.
+* ``"atomic_appends"``: :meth:`~KnowledgeBackend.write_note_with` and
+  :meth:`~KnowledgeBackend.update_note_with` store the note and its blob append together or
+  not at all (a database's one transaction): an append that fails leaves the note unwritten.
 
 ``opener`` returns a callable that opens the store the ``backend`` fixture opened; it
 is pickled into child processes, so it must be a module-level callable or a
@@ -52,9 +55,11 @@ import pytest
 from local_ai_memory import ConflictError, Memory, MemoryConfig, ModelError, note_hash
 from local_ai_memory._shared.text import EXACT, LEAD
 from local_ai_memory.backends import (
+    BlobAppend,
     InMemoryKnowledgeBackend,
     InMemoryRuntimeBackend,
     KnowledgeBackend,
+    NoteInfo,
     NoteKey,
     erasure_marker,
     is_note_name,
@@ -64,7 +69,7 @@ from local_ai_memory.testing._kn_process import Barrier, Job, Twin, finish, star
 
 __all__ = ["CAPABILITIES", "KnowledgeBackendTests", "reference_bm25"]
 
-CAPABILITIES = frozenset({"change_feed", "durable", "cross_process"})
+CAPABILITIES = frozenset({"change_feed", "durable", "cross_process", "atomic_appends"})
 """The optional capabilities a suite subclass may claim (see the module docstring)."""
 
 CATEGORIES = ("knowledge", "work")
@@ -655,6 +660,53 @@ class KnowledgeBackendTests:
         assert twin(backend, "read_note", "knowledge", name) is None
         assert twin(backend, "delete_note_if", "knowledge", name, seen.append) is False
         assert seen[-1] is None
+
+    def test_a_note_write_appends_its_line_with_it(self, backend: KnowledgeBackend, twin: Twin) -> None:
+        name, journal = _note("alice", "journaled"), "memory_index.journal"
+        seen: list[tuple[bytes, NoteInfo]] = []
+
+        def line(data: bytes, info: NoteInfo) -> bytes:
+            seen.append((data, info))
+            return f"{info.version} {len(data)}\n".encode()
+
+        info = twin(backend, "write_note_with", "knowledge", name, b"v1", BlobAppend(journal, line))
+        assert seen == [(b"v1", info)]  # the line is made from the version the write got
+        assert info == twin(backend, "note_info", "knowledge", name)
+        assert twin(backend, "read_note", "knowledge", name) == b"v1"
+        first = f"{info.version} 2\n".encode()
+        assert twin(backend, "read_blob", journal) == first
+
+        data, updated = twin(
+            backend, "update_note_with", "knowledge", name, lambda old: (old or b"") + b"+", BlobAppend(journal, line)
+        )
+        assert (data, seen[-1]) == (b"v1+", (b"v1+", updated))
+        assert updated == twin(backend, "note_info", "knowledge", name)
+        assert twin(backend, "read_blob", journal) == first + f"{updated.version} 3\n".encode()
+
+        def refuse(current: bytes | None) -> bytes:
+            raise ConflictError("refused", None)
+
+        with pytest.raises(ConflictError):
+            twin(backend, "update_note_with", "knowledge", name, refuse, BlobAppend(journal, line))
+        assert twin(backend, "read_note", "knowledge", name) == b"v1+"  # a refused change writes nothing
+        assert len(seen) == 2  # and appends nothing
+
+    def test_a_failed_append_leaves_the_note_unwritten(self, backend: KnowledgeBackend, twin: Twin) -> None:
+        self.require("atomic_appends")
+        name, journal = _note("alice", "atomic"), "memory_index.journal"
+        twin(backend, "write_note", "knowledge", name, b"old")
+        before = twin(backend, "note_info", "knowledge", name)
+
+        def broken(data: bytes, info: NoteInfo) -> bytes:
+            raise ConflictError("the line could not be made", None)
+
+        with pytest.raises(ConflictError):
+            twin(backend, "write_note_with", "knowledge", name, b"new", BlobAppend(journal, broken))
+        with pytest.raises(ConflictError):
+            twin(backend, "update_note_with", "knowledge", name, lambda old: b"newer", BlobAppend(journal, broken))
+        assert twin(backend, "read_note", "knowledge", name) == b"old"
+        assert twin(backend, "note_info", "knowledge", name) == before
+        assert twin(backend, "read_blob", journal) is None
 
     # -- several processes (capability "cross_process") ---------------------------------------
     def test_processes_updating_one_note_lose_no_update(

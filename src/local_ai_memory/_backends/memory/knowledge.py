@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from local_ai_memory._contracts.knowledge import (
+    BlobAppend,
     KnowledgeBackend,
     NoteChanges,
     NoteInfo,
@@ -130,20 +131,38 @@ class InMemoryKnowledgeBackend(KnowledgeBackend):
         with self._lock:
             return self._put(category, name, data)
 
-    def _put(self, category: str, name: str, data: bytes) -> NoteInfo:
-        """Store a note (the lock held)."""
+    def _put(self, category: str, name: str, data: bytes, append: BlobAppend | None = None) -> NoteInfo:
+        """Store a note, and ``append``'s line with it (the lock held; a line that fails
+        stores nothing: it is made before anything changes)."""
         now = time.time_ns()
-        self._version = max(self._version + 1, now)
-        info = NoteInfo(category, name, len(data), self._version, now / 1e9)
+        version = max(self._version + 1, now)
+        info = NoteInfo(category, name, len(data), version, now / 1e9)
+        line = append.line(data, info) if append is not None else None
+        self._version = version
         self._notes[(category, name)] = (data, info)
         self._changed((category, name))
+        if append is not None and line is not None:
+            self._blobs[append.blob] = self._blobs.get(append.blob, b"") + bytes(line)
         return info
+
+    def write_note_with(self, category: str, name: str, data: bytes, append: BlobAppend) -> NoteInfo:
+        data = bytes(data)
+        with self._lock:
+            return self._put(category, name, data, append)
 
     def update_note(self, category: str, name: str, change: Callable[[bytes | None], bytes]) -> tuple[bytes, NoteInfo]:
         with self._lock:  # read, change and write in one hold: no write of this store comes between
             found = self._notes.get((category, name))
             data = bytes(change(found[0] if found is not None else None))
             return data, self._put(category, name, data)
+
+    def update_note_with(
+        self, category: str, name: str, change: Callable[[bytes | None], bytes], append: BlobAppend
+    ) -> tuple[bytes, NoteInfo]:
+        with self._lock:
+            found = self._notes.get((category, name))
+            data = bytes(change(found[0] if found is not None else None))
+            return data, self._put(category, name, data, append)
 
     def delete_note_if(self, category: str, name: str, check: Callable[[bytes | None], None]) -> bool:
         with self._lock:

@@ -24,6 +24,7 @@ import numpy.typing as npt
 from local_ai_memory._backends.postgres.pool import Database, Op, Stmt
 from local_ai_memory._backends.postgres.storage import PgStorage, database_of, settings_of
 from local_ai_memory._contracts.knowledge import (
+    BlobAppend,
     KnowledgeBackend,
     NoteChanges,
     NoteInfo,
@@ -144,6 +145,22 @@ class PostgresKnowledgeBackend(PgStorage, KnowledgeBackend):
         info = yield from self._write(category, name, data, cursor)
         return data, info
 
+    def _write_with(self, category: str, name: str, data: bytes, append: BlobAppend) -> Op[NoteInfo]:
+        """The note and its index line in one transaction (the feed row, the note's row, then the
+        blob's: one lock order for every writer). The line is made after the note's statement,
+        from the version it got."""
+        data = bytes(data)
+        info = yield from self._write(category, name, data)
+        yield from self._append_blob(append.blob, append.line(data, info))
+        return info
+
+    def _update_with(
+        self, category: str, name: str, change: Callable[[bytes | None], bytes], append: BlobAppend
+    ) -> Op[tuple[bytes, NoteInfo]]:
+        data, info = yield from self._update(category, name, change)
+        yield from self._append_blob(append.blob, append.line(data, info))
+        return data, info
+
     def _delete_if(self, category: str, name: str, check: Callable[[bytes | None], None]) -> Op[bool]:
         """Read, check and delete in one transaction, behind the feed row like :meth:`_update`."""
         cursor = yield from self._bump()
@@ -205,6 +222,23 @@ class PostgresKnowledgeBackend(PgStorage, KnowledgeBackend):
 
     async def awrite_note(self, category: str, name: str, data: bytes) -> NoteInfo:
         return await self.arun("write_note", self._write(category, name, data))
+
+    def write_note_with(self, category: str, name: str, data: bytes, append: BlobAppend) -> NoteInfo:
+        """One transaction: a crash stores both the note and its line, or neither."""
+        return self.run("write_note", self._write_with(category, name, data, append))
+
+    async def awrite_note_with(self, category: str, name: str, data: bytes, append: BlobAppend) -> NoteInfo:
+        return await self.arun("write_note", self._write_with(category, name, data, append))
+
+    def update_note_with(
+        self, category: str, name: str, change: Callable[[bytes | None], bytes], append: BlobAppend
+    ) -> tuple[bytes, NoteInfo]:
+        return self.run("update_note", self._update_with(category, name, change, append))
+
+    async def aupdate_note_with(
+        self, category: str, name: str, change: Callable[[bytes | None], bytes], append: BlobAppend
+    ) -> tuple[bytes, NoteInfo]:
+        return await self.arun("update_note", self._update_with(category, name, change, append))
 
     def update_note(self, category: str, name: str, change: Callable[[bytes | None], bytes]) -> tuple[bytes, NoteInfo]:
         return self.run("update_note", self._update(category, name, change))
