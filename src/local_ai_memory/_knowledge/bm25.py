@@ -614,24 +614,21 @@ class BM25Index:
         :meth:`_changed`) then costs a repeated word no more than the base does."""
         spans = self._spans(word)
         delta = [(term, part) for term, idf, flat in word if (part := self._delta_part(term, idf, flat, norm))]
+        parts: list[tuple[TermArray | IntArray, FloatArray]] = [
+            (self._base_slots[a:b], i * self._weights(a, b, norm, f)) for a, b, i, f, _ in spans
+        ]
+        parts += [part for _, part in delta]
         found: Contribution
-        if len(spans) <= 1 and len(delta) <= 1 and len({span[4] for span in spans} | {t for t, _ in delta}) <= 1:
-            # At most one term has postings: its base slots, then its delta slots (they never meet).
-            parts: list[tuple[TermArray | IntArray, FloatArray]] = [
-                (self._base_slots[a:b], i * self._weights(a, b, norm, f)) for a, b, i, f, _ in spans
-            ]
-            parts += [part for _, part in delta]
-            if len(parts) == 1:
-                found = (parts[0][0].astype(np.int32, copy=False), parts[0][1])
-            else:  # both, or none (the term is another corpus's)
-                joined = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, np.int32)
-                found = (joined.astype(np.int32), np.concatenate([p[1] for p in parts]) if parts else np.zeros(0))
+        if len({span[4] for span in spans} | {term for term, _ in delta}) <= 1:
+            # One term has postings (or none): its base slots, then its delta slots, side by side.
+            if not parts:  # the word's terms are another corpus's
+                parts = [(np.zeros(0, np.int32), np.zeros(0))]
+            joined = np.concatenate([p[0] for p in parts]).astype(np.int32, copy=False)
+            found = (joined, np.concatenate([p[1] for p in parts]))
         else:
             dense = np.zeros(len(norm), dtype=np.float64)
-            for start, end, idf, flat, _ in spans:
-                np.add.at(dense, self._base_slots[start:end], idf * self._weights(start, end, norm, flat))
-            for _, (at, values) in delta:
-                dense[at] += values
+            for at, values in parts:
+                np.add.at(dense, at, values)
             hit = np.flatnonzero(dense > 0.0).astype(np.int32)
             found = (None, dense) if 3 * len(hit) > 2 * len(dense) else (hit, dense[hit])
         size = found[1].nbytes + (0 if found[0] is None else found[0].nbytes)

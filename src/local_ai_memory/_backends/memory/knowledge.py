@@ -151,15 +151,17 @@ class InMemoryKnowledgeBackend(KnowledgeBackend):
             return self._put(category, name, data, append)
 
     def update_note(self, category: str, name: str, change: Callable[[bytes | None], bytes]) -> tuple[bytes, NoteInfo]:
-        with self._lock:  # read, change and write in one hold: no write of this store comes between
-            found = self._notes.get((category, name))
-            data = bytes(change(found[0] if found is not None else None))
-            return data, self._put(category, name, data)
+        return self._update(category, name, change, None)
 
     def update_note_with(
         self, category: str, name: str, change: Callable[[bytes | None], bytes], append: BlobAppend
     ) -> tuple[bytes, NoteInfo]:
-        with self._lock:
+        return self._update(category, name, change, append)
+
+    def _update(
+        self, category: str, name: str, change: Callable[[bytes | None], bytes], append: BlobAppend | None
+    ) -> tuple[bytes, NoteInfo]:
+        with self._lock:  # read, change and write in one hold: no write of this store comes between
             found = self._notes.get((category, name))
             data = bytes(change(found[0] if found is not None else None))
             return data, self._put(category, name, data, append)
