@@ -1,17 +1,20 @@
-"""L1 working memory on 66 conversations written blind: are the goal, the facts and the decisions kept?
+"""L1 working memory on 84 conversations written blind: are the goal, the facts and the decisions kept?
 
 The conversations in ``benchmarks/data/l1_conversations`` were written by people who saw neither
 the summarizer's code nor its rules, only a brief of what L1 must keep: c01-c36 by a first writer,
 c37-c66 by a second one who had not seen the first 36 either (added after the rules existed, so
-the new dev files are a check of how well the rules generalize). Each lists the current
+the new dev files are a check of how well the rules generalize), and c67-c84 by a third, who saw
+none of the others, added when the first held-out third had been read several times: the whole
+third batch is held out. Each lists the current
 goal, the facts and the decisions that must survive, each with ``must_contain`` strings: an item
 is kept when all of them appear (case-insensitively) in L1, and the goal is right when its
 strings appear in the Current Goal section.
 
 The split is fixed by file number, before anything was looked at: files whose number is
-divisible by 3 (c03, c06, ..., c66) are HELD OUT. The rules were developed on the other 44 only;
+divisible by 3 (c03, c06, ..., c66), and every file of the third batch (c67-c84), are HELD OUT.
+The rules were developed on the other 44 only;
 the held-out third is read here and nowhere else, and is reported separately. Each split is also
-reported per writer (``c01-c36``, ``c37-c66``) for the extractive path.
+reported per writer (``c01-c36``, ``c37-c66``, ``c67-c84``) for the extractive path.
 
 Each conversation is merged into an empty L1 as one run (``Session.finish_run``), at budgets 768
 and 256, by:
@@ -46,13 +49,16 @@ from local_ai_memory._runtime.summary import parse_summary
 
 DATA = Path(__file__).parent / "data" / "l1_conversations"
 BUDGETS = (768, 256)
-BATCHES = (("c01-c36", 1, 36), ("c37-c66", 37, 66))
-"""The two writers' conversations, reported apart for the extractive path."""
+BATCHES = (("c01-c36", 1, 36), ("c37-c66", 37, 66), ("c67-c84", 67, 84))
+"""The three writers' conversations, reported apart for the extractive path."""
+THIRD_WRITER = 67
+"""The first file of the third batch, which is held out whole."""
 
 
 def is_held_out(path: Path) -> bool:
-    """The fixed split: a file whose number is divisible by 3 is held out."""
-    return int(path.stem[1:]) % 3 == 0
+    """The fixed split: a file whose number is divisible by 3, or of the third batch, is held out."""
+    number = int(path.stem[1:])
+    return number % 3 == 0 or number >= THIRD_WRITER
 
 
 def conversation_files(*, held_out: bool) -> list[Path]:
@@ -206,7 +212,8 @@ def main() -> None:
                 print(score.line(f"{method} @ {budget}"))
                 if method == "extractive":
                     for label, batch in batches.items():
-                        print(batch.line(f"  {label} @ {budget}"))
+                        if batch.goals:  # a batch with conversations in this split
+                            print(batch.line(f"  {label} @ {budget}"))
                 if args.missed and not held_out and method == "extractive":
                     for item in score.missed:
                         print("   missed", item)
