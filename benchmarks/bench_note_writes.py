@@ -8,7 +8,8 @@ and through LangGraph's ``LocalMemoryStore.put``, on files (fsync off and on) an
 * the median and p95 write time of each thousand notes, and the ratio last / first thousand
   (the target: within 1.5x, a write's cost does not grow with the notes already stored); and,
   since later notes of the corpus are longer, the first thousand's texts written again at the
-  end under new names ("same notes again"): the stored notes' effect with the note held fixed;
+  end under new names into the full memory and into an empty twin, in turn ("same notes:
+  full/empty"): the stored notes' effect with the note and the moment's load held fixed;
 * search p50 in the writing process after each thousand (the same queries each time), and at
   the end beside the p50 of the same notes indexed from scratch (``populate_index_from_files``,
   what ``local-ai-memory index`` does), as a ratio (the target: within 2x);
@@ -182,23 +183,27 @@ def fresh_process(settings: dict[str, object], queries: list[str], rebuild: bool
     return {name: statistics.median(sample[name] for sample in samples) for name in samples[0]}
 
 
+def writer(memory: Memory, path: str) -> Callable[[str, str], object]:
+    """One note write through ``path``: ``Knowledge.write_note`` or LangGraph's store ``put``."""
+    if path == "put":
+        from langchain_local_ai_memory import LocalMemoryStore
+
+        store = LocalMemoryStore(memory)
+        return lambda name, text: store.put((USER,), name, {"text": text})
+    return lambda name, text: memory.knowledge.write_note(USER, name, text)
+
+
 def run(
     label: str,
     settings: dict[str, object],
+    twin: dict[str, object],
     path: str,
     notes: list[tuple[str, str]],
     queries: list[str],
     fresh_runs: int = 1,
 ) -> dict[str, object]:
     memory = Memory(MemoryConfig(**settings))  # type: ignore[arg-type]
-    write: Callable[[str, str], object]
-    if path == "put":
-        from langchain_local_ai_memory import LocalMemoryStore
-
-        store = LocalMemoryStore(memory)
-        write = lambda name, text: store.put((USER,), name, {"text": text})  # noqa: E731
-    else:
-        write = lambda name, text: memory.knowledge.write_note(USER, name, text)  # noqa: E731
+    write = writer(memory, path)
     chunks: list[tuple[int, float, float, float]] = []
     times: list[float] = []
     cpu: list[float] = []  # the process's CPU time per write (its threads included): less load-bound than wall
@@ -218,18 +223,31 @@ def run(
                 flush=True,
             )
             times, cpu = [], []
-    # The first thousand's texts once more, under new names: the same notes at the end as at
-    # the start, so the ratio is the stored notes' effect alone (later notes of the corpus are
-    # longer: at 100k the last thousand's median text is about 1.4x the first thousand's).
-    again = []
-    for name, text in notes[: min(1000, len(notes))]:
-        start = time.perf_counter()
-        write(f"{name}-again", text)
-        again.append(time.perf_counter() - start)
+    again = same_notes_again(write, twin, path, notes[: min(1000, len(notes))])
     memory.close()
     fresh = fresh_process(settings, queries, rebuild=False, runs=fresh_runs)
     rebuilt = fresh_process(settings, queries, rebuild=True)
-    return {"chunks": chunks, "again": statistics.median(again) * 1000, "fresh": fresh, "rebuilt": rebuilt}
+    return {"chunks": chunks, "again": again, "fresh": fresh, "rebuilt": rebuilt}
+
+
+def same_notes_again(
+    write: Callable[[str, str], object], twin: dict[str, object], path: str, notes: list[tuple[str, str]]
+) -> tuple[float, float]:
+    """Median ms of the first notes' texts written once more, under new names, into the full
+    memory and into an empty twin of it, note by note in turn: the ratio is the effect of the
+    notes stored alone (the same texts, the same moment's load; later notes of the corpus are
+    longer, so the last thousand against the first mixes note size in)."""
+    memory = Memory(MemoryConfig(**twin))  # type: ignore[arg-type]
+    empty = writer(memory, path)
+    full_times: list[float] = []
+    empty_times: list[float] = []
+    for name, text in notes:
+        for target, times in ((write, full_times), (empty, empty_times)):
+            start = time.perf_counter()
+            target(f"{name}-again", text)
+            times.append(time.perf_counter() - start)
+    memory.close()
+    return statistics.median(full_times) * 1000, statistics.median(empty_times) * 1000
 
 
 def embedded_server(folder: Path) -> tuple[str, Callable[[], None]]:
@@ -279,12 +297,14 @@ def main() -> None:
             for path in args.paths.split(","):
                 folder = work / f"{backend}-{path}"
                 settings: dict[str, object] = {"runtime_data_dir": str(folder), "fsync": backend == "fsync"}
+                twin = dict(settings, runtime_data_dir=str(folder) + "-twin")
                 if backend == "postgres":
                     if not args.url and stop is None:
                         url, stop = embedded_server(work / "pg")
                         args.url = url
                     settings.update(database_url=args.url, database_schema=f"b{uuid.uuid4().hex[:12]}")
-                results[(backend, path)] = run(backend, settings, path, notes, queries, args.fresh_runs)
+                    twin.update(database_url=args.url, database_schema=f"b{uuid.uuid4().hex[:12]}")
+                results[(backend, path)] = run(backend, settings, twin, path, notes, queries, args.fresh_runs)
                 print(HEADER)
                 summary(backend, path, results[(backend, path)])
     finally:
@@ -306,7 +326,8 @@ def main() -> None:
 
 
 HEADER = (
-    f"{'backend':9} {'path':10} {'write med first/last':>22} {'ratio':>6} {'same notes again':>17} {'p95 last':>9} "
+    f"{'backend':9} {'path':10} {'write med first/last':>22} {'ratio':>6} "
+    f"{'same notes: full/empty':>26} {'p95 last':>9} "
     f"{'search p50':>11} {'fresh-index p50':>16} {'ratio':>6} {'1st query new proc (cpu)':>27} "
     f"{'after index (cpu)':>20}"
 )
@@ -321,10 +342,10 @@ def summary(backend: str, path: str, result: dict[str, object]) -> None:
     assert isinstance(rebuilt, dict)
     first, last = chunks[0], chunks[-1]
     again = result["again"]
-    assert isinstance(again, float)
+    assert isinstance(again, tuple)
     print(
         f"{backend:9} {path:10} {first[1]:9.2f} / {last[1]:7.2f} ms {last[1] / first[1]:5.2f}x "
-        f"{again:7.2f} ms {again / first[1]:5.2f}x "
+        f"{again[0]:5.2f} / {again[1]:5.2f} ms {again[0] / again[1]:5.2f}x "
         f"{last[2]:7.2f}ms {last[3]:8.2f} ms {rebuilt['p50_ms']:13.2f} ms "
         f"{last[3] / rebuilt['p50_ms']:5.2f}x {fresh['first_ms']:11.1f} ms ({fresh['first_cpu_ms']:6.1f} ms)"
         f" {rebuilt['first_ms']:8.1f} ms ({rebuilt['first_cpu_ms']:6.1f} ms)",
