@@ -246,6 +246,13 @@ def main() -> None:
     parser.add_argument("--peers", action="store_true", help="also the LlamaIndex and LangChain peers")
     parser.add_argument("--weights", default="", help="also hybrid at these BM25 weights (comma-separated)")
     parser.add_argument("--split", default="dev,held_out", help="splits to report")
+    parser.add_argument(
+        "--folder",
+        type=Path,
+        default=BENCH_CACHE / "nq",
+        help="the corpus's folder (default: the shared cache; two runs at once need two folders: "
+        "each trims the folder to its own corpus)",
+    )
     parser.add_argument("--prefetch", type=Path, default=None, help="JSON list of pages to put in the corpus first")
     args = parser.parse_args()
     logging.getLogger("local_ai_memory").setLevel(logging.WARNING)
@@ -260,7 +267,7 @@ def main() -> None:
 
     embedder = local_embedder()
     print(f"embedder: {embedder!r}", file=sys.stderr)
-    folder = BENCH_CACHE / "nq"  # one folder for every size: vectors of pages already embedded are reused
+    folder = args.folder  # one folder for every size: vectors of pages already embedded are reused
     store, seconds, count = open_store(notes, folder, embedder)
     print(f"index (with embedding what changed): {count} notes in {seconds:.1f} s", file=sys.stderr)
     rankers: dict[str, Callable[[str], list[str]]] = {
