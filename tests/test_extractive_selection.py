@@ -10,6 +10,7 @@ from local_ai_memory._runtime.extractive import (
     _Candidate,
     _clauses,
     _compress,
+    _cut,
     _emphasized,
     _plans,
     _select,
@@ -535,3 +536,52 @@ def test_a_question_the_user_answered_is_not_an_open_issue() -> None:
     assert not any("Should I write the migration" in line for line in open_issues)
     # the last question has no answer yet: it stays open
     assert any("drop the old index" in line for line in open_issues)
+
+
+def test_a_cut_line_never_ends_inside_a_number_or_a_word() -> None:
+    line = (
+        "VentaPro sale más caro con la implantación incluida: 14.000 € + 25 usuarios × 29 € × 24 meses = "
+        "31.400 € a dos años."
+    )
+    token_cuts = [COUNTER.truncate(line, cap) for cap in range(8, 40)]
+    assert any(cut.endswith(" 31.…") for cut in token_cuts)  # a token cut can leave a part of the total
+    for cap in range(8, 40):
+        head = _cut(line, COUNTER, cap)
+        assert head.endswith("…")
+        kept = head[:-1]
+        assert line.startswith(kept)
+        assert line[len(kept)] in " ,:"  # the cut falls between two words
+        assert COUNTER.count(head) <= cap + 3
+    assert _cut(line, COUNTER, 34).endswith("= 31.400…")  # the cap fell inside the total: it is kept whole
+    assert _cut(line, COUNTER, 100) == line
+
+
+def test_a_long_identifier_is_cut_inside_only_when_the_line_would_keep_too_little() -> None:
+    line = (
+        "Created [https://www.googleapis.com/compute/v1/projects/lumenfield-prod/global/sslCertificates/api-managed]."
+    )
+    head = _cut(line, COUNTER, 16)
+    assert head.startswith("Created [https://www.googleapis.com/")  # not "Created…": that would name nothing
+    assert COUNTER.count(head) <= 16
+
+
+def test_a_tight_budget_keeps_a_foreign_amount_whole_in_its_bullet() -> None:
+    text = (
+        "VentaPro cuesta 14.000 € de implantación más 29 € por usuario al mes, 31.400 € en dos años "
+        "aunque seáis solo 18 comerciales."
+    )
+    assert COUNTER.truncate(text, 24).endswith(" 31…")  # where a cut by tokens would fall
+    messages = [{"role": "user", "content": "Compara los dos CRM."}, {"role": "assistant", "content": text}]
+    summary = render_summary(extract_summary(to_messages(messages), COUNTER, 256))
+    assert "al mes, 31.400…" in summary
+
+
+def test_a_cut_goal_stays_within_its_cap_and_never_ends_inside_a_number() -> None:
+    message = (
+        "Prepara la comparativa de VentaPro y Clientia para el comité con el coste a dos años de 31.400 € "
+        "frente a 25.916 € y los requisitos del acta."
+    )
+    assert COUNTER.truncate(message, 28).endswith(" 31.…")  # where a cut by tokens would fall
+    goal, _ = next_goal("", message, COUNTER, 28)
+    assert goal.endswith("a dos años de…")
+    assert COUNTER.count(goal) <= 28  # the goal's cap has no slack

@@ -354,7 +354,7 @@ def next_goal(
     text = _without_chat(clean_line(message))
     if effect == "set":
         if counter.count(text) > cap:
-            return counter.truncate(_goal_core(text, counter, cap) or text, cap), [
+            return _cut(_goal_core(text, counter, cap) or text, counter, cap, 0), [
                 *user_statements(previous_goal),
                 *user_statements(text),
             ]
@@ -364,8 +364,8 @@ def next_goal(
     displaced = [*user_statements(previous_goal), *user_statements(text)]
     previous_goal, text = _without_statements(previous_goal) or previous_goal, _without_statements(text) or text
     room = cap - counter.count(text) - 1  # the newest request is kept whole; the older part is cut
-    goal = f"{counter.truncate(previous_goal, room)} {text}" if room > 8 else text
-    return counter.truncate(goal, cap), displaced
+    goal = f"{_cut(previous_goal, counter, room, 0)} {text}" if room > 8 else text
+    return _cut(goal, counter, cap, 0), displaced
 
 
 def _not_the_user(line: str) -> str:
@@ -511,6 +511,33 @@ def _clauses(sentence: str, counter: TokenCounter, cap: int) -> list[str]:
         merged.append(piece)
     parts = [part.strip() for part in merged if _words(part) >= 3]
     return parts or [sentence]
+
+
+_CUT_SLACK = 3
+"""A cut may end this many tokens past its cap to keep whole the number or identifier the cap falls in."""
+
+
+def _cut(text: str, counter: TokenCounter, cap: int, slack: int = _CUT_SLACK) -> str:
+    """``text`` in at most ``cap`` tokens, cut at a space, never inside a word, a number or an identifier.
+
+    A number or identifier the cap falls in or right before is kept whole when that costs at most
+    ``slack`` tokens more ("31.400 €", "commit 3d81f0a"), else the cut goes before it: a
+    token cut would leave a part ("31.…", "3d…") that names nothing and reads as a different value.
+    Only a word so long that cutting before it would leave less than half the line is cut inside.
+    """
+    if cap <= 0 or counter.count(text) <= cap:
+        return text
+    head = counter.truncate(text, cap)[:-1]  # a prefix of text; the marker is put back below
+    at = len(head)
+    inside = bool(head) and not head[-1].isspace() and not text[at].isspace()
+    start = head.rfind(" ") + 1 if inside else len(text) - len(text[at:].lstrip())
+    end = text.find(" ", start)
+    end = len(text) if end < 0 else end
+    if _SPECIFIC_WORD.search(text[start:end]) and counter.count(text[:end].rstrip(" ,;:") + "…") <= cap + slack:
+        head = text[:end]
+    elif inside and counter.count(text[:start]) * 2 >= cap:  # a line that would keep too little keeps a part
+        head = text[:start]
+    return head.rstrip(" ,;:") + "…"
 
 
 _LABEL_WORDS = 5
@@ -1268,13 +1295,13 @@ class _RunReader:
             return
         summary_line = _tool_line(message)
         if summary_line is not None:
-            text = clean_line(summary_line[1], self.counter, self.clause_cap)
+            text = clean_line(summary_line[1])  # cut with the other candidates
             self.candidates.append(_Candidate(summary_line[0], text, _TOOL_SCORE, order))
         if not _TOOL_ERROR.match(content):
             label = f"{message.name or 'tool'}: "
             label = f"tool {label}" if label.startswith(USER_MARK) else label  # a tool named "User" is a tool
             for field in _tool_fields(content):
-                text = clean_line(f"{label}{field}", self.counter, self.clause_cap)
+                text = clean_line(f"{label}{field}")
                 self.candidates.append(_Candidate(DISCOVERIES, text, _FIELD_SCORE, order))
 
     def _explicit(self, before: str, new_goal: str, order: int) -> None:
@@ -1286,7 +1313,7 @@ class _RunReader:
         text = _without_chat(_without_cue(clean_line(new_goal)))
         if counter.count(text) > self.goal_cap:
             self.candidates += _user_candidates(text, order, counter, self.clause_cap)
-            text = counter.truncate(_goal_core(text, counter, self.goal_cap) or text, self.goal_cap)
+            text = _cut(_goal_core(text, counter, self.goal_cap) or text, counter, self.goal_cap, 0)
         self.earlier = _goal_core(goal) or goal if goal else ""
         self.goal = text
         self.candidates += _user_candidates(before, order, counter, self.clause_cap)
@@ -1327,7 +1354,7 @@ class _RunReader:
         if self.goal == before:
             self.candidates += _user_candidates(content, order, self.counter, self.clause_cap)
         for section, sentence in stated:
-            line = clean_line(sentence, self.counter, self.bullet_cap)
+            line = clean_line(sentence)
             if line:
                 self.candidates.append(_Candidate(section, line, 4.0, order, user=True))
 
@@ -1339,7 +1366,7 @@ class _RunReader:
         room = self.goal_cap - self.counter.count(self.goal) - 4
         if not self.earlier or room < 8:
             return self.goal
-        return f"{self.goal} (earlier: {self.counter.truncate(self.earlier, room)})"
+        return f"{self.goal} (earlier: {_cut(self.earlier, self.counter, room, 0)})"
 
     def summary(self) -> Summary:
         """The summary: fixed lines (tool calls, earlier goals), then the best candidates that fit."""
@@ -1348,11 +1375,11 @@ class _RunReader:
         # What was done comes first in Completed; it competes for room like any other bullet.
         done = [_Candidate(COMPLETED, line, _RAN_SCORE, -1) for line in _collapse_tools(self.tools, self.pages)]
         done += [
-            _Candidate(COMPLETED, clean_line(line, counter, self.clause_cap), _CALL_SCORE, -1)
+            _Candidate(COMPLETED, _cut(clean_line(line), counter, self.clause_cap), _CALL_SCORE, -1)
             for line in _call_lines(self.calls)
         ]
         done += [
-            _Candidate(COMPLETED, f"earlier goal: {clean_line(g, counter, self.bullet_cap)}", _EARLIER_SCORE, -1)
+            _Candidate(COMPLETED, f"earlier goal: {_cut(clean_line(g), counter, self.bullet_cap)}", _EARLIER_SCORE, -1)
             for g in self.earlier_goals
         ]
         headings = counter.count(render_summary(Summary(summary.goal)))
@@ -1361,7 +1388,7 @@ class _RunReader:
             text = candidate.text if candidate.user else _compress(candidate.text)  # the user's words stay theirs
             if not candidate.user and self.target_tokens < _TELEGRAPHIC_BELOW:
                 text = _without_articles(text)
-            candidate.text = clean_line(text, counter, self.clause_cap)
+            candidate.text = _cut(clean_line(text), counter, self.clause_cap)
         echoes, emphasized = _echo_counts(self.texts), _emphasized(self.said)
         chosen = _select([*done, *self.candidates], counter, room, summary.goal, echoes, self.bullet_cap, emphasized)
         for candidate in chosen:
