@@ -1,20 +1,21 @@
-"""L1 working memory on 84 conversations written blind: are the goal, the facts and the decisions kept?
+"""L1 working memory on 102 conversations written blind: are the goal, the facts and the decisions kept?
 
 The conversations in ``benchmarks/data/l1_conversations`` were written by people who saw neither
 the summarizer's code nor its rules, only a brief of what L1 must keep: c01-c36 by a first writer,
 c37-c66 by a second one who had not seen the first 36 either (added after the rules existed, so
-the new dev files are a check of how well the rules generalize), and c67-c84 by a third, who saw
+the new dev files are a check of how well the rules generalize), c67-c84 by a third, who saw
 none of the others, added when the first held-out third had been read several times: the whole
-third batch is held out. Each lists the current
+third batch is held out; and c85-c102 by a fourth (more goal changes, personal assistants), split
+like the first two. Each lists the current
 goal, the facts and the decisions that must survive, each with ``must_contain`` strings: an item
 is kept when all of them appear (case-insensitively) in L1, and the goal is right when its
 strings appear in the Current Goal section.
 
 The split is fixed by file number, before anything was looked at: files whose number is
-divisible by 3 (c03, c06, ..., c66), and every file of the third batch (c67-c84), are HELD OUT.
-The rules were developed on the other 44 only;
-the held-out third is read here and nowhere else, and is reported separately. Each split is also
-reported per writer (``c01-c36``, ``c37-c66``, ``c67-c84``) for the extractive path.
+divisible by 3 (c03, c06, ..., c102), and every file of the third batch (c67-c84), are HELD OUT.
+The rules were developed on the others only (44 files, 56 with the fourth batch); the held-out
+files are read here and nowhere else, and are reported separately. Each split is also
+reported per writer (``c01-c36``, ``c37-c66``, ``c67-c84``, ``c85-c102``) for the extractive path.
 
 Each conversation is merged into an empty L1 as one run (``Session.finish_run``), at budgets 768
 and 256, by:
@@ -49,16 +50,16 @@ from local_ai_memory._runtime.summary import parse_summary
 
 DATA = Path(__file__).parent / "data" / "l1_conversations"
 BUDGETS = (768, 256)
-BATCHES = (("c01-c36", 1, 36), ("c37-c66", 37, 66), ("c67-c84", 67, 84))
-"""The three writers' conversations, reported apart for the extractive path."""
-THIRD_WRITER = 67
-"""The first file of the third batch, which is held out whole."""
+BATCHES = (("c01-c36", 1, 36), ("c37-c66", 37, 66), ("c67-c84", 67, 84), ("c85-c102", 85, 102))
+"""The four writers' conversations, reported apart for the extractive path."""
+THIRD_WRITER = (67, 84)
+"""The third batch's files, held out whole."""
 
 
 def is_held_out(path: Path) -> bool:
     """The fixed split: a file whose number is divisible by 3, or of the third batch, is held out."""
     number = int(path.stem[1:])
-    return number % 3 == 0 or number >= THIRD_WRITER
+    return number % 3 == 0 or THIRD_WRITER[0] <= number <= THIRD_WRITER[1]
 
 
 def conversation_files(*, held_out: bool) -> list[Path]:
