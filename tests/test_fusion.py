@@ -239,3 +239,30 @@ def test_bm25s_confidence_is_read_at_its_tenth_answer_whatever_the_pool() -> Non
         return drive(flow, lambda request: np.array([1.0, 0.0], dtype=np.float32))[0].filename
 
     assert first(10) == first(20) == "n29.md"
+
+
+def test_a_dense_candidate_bm25_ranks_just_below_its_pool_keeps_its_bm25_score() -> None:
+    """n20 is the dense side's near-tied second and BM25's 11th, just below its 10th: read
+    from BM25's first 50 answers it fuses with its own score and leads; with only the pool
+    read (the old flow) it counted as sharing no word with the query and came second."""
+    from local_ai_memory._knowledge.dense import DenseMatrix
+    from local_ai_memory._knowledge.index_file import IndexEntry
+    from local_ai_memory._knowledge.search import candidate_of, hybrid_flow
+    from local_ai_memory._shared.drive import drive
+
+    entries = [IndexEntry(filename=f"n{i}.md", category="k", title=f"n{i}") for i in range(24)]
+    cosines = np.full(24, 0.40, dtype=np.float32)
+    cosines[:10] = [0.60, 0.54, 0.53, 0.52, 0.51, 0.50, 0.49, 0.48, 0.47, 0.46]
+    cosines[20] = 0.59
+    rows = np.stack([cosines, np.sqrt(1.0 - cosines**2)], axis=1).astype(np.float32)
+    dense = DenseMatrix(entries, rows, np.arange(24, dtype=np.int64))
+    # BM25: a flat head n10..n19 (20 down to 15.5), then n20 at 15.4, then three far below.
+    bm25 = [*((10 + i, 20.0 - 0.5 * i) for i in range(10)), (20, 15.4), (21, 3.0), (22, 2.5), (23, 2.0)]
+    lexical = [candidate_of(entries[i], score) for i, score in bm25]
+
+    def first(answers: int) -> str:
+        flow = hybrid_flow("q", lexical[:answers], dense, 10, 10, 0.5)
+        return drive(flow, lambda request: np.array([1.0, 0.0], dtype=np.float32))[0].filename
+
+    assert first(len(lexical)) == "n20.md"
+    assert first(10) == "n0.md"  # what the store passed before: the pool alone
