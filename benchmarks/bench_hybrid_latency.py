@@ -12,8 +12,9 @@ throughput with the real model is measured by ``bench_natural_questions.py``. CP
 calling thread is printed beside wall time. The hybrid line is split into its parts, each timed
 alone on the same queries: the query embedding (ONNX: the full model, the default, and the
 opt-in int8 query model), the dense scoring (as shipped: whole-note vectors first, best passage
-within a shortlist; and the product over every passage it replaced) and the BM25 pool it fuses
-with; what is left of the hybrid line is the fusion and the bookkeeping.
+within a shortlist; and the product over every passage it replaced) and the BM25 answers it
+reads (its pool, or ``search.BM25_DEPTH`` when more); what is left of the hybrid line is the
+fusion and the bookkeeping.
 
 CLI (``--cli DATA_DIR``): runs ``local-ai-memory search --mode hybrid`` as a new process
 ``--runs`` times over an indexed data folder, after one untimed run that writes the bytecode
@@ -41,6 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from local_ai_memory import MemoryConfig, MemoryStore, close_shared_stores
+from local_ai_memory._knowledge.search import BM25_DEPTH
 from local_ai_memory._models.onnx_file import OnnxModelEmbedder, export_model
 from local_ai_memory._shared.blas import one_blas_thread
 from local_ai_memory._shared.naming import DirectoryGuard
@@ -115,6 +117,7 @@ def warm(notes: int, stand_in: bool) -> None:
         matrix, cache = inputs
         vector = cache.embed_query("a query vector for the dense line")
         pool = store._hybrid_plan(5, None)[1]
+        depth = max(pool, BM25_DEPTH)  # the BM25 answers a hybrid query reads
         calls = {
             "BM25": lambda query: store.search(query, 5, user_id=USER),
             "hybrid": lambda query: store.hybrid_candidates(query, 5, user_id=USER),
@@ -122,7 +125,7 @@ def warm(notes: int, stand_in: bool) -> None:
             "query embedding by the int8 query model (opt-in)": quick.embed_query,
             "dense scoring alone, shortlist (shipped)": lambda query: matrix.pool_scores(vector, pool),
             "dense scoring, every passage (before)": lambda query: matrix.note_scores(vector),
-            f"BM25 pool of the hybrid (top {pool})": lambda query: store.search(query, pool, user_id=USER),
+            f"BM25 answers of the hybrid (top {depth})": lambda query: store.search(query, depth, user_id=USER),
         }
         timings: dict[str, list[tuple[float, float]]] = {name: [] for name in calls}
         with one_blas_thread():  # as the hybrid query runs its product (the parts alone too)

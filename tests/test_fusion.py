@@ -164,3 +164,105 @@ def test_hybrid_keeps_bm25s_pair_far_above_the_rest_and_follows_dense_on_a_flat_
     assert _fused_first([10.0, 9.9, 2.0, 1.9, 1.8, 1.7, 1.6, 1.5, 1.4, 1.3], dense_best=9) == "n0.md"
     # A flat head (common words in long notes): the note the dense side is sure of comes first.
     assert _fused_first([10.0, 9.0, 8.9, 8.8, 8.7, 8.6, 8.5, 8.4, 8.3, 8.2], dense_best=11) == "n11.md"
+
+
+def test_dense_share_keeps_the_dense_sides_share_of_places_from_the_second_on() -> None:
+    from local_ai_memory._knowledge.fusion import dense_share
+
+    fused = [("b1", 1.0), ("b2", 0.9), ("b3", 0.8), ("d1", 0.7), ("d2", 0.6), ("d3", 0.5), ("d4", 0.4)]
+    dense = ["d1", "d2", "d3", "d4", "b1"]
+    # At 0.25 the dense side is owed round(0.75 n) of the first n places from the second on
+    # (2 of 2, 2 of 3, 3 of 4, 4 of 5): BM25 keeps the first place and then one in five.
+    assert [n for n, _ in dense_share(fused, dense, 0.25)] == ["b1", "d1", "d2", "d3", "d4", "b2", "b3"]
+    # A note moved up takes the score of the place it took: scores stay best first.
+    scores = [s for _, s in dense_share(fused, dense, 0.25)]
+    assert scores == sorted(scores, reverse=True)
+    assert dict(dense_share(fused, dense, 0.25))["d1"] == 0.9
+    # BM25 at 1 keeps the fused order; at 0 the dense order follows the fused first place.
+    assert dense_share(fused, dense, 1.0) == fused
+    assert [n for n, _ in dense_share(fused, dense, 0.0)][:5] == ["b1", "d1", "d2", "d3", "d4"]
+    # A sure BM25 (0.9) is owed nothing before five places, then one: the fused head stays.
+    assert [n for n, _ in dense_share(fused, dense, 0.9)] == [n for n, _ in fused]
+    # Names the fused list does not hold are skipped; empty lists stay empty.
+    assert [n for n, _ in dense_share([("a", 1.0), ("b", 0.5)], ["x", "b"], 0.0)] == ["a", "b"]
+    assert dense_share([], ["x"], 0.5) == []
+    with pytest.raises(InvalidInputError):
+        dense_share(fused, dense, -0.1)
+
+
+def test_a_weak_bm25_lift_no_longer_pushes_the_dense_sides_fourth_out_of_the_first_five() -> None:
+    """A flat BM25 head (weight about 0.25) over notes the dense side ranks 6th to 8th: the
+    z-score sum alone lifted n5, n6 and n7 into the first five, over the dense side's 4th; with
+    the dense side's share of places (4 of the first 5) its first four stay there."""
+    from local_ai_memory._knowledge.dense import DenseMatrix
+    from local_ai_memory._knowledge.index_file import IndexEntry
+    from local_ai_memory._knowledge.search import candidate_of, hybrid_flow
+    from local_ai_memory._shared.drive import drive
+
+    entries = [IndexEntry(filename=f"n{i}.md", category="k", title=f"n{i}") for i in range(12)]
+    # The dense order is n0 > n1 > ... > n11; BM25's flat head (its 10th at 0.74 of its first:
+    # weight about 0.26) is n5, n6, n7 (the dense side's 6th to 8th), then n8.. and n0..n2.
+    cosines = np.array([0.60, 0.58, 0.56, 0.54, 0.53, 0.50, 0.49, 0.48, 0.40, 0.39, 0.38, 0.37], dtype=np.float32)
+    rows = np.stack([cosines, np.sqrt(1.0 - cosines**2)], axis=1).astype(np.float32)
+    dense = DenseMatrix(entries, rows, np.arange(12, dtype=np.int64))
+    bm25 = [10.0, 9.9, 9.8, 9.0, 8.5, 8.0, 7.8, 7.6, 7.5, 7.4]
+    order = [5, 6, 7, 8, 9, 10, 11, 0, 1, 2]
+    lexical = [candidate_of(entries[i], score) for i, score in zip(order, bm25, strict=True)]
+    found = drive(hybrid_flow("q", lexical, dense, 10, 10, 0.5), lambda request: np.array([1.0, 0.0], dtype=np.float32))
+    first_five = [c.filename for c in found[:5]]
+    assert {"n0.md", "n1.md", "n2.md", "n3.md"} <= set(first_five), first_five
+    scores = [c.score for c in found]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_bm25s_confidence_is_read_at_its_tenth_answer_whatever_the_pool() -> None:
+    """hybrid_flow reads BM25's weight from its first ten answers (the store passes at least
+    ten): a pool of 20 follows the dense side on a flat BM25 head as a pool of 10 does. Read at
+    the pool's last answer, the 20th (far below), the weight rose to BM25's side with the pool."""
+    from local_ai_memory._knowledge.dense import DenseMatrix
+    from local_ai_memory._knowledge.index_file import IndexEntry
+    from local_ai_memory._knowledge.search import candidate_of, hybrid_flow
+    from local_ai_memory._shared.drive import drive
+
+    entries = [IndexEntry(filename=f"n{i}.md", category="k", title=f"n{i}") for i in range(30)]
+    cosines = np.full(30, 0.1, dtype=np.float32)
+    cosines[:20] = np.linspace(0.5, 0.4, 20)
+    cosines[29] = 0.9  # the note the dense side is sure of; BM25 does not return it
+    rows = np.stack([cosines, np.sqrt(1.0 - cosines**2)], axis=1).astype(np.float32)
+    dense = DenseMatrix(entries, rows, np.arange(30, dtype=np.int64))
+    # BM25: a flat head (its 10th at 0.7 of its first: c = 0.3), its 20th at 0.05 (c = 0.95).
+    bm25 = [*np.linspace(10.0, 7.0, 10), *np.linspace(1.0, 0.5, 10)]
+    lexical = [candidate_of(entries[i], float(score)) for i, score in enumerate(bm25)]
+
+    def first(pool: int) -> str:
+        flow = hybrid_flow("q", lexical[: max(pool, 10)], dense, pool, 10, 0.5)
+        return drive(flow, lambda request: np.array([1.0, 0.0], dtype=np.float32))[0].filename
+
+    assert first(10) == first(20) == "n29.md"
+
+
+def test_a_dense_candidate_bm25_ranks_just_below_its_pool_keeps_its_bm25_score() -> None:
+    """n20 is the dense side's near-tied second and BM25's 11th, just below its 10th: read
+    from BM25's first 50 answers it fuses with its own score and leads; with only the pool
+    read (the old flow) it counted as sharing no word with the query and came second."""
+    from local_ai_memory._knowledge.dense import DenseMatrix
+    from local_ai_memory._knowledge.index_file import IndexEntry
+    from local_ai_memory._knowledge.search import candidate_of, hybrid_flow
+    from local_ai_memory._shared.drive import drive
+
+    entries = [IndexEntry(filename=f"n{i}.md", category="k", title=f"n{i}") for i in range(24)]
+    cosines = np.full(24, 0.40, dtype=np.float32)
+    cosines[:10] = [0.60, 0.54, 0.53, 0.52, 0.51, 0.50, 0.49, 0.48, 0.47, 0.46]
+    cosines[20] = 0.59
+    rows = np.stack([cosines, np.sqrt(1.0 - cosines**2)], axis=1).astype(np.float32)
+    dense = DenseMatrix(entries, rows, np.arange(24, dtype=np.int64))
+    # BM25: a flat head n10..n19 (20 down to 15.5), then n20 at 15.4, then three far below.
+    bm25 = [*((10 + i, 20.0 - 0.5 * i) for i in range(10)), (20, 15.4), (21, 3.0), (22, 2.5), (23, 2.0)]
+    lexical = [candidate_of(entries[i], score) for i, score in bm25]
+
+    def first(answers: int) -> str:
+        flow = hybrid_flow("q", lexical[:answers], dense, 10, 10, 0.5)
+        return drive(flow, lambda request: np.array([1.0, 0.0], dtype=np.float32))[0].filename
+
+    assert first(len(lexical)) == "n20.md"
+    assert first(10) == "n0.md"  # what the store passed before: the pool alone

@@ -30,6 +30,7 @@ import numpy.typing as npt
 from local_ai_memory._shared.errors import InvalidInputError
 
 __all__ = [
+    "CONFIDENCE_DEPTH",
     "CONFIDENT_GAP",
     "CONFIDENT_SWING",
     "DEFAULT_RRF_K",
@@ -37,6 +38,7 @@ __all__ = [
     "convex_fusion",
     "cosine_scores",
     "cosine_top_n",
+    "dense_share",
     "reciprocal_rank_fusion",
     "standard_fusion",
     "top_rows",
@@ -48,6 +50,8 @@ CONFIDENT_GAP = 1.0
 """BM25 is fully sure of its first answer when the last of its candidates scores this share below it."""
 CONFIDENT_SWING = 0.95
 """How far the per-query weight may move from ``bm25_weight``, as a share of the way to 0 or 1."""
+CONFIDENCE_DEPTH = 10
+"""BM25's answers :func:`confident_weight` reads: its first 10, whatever pool hybrid search fuses."""
 
 
 def _positions(ranked: Sequence[str]) -> dict[str, int]:
@@ -192,9 +196,10 @@ def confident_weight(bm25_scores: Sequence[float], bm25_weight: float) -> float:
     Why: a query that names its note (a known item: the words of the note) gives BM25 a first
     answer well above the rest of its candidates; a question asked in other words than the
     note's gives BM25 a flat head (common words matched by long notes), where the dense side
-    knows better and should lead almost alone. The gap to the last candidate (the 10th with the
-    default pool) measured better than the gap to the second, which is small whenever two notes
-    share the named words. Measured (``benchmarks/bench_natural_questions.py --notes 400``, dev
+    knows better and should lead almost alone. The gap to the last (hybrid search passes BM25's
+    first :data:`CONFIDENCE_DEPTH` answers, whatever its pool, so the weight does not shift with
+    ``memory.hybrid_top_n``) measured better than the gap to the second, which is small whenever
+    two notes share the named words. Measured (``benchmarks/bench_natural_questions.py --notes 400``, dev
     questions, R@5 / MRR@10; ``bench_quality.py`` known-item sets), the gap to the second with a
     0.3-0.7 swing against this rule: natural questions .865 / .750 against .895 / .756, known
     items ``stdlib`` .917 / .814 against .929 / .824 (the CHANGELOG has ``readmes`` and the rules
@@ -210,6 +215,47 @@ def confident_weight(bm25_scores: Sequence[float], bm25_weight: float) -> float:
         confidence = min(1.0, max(0.0, gap / CONFIDENT_GAP))
     swing = CONFIDENT_SWING * min(bm25_weight, 1.0 - bm25_weight)
     return min(1.0, max(0.0, bm25_weight + swing * (2.0 * confidence - 1.0)))
+
+
+def dense_share(
+    fused: Sequence[tuple[str, float]], dense_ranked: Sequence[str], bm25_weight: float
+) -> list[tuple[str, float]]:
+    """``fused`` (best first) reordered so that BM25 takes no more than its weight's share of places.
+
+    The dense side is owed ``floor((1 - bm25_weight) * n + 0.5)`` of the first ``n`` places, as
+    its own first answers (``dense_ranked``, best first; names not in ``fused`` are skipped).
+    From the second place on, place ``n`` goes to the best of those not placed yet while fewer
+    are, with the score of the note it moved down (so scores stay best first); else to the
+    next fused note. The first place stays the best fused score (a share of one place would turn
+    the weight into a switch at 0.5). ``bm25_weight`` 0 gives the dense order after the first
+    place, 1 leaves ``fused`` as it is.
+
+    Why: in the z-score sum, being among BM25's candidates at all is worth about two standard
+    deviations against the notes it did not return, so even at a weight of 0.25 (a flat BM25
+    head, :func:`confident_weight`) BM25's candidates that the dense side ranks 6th to 8th pass
+    the relevant notes it ranks 4th and 5th. The weight says how much BM25 counts for the query;
+    the share says it in places too. The figures are with :func:`.search.hybrid_flow`.
+    """
+    _check_weight(bm25_weight)
+    share = 1.0 - bm25_weight
+    present = {name for name, _ in fused}
+    dense = [name for name in dict.fromkeys(dense_ranked) if name in present]
+    rest = list(fused)
+    out: list[tuple[str, float]] = []
+    placed: set[str] = set()
+    while rest:
+        places = len(out) + 1
+        owed = int(share * places + 0.5) if places > 1 else 0
+        missing = next((name for name in dense[:owed] if name not in placed), None)
+        if missing is None:
+            name, score = rest.pop(0)
+        else:
+            score = rest[0][1]
+            rest = [item for item in rest if item[0] != missing]
+            name = missing
+        out.append((name, score))
+        placed.add(name)
+    return out
 
 
 def cosine_scores(matrix: npt.ArrayLike, query: npt.ArrayLike) -> npt.NDArray[np.float32]:

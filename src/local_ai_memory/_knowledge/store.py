@@ -26,7 +26,7 @@ from local_ai_memory._knowledge.dense import DenseIndex, DenseMatrix
 from local_ai_memory._knowledge.index import INDEX_NAME
 from local_ai_memory._knowledge.indexer import NoteLine, StaleEntry
 from local_ai_memory._knowledge.notes import ForgottenNotes, KnowledgeNotes
-from local_ai_memory._knowledge.search import Candidate, arun_hybrid, candidate_of, hybrid_flow, run_hybrid
+from local_ai_memory._knowledge.search import BM25_DEPTH, Candidate, arun_hybrid, candidate_of, hybrid_flow, run_hybrid
 from local_ai_memory._shared.blas import one_blas_thread
 from local_ai_memory._shared.errors import ConfigError, InvalidInputError
 from local_ai_memory._shared.events import Event, log_event
@@ -290,7 +290,7 @@ class MemoryStore(KnowledgeNotes):
     ) -> list[Candidate]:
         """Scored candidates of :meth:`hybrid_search` (score = fused score in 0..1; BM25 score on fallback)."""
         weight, pool = self._hybrid_plan(top_n, bm25_weight)
-        lexical = self.search(query, pool, user_id=user_id, categories=categories)
+        lexical = self.search(query, max(pool, BM25_DEPTH), user_id=user_id, categories=categories)
         try:
             inputs = self._hybrid_inputs(user_id, categories)
             if inputs is None:
@@ -314,7 +314,7 @@ class MemoryStore(KnowledgeNotes):
     ) -> list[Candidate]:
         """Async twin of :meth:`hybrid_candidates`: the embedder is called through ``aembed``."""
         weight, pool = self._hybrid_plan(top_n, bm25_weight)
-        lexical = await self.asearch(query, pool, user_id=user_id, categories=categories)
+        lexical = await self.asearch(query, max(pool, BM25_DEPTH), user_id=user_id, categories=categories)
         try:
             inputs = await self._ahybrid_inputs(user_id, categories)
             if inputs is None:
