@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import random
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -369,7 +370,13 @@ def test_an_index_with_unpacked_marks_opens_and_its_first_write_packs_them(tmp_p
     is, answers the same, and the first write rewrites it packed (a snapshot, not a journal line)."""
     store = make_store(tmp_path)
     fill(store, random.Random(11))
+    # Past the notes' timestamp tick, settled: no entry keeps a content hash, which the next
+    # store's first query would otherwise settle (a real change it may store at once on a
+    # loaded machine, where the tick is measured longer than settle() waits).
+    time.sleep(store.backend.racy_window_ns / 1e9 + 0.01)
+    store.settle()
     store.flush()
+    assert not store._index.racy
     query = ("shared words", "alice")
     before = MemoryRetriever(store).retrieve_result(*query, max_tokens=700)
     ranked = _ranked(store)
