@@ -251,13 +251,17 @@ def _kill_loop(server: rs.ForkServer, workload: str, root: Path, kills: int, bud
     deadline = time.monotonic() + budget
     done = orphans = 0
     large = workload in ("state", "working", "plans", "tool_results")  # kills must land inside some writes
-    # Kill until the quota is met and, for large writes, one kill cut a write short (on a loaded
-    # machine a write can slip between the random kill times for a while: keep trying, bounded).
-    while (done < kills or (large and orphans == 0 and done < 4 * kills)) and time.monotonic() < deadline:
+    # Kill until the quota is met, one write completed between kills and, for large writes, one
+    # kill cut a write short (on a loaded machine a write can slip between the random kill times
+    # for a while: keep trying, bounded).
+    while time.monotonic() < deadline:
+        short = (large and orphans == 0) or _last_ack(root) < 0  # a kind of kill still missing
+        if done >= kills and not (short and done < 4 * kills):
+            break
         pid = server.start(workload, root, done)
-        # After each full quota with no write cut short, the kill window doubles: on a loaded
-        # machine a child may reach its write only after the usual window has passed.
-        widen = 2 ** (done // kills) if large and orphans == 0 else 1
+        # After each full quota still missing a kind of kill, the kill window doubles: on a
+        # loaded machine a child may reach (or finish) its write only after the usual window.
+        widen = 2 ** (done // kills) if short else 1
         time.sleep(rng.uniform(0.0, SLOWER.get(workload, 0.04) * widen))
         os.kill(pid, signal.SIGKILL)
         status = server.reap(pid)
