@@ -88,6 +88,43 @@ def test_closing_a_memory_stops_its_watcher_so_the_folder_can_be_removed(tmp_pat
     assert not root.exists()
 
 
+def test_closing_the_stores_while_the_first_query_starts_the_watcher_stops_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first query starts the watcher while another thread closes the stores: the close
+    waits for the start and stops the thread (it could not join a thread made but not yet
+    started, and a start could clear the stop's flag)."""
+    from local_ai_memory._knowledge import service
+
+    starting = threading.Event()
+
+    class SlowStart(threading.Thread):
+        def start(self) -> None:
+            if self.name == WATCHER:
+                starting.set()
+                time.sleep(0.2)  # the close arrives between the thread's making and its start
+            super().start()
+
+    monkeypatch.setattr(service.threading, "Thread", SlowStart)
+    store = make_store(tmp_path)
+    store.write_file("knowledge/alice_a.md", "# A\n\napples")
+    failures: list[BaseException] = []
+
+    def first_query() -> None:
+        try:
+            store.bm25_search("apples", user_id="alice")
+        except BaseException as exc:
+            failures.append(exc)
+
+    query = threading.Thread(target=first_query)
+    query.start()
+    assert starting.wait(10)
+    close_shared_stores()
+    query.join(10)
+    assert failures == []
+    wait_for(lambda: watchers() == [])
+
+
 def test_auto_watch_off_starts_nothing_and_queries_still_see_changes(tmp_path: Path) -> None:
     store = make_store(tmp_path, auto_watch=False)
     store.write_file("knowledge/alice_a.md", "# A\n\napples")

@@ -265,17 +265,22 @@ class AutoWatch(MemoryIndexService):
         self._feeding = False
         self._tick_ms = 100  # its first answer says it is registered: queries stop listing soon
         self._caught_up = threading.Event()
+        # Starting and stopping the thread, one at a time: the first query starts the watcher
+        # while another thread may be closing the stores (a stop that found the thread made
+        # but not yet started could not join it, and a start could clear a stop's flag).
+        self._life = threading.Lock()
 
     def start(self) -> None:
         """Start the watching thread and return at once."""
-        if self.running:
-            return
-        self._backend()
-        self._stop.clear()
-        self._ready.clear()
-        self._caught_up.clear()
-        self._thread = threading.Thread(target=self._run, name="local-ai-memory-auto-watch", daemon=True)
-        self._thread.start()
+        with self._life:
+            if self.running:
+                return
+            self._backend()
+            self._stop.clear()
+            self._ready.clear()
+            self._caught_up.clear()
+            self._thread = threading.Thread(target=self._run, name="local-ai-memory-auto-watch", daemon=True)
+            self._thread.start()
 
     def wait_caught_up(self, timeout: float) -> bool:
         """Wait until the watcher runs and has compared every listing once (its catch-up);
@@ -318,10 +323,11 @@ class AutoWatch(MemoryIndexService):
 
     def stop(self) -> None:
         """Stop watching, then write pending index changes and ranker snapshots (best effort)."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10.0)
-            self._thread = None
+        with self._life:
+            self._stop.set()
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(timeout=10.0)
         self._close_feed()
         try:
             self.store.flush()
