@@ -512,6 +512,11 @@ def test_a_new_process_takes_the_metadata_checksums_from_the_snapshot(
     for n in range(40):
         store.write_file(f"knowledge/alice_n{n}.md", _note(n))
     store.bm25_search("tea", user_id="alice")
+    # Past the last notes' timestamp tick, settled: an entry still hashed (racy) would be
+    # re-checked, and so changed and checksummed, by the fresh store's first query.
+    time.sleep(store.backend.racy_window_ns / 1e9 + 0.01)
+    store.settle()
+    assert not store._index.racy
     store._index.compact()  # a snapshot with every entry's checksum, and the ranker's
     store.save_rankers()
     queries = ["tea gardens", "tok7x", "ordinary words", "handset"]
