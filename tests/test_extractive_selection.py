@@ -379,6 +379,28 @@ def test_what_the_user_said_before_the_first_ask_stays_with_it_in_the_goal(conte
     assert extract_summary(messages, COUNTER, 768).goal == f"{context} {ask}"
 
 
+def test_a_tight_budget_cuts_the_context_of_the_first_ask_instead_of_dropping_it() -> None:
+    context = (
+        "Our ingest-gateway pods in eu-west-1 are restarting every 40 minutes or so since Tuesday. "
+        "They run Go 1.21 with a 2Gi memory limit and GOGC at its default of 100. "
+        "The on-call runbook says to bump the limit, but we already did that twice last month. "
+        "Traffic is flat, around 1,200 requests per second at peak."
+    )
+    ask = "Yes, go ahead and profile the heap on one pod."
+    messages = to_messages(
+        [
+            {"role": "user", "content": context},
+            {"role": "assistant", "content": "Shall I take a heap profile?"},
+            {"role": "user", "content": ask},
+        ]
+    )
+    for budget in (768, 256):  # the same goal at both budgets, only shorter at 256
+        goal = extract_summary(messages, COUNTER, budget).goal
+        assert goal.startswith("Our ingest-gateway pods in eu-west-1 are restarting")
+        assert goal.endswith(ask)
+    assert COUNTER.count(extract_summary(messages, COUNTER, 256).goal) <= 64
+
+
 def test_a_statement_with_no_ask_after_it_stays_a_bullet() -> None:
     messages = to_messages([{"role": "user", "content": "The cluster is kestrel."}])
     summary = extract_summary(messages, COUNTER, 768)

@@ -1342,9 +1342,7 @@ class _RunReader:
         before = self.goal
         self.goal, stated = next_goal(before, content, self.counter, self.goal_cap, effect)
         if not before and self.goal and self.context:  # what the user stated before asking is the ask's context
-            with_context = clean_line(" ".join([*self.context, self.goal]))
-            if self.counter.count(with_context) <= self.goal_cap:
-                self.goal = with_context
+            self.goal = self._with_context(self.goal)
         elif not before and not self.goal and user_statements(content):
             self.context.append(content)
         if before and self.goal != before and not self.goal.startswith(before):
@@ -1357,6 +1355,20 @@ class _RunReader:
             line = clean_line(sentence)
             if line:
                 self.candidates.append(_Candidate(section, line, 4.0, order, user=True))
+
+    def _with_context(self, ask: str) -> str:
+        """The first ask after what the user stated before it: the context comes first, cut like an older goal.
+
+        The ask stays whole; the context keeps its first sentence and what else fits, at any budget, so a
+        tight budget shortens the goal instead of making it another one.
+        """
+        counter = self.counter
+        context = clean_line(" ".join(self.context))
+        whole = clean_line(f"{context} {ask}")
+        room = self.goal_cap - counter.count(ask) - 1
+        if counter.count(whole) <= self.goal_cap or room <= 8:
+            return whole if counter.count(whole) <= self.goal_cap else ask
+        return f"{_cut(_goal_core(context, counter, room), counter, room, 0)} {ask}"
 
     def _goal_with_earlier(self) -> str:
         """The goal, then what the goal it replaced was about ("(earlier: ...)") in the room the goal leaves.
