@@ -118,6 +118,14 @@ _RULE_ANYWHERE = re.compile(
 _PREFERENCE = re.compile(
     r"^(?:i|we)(?: would|'d)? (?:like|want|need) (?!to\b|you\b|us\b|help\b|an? \w+ (?:to|for|of|on)\b)"
 )
+_DONE_BY_YOU = re.compile(
+    r"^(?:i|we)(?: would|'d)? (?:want|need|like) (?:it|them|this|that|these|those|"
+    r"(?:the|our|my|this|that|these|those|all|every) (?:[\w./-]+ ){0,3}?[\w./-]+) "
+    r"(?:\w+ed|done|split|built|made|written|rewritten|found|sent|set up|cut|put|run|shown|kept|taken|torn down|"
+    r"broken up|shut down|paid|undone|gone)\b"
+)
+"""A request said as what the user wants done ("I want it split into modules.", "We need the cause found and
+fixed."), not a preference for a thing ("I'd like the output as JSON.")."""
 _LABELLED = re.compile(r"^[a-z][\w /-]{1,30}:\s+\S")
 _CONTINUE = re.compile(
     r"^(?:go on|go ahead|continue|keep going|carry on|proceed|try again|retry|do it|do that|fix it|fix that|"
@@ -234,6 +242,8 @@ def classify_user_sentence(sentence: str) -> SentenceKind:
         text = text[follow.end() :].strip() or text
     polite = _POLITE.match(text)
     rest = _POLITE.sub("", text, count=1).strip() if polite else text
+    if _DONE_BY_YOU.match(text):
+        return "request"
     if _DECISION_CUE.search(text) or _RULE_START.match(rest) or _PREFERENCE.match(text):
         return "decision"
     if (_RULE_START.match(text) or _RULE_ANYWHERE.search(text)) and not (polite and _TASK_VERB.match(rest)):
