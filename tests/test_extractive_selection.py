@@ -329,6 +329,8 @@ def _goal_after(message: str) -> str:
         "Now that the fix is deployed, can you check the error rate?",
         "Never mind, it works now.",  # sets the work aside but asks for nothing
         "Use the read replica instead.",
+        "Wait, don't restart the pods yet.",  # a constraint that asks for nothing new
+        "Actually, don't touch the cron entry. Can you also check the heap?",  # an addition to the work at hand
     ],
 )
 def test_a_step_or_a_remark_leaves_the_goal(message: str) -> None:
@@ -344,6 +346,9 @@ def test_a_step_or_a_remark_leaves_the_goal(message: str) -> None:
         ("New priority: prepare the Q3 capacity plan for billing-db.", "capacity plan"),
         ("Different question: how do we rotate the billing-db credentials?", "rotate"),
         ("Cambio di programma: scrivi il piano di migrazione.", "piano di migrazione"),
+        ("Wait, actually don't fix it at all. Can you write a postmortem draft for the crash?", "postmortem"),
+        ("No need to dig any further. Please write the summary for the incident channel.", "incident channel"),
+        ("不用再往下挖了。你直接帮我写一份事故总结。", "事故总结"),
     ],
 )
 def test_setting_the_work_aside_and_asking_for_another_changes_the_goal(message: str, subject: str) -> None:

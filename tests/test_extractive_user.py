@@ -105,6 +105,8 @@ def manager(tmp_path: Path) -> MemoryManager:
         ("I want the actual cause found and fixed.", "request"),
         ("We need these invoices sent by Friday.", "request"),
         ("I want the logs in JSON.", "decision"),
+        ("王总下周一开会要用，你直接帮我整理一个三页 PPT 的大纲就行。", "request"),
+        ("原因を調べてください。", "request"),
         ("I need help with the deploy.", "request"),
         ("Ok, that makes sense.", "other"),
     ],

@@ -126,6 +126,12 @@ _DONE_BY_YOU = re.compile(
 )
 """A request said as what the user wants done ("I want it split into modules.", "We need the cause found and
 fixed."), not a preference for a thing ("I'd like the output as JSON.")."""
+_CJK_ASK = re.compile(
+    r"帮我|幫我|^请|^請|请你|請你|麻烦你|麻煩你|你(?:直接|先|来|來)|(?:て|で)(?:ください|下さい|ほしい|もらえ|くれ)|"
+    r"お願い|주세요|해\s?줘|부탁"
+)
+"""A request in Chinese, Japanese or Korean ("你直接帮我整理一个大纲", "調べてください", "정리해 주세요")."""
+_CJK_NOT = re.compile(r"不要|别|別|不用|不必|しないで|하지\s?마")
 _LABELLED = re.compile(r"^[a-z][\w /-]{1,30}:\s+\S")
 _CONTINUE = re.compile(
     r"^(?:go on|go ahead|continue|keep going|carry on|proceed|try again|retry|do it|do that|fix it|fix that|"
@@ -250,6 +256,8 @@ def classify_user_sentence(sentence: str) -> SentenceKind:
         return "decision"
     if _CONTINUE.match(rest):
         return "continue"
+    if _CJK_ASK.search(original) and not _CJK_NOT.search(original):
+        return "request"
     if polite or (_TASK_VERB.match(text) and not original.rstrip().endswith("?")):
         return "step" if _STEP_VERB.match(rest) else "request"
     if _is_question(text, original):
@@ -421,12 +429,18 @@ _CHANGE_START = re.compile(
     r"^(?:forget (?:that|the|it|about)|scratch (?:that|this|the|it)|moving on|let's move on|switch(?:ing)? to|"
     r"never ?mind|"
     r"on second thought|drop (?:that|this|the)|park (?:that|this|the)|put (?:that|this|the) .{0,40}(?:aside|on hold)|"
-    r"oublie[zs]? (?:ça|la|le)|laisse tomber|vergiss (?:das|die|den)|olvida (?:eso|lo|la|el)|esquece (?:isso|o|a)|"
-    r"lascia (?:perdere|stare))\b"
+    r"(?:wait|hold on|actually)[\s,.!-]+(?:actually[\s,]+)?(?:don't|do not|let's not|no need|stop|skip|forget|scratch|"
+    r"drop)\b[^.!?;,]*|stop (?:there|here|that|this)|no need to (?:continue|go on|keep going|(?:go|dig|look) (?:any )?"
+    r"(?:further|deeper))|"
+    r"oublie[zs]? (?:ça|la|le)|laisse tomber|pas besoin d'aller plus loin|arr[êe]te(?:z)? (?:là|ça)|"
+    r"vergiss (?:das|die|den)|lass (?:das|es) (?:gut )?sein|nicht weiter|"
+    r"olvida (?:eso|lo|la|el)|no hace falta seguir|d[ée]jalo|esquece (?:isso|o|a)|n[ãa]o precisa continuar|"
+    r"lascia (?:perdere|stare)|non serve (?:continuare|andare avanti)|laat maar|vergeet (?:dat|het))\b|"
+    r"^(?:不用再|不要再|别再|別再|不必再|算了|先不[用要]|もういい|やめて|그만)"
 )
 """A change of goal that only counts at the start of a sentence ("Don't forget the tests." is none): the user sets
-the current work aside. It changes the goal only when the message then asks for something ("Never mind, it works
-now." asks nothing)."""
+the current work aside ("Forget that", "Wait, actually don't ...", "No need to dig further", "不用再往下挖了"). It
+changes the goal only when the message then asks for something new ("Never mind, it works now." asks nothing)."""
 _COMMITMENT = re.compile(
     r"\b(?:we(?:'ll| will| are going to| won't| will not| should| keep| stick| use)|i(?:'ll| will) (?:use|keep|go|add|"
     r"write|pin|switch|leave|not|make|set|change|move|drop|replace|skip|do|implement|fix|open|file)|let's|let us|"
@@ -776,12 +790,16 @@ def _without_cue(goal: str) -> str:
     return goal
 
 
+_ADDED = re.compile(r"\b(?:also|too|as well|additionally)\b")
+"""An ask that adds to the work at hand ("Can you also check the heap?"): no new task, whatever came before it."""
+
+
 def _asks_after(text: str) -> bool:
-    """Whether ``text`` (a change of goal and what follows it) asks for something: a request or a question."""
+    """Whether ``text`` (a change of goal and what follows it) asks for something new: a request or a question."""
     for sentence in _all_sentences(text):
         opening = _FILLER.sub("", clean_line(sentence).lower()).strip()
         rest = _CHANGE_START.sub("", opening, count=1).strip(" ,:;-")
-        if rest and classify_user_sentence(rest) in _ASKING:
+        if rest and classify_user_sentence(rest) in _ASKING and not _ADDED.search(rest):
             return True
     return False
 
