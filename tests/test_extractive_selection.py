@@ -406,6 +406,19 @@ def test_a_tight_budget_cuts_the_context_of_the_first_ask_instead_of_dropping_it
     assert COUNTER.count(extract_summary(messages, COUNTER, 256).goal) <= 64
 
 
+def test_a_cut_goal_keeps_its_first_ask_and_what_the_user_said_before_it_over_later_details() -> None:
+    message = (
+        "Hold the rollout for now. Marta from finance owns the approval and she is back on Thursday. "
+        "Can you write the change request for the billing-db resize so she can sign it? "
+        "Add the monthly cost delta and the rollback steps. List who gets paged during the window."
+    )
+    goal, _moved = next_goal("", message, COUNTER, 40)
+    assert goal == (
+        "Hold the rollout for now. Marta from finance owns the approval and she is back on Thursday. "
+        "Can you write the change request for the billing-db resize so she can sign it?"
+    )
+
+
 def test_a_statement_with_no_ask_after_it_stays_a_bullet() -> None:
     messages = to_messages([{"role": "user", "content": "The cluster is kestrel."}])
     summary = extract_summary(messages, COUNTER, 768)

@@ -333,11 +333,13 @@ def _without_statements(text: str) -> str:
 def _goal_core(text: str, counter: TokenCounter | None = None, cap: int = 0) -> str:
     """What a long goal keeps when cut: its first sentence (which names the subject) and what it asks for.
 
-    With ``counter`` and ``cap``, the other sentences follow, in order, while they fit: what the
-    user said about the task ("It's the standard CRC-32.") is part of it when there is room.
+    With ``counter`` and ``cap``, only its first ask is sure to stay (the later ones say how, "Make it
+    concrete."), and the other sentences follow, in order, while they fit: what the user said about the
+    task ("It's the standard CRC-32.", "Priya will do it.") comes before the details asked after it.
     """
     sentences = _all_sentences(text)
-    kept = {i for i, s in enumerate(sentences) if i == 0 or classify_user_sentence(s) in _ASKING}
+    asking = [i for i, s in enumerate(sentences) if i and classify_user_sentence(s) in _ASKING]
+    kept = {0, *asking[:1]} if counter is not None else {0, *asking}
     if counter is not None:
         used = counter.count(" ".join(sentences[i] for i in sorted(kept)))
         for i, sentence in enumerate(sentences):
