@@ -419,6 +419,29 @@ def test_a_cut_goal_keeps_its_first_ask_and_what_the_user_said_before_it_over_la
     )
 
 
+@pytest.mark.parametrize(
+    ("message", "due", "cap"),
+    [
+        (
+            "Our checkout page times out for some users in Safari. We have 40 support tickets about it since last "
+            "week. The spring sale starts on Friday, so it has to be fixed by Thursday. Can you find the cause?",
+            "by Thursday",
+            36,
+        ),
+        (
+            "Onze webshop geeft elke middag 502-fouten bij het afrekenen. Het draait op een VPS met 4 vCPU en "
+            "nginx. Morgen start de actie, dus het moet vandaag opgelost worden.",
+            "vandaag",
+            42,
+        ),
+    ],
+)
+def test_a_cut_goal_keeps_when_the_task_is_due_before_other_context(message: str, due: str, cap: int) -> None:
+    goal, _moved = next_goal("", message, COUNTER, cap)
+    assert due in goal
+    assert goal.startswith(message.split(".", maxsplit=1)[0])
+
+
 def test_a_statement_with_no_ask_after_it_stays_a_bullet() -> None:
     messages = to_messages([{"role": "user", "content": "The cluster is kestrel."}])
     summary = extract_summary(messages, COUNTER, 768)

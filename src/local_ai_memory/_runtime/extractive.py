@@ -330,6 +330,14 @@ def _without_statements(text: str) -> str:
     return clean_line(" ".join(kept))
 
 
+_DUE = re.compile(
+    r"\b(?:deadline|due|by (?:mon|tues|wednes|thurs|fri|satur|sun)day|by (?:tomorrow|tonight|eod|the end)|today|"
+    r"tonight|tomorrow|asap|morgen|vandaag|heute|bis (?:morgen|montag|freitag|ende)|demain|aujourd'hui|mañana|hoy|"
+    r"amanh[ãa]|hoje|domani|oggi|entro)\b|今天|明天|之前|今日|明日|までに"
+)
+"""When the task is due ("by Friday", "tomorrow", "morgen", "entro"): part of the goal, kept before other context."""
+
+
 def _goal_core(text: str, counter: TokenCounter | None = None, cap: int = 0) -> str:
     """What a long goal keeps when cut: its first sentence (which names the subject) and what it asks for.
 
@@ -342,8 +350,9 @@ def _goal_core(text: str, counter: TokenCounter | None = None, cap: int = 0) -> 
     kept = {0, *asking[:1]} if counter is not None else {0, *asking}
     if counter is not None:
         used = counter.count(" ".join(sentences[i] for i in sorted(kept)))
-        for i, sentence in enumerate(sentences):
-            cost = counter.count(sentence) + 1
+        order = sorted(range(len(sentences)), key=lambda i: not _DUE.search(sentences[i].lower()))
+        for i in order:
+            cost = counter.count(sentences[i]) + 1
             if i not in kept and used + cost <= cap:
                 kept.add(i)
                 used += cost
