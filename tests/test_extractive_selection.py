@@ -267,6 +267,19 @@ def test_a_cut_goal_keeps_the_sentence_that_names_its_subject() -> None:
     assert not cut.endswith("…")  # whole sentences, as many as fit
 
 
+def test_a_long_added_request_leaves_the_goal_it_extends_a_third_of_the_cap() -> None:
+    first = "Our nightly export job for the billing-db crashes since Monday. Can you find out why and fix it?"
+    more = (
+        "Also add a retry with backoff around every call to the invoice API, log each retry with the invoice id "
+        "and the attempt number, and send me a short summary of what failed overnight so I can forward it to the "
+        "finance team before their standup. Keep the summary to five lines and put the failed invoice ids first."
+    )
+    goal, _moved = next_goal(first, more, COUNTER, 64, "extend")
+    assert goal.startswith("Our nightly export job for the billing-db")  # what the task is about stays
+    assert "Also add a retry with backoff" in goal
+    assert COUNTER.count(goal) <= 64
+
+
 def test_what_the_tool_calls_were_about_is_said_from_their_arguments() -> None:
     body = "x" * 500  # a long value is data (a file's content), not what the call was about
     messages = to_messages(

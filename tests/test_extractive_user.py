@@ -107,6 +107,8 @@ def manager(tmp_path: Path) -> MemoryManager:
         ("I want the logs in JSON.", "decision"),
         ("王总下周一开会要用，你直接帮我整理一个三页 PPT 的大纲就行。", "request"),
         ("原因を調べてください。", "request"),
+        ("Prepárame un correo para el comercial de Clientia.", "request"),
+        ("Schreib mir eine kurze Mail an das Team.", "request"),
         ("I need help with the deploy.", "request"),
         ("Ok, that makes sense.", "other"),
     ],

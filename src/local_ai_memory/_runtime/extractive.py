@@ -258,7 +258,7 @@ def classify_user_sentence(sentence: str) -> SentenceKind:
         return "continue"
     if _CJK_ASK.search(original) and not _CJK_NOT.search(original):
         return "request"
-    if polite or (_TASK_VERB.match(text) and not original.rstrip().endswith("?")):
+    if polite or (_TASK_VERB.match(text) and not original.rstrip().endswith("?")) or _DELIVERABLE_OTHER.match(rest):
         return "step" if _STEP_VERB.match(rest) else "request"
     if _is_question(text, original):
         return "question"
@@ -393,6 +393,9 @@ def next_goal(
     displaced = [*user_statements(previous_goal), *user_statements(text)]
     previous_goal, text = _without_statements(previous_goal) or previous_goal, _without_statements(text) or text
     room = cap - counter.count(text) - 1  # the newest request is kept whole; the older part is cut
+    if room <= 8 < cap // 3:  # but the older part, which names the task, keeps a third of the cap
+        room = cap // 3
+        text = _cut(_goal_core(text, counter, cap - room - 1), counter, cap - room - 1, 0)
     goal = f"{_cut(previous_goal, counter, room, 0)} {text}" if room > 8 else text
     return _cut(goal, counter, cap, 0), displaced
 
@@ -859,9 +862,15 @@ _DELIVERABLE = re.compile(
 _DELIVERABLE_OTHER = re.compile(
     r"^(?:prep[aá]rame|escr[ií]beme|hazme|red[aá]ctame|pr[ée]pare-moi|r[ée]dige-moi|[ée]cris-moi|fais-moi|"
     r"schreib(?:e)? mir|erstell(?:e)? mir|mach(?:e)? mir|prepara-me|escreve-me|faz-me|preparami|scrivimi|fammi)"
-    r"\s+(?:un|una|une|ein|eine|einen|um|uma|uno)\b"
+    r"\s+(?:un|una|une|ein|eine|einen|um|uma|uno)\b|^(?:schrijf|maak)(?: me| mij| ook| nog)* een\b"
 )
-"""The same in Spanish, French, German, Portuguese and Italian ("prepárame un correo", "schreib mir eine Mail")."""
+"""The same in Spanish, French, German, Portuguese, Italian and Dutch ("prepárame un correo", "schreib mir eine
+Mail", "schrijf ook een bericht")."""
+_THEN_OTHER = re.compile(
+    r"^(?:e poi|poi|inoltre|anche|und dann|dann|au(?:ß|ss)erdem|et aussi|ensuite|puis|aussi|y luego|luego|"
+    r"despu[ée]s|adem[áa]s|e depois|depois|al[ée]m disso|en ook|daarna|daarnaast|verder|ook|en)\b[\s,:;-]*"
+)
+"""What opens an added request in Italian, German, French, Spanish, Portuguese and Dutch ("Poi scrivimi ...")."""
 
 
 def _new_deliverable(sentence: str) -> bool:
