@@ -455,6 +455,26 @@ def test_a_cut_goal_keeps_when_the_task_is_due_before_other_context(message: str
     assert goal.startswith(message.split(".", maxsplit=1)[0])
 
 
+def test_a_cut_new_goal_does_not_spend_its_room_on_setting_the_old_work_aside() -> None:
+    message = (
+        "Stop there. Finance just told me the billing-db export is being replaced by the warehouse sync next "
+        "quarter, so a fix is wasted effort. Can you write a decommissioning checklist for the export job, "
+        "with the cron entry, the S3 bucket, the IAM role and the alert rules it owns? List the teams that "
+        "read the exported files so we can warn them."
+    )
+    messages = to_messages(
+        [
+            {"role": "user", "content": _TASK},
+            {"role": "assistant", "content": "The job OOMs at 2Gi while loading invoices."},
+            {"role": "user", "content": message},
+        ]
+    )
+    tight = extract_summary(messages, COUNTER, 256).goal
+    assert tight.startswith("Finance just told me the billing-db export is being replaced")
+    assert "decommissioning checklist" in tight
+    assert extract_summary(messages, COUNTER, 768).goal.startswith("Stop there.")  # uncut, it is said as it was
+
+
 def test_a_statement_with_no_ask_after_it_stays_a_bullet() -> None:
     messages = to_messages([{"role": "user", "content": "The cluster is kestrel."}])
     summary = extract_summary(messages, COUNTER, 768)

@@ -808,6 +808,15 @@ _ADDED = re.compile(r"\b(?:also|too|as well|additionally)\b")
 """An ask that adds to the work at hand ("Can you also check the heap?"): no new task, whatever came before it."""
 
 
+def _without_dismissal(goal: str) -> str:
+    """A new goal without a first sentence that only sets the old work aside ("Stop there."), when it is cut."""
+    sentences = _all_sentences(goal)
+    opening = _FILLER.sub("", clean_line(sentences[0]).lower()).strip() if sentences else ""
+    if len(sentences) > 1 and _CHANGE_START.match(opening) and not _asks_after(sentences[0]):
+        return clean_line(" ".join(sentences[1:]))
+    return goal
+
+
 def _asks_after(text: str) -> bool:
     """Whether ``text`` (a change of goal and what follows it) asks for something new: a request or a question."""
     for sentence in _all_sentences(text):
@@ -1361,7 +1370,7 @@ class _RunReader:
         text = _without_chat(_without_cue(clean_line(new_goal)))
         if counter.count(text) > self.goal_cap:
             self.candidates += _user_candidates(text, order, counter, self.clause_cap)
-            text = _cut(_goal_core(text, counter, self.goal_cap) or text, counter, self.goal_cap, 0)
+            text = _cut(_goal_core(_without_dismissal(text), counter, self.goal_cap) or text, counter, self.goal_cap, 0)
         self.earlier = _goal_core(goal) or goal if goal else ""
         self.goal = text
         self.candidates += _user_candidates(before, order, counter, self.clause_cap)
