@@ -1276,9 +1276,11 @@ def extract_summary(
     """A deterministic summary of a whole run, from what each message does; used when no LLM is configured.
 
     * goal: the task the user set. The first request (or a ``Goal: ...`` line) sets it; a later
-      explicit change ("New task: ...", "Change of plans. ...", "Goal: ...") replaces it, and
-      the earlier goal moves to Completed; a follow-up such as "Also add a flag" extends it;
-      constraints, questions and requests about the task at hand ("send it as a PR") leave it;
+      explicit change ("New task: ...", "Change of plans. ...", "Goal: ...") or setting the work
+      aside before a new ask ("Wait, actually don't ... Can you ...?") replaces it, and the
+      earlier goal moves to Completed; a follow-up such as "Also add a flag" extends it; a tight
+      budget only cuts it (see :func:`_goal_core`); constraints, questions and requests about the
+      task at hand ("send it as a PR") leave it;
     * decisions: commitments and choices from either side ("we will", "let's", "decided",
       "keep X unchanged", "don't ...", and their French, Spanish, Portuguese and German
       counterparts); what the user decided is marked ``User:`` so trimming keeps it longest;
