@@ -267,6 +267,19 @@ def test_a_cut_goal_keeps_the_sentence_that_names_its_subject() -> None:
     assert not cut.endswith("…")  # whole sentences, as many as fit
 
 
+def test_a_long_added_request_leaves_the_goal_it_extends_a_third_of_the_cap() -> None:
+    first = "Our nightly export job for the billing-db crashes since Monday. Can you find out why and fix it?"
+    more = (
+        "Also add a retry with backoff around every call to the invoice API, log each retry with the invoice id "
+        "and the attempt number, and send me a short summary of what failed overnight so I can forward it to the "
+        "finance team before their standup. Keep the summary to five lines and put the failed invoice ids first."
+    )
+    goal, _moved = next_goal(first, more, COUNTER, 64, "extend")
+    assert goal.startswith("Our nightly export job for the billing-db")  # what the task is about stays
+    assert "Also add a retry with backoff" in goal
+    assert COUNTER.count(goal) <= 64
+
+
 def test_what_the_tool_calls_were_about_is_said_from_their_arguments() -> None:
     body = "x" * 500  # a long value is data (a file's content), not what the call was about
     messages = to_messages(
@@ -329,6 +342,8 @@ def _goal_after(message: str) -> str:
         "Now that the fix is deployed, can you check the error rate?",
         "Never mind, it works now.",  # sets the work aside but asks for nothing
         "Use the read replica instead.",
+        "Wait, don't restart the pods yet.",  # a constraint that asks for nothing new
+        "Actually, don't touch the cron entry. Can you also check the heap?",  # an addition to the work at hand
     ],
 )
 def test_a_step_or_a_remark_leaves_the_goal(message: str) -> None:
@@ -344,6 +359,9 @@ def test_a_step_or_a_remark_leaves_the_goal(message: str) -> None:
         ("New priority: prepare the Q3 capacity plan for billing-db.", "capacity plan"),
         ("Different question: how do we rotate the billing-db credentials?", "rotate"),
         ("Cambio di programma: scrivi il piano di migrazione.", "piano di migrazione"),
+        ("Wait, actually don't fix it at all. Can you write a postmortem draft for the crash?", "postmortem"),
+        ("No need to dig any further. Please write the summary for the incident channel.", "incident channel"),
+        ("不用再往下挖了。你直接帮我写一份事故总结。", "事故总结"),
     ],
 )
 def test_setting_the_work_aside_and_asking_for_another_changes_the_goal(message: str, subject: str) -> None:
@@ -377,6 +395,84 @@ def test_what_the_user_said_before_the_first_ask_stays_with_it_in_the_goal(conte
         ]
     )
     assert extract_summary(messages, COUNTER, 768).goal == f"{context} {ask}"
+
+
+def test_a_tight_budget_cuts_the_context_of_the_first_ask_instead_of_dropping_it() -> None:
+    context = (
+        "Our ingest-gateway pods in eu-west-1 are restarting every 40 minutes or so since Tuesday. "
+        "They run Go 1.21 with a 2Gi memory limit and GOGC at its default of 100. "
+        "The on-call runbook says to bump the limit, but we already did that twice last month. "
+        "Traffic is flat, around 1,200 requests per second at peak."
+    )
+    ask = "Yes, go ahead and profile the heap on one pod."
+    messages = to_messages(
+        [
+            {"role": "user", "content": context},
+            {"role": "assistant", "content": "Shall I take a heap profile?"},
+            {"role": "user", "content": ask},
+        ]
+    )
+    for budget in (768, 256):  # the same goal at both budgets, only shorter at 256
+        goal = extract_summary(messages, COUNTER, budget).goal
+        assert goal.startswith("Our ingest-gateway pods in eu-west-1 are restarting")
+        assert goal.endswith(ask)
+    assert COUNTER.count(extract_summary(messages, COUNTER, 256).goal) <= 64
+
+
+def test_a_cut_goal_keeps_its_first_ask_and_what_the_user_said_before_it_over_later_details() -> None:
+    message = (
+        "Hold the rollout for now. Marta from finance owns the approval and she is back on Thursday. "
+        "Can you write the change request for the billing-db resize so she can sign it? "
+        "Add the monthly cost delta and the rollback steps. List who gets paged during the window."
+    )
+    goal, _moved = next_goal("", message, COUNTER, 40)
+    assert goal == (
+        "Hold the rollout for now. Marta from finance owns the approval and she is back on Thursday. "
+        "Can you write the change request for the billing-db resize so she can sign it?"
+    )
+
+
+@pytest.mark.parametrize(
+    ("message", "due", "cap"),
+    [
+        (
+            "Our checkout page times out for some users in Safari. We have 40 support tickets about it since last "
+            "week. The spring sale starts on Friday, so it has to be fixed by Thursday. Can you find the cause?",
+            "by Thursday",
+            36,
+        ),
+        (
+            "Onze webshop geeft elke middag 502-fouten bij het afrekenen. Het draait op een VPS met 4 vCPU en "
+            "nginx. Morgen start de actie, dus het moet vandaag opgelost worden.",
+            "vandaag",
+            42,
+        ),
+    ],
+)
+def test_a_cut_goal_keeps_when_the_task_is_due_before_other_context(message: str, due: str, cap: int) -> None:
+    goal, _moved = next_goal("", message, COUNTER, cap)
+    assert due in goal
+    assert goal.startswith(message.split(".", maxsplit=1)[0])
+
+
+def test_a_cut_new_goal_does_not_spend_its_room_on_setting_the_old_work_aside() -> None:
+    message = (
+        "Stop there. Finance just told me the billing-db export is being replaced by the warehouse sync next "
+        "quarter, so a fix is wasted effort. Can you write a decommissioning checklist for the export job, "
+        "with the cron entry, the S3 bucket, the IAM role and the alert rules it owns? List the teams that "
+        "read the exported files so we can warn them."
+    )
+    messages = to_messages(
+        [
+            {"role": "user", "content": _TASK},
+            {"role": "assistant", "content": "The job OOMs at 2Gi while loading invoices."},
+            {"role": "user", "content": message},
+        ]
+    )
+    tight = extract_summary(messages, COUNTER, 256).goal
+    assert tight.startswith("Finance just told me the billing-db export is being replaced")
+    assert "decommissioning checklist" in tight
+    assert extract_summary(messages, COUNTER, 768).goal.startswith("Stop there.")  # uncut, it is said as it was
 
 
 def test_a_statement_with_no_ask_after_it_stays_a_bullet() -> None:

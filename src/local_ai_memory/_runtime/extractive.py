@@ -118,6 +118,20 @@ _RULE_ANYWHERE = re.compile(
 _PREFERENCE = re.compile(
     r"^(?:i|we)(?: would|'d)? (?:like|want|need) (?!to\b|you\b|us\b|help\b|an? \w+ (?:to|for|of|on)\b)"
 )
+_DONE_BY_YOU = re.compile(
+    r"^(?:i|we)(?: would|'d)? (?:want|need|like) (?:it|them|this|that|these|those|"
+    r"(?:the|our|my|this|that|these|those|all|every) (?:[\w./-]+ ){0,3}?[\w./-]+) "
+    r"(?:\w+ed|done|split|built|made|written|rewritten|found|sent|set up|cut|put|run|shown|kept|taken|torn down|"
+    r"broken up|shut down|paid|undone|gone)\b"
+)
+"""A request said as what the user wants done ("I want it split into modules.", "We need the cause found and
+fixed."), not a preference for a thing ("I'd like the output as JSON.")."""
+_CJK_ASK = re.compile(
+    r"帮我|幫我|^请|^請|请你|請你|麻烦你|麻煩你|你(?:直接|先|来|來)|(?:て|で)(?:ください|下さい|ほしい|もらえ|くれ)|"
+    r"お願い|주세요|해\s?줘|부탁"
+)
+"""A request in Chinese, Japanese or Korean ("你直接帮我整理一个大纲", "調べてください", "정리해 주세요")."""
+_CJK_NOT = re.compile(r"不要|别|別|不用|不必|しないで|하지\s?마")
 _LABELLED = re.compile(r"^[a-z][\w /-]{1,30}:\s+\S")
 _CONTINUE = re.compile(
     r"^(?:go on|go ahead|continue|keep going|carry on|proceed|try again|retry|do it|do that|fix it|fix that|"
@@ -234,13 +248,17 @@ def classify_user_sentence(sentence: str) -> SentenceKind:
         text = text[follow.end() :].strip() or text
     polite = _POLITE.match(text)
     rest = _POLITE.sub("", text, count=1).strip() if polite else text
+    if _DONE_BY_YOU.match(text):
+        return "request"
     if _DECISION_CUE.search(text) or _RULE_START.match(rest) or _PREFERENCE.match(text):
         return "decision"
     if (_RULE_START.match(text) or _RULE_ANYWHERE.search(text)) and not (polite and _TASK_VERB.match(rest)):
         return "decision"
     if _CONTINUE.match(rest):
         return "continue"
-    if polite or (_TASK_VERB.match(text) and not original.rstrip().endswith("?")):
+    if _CJK_ASK.search(original) and not _CJK_NOT.search(original):
+        return "request"
+    if polite or (_TASK_VERB.match(text) and not original.rstrip().endswith("?")) or _DELIVERABLE_OTHER.match(rest):
         return "step" if _STEP_VERB.match(rest) else "request"
     if _is_question(text, original):
         return "question"
@@ -312,18 +330,29 @@ def _without_statements(text: str) -> str:
     return clean_line(" ".join(kept))
 
 
+_DUE = re.compile(
+    r"\b(?:deadline|due|by (?:mon|tues|wednes|thurs|fri|satur|sun)day|by (?:tomorrow|tonight|eod|the end)|today|"
+    r"tonight|tomorrow|asap|morgen|vandaag|heute|bis (?:morgen|montag|freitag|ende)|demain|aujourd'hui|mañana|hoy|"
+    r"amanh[ãa]|hoje|domani|oggi|entro)\b|今天|明天|之前|今日|明日|までに"
+)
+"""When the task is due ("by Friday", "tomorrow", "morgen", "entro"): part of the goal, kept before other context."""
+
+
 def _goal_core(text: str, counter: TokenCounter | None = None, cap: int = 0) -> str:
     """What a long goal keeps when cut: its first sentence (which names the subject) and what it asks for.
 
-    With ``counter`` and ``cap``, the other sentences follow, in order, while they fit: what the
-    user said about the task ("It's the standard CRC-32.") is part of it when there is room.
+    With ``counter`` and ``cap``, only its first ask is sure to stay (the later ones say how, "Make it
+    concrete."), and the other sentences follow, in order, while they fit: what the user said about the
+    task ("It's the standard CRC-32.", "Priya will do it.") comes before the details asked after it.
     """
     sentences = _all_sentences(text)
-    kept = {i for i, s in enumerate(sentences) if i == 0 or classify_user_sentence(s) in _ASKING}
+    asking = [i for i, s in enumerate(sentences) if i and classify_user_sentence(s) in _ASKING]
+    kept = {0, *asking[:1]} if counter is not None else {0, *asking}
     if counter is not None:
         used = counter.count(" ".join(sentences[i] for i in sorted(kept)))
-        for i, sentence in enumerate(sentences):
-            cost = counter.count(sentence) + 1
+        order = sorted(range(len(sentences)), key=lambda i: not _DUE.search(sentences[i].lower()))
+        for i in order:
+            cost = counter.count(sentences[i]) + 1
             if i not in kept and used + cost <= cap:
                 kept.add(i)
                 used += cost
@@ -364,6 +393,9 @@ def next_goal(
     displaced = [*user_statements(previous_goal), *user_statements(text)]
     previous_goal, text = _without_statements(previous_goal) or previous_goal, _without_statements(text) or text
     room = cap - counter.count(text) - 1  # the newest request is kept whole; the older part is cut
+    if room <= 8 < cap // 3:  # but the older part, which names the task, keeps a third of the cap
+        room = cap // 3
+        text = _cut(_goal_core(text, counter, cap - room - 1), counter, cap - room - 1, 0)
     goal = f"{_cut(previous_goal, counter, room, 0)} {text}" if room > 8 else text
     return _cut(goal, counter, cap, 0), displaced
 
@@ -411,12 +443,18 @@ _CHANGE_START = re.compile(
     r"^(?:forget (?:that|the|it|about)|scratch (?:that|this|the|it)|moving on|let's move on|switch(?:ing)? to|"
     r"never ?mind|"
     r"on second thought|drop (?:that|this|the)|park (?:that|this|the)|put (?:that|this|the) .{0,40}(?:aside|on hold)|"
-    r"oublie[zs]? (?:ça|la|le)|laisse tomber|vergiss (?:das|die|den)|olvida (?:eso|lo|la|el)|esquece (?:isso|o|a)|"
-    r"lascia (?:perdere|stare))\b"
+    r"(?:wait|hold on|actually)[\s,.!-]+(?:actually[\s,]+)?(?:don't|do not|let's not|no need|stop|skip|forget|scratch|"
+    r"drop)\b[^.!?;,]*|stop (?:there|here|that|this)|no need to (?:continue|go on|keep going|(?:go|dig|look) (?:any )?"
+    r"(?:further|deeper))|"
+    r"oublie[zs]? (?:ça|la|le)|laisse tomber|pas besoin d'aller plus loin|arr[êe]te(?:z)? (?:là|ça)|"
+    r"vergiss (?:das|die|den)|lass (?:das|es) (?:gut )?sein|nicht weiter|"
+    r"olvida (?:eso|lo|la|el)|no hace falta seguir|d[ée]jalo|esquece (?:isso|o|a)|n[ãa]o precisa continuar|"
+    r"lascia (?:perdere|stare)|non serve (?:continuare|andare avanti)|laat maar|vergeet (?:dat|het))\b|"
+    r"^(?:不用再|不要再|别再|別再|不必再|算了|先不[用要]|もういい|やめて|그만)"
 )
 """A change of goal that only counts at the start of a sentence ("Don't forget the tests." is none): the user sets
-the current work aside. It changes the goal only when the message then asks for something ("Never mind, it works
-now." asks nothing)."""
+the current work aside ("Forget that", "Wait, actually don't ...", "No need to dig further", "不用再往下挖了"). It
+changes the goal only when the message then asks for something new ("Never mind, it works now." asks nothing)."""
 _COMMITMENT = re.compile(
     r"\b(?:we(?:'ll| will| are going to| won't| will not| should| keep| stick| use)|i(?:'ll| will) (?:use|keep|go|add|"
     r"write|pin|switch|leave|not|make|set|change|move|drop|replace|skip|do|implement|fix|open|file)|let's|let us|"
@@ -766,12 +804,25 @@ def _without_cue(goal: str) -> str:
     return goal
 
 
+_ADDED = re.compile(r"\b(?:also|too|as well|additionally)\b")
+"""An ask that adds to the work at hand ("Can you also check the heap?"): no new task, whatever came before it."""
+
+
+def _without_dismissal(goal: str) -> str:
+    """A new goal without a first sentence that only sets the old work aside ("Stop there."), when it is cut."""
+    sentences = _all_sentences(goal)
+    opening = _FILLER.sub("", clean_line(sentences[0]).lower()).strip() if sentences else ""
+    if len(sentences) > 1 and _CHANGE_START.match(opening) and not _asks_after(sentences[0]):
+        return clean_line(" ".join(sentences[1:]))
+    return goal
+
+
 def _asks_after(text: str) -> bool:
-    """Whether ``text`` (a change of goal and what follows it) asks for something: a request or a question."""
+    """Whether ``text`` (a change of goal and what follows it) asks for something new: a request or a question."""
     for sentence in _all_sentences(text):
         opening = _FILLER.sub("", clean_line(sentence).lower()).strip()
         rest = _CHANGE_START.sub("", opening, count=1).strip(" ,:;-")
-        if rest and classify_user_sentence(rest) in _ASKING:
+        if rest and classify_user_sentence(rest) in _ASKING and not _ADDED.search(rest):
             return True
     return False
 
@@ -820,9 +871,15 @@ _DELIVERABLE = re.compile(
 _DELIVERABLE_OTHER = re.compile(
     r"^(?:prep[aá]rame|escr[ií]beme|hazme|red[aá]ctame|pr[ée]pare-moi|r[ée]dige-moi|[ée]cris-moi|fais-moi|"
     r"schreib(?:e)? mir|erstell(?:e)? mir|mach(?:e)? mir|prepara-me|escreve-me|faz-me|preparami|scrivimi|fammi)"
-    r"\s+(?:un|una|une|ein|eine|einen|um|uma|uno)\b"
+    r"\s+(?:un|una|une|ein|eine|einen|um|uma|uno)\b|^(?:schrijf|maak)(?: me| mij| ook| nog)* een\b"
 )
-"""The same in Spanish, French, German, Portuguese and Italian ("prepárame un correo", "schreib mir eine Mail")."""
+"""The same in Spanish, French, German, Portuguese, Italian and Dutch ("prepárame un correo", "schreib mir eine
+Mail", "schrijf ook een bericht")."""
+_THEN_OTHER = re.compile(
+    r"^(?:e poi|poi|inoltre|anche|und dann|dann|au(?:ß|ss)erdem|et aussi|ensuite|puis|aussi|y luego|luego|"
+    r"despu[ée]s|adem[áa]s|e depois|depois|al[ée]m disso|en ook|daarna|daarnaast|verder|ook|en)\b[\s,:;-]*"
+)
+"""What opens an added request in Italian, German, French, Spanish, Portuguese and Dutch ("Poi scrivimi ...")."""
 
 
 def _new_deliverable(sentence: str) -> bool:
@@ -1219,9 +1276,11 @@ def extract_summary(
     """A deterministic summary of a whole run, from what each message does; used when no LLM is configured.
 
     * goal: the task the user set. The first request (or a ``Goal: ...`` line) sets it; a later
-      explicit change ("New task: ...", "Change of plans. ...", "Goal: ...") replaces it, and
-      the earlier goal moves to Completed; a follow-up such as "Also add a flag" extends it;
-      constraints, questions and requests about the task at hand ("send it as a PR") leave it;
+      explicit change ("New task: ...", "Change of plans. ...", "Goal: ...") or setting the work
+      aside before a new ask ("Wait, actually don't ... Can you ...?") replaces it, and the
+      earlier goal moves to Completed; a follow-up such as "Also add a flag" extends it; a tight
+      budget only cuts it (see :func:`_goal_core`); constraints, questions and requests about the
+      task at hand ("send it as a PR") leave it;
     * decisions: commitments and choices from either side ("we will", "let's", "decided",
       "keep X unchanged", "don't ...", and their French, Spanish, Portuguese and German
       counterparts); what the user decided is marked ``User:`` so trimming keeps it longest;
@@ -1313,7 +1372,7 @@ class _RunReader:
         text = _without_chat(_without_cue(clean_line(new_goal)))
         if counter.count(text) > self.goal_cap:
             self.candidates += _user_candidates(text, order, counter, self.clause_cap)
-            text = _cut(_goal_core(text, counter, self.goal_cap) or text, counter, self.goal_cap, 0)
+            text = _cut(_goal_core(_without_dismissal(text), counter, self.goal_cap) or text, counter, self.goal_cap, 0)
         self.earlier = _goal_core(goal) or goal if goal else ""
         self.goal = text
         self.candidates += _user_candidates(before, order, counter, self.clause_cap)
@@ -1342,9 +1401,7 @@ class _RunReader:
         before = self.goal
         self.goal, stated = next_goal(before, content, self.counter, self.goal_cap, effect)
         if not before and self.goal and self.context:  # what the user stated before asking is the ask's context
-            with_context = clean_line(" ".join([*self.context, self.goal]))
-            if self.counter.count(with_context) <= self.goal_cap:
-                self.goal = with_context
+            self.goal = self._with_context(self.goal)
         elif not before and not self.goal and user_statements(content):
             self.context.append(content)
         if before and self.goal != before and not self.goal.startswith(before):
@@ -1357,6 +1414,20 @@ class _RunReader:
             line = clean_line(sentence)
             if line:
                 self.candidates.append(_Candidate(section, line, 4.0, order, user=True))
+
+    def _with_context(self, ask: str) -> str:
+        """The first ask after what the user stated before it: the context comes first, cut like an older goal.
+
+        The ask stays whole; the context keeps its first sentence and what else fits, at any budget, so a
+        tight budget shortens the goal instead of making it another one.
+        """
+        counter = self.counter
+        context = clean_line(" ".join(self.context))
+        whole = clean_line(f"{context} {ask}")
+        room = self.goal_cap - counter.count(ask) - 1
+        if counter.count(whole) <= self.goal_cap or room <= 8:
+            return whole if counter.count(whole) <= self.goal_cap else ask
+        return f"{_cut(_goal_core(context, counter, room), counter, room, 0)} {ask}"
 
     def _goal_with_earlier(self) -> str:
         """The goal, then what the goal it replaced was about ("(earlier: ...)") in the room the goal leaves.
