@@ -278,7 +278,8 @@ KILLED_AT = textwrap.dedent(
     from local_ai_memory._shared.config import MemoryConfig
     from local_ai_memory.backends import PostgresKnowledgeBackend
     index_module.JOURNAL_MIN = 6  # compactions every few writes, between the journaled ones
-    url, schema, point, at, start = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+    url, schema, op, point = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+    at, start = int(sys.argv[5]), int(sys.argv[6])
     backend = PostgresKnowledgeBackend(url, schema=schema)
     calls = {"with": 0}
     inside = []
@@ -286,66 +287,77 @@ KILLED_AT = textwrap.dedent(
     def die():
         os.kill(os.getpid(), signal.SIGKILL)
 
-    real_with, real_write, real_append = backend.write_note_with, backend._write, backend._append_blob
+    def counted(real):
+        def call(*args, **kwargs):
+            calls["with"] += 1
+            inside.append(calls["with"] == at)
+            try:
+                done = real(*args, **kwargs)
+            finally:
+                inside.pop()
+            if inside == [] and calls["with"] == at and point == "after commit":
+                die()
+            return done
+        return call
 
-    def write_note_with(category, name, data, append):
-        calls["with"] += 1
-        inside.append(calls["with"] == at)
-        try:
-            info = real_with(category, name, data, append)
-        finally:
-            inside.pop()
-        if inside == [] and calls["with"] == at and point == "after commit":
-            die()
-        return info
+    def around(real):  # the note's own statement(s): the write, or the delete
+        def statement(*args, **kwargs):
+            if inside and inside[-1] and point == "before the note":
+                die()
+            done = yield from real(*args, **kwargs)
+            if inside and inside[-1] and point == "between note and line":
+                die()
+            return done
+        return statement
 
-    def write(*args, **kwargs):
-        if inside and inside[-1] and point == "before the note":
-            die()
-        info = yield from real_write(*args, **kwargs)
-        if inside and inside[-1] and point == "between note and line":
-            die()
-        return info
+    real_append = backend._append_blob
 
     def append(*args, **kwargs):
         yield from real_append(*args, **kwargs)
         if inside and inside[-1] and point == "before commit":
             die()
 
-    backend.write_note_with, backend._write, backend._append_blob = write_note_with, write, append
+    if op == "write":
+        backend.write_note_with, backend._write = counted(backend.write_note_with), around(backend._write)
+    else:
+        backend.delete_note_with, backend._delete = counted(backend.delete_note_with), around(backend._delete)
+    backend._append_blob = append
     store = MemoryStore(backend, MemoryConfig(), categories=["knowledge"])
     store.ensure_index()
+    present = set(backend.list_notes("knowledge"))
     rng = random.Random(start)
     for n in range(start, start + 1000):
         slot = rng.randrange(12)
-        if rng.random() < 0.15:
-            store.delete_file(f"knowledge/crash_s{slot}.md")
+        name = f"crash_s{slot}.md"
+        if name in present and rng.random() < (0.15 if op == "write" else 0.4):
+            store.delete_file(f"knowledge/{name}")  # deletes of notes that exist: each has a line
+            present.discard(name)
         else:
-            store.write_file(f"knowledge/crash_s{slot}.md", f"# Slot {slot}\\n\\nversion tok{n}x of slot {slot}\\n")
+            store.write_file(f"knowledge/{name}", f"# Slot {slot}\\n\\nversion tok{n}x of slot {slot}\\n")
+            present.add(name)
     print("not killed", calls, flush=True)
     """
 )
 
 
+@pytest.mark.parametrize("op", ["write", "delete"])
 @pytest.mark.parametrize("point", ["before the note", "between note and line", "before commit", "after commit"])
 def test_a_kill_inside_a_postgres_note_write_leaves_note_and_line_together(
-    postgres_url: str, postgres_schema: str, point: str
+    postgres_url: str, postgres_schema: str, point: str, op: str
 ) -> None:
-    """SIGKILL at a point of a note write that stores its journal line with the note: the stored
-    index (snapshot and journal, read as a new process reads them, before any query compares
-    listings) holds exactly the stored notes at their versions; the next query finds them all."""
+    """SIGKILL at a point of a note write (or delete) that stores its journal line with the
+    note: the stored index (snapshot and journal, read as a new process reads them, before any
+    query compares listings) holds exactly the stored notes at their versions; the next query
+    finds them all."""
     from local_ai_memory.backends import PostgresKnowledgeBackend
 
-    rng = random.Random(point)
+    rng = random.Random(f"{op} {point}")
     env = {**os.environ, "PYTHONPATH": SRC, "LOCAL_AI_MEMORY_AUTO_WATCH": "false"}
     for round_ in range(4):
-        at = rng.randrange(1, 30)
+        at = rng.randrange(1, 30 if op == "write" else 12)
+        args = [postgres_url, postgres_schema, op, point, str(at), str(round_ * 1000)]
         done = subprocess.run(
-            [sys.executable, "-c", KILLED_AT, postgres_url, postgres_schema, point, str(at), str(round_ * 1000)],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=120,
+            [sys.executable, "-c", KILLED_AT, *args], capture_output=True, text=True, env=env, timeout=120
         )
         assert done.returncode == -signal.SIGKILL, (done.stdout, done.stderr)
         backend = PostgresKnowledgeBackend(postgres_url, schema=postgres_schema)
@@ -386,6 +398,38 @@ def test_a_write_stores_its_line_with_its_note() -> None:
     fresh = MemoryStore(backend, CONFIG, categories=["knowledge"])
     assert fresh.bm25_search("tok1003x", user_id="alice") == ["alice_n3.md"]
     assert fresh.bm25_search("tok7x", user_id="alice") == ["alice_n7.md"]
+
+
+def test_a_delete_stores_its_line_with_its_delete() -> None:
+    """Deletes go the same way (``delete_note_with``, the conditional one too): no separate
+    append, and a new reader's stored index no longer holds the deleted notes."""
+    backend = InMemoryKnowledgeBackend()
+    store = MemoryStore(backend, CONFIG, categories=["knowledge"])
+    for n in range(6):
+        store.write_file(f"knowledge/alice_n{n}.md", _note(n))
+    calls: list[str] = []
+
+    def spy(method: str) -> Any:
+        real = getattr(backend, method)
+
+        def call(*args: Any) -> Any:
+            calls.append(method)
+            return real(*args)
+
+        return call
+
+    for method in ("delete_note", "delete_note_if", "delete_note_with", "append_blob", "write_blob"):
+        setattr(backend, method, spy(method))
+    assert store.delete_file("knowledge/alice_n1.md") is True
+    assert store.delete_file_if("knowledge/alice_n2.md", lambda current: None) is True
+    assert store.delete_file("knowledge/alice_n1.md") is False  # gone: nothing to append
+    assert calls == ["delete_note_with"] * 3
+    assert not store.dirty
+    stored = stored_entries(backend.read_blob("memory_index.json") or b"", backend.read_blob(JOURNAL_NAME))
+    assert {e.filename for e in stored} == {f"alice_n{n}.md" for n in (0, 3, 4, 5)}
+    fresh = MemoryStore(backend, CONFIG, categories=["knowledge"])
+    assert fresh.bm25_search("tok1x", user_id="alice") == []
+    assert fresh.bm25_search("tok3x", user_id="alice") == ["alice_n3.md"]
 
 
 def test_journal_bound_grows_with_the_index() -> None:

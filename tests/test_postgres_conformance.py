@@ -30,7 +30,14 @@ class TestPostgresRuntimeBackend(RuntimeBackendTests):
 
 
 class TestPostgresKnowledgeBackend(KnowledgeBackendTests):
-    capabilities: ClassVar[frozenset[str]] = frozenset({"atomic_appends"})
+    """Every optional capability: a complete change feed on every host, durable, shared by
+    processes, and note writes that store their index line in the same transaction."""
+
+    capabilities: ClassVar[frozenset[str]] = frozenset({"change_feed", "durable", "cross_process", "atomic_appends"})
+
+    @pytest.fixture
+    def opener(self, postgres_url: str, postgres_schema: str) -> Opener:
+        return functools.partial(PostgresKnowledgeBackend, postgres_url, schema=postgres_schema, pool_max_size=6)
 
     @pytest.fixture
     def backend(self, postgres_url: str, postgres_schema: str) -> Iterator[KnowledgeBackend]:

@@ -331,6 +331,27 @@ class KnowledgeBackend(ABC):
         self.append_blob(append.blob, append.line(data, info))
         return data, info
 
+    def delete_note_with(
+        self,
+        category: str,
+        name: str,
+        blob: str,
+        line: Callable[[], bytes],
+        check: Callable[[bytes | None], None] | None = None,
+    ) -> bool:
+        """:meth:`delete_note` (with ``check``: :meth:`delete_note_if`), and when the note existed,
+        append ``line()`` to blob ``blob`` with the same delete; return whether it existed.
+
+        How a deleted note's index journal line is stored with its delete, like
+        :meth:`write_note_with` (``line`` is pure and cheap; a database calls it inside the
+        transaction). A missing note or a refusing ``check`` appends nothing. The default
+        deletes, then appends (a crash between the two leaves the line out, which the index's
+        next listing comparison makes up for)."""
+        existed = self.delete_note(category, name) if check is None else self.delete_note_if(category, name, check)
+        if existed:
+            self.append_blob(blob, line())
+        return existed
+
     def delete_note_if(self, category: str, name: str, check: Callable[[bytes | None], None]) -> bool:
         """Delete a note unless ``check(current bytes or None)`` raises; return whether it existed.
 
@@ -439,6 +460,7 @@ class KnowledgeBackend(ABC):
     awrite_note_with = thread_twin(write_note_with)
     aupdate_note_with = thread_twin(update_note_with)
     adelete_note_if = thread_twin(delete_note_if)
+    adelete_note_with = thread_twin(delete_note_with)
     anote_info = thread_twin(note_info)
     alist_notes = thread_twin(list_notes)
     achanges = thread_twin(changes)

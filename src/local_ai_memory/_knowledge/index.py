@@ -492,19 +492,23 @@ class KnowledgeIndex:
                 return None
             return self.journal, self.writes
 
-    def stored_with_note(self, key: EntryKey, entry: IndexEntry, slot: tuple[str, int]) -> bool:
-        """The note write stored ``key``'s line holding ``entry`` in the journal of ``slot``
-        (:meth:`line_slot`): unless a snapshot was written since (the line may have gone with the
-        old journal) or the entry changed again, the next flush need not append it. Callers
-        hold ``lock`` and put ``entry`` just before; returns whether the line counts as stored."""
-        if self._compacting or (self.journal, self.writes) != slot:
+    def stored_with_note(self, key: EntryKey, entry: IndexEntry | None, slot: tuple[str, int]) -> bool:
+        """The note write (or, ``entry`` ``None``, the delete) stored ``key``'s line holding
+        ``entry`` in the journal of ``slot`` (:meth:`line_slot`): unless a snapshot was written
+        since (the line may have gone with the old journal) or the entry changed again, the next
+        flush need not append it. Callers hold ``lock`` and put (or dropped) ``entry`` just
+        before; returns whether the line counts as stored."""
+        if self._compacting or (self.journal, self.writes) != slot or self.entries is None:
             return False
-        if self.entries is None or self.entries.get(key) is not entry:
+        if entry is None:
+            if key in self.entries or key in self.skipped:  # the line says: no entry, not skipped
+                return False
+        elif self.entries.get(key) is not entry:
             return False
         self.journal_lines += 1
         self._pending.discard(key)
-        if not self._pending:
-            self._dirty = False  # the generation moved with the put; nothing is left to store
+        if not self._pending and not self._full and not self._migrate:
+            self._dirty = False  # the generation moved with the change; nothing is left to store
         self.last_write = time.time()
         self.appends += 1
         return True

@@ -41,13 +41,14 @@ from local_ai_memory._contracts.knowledge import (
     erasure_marker,
     is_note_name,
 )
-from local_ai_memory._knowledge.index import INDEX_NAME, EntryMap, KnowledgeIndex
+from local_ai_memory._knowledge.index import INDEX_NAME, JOURNAL_NAME, EntryMap, KnowledgeIndex
 from local_ai_memory._knowledge.index_file import (
     INDEX_VERSION,
     IndexEntry,
     IndexFile,
     RankingField,
     SkippedNote,
+    journal_line,
     keyword_prompt,
     parse_keywords,
 )
@@ -422,17 +423,7 @@ class KnowledgeNotes:
         category, name = self._note_key(path)
         if category is None:
             raise InvalidInputError(f"{os.fspath(path)!r} is not a note of the categories {list(self.categories)}")
-        existed = self.backend.delete_note(category, name)
-        self._unindexed(category, name)
-        return existed
-
-    def _unindexed(self, category: str, name: str) -> None:
-        """Drop the entry of the note just deleted (its ranker forgets it too)."""
-        with self._lock:
-            self._ensure_loaded()
-            dropped = self._indexer.drop(category, name)
-        if dropped:
-            self._persist()
+        return self._deleted(category, name, None)
 
     def delete_file_if(self, path: str | os.PathLike[str], check: Callable[[bytes | None], None]) -> bool:
         """:meth:`delete_file` unless ``check(current bytes or None)`` raises, atomically across
@@ -440,9 +431,38 @@ class KnowledgeNotes:
         category, name = self._note_key(path)
         if category is None:
             raise InvalidInputError(f"{os.fspath(path)!r} is not a note of the categories {list(self.categories)}")
-        existed = self.backend.delete_note_if(category, name, check)
-        self._unindexed(category, name)
+        return self._deleted(category, name, check)
+
+    def _deleted(self, category: str, name: str, check: Callable[[bytes | None], None] | None) -> bool:
+        """Delete a note (unless ``check`` refuses) and drop its entry. Its journal line goes
+        with the delete (:meth:`~KnowledgeBackend.delete_note_with`: one transaction on a
+        database) when :meth:`_line_slot` allows; otherwise the index is written after it."""
+        slot = self._line_slot()
+        if slot is None:
+            if check is None:
+                existed = self.backend.delete_note(category, name)
+            else:
+                existed = self.backend.delete_note_if(category, name, check)
+            self._unindexed(category, name)
+            return existed
+        key = (category, name)
+        existed = self.backend.delete_note_with(
+            category, name, JOURNAL_NAME, lambda: journal_line(key, None, None), check
+        )
+        self._unindexed(category, name, slot if existed else None)
         return existed
+
+    def _unindexed(self, category: str, name: str, slot: tuple[str, int] | None = None) -> None:
+        """Drop the entry of the note just deleted (its ranker forgets it too). ``slot``: the
+        delete stored the note's journal line (the :meth:`_line_slot` it took), so the next
+        flush does not append it again, unless a snapshot came between."""
+        with self._lock:
+            self._ensure_loaded()
+            dropped = self._indexer.drop(category, name)
+            if slot is not None:
+                self._index.stored_with_note((category, name), None, slot)
+        if dropped:
+            self._persist()
 
     def forget_user(self, user_id: str) -> ForgottenNotes:
         """Delete every note of ``user_id`` in every category, with its index entries, rankers,

@@ -208,10 +208,10 @@ class MemoryStore(KnowledgeNotes):
 
         self._embed_after_indexing("write", embed)
 
-    def _unindexed(self, category: str, name: str) -> None:
+    def _unindexed(self, category: str, name: str, slot: tuple[str, int] | None = None) -> None:
         """Drop a deleted note's entry (see :class:`.notes.KnowledgeNotes`) and its passage-map
         row; its vectors leave the cache at the map's next compaction (:mod:`.dense`)."""
-        super()._unindexed(category, name)
+        super()._unindexed(category, name, slot)
         dense = self._dense()
         if dense is None:
             return

@@ -24,9 +24,10 @@ unclaimed one skip, saying so:
   with ``opener``, erasure markers included (checked in a new process).
 * ``"cross_process"``: several processes opening the same store with ``opener``
   write concurrently and lose nothing; the change feed of each sees the others' writes.
-* ``"atomic_appends"``: :meth:`~KnowledgeBackend.write_note_with` and
-  :meth:`~KnowledgeBackend.update_note_with` store the note and its blob append together or
-  not at all (a database's one transaction): an append that fails leaves the note unwritten.
+* ``"atomic_appends"``: :meth:`~KnowledgeBackend.write_note_with`,
+  :meth:`~KnowledgeBackend.update_note_with` and :meth:`~KnowledgeBackend.delete_note_with`
+  store (or delete) the note and its blob append together or not at all (a database's one
+  transaction): an append that fails leaves the note as it was.
 
 ``opener`` returns a callable that opens the store the ``backend`` fixture opened; it
 is pickled into child processes, so it must be a module-level callable or a
@@ -691,6 +692,37 @@ class KnowledgeBackendTests:
         assert twin(backend, "read_note", "knowledge", name) == b"v1+"  # a refused change writes nothing
         assert len(seen) == 2  # and appends nothing
 
+    def test_a_note_delete_appends_its_line_with_it(self, backend: KnowledgeBackend, twin: Twin) -> None:
+        name, journal = _note("alice", "deleted"), "memory_index.journal"
+
+        def line(text: str) -> Callable[[], bytes]:
+            return text.encode
+
+        twin(backend, "write_note", "knowledge", name, b"v1")
+        assert twin(backend, "delete_note_with", "knowledge", name, journal, line("gone\n")) is True
+        assert twin(backend, "read_note", "knowledge", name) is None
+        assert twin(backend, "note_info", "knowledge", name) is None
+        assert twin(backend, "read_blob", journal) == b"gone\n"
+        assert twin(backend, "delete_note_with", "knowledge", name, journal, line("absent\n")) is False
+        assert twin(backend, "read_blob", journal) == b"gone\n"  # no note, no line
+
+        twin(backend, "write_note", "knowledge", name, b"v2")
+        seen: list[bytes | None] = []
+
+        def refuse(current: bytes | None) -> None:
+            seen.append(current)
+            raise ConflictError("refused", None)
+
+        with pytest.raises(ConflictError):
+            twin(backend, "delete_note_with", "knowledge", name, journal, line("refused\n"), refuse)
+        assert seen == [b"v2"]
+        assert twin(backend, "read_note", "knowledge", name) == b"v2"  # a refused delete deletes nothing
+        assert twin(backend, "read_blob", journal) == b"gone\n"  # and appends nothing
+        assert twin(backend, "delete_note_with", "knowledge", name, journal, line("checked\n"), seen.append) is True
+        assert seen[-1] == b"v2"  # the check saw the bytes it deleted
+        assert twin(backend, "read_note", "knowledge", name) is None
+        assert twin(backend, "read_blob", journal) == b"gone\nchecked\n"
+
     def test_a_failed_append_leaves_the_note_unwritten(self, backend: KnowledgeBackend, twin: Twin) -> None:
         self.require("atomic_appends")
         name, journal = _note("alice", "atomic"), "memory_index.journal"
@@ -705,6 +737,15 @@ class KnowledgeBackendTests:
         with pytest.raises(ConflictError):
             twin(backend, "update_note_with", "knowledge", name, lambda old: b"newer", BlobAppend(journal, broken))
         assert twin(backend, "read_note", "knowledge", name) == b"old"
+        assert twin(backend, "note_info", "knowledge", name) == before
+        assert twin(backend, "read_blob", journal) is None
+
+        def broken_delete() -> bytes:
+            raise ConflictError("the line could not be made", None)
+
+        with pytest.raises(ConflictError):
+            twin(backend, "delete_note_with", "knowledge", name, journal, broken_delete)
+        assert twin(backend, "read_note", "knowledge", name) == b"old"  # a delete whose line failed deletes nothing
         assert twin(backend, "note_info", "knowledge", name) == before
         assert twin(backend, "read_blob", journal) is None
 

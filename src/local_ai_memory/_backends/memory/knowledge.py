@@ -167,19 +167,42 @@ class InMemoryKnowledgeBackend(KnowledgeBackend):
             return data, self._put(category, name, data, append)
 
     def delete_note_if(self, category: str, name: str, check: Callable[[bytes | None], None]) -> bool:
-        with self._lock:
-            found = self._notes.get((category, name))
-            check(found[0] if found is not None else None)
-            if self._notes.pop((category, name), None) is None:
-                return False
-            self._changed((category, name))
-            return True
+        return self._delete(category, name, check)
 
     def delete_note(self, category: str, name: str) -> bool:
+        return self._delete(category, name)
+
+    def delete_note_with(
+        self,
+        category: str,
+        name: str,
+        blob: str,
+        line: Callable[[], bytes],
+        check: Callable[[bytes | None], None] | None = None,
+    ) -> bool:
+        return self._delete(category, name, check, (blob, line))
+
+    def _delete(
+        self,
+        category: str,
+        name: str,
+        check: Callable[[bytes | None], None] | None = None,
+        append: tuple[str, Callable[[], bytes]] | None = None,
+    ) -> bool:
+        """Check, delete and append in one hold of the lock (the line is made before anything
+        changes: a line that fails deletes nothing)."""
+        key = (category, name)
         with self._lock:
-            if self._notes.pop((category, name), None) is None:
+            found = self._notes.get(key)
+            if check is not None:
+                check(found[0] if found is not None else None)
+            if found is None:
                 return False
-            self._changed((category, name))
+            line = bytes(append[1]()) if append is not None else b""
+            del self._notes[key]
+            self._changed(key)
+            if append is not None:
+                self._blobs[append[0]] = self._blobs.get(append[0], b"") + line
             return True
 
     def note_info(self, category: str, name: str) -> NoteInfo | None:

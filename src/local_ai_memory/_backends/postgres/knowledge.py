@@ -167,6 +167,24 @@ class PostgresKnowledgeBackend(PgStorage, KnowledgeBackend):
         check((yield from self._read(category, name)))
         return (yield from self._delete(category, name, cursor))
 
+    def _delete_with(
+        self,
+        category: str,
+        name: str,
+        blob: str,
+        line: Callable[[], bytes],
+        check: Callable[[bytes | None], None] | None,
+    ) -> Op[bool]:
+        """The delete and its index line in one transaction (the same lock order as
+        :meth:`_write_with`); nothing is appended when there was no note to delete."""
+        if check is None:
+            existed = yield from self._delete(category, name)
+        else:
+            existed = yield from self._delete_if(category, name, check)
+        if existed:
+            yield from self._append_blob(blob, line())
+        return existed
+
     def _delete(self, category: str, name: str, cursor: int | None = None) -> Op[bool]:
         if cursor is None:  # the feed row first, as in _write: one lock order, no deadlock
             cursor = yield from self._bump()
@@ -259,6 +277,27 @@ class PostgresKnowledgeBackend(PgStorage, KnowledgeBackend):
 
     async def adelete_note(self, category: str, name: str) -> bool:
         return await self.arun("delete_note", self._delete(category, name))
+
+    def delete_note_with(
+        self,
+        category: str,
+        name: str,
+        blob: str,
+        line: Callable[[], bytes],
+        check: Callable[[bytes | None], None] | None = None,
+    ) -> bool:
+        """One transaction: a crash deletes the note and stores its line, or neither."""
+        return self.run("delete_note", self._delete_with(category, name, blob, line, check))
+
+    async def adelete_note_with(
+        self,
+        category: str,
+        name: str,
+        blob: str,
+        line: Callable[[], bytes],
+        check: Callable[[bytes | None], None] | None = None,
+    ) -> bool:
+        return await self.arun("delete_note", self._delete_with(category, name, blob, line, check))
 
     def note_info(self, category: str, name: str) -> NoteInfo | None:
         return self.run("note_info", self._note_info(category, name))
