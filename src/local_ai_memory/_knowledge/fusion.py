@@ -1,12 +1,14 @@
 """Pure ranking maths for hybrid Stage 1: score fusion, reciprocal rank fusion and cosine top-n.
 
 Hybrid search ranks the asking user's files twice, once by BM25 and once by embedding
-similarity, and merges the two lists. :func:`convex_fusion` (what hybrid search uses) puts
-both scores on one scale by min-max normalizing each over the candidates and adds them with
-weights ``bm25_weight`` and ``1 - bm25_weight``: a list that is sure of its first answer
-(a wide score gap) counts for more than one that barely separates its candidates. Measured
-on three corpora (``benchmarks/bench_quality.py``) it beat reciprocal rank fusion, which
-looks only at positions and let a weak vector ranking push good BM25 answers down.
+similarity, and merges the two lists. :func:`standard_fusion` (what hybrid search uses) puts
+both scores on one scale by their z-scores over the candidates and adds them with weights
+``bm25_weight`` and ``1 - bm25_weight``; :func:`confident_weight` sets that weight per query
+from how far BM25's first answer stands above its 10th, and :func:`dense_share` then keeps the
+dense side's share of the places. :func:`convex_fusion` (min-max instead of z-scores) was the
+first rule. Measured on three corpora (``benchmarks/bench_quality.py``) score fusion beat
+reciprocal rank fusion, which looks only at positions and let a weak vector ranking push good
+BM25 answers down.
 
 :func:`reciprocal_rank_fusion` (RRF) is kept for callers that only have rankings: each list
 contributes ``weight / (k + rank)`` for every name it holds (``rank`` starts at 1);
