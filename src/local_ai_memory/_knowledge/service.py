@@ -105,6 +105,8 @@ class MemoryIndexService:
         self._stop = threading.Event()
         self._ready = threading.Event()
         self._thread: threading.Thread | None = None
+        # Starting and stopping the thread, one at a time (:meth:`_launch`, :meth:`_halt`).
+        self._life = threading.Lock()
         self._last_flush = 0.0
         self._tick_ms = 500  # how often the native watcher answers when nothing happens
 
@@ -124,12 +126,9 @@ class MemoryIndexService:
         backend = self._backend()
         self.store.stop_watching()  # an automatic watcher of the same folder gives way
         self.store.ensure_index(self.llm)
-        self._stop.clear()
-        self._ready.clear()
         backend.start_feed()
         self.store.follow_watcher(True)
-        self._thread = threading.Thread(target=self._run, name="local-ai-memory-index", daemon=True)
-        self._thread.start()
+        self._launch("local-ai-memory-index")
         self._ready.wait(timeout=10.0)
         # The feed just opened, so this first look compares every listing once: changes between
         # the index load and the watcher's start are caught here.
@@ -137,15 +136,33 @@ class MemoryIndexService:
 
     def stop(self) -> None:
         """Stop watching and write pending index changes."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30.0)
-            self._thread = None
+        self._halt(30.0)
         if isinstance(self.store.backend, WatchedFolder):
             self.store.backend.stop_feed()
         self.store.follow_watcher(False)
         self.store.flush()
         self.store.save_rankers()
+
+    def _launch(self, name: str, *events: threading.Event) -> None:
+        """Start the thread (unless it runs), its stop flag, ready flag and ``events`` cleared first."""
+        with self._life:
+            if self.running:
+                return
+            for event in (self._stop, self._ready, *events):
+                event.clear()
+            self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+            self._thread.start()
+
+    def _halt(self, timeout: float) -> None:
+        """Set the stop flag and join the thread. Under the lock :meth:`_launch` holds: a stop
+        that comes while another thread starts the service (the automatic watcher starts from a
+        query) waits for the thread to start, instead of finding it made but not started (it
+        could not join it), and a start cannot clear the flag after the stop set it."""
+        with self._life:
+            self._stop.set()
+            thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(timeout)
 
     def _backend(self) -> WatchedFolder:
         backend = self.store.backend
@@ -265,22 +282,13 @@ class AutoWatch(MemoryIndexService):
         self._feeding = False
         self._tick_ms = 100  # its first answer says it is registered: queries stop listing soon
         self._caught_up = threading.Event()
-        # Starting and stopping the thread, one at a time: the first query starts the watcher
-        # while another thread may be closing the stores (a stop that found the thread made
-        # but not yet started could not join it, and a start could clear a stop's flag).
-        self._life = threading.Lock()
 
     def start(self) -> None:
         """Start the watching thread and return at once."""
-        with self._life:
-            if self.running:
-                return
-            self._backend()
-            self._stop.clear()
-            self._ready.clear()
-            self._caught_up.clear()
-            self._thread = threading.Thread(target=self._run, name="local-ai-memory-auto-watch", daemon=True)
-            self._thread.start()
+        if self.running:
+            return
+        self._backend()
+        self._launch("local-ai-memory-auto-watch", self._caught_up)
 
     def wait_caught_up(self, timeout: float) -> bool:
         """Wait until the watcher runs and has compared every listing once (its catch-up);
@@ -323,11 +331,7 @@ class AutoWatch(MemoryIndexService):
 
     def stop(self) -> None:
         """Stop watching, then write pending index changes and ranker snapshots (best effort)."""
-        with self._life:
-            self._stop.set()
-            thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join(timeout=10.0)
+        self._halt(10.0)
         self._close_feed()
         try:
             self.store.flush()
