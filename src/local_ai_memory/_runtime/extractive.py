@@ -875,11 +875,6 @@ _DELIVERABLE_OTHER = re.compile(
 )
 """The same in Spanish, French, German, Portuguese, Italian and Dutch ("prepárame un correo", "schreib mir eine
 Mail", "schrijf ook een bericht")."""
-_THEN_OTHER = re.compile(
-    r"^(?:e poi|poi|inoltre|anche|und dann|dann|au(?:ß|ss)erdem|et aussi|ensuite|puis|aussi|y luego|luego|"
-    r"despu[ée]s|adem[áa]s|e depois|depois|al[ée]m disso|en ook|daarna|daarnaast|verder|ook|en)\b[\s,:;-]*"
-)
-"""What opens an added request in Italian, German, French, Spanish, Portuguese and Dutch ("Poi scrivimi ...")."""
 
 
 def _new_deliverable(sentence: str) -> bool:
@@ -1425,8 +1420,10 @@ class _RunReader:
         context = clean_line(" ".join(self.context))
         whole = clean_line(f"{context} {ask}")
         room = self.goal_cap - counter.count(ask) - 1
-        if counter.count(whole) <= self.goal_cap or room <= 8:
-            return whole if counter.count(whole) <= self.goal_cap else ask
+        if counter.count(whole) <= self.goal_cap:
+            return whole
+        if room <= 8:
+            return ask
         return f"{_cut(_goal_core(context, counter, room), counter, room, 0)} {ask}"
 
     def _goal_with_earlier(self) -> str:
