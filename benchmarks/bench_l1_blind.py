@@ -52,8 +52,8 @@ DATA = Path(__file__).parent / "data" / "l1_conversations"
 BUDGETS = (768, 256)
 BATCHES = (("c01-c36", 1, 36), ("c37-c66", 37, 66), ("c67-c84", 67, 84), ("c85-c102", 85, 102))
 """The four writers' conversations, reported apart for the extractive path."""
-THIRD_WRITER = (67, 84)
-"""The third batch's files, held out whole."""
+THIRD_WRITER = BATCHES[2][1:]
+"""The first and last file of the third batch, held out whole."""
 
 
 def is_held_out(path: Path) -> bool:

@@ -109,9 +109,8 @@ class NoteLine:
         self.indexer = indexer
         self.key: EntryKey = (category, name)
         self.ready: Scanned | None = None
-        if content is not None:
-            placeholder = NoteInfo(category, name, len(content.encode("utf-8")), 0, 0.0)
-            self.ready = indexer.scan(placeholder, content)
+        if content is not None:  # size, version and time are the write's: stamped in __call__
+            self.ready = indexer.scan(NoteInfo(category, name, 0, 0, 0.0), content)
         self.scanned: Scanned | None = None
 
     def append(self) -> BlobAppend:

@@ -142,7 +142,7 @@ class InMemoryKnowledgeBackend(KnowledgeBackend):
         self._notes[(category, name)] = (data, info)
         self._changed((category, name))
         if append is not None and line is not None:
-            self._blobs[append.blob] = self._blobs.get(append.blob, b"") + bytes(line)
+            self._append(append.blob, line)
         return info
 
     def write_note_with(self, category: str, name: str, data: bytes, append: BlobAppend) -> NoteInfo:
@@ -198,11 +198,11 @@ class InMemoryKnowledgeBackend(KnowledgeBackend):
                 check(found[0] if found is not None else None)
             if found is None:
                 return False
-            line = bytes(append[1]()) if append is not None else b""
+            line = append[1]() if append is not None else None
             del self._notes[key]
             self._changed(key)
-            if append is not None:
-                self._blobs[append[0]] = self._blobs.get(append[0], b"") + line
+            if append is not None and line is not None:
+                self._append(append[0], line)
             return True
 
     def note_info(self, category: str, name: str) -> NoteInfo | None:
@@ -243,7 +243,11 @@ class InMemoryKnowledgeBackend(KnowledgeBackend):
 
     def append_blob(self, name: str, data: bytes) -> None:
         with self._lock:
-            self._blobs[name] = self._blobs.get(name, b"") + bytes(data)
+            self._append(name, data)
+
+    def _append(self, name: str, data: bytes) -> None:
+        """Append to blob ``name`` (the lock held)."""
+        self._blobs[name] = self._blobs.get(name, b"") + bytes(data)
 
     def blob_size(self, name: str) -> int | None:
         with self._lock:
