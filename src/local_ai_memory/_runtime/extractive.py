@@ -133,6 +133,8 @@ _CJK_ASK = re.compile(
 """A request in Chinese, Japanese or Korean ("你直接帮我整理一个大纲", "調べてください", "정리해 주세요")."""
 _CJK_NOT = re.compile(r"不要|别|別|不用|不必|しないで|하지\s?마")
 _LABELLED = re.compile(r"^[a-z][\w /-]{1,30}:\s+\S")
+_LEAD_CLAUSE = re.compile(r"^[^,;:?]{1,60},\s*")
+"""A short clause before the main one ("So instead of the blog post, can you ...?"): the request follows it."""
 _CONTINUE = re.compile(
     r"^(?:go on|go ahead|continue|keep going|carry on|proceed|try again|retry|do it|do that|fix it|fix that|"
     r"run it|yes do it|sounds good|go)\b[\s\w]{0,12}$"
@@ -146,7 +148,7 @@ _TASK_VERB = re.compile(
     r"restructure|review|rewrite|run|schedule|set up|setup|ship|show|simplify|sort|speed up|split|start|"
     r"roll|revert|restore|recover|resolve|refund|cancel|reply|respond|send|rotate|renew|restart|"
     r"provision|rebuild|backfill|triage|audit|reconcile|forecast|estimate|recommend|evaluate|assess|outline|"
-    r"propose|write up|clean up|"
+    r"propose|write up|clean up|turn|"
     r"summari[sz]e|support|test|trace|translate|try|tune|update|upgrade|validate|verify|wire|work on|write)\b"
 )
 _NAMING = re.compile(r"\b(?:(?:is|are|was|were|'s)\s+(?:called|named)|named|called|known as|codename)\b")
@@ -247,9 +249,15 @@ def classify_user_sentence(sentence: str) -> SentenceKind:
             return "follow_up"
         text = text[follow.end() :].strip() or text
     polite = _POLITE.match(text)
+    lead = None if polite else _LEAD_CLAUSE.match(text)
+    if lead is not None and _POLITE.match(text[lead.end() :]):  # "So instead of the blog post, can you ...?"
+        text = text[lead.end() :]
+        polite = _POLITE.match(text)
     rest = _POLITE.sub("", text, count=1).strip() if polite else text
     if _DONE_BY_YOU.match(text):
         return "request"
+    if polite and _TASK_VERB.match(rest) and not _RULE_START.match(rest) and original.rstrip().endswith("?"):
+        return "step" if _STEP_VERB.match(rest) else "request"  # asked for, whatever "instead of" it also says
     if _DECISION_CUE.search(text) or _RULE_START.match(rest) or _PREFERENCE.match(text):
         return "decision"
     if (_RULE_START.match(text) or _RULE_ANYWHERE.search(text)) and not (polite and _TASK_VERB.match(rest)):
@@ -338,6 +346,17 @@ _DUE = re.compile(
 """When the task is due ("by Friday", "tomorrow", "morgen", "entro"): part of the goal, kept before other context."""
 
 
+_IDENTIFIER = re.compile(r"\w[-_./#:]\w|\d|\b[A-Z][a-z]+\s[A-Z][a-z]+|\b[A-Z]{2,}\b")
+"""What names the subject of a task: an identifier ("INC-2291", "prod-eu-1"), a number, a two-word name ("Maple
+Court"), an acronym."""
+
+
+def _cut_rank(sentence: str) -> tuple[bool, bool]:
+    """Which sentences a cut goal keeps first after its first sentence and first ask: when it is due, then what
+    names the subject (an identifier, a number, a name), then the rest, each in order."""
+    return not _DUE.search(sentence.lower()), not _IDENTIFIER.search(sentence)
+
+
 def _goal_core(text: str, counter: TokenCounter | None = None, cap: int = 0) -> str:
     """What a long goal keeps when cut: its first sentence (which names the subject) and what it asks for.
 
@@ -350,7 +369,7 @@ def _goal_core(text: str, counter: TokenCounter | None = None, cap: int = 0) -> 
     kept = {0, *asking[:1]} if counter is not None else {0, *asking}
     if counter is not None:
         used = counter.count(" ".join(sentences[i] for i in sorted(kept)))
-        order = sorted(range(len(sentences)), key=lambda i: not _DUE.search(sentences[i].lower()))
+        order = sorted(range(len(sentences)), key=lambda i: _cut_rank(sentences[i]))
         for i in order:
             cost = counter.count(sentences[i]) + 1
             if i not in kept and used + cost <= cap:
@@ -1368,7 +1387,7 @@ class _RunReader:
         if counter.count(text) > self.goal_cap:
             self.candidates += _user_candidates(text, order, counter, self.clause_cap)
             text = _cut(_goal_core(_without_dismissal(text), counter, self.goal_cap) or text, counter, self.goal_cap, 0)
-        self.earlier = _goal_core(goal) or goal if goal else ""
+        self.earlier = clean_line(f"{goal} {self.earlier}")  # what the replaced goals were about, newest first
         self.goal = text
         self.candidates += _user_candidates(before, order, counter, self.clause_cap)
 
@@ -1434,7 +1453,7 @@ class _RunReader:
         room = self.goal_cap - self.counter.count(self.goal) - 4
         if not self.earlier or room < 8:
             return self.goal
-        return f"{self.goal} (earlier: {_cut(self.earlier, self.counter, room, 0)})"
+        return f"{self.goal} (earlier: {_earlier_note(self.earlier, self.counter, room)})"
 
     def summary(self) -> Summary:
         """The summary: fixed lines (tool calls, earlier goals), then the best candidates that fit."""
@@ -1465,6 +1484,24 @@ class _RunReader:
         for name in LIST_SECTIONS:
             summary.bullets[name] = keep_newest(dedupe(summary.bullets[name]), MAX_BULLETS)
         return summary
+
+
+def _earlier_note(earlier: str, counter: TokenCounter, room: int) -> str:
+    """What a replaced goal was about, in ``room`` tokens: its first sentence, then the sentences that name the most
+    (identifiers, numbers, names), said in their order; the note names the subject the new goal may continue."""
+    if counter.count(earlier) <= room:
+        return earlier
+    sentences = _all_sentences(earlier)
+    if not sentences:
+        return _cut(earlier, counter, room, 0)
+    order = [0, *sorted(range(1, len(sentences)), key=lambda i: -_specificity(sentences[i]))]
+    kept, used = {0}, counter.count(sentences[0])  # the first sentence, which names the task, cut if need be
+    for i in order[1:]:
+        cost = counter.count(sentences[i]) + 1
+        if used + cost <= room:
+            kept.add(i)
+            used += cost
+    return _cut(clean_line(" ".join(sentences[i] for i in sorted(kept))), counter, room, 0)
 
 
 def _asked(candidate: _Candidate) -> bool:

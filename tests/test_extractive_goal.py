@@ -1,0 +1,44 @@
+"""The extractive L1's Current Goal follows what the user's messages do: set, replace, narrow, widen, abandon."""
+
+from __future__ import annotations
+
+import pytest
+
+from local_ai_memory._runtime.extractive import classify_user_sentence, extract_summary
+from local_ai_memory._runtime.messages import to_messages
+from local_ai_memory._shared.tokens import TokenCounter
+
+COUNTER = TokenCounter()
+
+
+def _goal(*user: str, budget: int = 768) -> str:
+    """The Current Goal after the user's messages, each answered by the assistant."""
+    turns: list[dict[str, str]] = []
+    for text in user:
+        turns += [{"role": "user", "content": text}, {"role": "assistant", "content": "Understood."}]
+    return extract_summary(to_messages(turns), COUNTER, budget).goal
+
+
+def test_the_note_about_a_replaced_goal_keeps_what_named_its_subject() -> None:
+    first = (
+        "We're getting a ton of 502s on checkout since lunch. I'm the incident commander, incident INC-7781. "
+        "Can you dig through the gateway logs and figure out what's going on?"
+    )
+    change = "New priority: I need a customer-facing status page update and internal notes for the postmortem."
+    goal = _goal(first, change, budget=256)
+    assert goal.startswith("New priority: I need a customer-facing status page update")
+    note = goal.partition("(earlier:")[2]
+    assert note.startswith(" We're getting a ton of 502s")  # the first sentence names the work
+    assert "INC-7781" in note  # and the note, cut, keeps its identifier over the ask that says nothing of it
+    assert COUNTER.count(goal) <= 64
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "So instead of the blog post, can you turn this into a talk outline?",
+        "Rather than a hotfix, could you write a rollback plan?",
+    ],
+)
+def test_a_polite_request_after_a_lead_clause_is_a_request(sentence: str) -> None:
+    assert classify_user_sentence(sentence) == "request"
