@@ -42,3 +42,29 @@ def test_the_note_about_a_replaced_goal_keeps_what_named_its_subject() -> None:
 )
 def test_a_polite_request_after_a_lead_clause_is_a_request(sentence: str) -> None:
     assert classify_user_sentence(sentence) == "request"
+
+
+_FIRST = "Our nightly export job for the billing-db started crashing on Monday. Can you find out why and fix it?"
+
+
+@pytest.mark.parametrize(
+    ("message", "subject"),
+    [
+        ("You know what, forget the crash. Can you get the test suite running in parallel?", "parallel"),
+        ("Weißt du was, vergiss das Gefrickel. Können wir nicht direkt eine echte .xlsx-Datei erzeugen?", ".xlsx"),
+        ("Tá, muda o plano: primeiro quero quitar o cartão.", "quitar o cartão"),
+        ("Donc finalement on laisse tomber l'export. Concentre-toi sur les cotisations.", "cotisations"),
+        ("Dobra, to zmiana planu: zamiast łatać moment, przechodzimy na useFormatter.", "useFormatter"),
+    ],
+)
+def test_setting_the_work_aside_in_other_words_and_asking_for_another_changes_the_goal(
+    message: str, subject: str
+) -> None:
+    goal = _goal(_FIRST, message)
+    assert subject in goal.partition("(earlier:")[0]
+    assert "billing-db" in goal.partition("(earlier:")[2]
+
+
+def test_a_change_of_plan_for_a_part_of_the_work_that_asks_nothing_new_leaves_the_goal() -> None:
+    goal = _goal(_FIRST, "Also, change of plan for the remaining budget: don't suggest more stuff, I'll keep it.")
+    assert goal.startswith(_FIRST)

@@ -133,6 +133,20 @@ _CJK_ASK = re.compile(
 """A request in Chinese, Japanese or Korean ("你直接帮我整理一个大纲", "調べてください", "정리해 주세요")."""
 _CJK_NOT = re.compile(r"不要|别|別|不用|不必|しないで|하지\s?마")
 _LABELLED = re.compile(r"^[a-z][\w /-]{1,30}:\s+\S")
+_WANT_OTHER = re.compile(
+    r"^(?:(?:primeiro|primero|ahora|agora|d'abord|maintenant|zuerst|jetzt|prima|ora|najpierw|teraz|eerst|nu)\s+)?"
+    r"(?:quero|queremos|quiero|queremos|je veux|on veut|nous voulons|ich will|ich m[öo]chte|wir wollen|wir m[öo]chten|"
+    r"voglio|vogliamo|chc[eę]|chcemy|ik wil|we willen)\s+(?!no\b|n[ãa]o\b|pas\b|plus\b|nicht\b|kein|non\b|nie\b|"
+    r"niet\b|geen\b)\w"
+)
+"""A request said as what the user wants done, in other languages ("primeiro quero quitar o cartão", "quiero migrar
+todo a pgBackRest"), not negated ("Ich will aber keine neue Bibliothek")."""
+_FOCUS = re.compile(
+    r"^(?:(?:just |only )?focus on|concentrate on|concentre[- ]toi|concentrez[- ]vous|"
+    r"konzentrier(?:e|en sie)? (?:dich|sich)|c[ée]ntrate|conc[ée]ntrate|c[ée]ntrese|concentrati|concentratevi|"
+    r"foca(?:-te)?|foque|skup si[ęe]|focus je)\b"
+)
+"""A narrowing of the task to one part of it ("Focus on that.", "Concentre-toi là-dessus.", "Céntrate en eso.")."""
 _LEAD_CLAUSE = re.compile(r"^[^,;:?]{1,60},\s*")
 """A short clause before the main one ("So instead of the blog post, can you ...?"): the request follows it."""
 _CONTINUE = re.compile(
@@ -265,6 +279,8 @@ def classify_user_sentence(sentence: str) -> SentenceKind:
     if _CONTINUE.match(rest):
         return "continue"
     if _CJK_ASK.search(original) and not _CJK_NOT.search(original):
+        return "request"
+    if _WANT_OTHER.match(rest) or _FOCUS.match(rest):
         return "request"
     if polite or (_TASK_VERB.match(text) and not original.rstrip().endswith("?")) or _DELIVERABLE_OTHER.match(rest):
         return "step" if _STEP_VERB.match(rest) else "request"
@@ -454,7 +470,9 @@ _CHANGE_CUE = re.compile(
     r"new (?:priority|request|assignment|ask)|different (?:question|request|task|topic)|"
     r"nouvelle t[aâ]che|changement de (?:plan|programme)|nouvel objectif|neue aufgabe|plan(?:ä|ae)nderung|neues ziel|"
     r"cambio de planes?|nueva tarea|nuevo objetivo|mudan[cç]a de planos?|nova tarefa|novo objetivo|"
-    r"cambio di (?:programma|piano|programmi|piani)|nuovo (?:compito|obiettivo))\b",
+    r"cambio di (?:programma|piano|programmi|piani)|cambiamo (?:piano|programma)|nuovo (?:compito|obiettivo)|"
+    r"mud(?:a|ou|ar|amos) (?:o|de) plano|zmiana planu|zmieniamy plan|nowe zadanie|verandering van plan|"
+    r"ander plan|nieuwe taak)\b|予定変更|計画変更|方針変更|计划有变|計劃有變|改计划|换个方向",
     re.IGNORECASE,
 )
 """An explicit change of goal wherever it stands in a sentence ("Ugh, change of plan.")."""
@@ -468,7 +486,9 @@ _CHANGE_START = re.compile(
     r"oublie[zs]? (?:ça|la|le)|laisse tomber|pas besoin d'aller plus loin|arr[êe]te(?:z)? (?:là|ça)|"
     r"vergiss (?:das|die|den)|lass (?:das|es) (?:gut )?sein|nicht weiter|"
     r"olvida (?:eso|lo|la|el)|no hace falta seguir|d[ée]jalo|esquece (?:isso|o|a)|n[ãa]o precisa continuar|"
-    r"lascia (?:perdere|stare)|non serve (?:continuare|andare avanti)|laat maar|vergeet (?:dat|het))\b|"
+    r"lascia (?:perdere|stare)|non serve (?:continuare|andare avanti)|laat maar|vergeet (?:dat|het)|"
+    r"(?:donc |alors )?(?:finalement )?on laisse tomber|olv[ií]da(?:te)? de|esquece|deixa (?:pra|para) l[áa]|"
+    r"zapomnij o|niewa[żz]ne|od[łl][óo][żz]my)\b|"
     r"^(?:不用再|不要再|别再|別再|不必再|算了|先不[用要]|もういい|やめて|그만)"
 )
 """A change of goal that only counts at the start of a sentence ("Don't forget the tests." is none): the user sets
@@ -801,9 +821,10 @@ def _explicit_goal(content: str) -> tuple[str, str] | None:
     for sentence in _all_sentences(text):
         label = _GOAL_LABEL.match(sentence)
         opening = _FILLER.sub("", clean_line(sentence).lower()).strip()
-        dismissal = not label and not _CHANGE_CUE.search(sentence) and _CHANGE_START.match(opening)
-        if dismissal and not _asks_after(text[text.find(sentence) :]):
-            continue
+        dismissal = not label and not _CHANGE_CUE.search(sentence) and _dismisses(opening) is not None
+        added = not label and _FOLLOW_UP.match(opening)  # "Also, change of plan for the rest: don't book more."
+        if (dismissal or added) and not _asks_after(text[text.find(sentence) :]):
+            continue  # "Never mind, it works now.": no new ask
         if label or _CHANGE_CUE.search(sentence) or dismissal:
             at = text.find(sentence)
             rest = text[at:]
@@ -827,11 +848,22 @@ _ADDED = re.compile(r"\b(?:also|too|as well|additionally)\b")
 """An ask that adds to the work at hand ("Can you also check the heap?"): no new task, whatever came before it."""
 
 
+def _dismisses(opening: str) -> int | None:
+    """Where the dismissal a sentence (lower-cased, filler removed) opens with ends, also after a short lead clause
+    ("actually you know what, forget the flaky test", "weißt du was, vergiss das"); ``None`` without one."""
+    found = _CHANGE_START.match(opening)
+    if found:
+        return found.end()
+    lead = _LEAD_CLAUSE.match(opening)
+    found = _CHANGE_START.match(opening[lead.end() :]) if lead else None
+    return lead.end() + found.end() if lead and found else None
+
+
 def _without_dismissal(goal: str) -> str:
     """A new goal without a first sentence that only sets the old work aside ("Stop there."), when it is cut."""
     sentences = _all_sentences(goal)
     opening = _FILLER.sub("", clean_line(sentences[0]).lower()).strip() if sentences else ""
-    if len(sentences) > 1 and _CHANGE_START.match(opening) and not _asks_after(sentences[0]):
+    if len(sentences) > 1 and _dismisses(opening) is not None and not _asks_after(sentences[0]):
         return clean_line(" ".join(sentences[1:]))
     return goal
 
@@ -840,10 +872,21 @@ def _asks_after(text: str) -> bool:
     """Whether ``text`` (a change of goal and what follows it) asks for something new: a request or a question."""
     for sentence in _all_sentences(text):
         opening = _FILLER.sub("", clean_line(sentence).lower()).strip()
-        rest = _CHANGE_START.sub("", opening, count=1).strip(" ,:;-")
-        if rest and classify_user_sentence(rest) in _ASKING and not _ADDED.search(rest):
+        rest = opening[_dismisses(opening) or 0 :].strip(" ,:;-")
+        cue = _CHANGE_CUE.search(opening)
+        after = opening[cue.end() :].strip(" ,:;-") if cue else ""  # "Change of plan: primeiro quero ..."
+        if _ADDED.search(rest) or _FOLLOW_UP.match(opening):
+            continue
+        if any(part and classify_user_sentence(part) in _ASKING for part in (rest, after)) or _REPLACES.search(after):
             return True
     return False
+
+
+_REPLACES = re.compile(
+    r"\b(?:instead|rather than|in place of|au lieu d|plut[ôo]t que|statt|anstatt|en lugar de|en vez de|em vez de|"
+    r"ao inv[ée]s de|invece d|anzich[ée]|zamiast|in plaats van)|代わりに|改成|改为|换成"
+)
+"""What a change of plan puts in place of the old work ("zamiast łatać moment, przechodzimy na useFormatter")."""
 
 
 def _asks(text: str) -> bool:
