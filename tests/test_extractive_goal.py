@@ -68,3 +68,29 @@ def test_setting_the_work_aside_in_other_words_and_asking_for_another_changes_th
 def test_a_change_of_plan_for_a_part_of_the_work_that_asks_nothing_new_leaves_the_goal() -> None:
     goal = _goal(_FIRST, "Also, change of plan for the remaining budget: don't suggest more stuff, I'll keep it.")
     assert goal.startswith(_FIRST)
+
+
+@pytest.mark.parametrize(
+    ("message", "choice"),
+    [
+        ("Ok, let's go with Resend in eu-west-1. Write that up for the team.", "Resend"),
+        ("Bon, on part sur HelloAsso.", "HelloAsso"),
+        ("Zróbmy tak: teraz tylko checkout przechodzi na useFormatter.", "tylko checkout"),
+        ("Only the reports/ package for now.", "reports/"),
+    ],
+)
+def test_a_choice_or_a_narrowing_of_the_task_joins_the_goal(message: str, choice: str) -> None:
+    goal = _goal(_FIRST, message)
+    assert goal.startswith(_FIRST)
+    assert choice in goal
+
+
+def test_a_narrowing_joins_the_goal_without_the_rest_of_its_message() -> None:
+    message = "Only the invoices table for now. The staging copy is three weeks old, it has 41M rows."
+    goal = _goal(_FIRST, message)
+    assert goal == f"{_FIRST} Only the invoices table for now."  # the fact stays a bullet of its own
+
+
+@pytest.mark.parametrize("sentence", ["But only if she doesn't object.", "Don't name the customer, just the ID."])
+def test_a_condition_or_a_detail_is_no_narrowing_of_the_task(sentence: str) -> None:
+    assert _goal(_FIRST, sentence) == _FIRST

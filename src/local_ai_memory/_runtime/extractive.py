@@ -947,6 +947,28 @@ def _new_deliverable(sentence: str) -> bool:
     return classify_user_sentence(sentence) == "request" and bool(_DELIVERABLE.match(text))
 
 
+_CHOICE = re.compile(
+    r"^(?:(?:ok(?:ay)? |so |then |alright |fine )?(?:let's |we'll |we will |i'll )?(?:go|going) with|"
+    r"(?:let's|we'll|we will) (?:use|pick|take)|pick|(?:i|we) (?:pick|choose|chose|prefer) (?!not\b)|"
+    r"on part sur|on prend|on choisit|on garde|partons sur|(?:wir )?nehmen (?:wir )?|wir machen|machen wir|"
+    r"vamos (?:con|a usar|de|com)|nos quedamos con|ficamos com|andiamo (?:con|su)|scegliamo|prendiamo|"
+    r"bierzemy|wybieramy|idziemy w|zr[óo]bmy tak|we gaan voor|we nemen)\b"
+)
+"""A choice between options ("Let's go with Resend.", "On part sur HelloAsso.", "Zróbmy tak: ...")."""
+_ONLY = re.compile(
+    r"^(?:(?:but |and )?(?:now |for now |teraz |nu |jetzt |ahora |agora |maintenant |ora )?"
+    r"(?:only|nur|tylko|solo|s[óo]lo|seulement|uniquement|alleen|s[óo] (?:o|a|os|as))\s+(?!if\b|when\b|after\b)\w)"
+)
+"""A narrowing of the task to a part of it ("Only reports/ for now.", "teraz tylko checkout", "nur der Vorstand")."""
+
+
+def _refines(sentence: str) -> bool:
+    """Whether a user sentence decides how the task is to be done: a choice between options or a narrowing of it."""
+    text = _FILLER.sub("", clean_line(sentence).lower()).strip()
+    lead = _LEAD_CLAUSE.match(text)
+    return any(bool(_CHOICE.match(part) or _ONLY.match(part)) for part in (text, text[lead.end() :] if lead else ""))
+
+
 def _next_step(sentence: str) -> bool:
     """Whether a user sentence asks for the next piece of work on the goal ("Now add the tests for it.")."""
     text = _FILLER.sub("", clean_line(sentence).lower()).strip()
@@ -1443,6 +1465,7 @@ class _RunReader:
             self._explicit(*explicit, order)
             return
         effect: GoalEffect | None = None
+        added = content
         if _is_task(self.goal):  # a goal stands: only an explicit change replaces it, only a new request extends it
             sentences = _all_sentences(content)
             if any(_changes_task(sentence) for sentence in sentences):
@@ -1453,10 +1476,15 @@ class _RunReader:
                 or any(_next_step(sentence) or _new_deliverable(sentence) for sentence in sentences)
             ):
                 effect = "extend"  # an added task, or the first ask after a remark that was its context
+            elif any(_refines(sentence) for sentence in sentences):
+                effect = "extend"  # a choice or a narrowing: the goal says it, with what the message asks
+                added = " ".join(s for s in sentences if _refines(s) or classify_user_sentence(s) in _ASKING)
+                rest = " ".join(s for s in sentences if s not in added)
+                self.candidates += _user_candidates(rest, order, self.counter, self.clause_cap)
             else:
                 effect = "keep"
         before = self.goal
-        self.goal, stated = next_goal(before, content, self.counter, self.goal_cap, effect)
+        self.goal, stated = next_goal(before, added, self.counter, self.goal_cap, effect)
         if not before and self.goal and self.context:  # what the user stated before asking is the ask's context
             self.goal = self._with_context(self.goal)
         elif not before and not self.goal and user_statements(content):
