@@ -94,3 +94,13 @@ def test_a_narrowing_joins_the_goal_without_the_rest_of_its_message() -> None:
 @pytest.mark.parametrize("sentence", ["But only if she doesn't object.", "Don't name the customer, just the ID."])
 def test_a_condition_or_a_detail_is_no_narrowing_of_the_task(sentence: str) -> None:
     assert _goal(_FIRST, sentence) == _FIRST
+
+
+@pytest.mark.parametrize(
+    "message",
+    ["So hybrid, keep the boiler as backup. Can you draft the memo now?", "Write those five points up as a summary."],
+)
+def test_asking_for_the_piece_of_work_to_be_written_extends_the_goal(message: str) -> None:
+    goal = _goal(_FIRST, message)
+    assert goal.startswith(_FIRST)
+    assert goal.endswith(message)

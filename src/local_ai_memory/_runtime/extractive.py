@@ -925,7 +925,8 @@ _NEXT_CUE = re.compile(r"^(?:now|next|then)\b")
 
 
 _DELIVERABLE = re.compile(
-    r"^(?:make|write|draft|produce|create|prepare|build|put together|generate|compile|give)(?: me| us)? (?:a|an)\s"
+    r"^(?:make|write|draft|produce|create|prepare|build|put together|generate|compile|give)(?: me| us)? "
+    r"(?:a|an|the|that|this|those|these|it|them)(?: up)?\s"
 )
 """A request for a new piece of work ("make me a checklist for the other 10"): it adds to the goal."""
 
