@@ -104,3 +104,35 @@ def test_asking_for_the_piece_of_work_to_be_written_extends_the_goal(message: st
     goal = _goal(_FIRST, message)
     assert goal.startswith(_FIRST)
     assert goal.endswith(message)
+
+
+@pytest.mark.parametrize(
+    ("message", "parameter"),
+    [
+        ("Lisbon is rammed in October. What about Porto instead?", "Porto"),
+        ("pytest-xdist is fine, it's already in the dev lockfile.", "pytest-xdist"),
+        ("場所も箱根は遠いから鎌倉で。", "鎌倉"),
+    ],
+)
+def test_a_parameter_the_user_puts_in_place_joins_the_goal(message: str, parameter: str) -> None:
+    goal = _goal(_FIRST, message)
+    assert goal.startswith(_FIRST)
+    assert parameter in goal
+
+
+@pytest.mark.parametrize(
+    "sentence", ["Oh, the rebate is good to know.", "One sentence each is fine.", "What about it?"]
+)
+def test_a_remark_that_approves_nothing_in_particular_leaves_the_goal(sentence: str) -> None:
+    assert _goal(_FIRST, sentence) == _FIRST
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "While we're at it, move the export to the new queue too.",
+        "Mira, ya que estamos, quiero migrar todo a pgBackRest.",
+    ],
+)
+def test_widening_the_task_while_at_it_extends_the_goal(message: str) -> None:
+    assert _goal(_FIRST, message) == f"{_FIRST} {message}"

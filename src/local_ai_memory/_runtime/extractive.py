@@ -963,9 +963,21 @@ _ONLY = re.compile(
 """A narrowing of the task to a part of it ("Only reports/ for now.", "teraz tylko checkout", "nur der Vorstand")."""
 
 
+_PROPOSAL = re.compile(
+    r"^(?:what|how) about\s+(?!(?:it|that|this|them|you)\b)\S.*\binstead\b|"
+    r"^(?!(?:that|this|it|everything|all|which|what|one|each)\b)[\w.+/-]+(?:\s[\w.+/-]+){0,2}\s(?:is|are|sounds|works)\s"
+    r"(?:fine|ok|okay|good|great|perfect)\b(?!\s+to\b)|"
+    r"(?:で|にして|にしよう|にしましょう|でどう|でお願い)[。？?]?$"
+)
+"""A parameter the user puts in place ("What about Porto instead?", "pytest-xdist is fine.", "鎌倉で。")."""
+
+
 def _refines(sentence: str) -> bool:
-    """Whether a user sentence decides how the task is to be done: a choice between options or a narrowing of it."""
+    """Whether a user sentence decides how the task is to be done: a choice between options, a parameter put in
+    place, or a narrowing of it."""
     text = _FILLER.sub("", clean_line(sentence).lower()).strip()
+    if _PROPOSAL.search(text):
+        return True
     lead = _LEAD_CLAUSE.match(text)
     return any(bool(_CHOICE.match(part) or _ONLY.match(part)) for part in (text, text[lead.end() :] if lead else ""))
 
@@ -979,9 +991,20 @@ def _next_step(sentence: str) -> bool:
     return not (_STEP_VERB.match(rest) or _BACK_REFERENCE.match(rest))
 
 
+_WIDEN = re.compile(
+    r"\b(?:while (?:we're|we are|you're|you are|i'm) at it|on top of that|ya que estamos|de paso|tant qu'on y est|"
+    r"wo wir (?:schon )?dabei sind|j[áa] que estamos|gi[àa] che ci siamo|skoro ju[żz]|nu we toch bezig zijn)\b[\s,]*"
+)
+"""A widening of the task ("While we're at it, ...", "ya que estamos, quiero migrar todo a pgBackRest")."""
+
+
 def _extends(sentence: str) -> bool:
-    """Whether a user sentence adds a task to the goal ("Also add a flag."), not a rule ("And don't ...")."""
+    """Whether a user sentence adds a task to the goal ("Also add a flag.", "While we're at it, move the cron
+    job too."), not a rule ("And don't ...")."""
     text = _FILLER.sub("", clean_line(sentence).lower()).strip()
+    widen = _WIDEN.search(text)
+    if widen and classify_user_sentence(text[widen.end() :]) in ("request", "new_task", "follow_up"):
+        return True
     follow = _FOLLOW_UP.match(text)
     if not follow:
         return False
