@@ -1380,10 +1380,14 @@ def extract_summary(
 
     * goal: the task the user set. The first request (or a ``Goal: ...`` line) sets it; a later
       explicit change ("New task: ...", "Change of plans. ...", "Goal: ...") or setting the work
-      aside before a new ask ("Wait, actually don't ... Can you ...?") replaces it, and the
-      earlier goal moves to Completed; a follow-up such as "Also add a flag" extends it; a tight
-      budget only cuts it (see :func:`_goal_core`); constraints, questions and requests about the
-      task at hand ("send it as a PR") leave it;
+      aside before a new ask ("Wait, actually don't ... Can you ...?", "You know what, forget
+      the flaky test. ...") replaces it, the earlier goal moves to Completed and a note after the
+      goal says what it was about (its first sentence, then what names things); a follow-up
+      ("Also add a flag", "While we're at it, ..."), a request for the piece of work itself
+      ("Draft the memo now"), a choice ("Let's go with Resend", "What about Porto instead?") or
+      a narrowing ("Only reports/ for now") extends it; a tight budget only cuts it (see
+      :func:`_goal_core`); constraints, questions and requests about the task at hand ("send it
+      as a PR") leave it;
     * decisions: commitments and choices from either side ("we will", "let's", "decided",
       "keep X unchanged", "don't ...", and their French, Spanish, Portuguese and German
       counterparts); what the user decided is marked ``User:`` so trimming keeps it longest;
