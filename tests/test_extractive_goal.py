@@ -136,3 +136,29 @@ def test_a_remark_that_approves_nothing_in_particular_leaves_the_goal(sentence: 
 )
 def test_widening_the_task_while_at_it_extends_the_goal(message: str) -> None:
     assert _goal(_FIRST, message) == f"{_FIRST} {message}"
+
+
+def test_an_extended_goal_cut_short_keeps_a_requirement_it_stated_over_nothing() -> None:
+    first = (
+        "We send about 200k transactional emails a month, growing to 500k next year. "
+        "Compare pricing for SendGrid, Postmark, Mailgun and Resend at both volumes. "
+        "Use the official pricing pages, not blog posts. Must have: EU data residency."
+    )
+    goal = _goal(first, "Go with Resend, eu-west-1.", budget=232)  # a goal cap of 58 tokens
+    assert "EU data residency" in goal  # what names things is kept first when the older goal is cut
+    assert goal.endswith("Go with Resend, eu-west-1.")
+    assert COUNTER.count(goal) <= 58
+
+
+def test_an_extended_goal_whose_first_sentence_fills_the_room_keeps_its_first_ask_whole() -> None:
+    first = (
+        "I just got out of a meeting where legal said that we cannot use any managed cloud vector service at all, "
+        "and the platform team said that we are not adding a new database to operate, so it has to be Postgres. "
+        "Can pgvector with HNSW handle our load, and with which settings?"
+    )
+    then = "Agreed on all five, I will ask platform to schedule the upgrade. Write those points up as the summary."
+    goal = _goal(first, then, budget=256)
+    assert goal.startswith("I just got out of a meeting")
+    assert "Can pgvector with HNSW handle our load, and with which settings?" in goal
+    assert goal.endswith(then)
+    assert COUNTER.count(goal) <= 64

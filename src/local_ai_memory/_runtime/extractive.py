@@ -426,13 +426,26 @@ def next_goal(
     if counter.count(f"{previous_goal} {text}") <= cap:
         return f"{previous_goal} {text}", []
     displaced = [*user_statements(previous_goal), *user_statements(text)]
-    previous_goal, text = _without_statements(previous_goal) or previous_goal, _without_statements(text) or text
+    text = _without_statements(text) or text
     room = cap - counter.count(text) - 1  # the newest request is kept whole; the older part is cut
     if room <= 8 < cap // 3:  # but the older part, which names the task, keeps a third of the cap
         room = cap // 3
         text = _cut(_goal_core(text, counter, cap - room - 1), counter, cap - room - 1, 0)
-    goal = f"{_cut(previous_goal, counter, room, 0)} {text}" if room > 8 else text
+    goal = f"{_older_part(previous_goal, counter, room)} {text}" if room > 8 else text
     return _cut(goal, counter, cap, 0), displaced
+
+
+def _older_part(goal: str, counter: TokenCounter, room: int) -> str:
+    """A goal cut to ``room`` tokens to make way for what a later message adds to it: its core (see
+    :func:`_goal_core`); when its first sentence alone is longer than the room, that sentence is cut so that
+    the goal's first ask stays whole ("I just got out of a meeting: legal… What I need now is: can pgvector
+    ...?")."""
+    sentences = _all_sentences(goal)
+    ask = next((s for s in sentences[1:] if classify_user_sentence(s) in _ASKING), "")
+    rest = room - counter.count(ask) - 1
+    if ask and sentences and counter.count(sentences[0]) > room and rest >= 8:
+        return f"{_cut(sentences[0], counter, rest, 0)} {ask}"
+    return _cut(_goal_core(goal, counter, room) or goal, counter, room, 0)
 
 
 def _not_the_user(line: str) -> str:
