@@ -162,3 +162,20 @@ def test_an_extended_goal_whose_first_sentence_fills_the_room_keeps_its_first_as
     assert "Can pgvector with HNSW handle our load, and with which settings?" in goal
     assert goal.endswith(then)
     assert COUNTER.count(goal) <= 64
+
+
+@pytest.mark.parametrize(
+    "sentence", ["Release 2.8 is on March 15 and I won't risk it.", "Build 5200 crashes on start."]
+)
+def test_a_sentence_that_opens_with_a_thing_and_its_number_is_no_order(sentence: str) -> None:
+    assert classify_user_sentence(sentence) not in ("request", "step")
+
+
+def test_a_narrowing_stated_in_a_long_added_request_stays_in_the_goal_when_it_is_cut() -> None:
+    then = (
+        "Also add the migration for the invoices table. Only the reports/ package is in scope for this sprint. "
+        "The staging copy is three weeks old and has 41M rows, restored from the Sunday snapshot by the DBA team. "
+        "We're on Postgres 12.7 there, same as production, with the same extensions and the same settings."
+    )
+    goal = _goal(_FIRST, then, budget=256)
+    assert "Only the reports/ package is in scope" in goal

@@ -147,6 +147,8 @@ _FOCUS = re.compile(
     r"foca(?:-te)?|foque|skup si[ęe]|focus je)\b"
 )
 """A narrowing of the task to one part of it ("Focus on that.", "Concentre-toi là-dessus.", "Céntrate en eso.")."""
+_NAMED_THING = re.compile(r"^[\w-]+\s+v?\d")
+"""A sentence that opens with a thing and its number ("Release 2.8 is on March 15."), not an order."""
 _LEAD_CLAUSE = re.compile(r"^[^,;:?]{1,60},\s*")
 """A short clause before the main one ("So instead of the blog post, can you ...?"): the request follows it."""
 _CONTINUE = re.compile(
@@ -282,7 +284,8 @@ def classify_user_sentence(sentence: str) -> SentenceKind:
         return "request"
     if _WANT_OTHER.match(rest) or _FOCUS.match(rest):
         return "request"
-    if polite or (_TASK_VERB.match(text) and not original.rstrip().endswith("?")) or _DELIVERABLE_OTHER.match(rest):
+    ordered = _TASK_VERB.match(text) and not _NAMED_THING.match(text) and not original.rstrip().endswith("?")
+    if polite or ordered or _DELIVERABLE_OTHER.match(rest):
         return "step" if _STEP_VERB.match(rest) else "request"
     if _is_question(text, original):
         return "question"
@@ -348,9 +351,10 @@ def _without_chat(text: str) -> str:
 
 
 def _without_statements(text: str) -> str:
-    """``text`` without the facts and decisions it states, but with its first sentence, which names the subject."""
+    """``text`` without the facts and decisions it states, but with its first sentence, which names the subject,
+    and the choices and narrowings that shape the task (:func:`_refines`)."""
     sentences = _all_sentences(text)
-    kept = [s for i, s in enumerate(sentences) if i == 0 or classify_user_sentence(s) not in _STATED]
+    kept = [s for i, s in enumerate(sentences) if i == 0 or classify_user_sentence(s) not in _STATED or _refines(s)]
     return clean_line(" ".join(kept))
 
 
