@@ -179,3 +179,8 @@ def test_a_narrowing_stated_in_a_long_added_request_stays_in_the_goal_when_it_is
     )
     goal = _goal(_FIRST, then, budget=256)
     assert "Only the reports/ package is in scope" in goal
+
+
+def test_a_request_said_as_a_want_after_a_lead_clause_is_a_request() -> None:
+    assert classify_user_sentence("Mira, ya que estamos, quiero migrar todo a pgBackRest.") == "request"
+    assert classify_user_sentence("Ich will aber keine neue Bibliothek installieren.") != "request"

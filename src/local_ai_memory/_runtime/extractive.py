@@ -282,7 +282,8 @@ def classify_user_sentence(sentence: str) -> SentenceKind:
         return "continue"
     if _CJK_ASK.search(original) and not _CJK_NOT.search(original):
         return "request"
-    if _WANT_OTHER.match(rest) or _FOCUS.match(rest):
+    core = _WIDEN.sub("", _LEAD_CLAUSE.sub("", rest, count=1), count=1).strip()  # "mira, ya que estamos, quiero ..."
+    if any(_WANT_OTHER.match(part) or _FOCUS.match(part) for part in (rest, core)):
         return "request"
     ordered = _TASK_VERB.match(text) and not _NAMED_THING.match(text) and not original.rstrip().endswith("?")
     if polite or ordered or _DELIVERABLE_OTHER.match(rest):
