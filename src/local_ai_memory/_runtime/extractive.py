@@ -136,8 +136,8 @@ _LABELLED = re.compile(r"^[a-z][\w /-]{1,30}:\s+\S")
 _WANT_OTHER = re.compile(
     r"^(?:(?:primeiro|primero|ahora|agora|d'abord|maintenant|zuerst|jetzt|prima|ora|najpierw|teraz|eerst|nu)\s+)?"
     r"(?:quero|queremos|quiero|queremos|je veux|on veut|nous voulons|ich will|ich m[öo]chte|wir wollen|wir m[öo]chten|"
-    r"voglio|vogliamo|chc[eę]|chcemy|ik wil|we willen)\s+(?!no\b|n[ãa]o\b|pas\b|plus\b|nicht\b|kein|non\b|nie\b|"
-    r"niet\b|geen\b)\w"
+    r"voglio|vogliamo|chc[eę]|chcemy|ik wil|we willen)\s+(?!(?:\w+\s+)?(?:no|n[ãa]o|pas|plus|nicht|kein\w*|non|nie|"
+    r"niet|geen)\b)\w"
 )
 """A request said as what the user wants done, in other languages ("primeiro quero quitar o cartão", "quiero migrar
 todo a pgBackRest"), not negated ("Ich will aber keine neue Bibliothek")."""
