@@ -184,3 +184,16 @@ def test_a_narrowing_stated_in_a_long_added_request_stays_in_the_goal_when_it_is
 def test_a_request_said_as_a_want_after_a_lead_clause_is_a_request() -> None:
     assert classify_user_sentence("Mira, ya que estamos, quiero migrar todo a pgBackRest.") == "request"
     assert classify_user_sentence("Ich will aber keine neue Bibliothek installieren.") != "request"
+
+
+def test_holding_off_the_work_and_asking_for_another_changes_the_goal() -> None:
+    goal = _goal(_FIRST, "Hold off on the fix, can you figure out where the September refund jump comes from first?")
+    assert goal.startswith("Hold off on the fix")
+    assert "billing-db" in goal.partition("(earlier:")[2]
+
+
+def test_a_request_to_write_it_up_after_a_dash_extends_the_goal() -> None:
+    then = "I don't want this to look like we're accusing anyone — write it up neutrally for loss prevention."
+    goal = _goal(_FIRST, then)
+    assert goal.startswith(_FIRST)
+    assert "loss prevention" in goal

@@ -498,6 +498,7 @@ _CHANGE_START = re.compile(
     r"^(?:forget (?:that|the|it|about)|scratch (?:that|this|the|it)|moving on|let's move on|switch(?:ing)? to|"
     r"never ?mind|"
     r"on second thought|drop (?:that|this|the)|park (?:that|this|the)|put (?:that|this|the) .{0,40}(?:aside|on hold)|"
+    r"hold off (?:on )?(?:that|this|the|it)|pause (?:that|this|the)|"
     r"(?:wait|hold on|actually)[\s,.!-]+(?:actually[\s,]+)?(?:don't|do not|let's not|no need|stop|skip|forget|scratch|"
     r"drop)\b[^.!?;,]*|stop (?:there|here|that|this)|no need to (?:continue|go on|keep going|(?:go|dig|look) (?:any )?"
     r"(?:further|deeper))|"
@@ -959,11 +960,15 @@ Mail", "schrijf ook een bericht")."""
 
 
 def _new_deliverable(sentence: str) -> bool:
-    """Whether a user sentence asks for a new thing to be made ("Write me a summary for the team.")."""
-    text = _POLITE.sub("", _FILLER.sub("", clean_line(sentence).lower()).strip(), count=1).strip()
-    if _DELIVERABLE_OTHER.match(text):
-        return True
-    return classify_user_sentence(sentence) == "request" and bool(_DELIVERABLE.match(text))
+    """Whether a user sentence, or a clause of it after a dash or a semicolon, asks for a new thing to be made
+    ("Write me a summary for the team.", "I don't want to accuse anyone — write it up neutrally for LP.")."""
+    for clause in re.split(r"\s[—–]\s|;\s", clean_line(sentence)):
+        text = _POLITE.sub("", _FILLER.sub("", clause.lower()).strip(), count=1).strip()
+        if _DELIVERABLE_OTHER.match(text):
+            return True
+        if classify_user_sentence(clause) == "request" and _DELIVERABLE.match(text):
+            return True
+    return False
 
 
 _CHOICE = re.compile(
