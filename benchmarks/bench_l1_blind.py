@@ -1,4 +1,4 @@
-"""L1 working memory on 102 conversations written blind: are the goal, the facts and the decisions kept?
+"""L1 working memory on 120 conversations written blind: are the goal, the facts and the decisions kept?
 
 The conversations in ``benchmarks/data/l1_conversations`` were written by people who saw neither
 the summarizer's code nor its rules, only a brief of what L1 must keep: c01-c36 by a first writer,
@@ -6,7 +6,10 @@ c37-c66 by a second one who had not seen the first 36 either (added after the ru
 the new dev files are a check of how well the rules generalize), c67-c84 by a third, who saw
 none of the others, added when the first held-out third had been read several times: the whole
 third batch is held out; and c85-c102 by a fourth (more goal changes, personal assistants), split
-like the first two. Each lists the current
+like the first two; and c103-c120 by a fifth (many goal changes), added as development data when the
+goal rules had been tuned on the fourth batch's dev files: the whole fifth batch is dev, and its first
+reading, before any rule was changed for it, is the fairest view of how the goal rules generalize.
+Each lists the current
 goal, the facts and the decisions that must survive, each with ``must_contain`` strings: an item
 is kept when all of them appear (case-insensitively) in L1, and the goal is right when its
 strings appear in the Current Goal section.
@@ -14,8 +17,9 @@ strings appear in the Current Goal section.
 The split is fixed by file number, before anything was looked at: files whose number is
 divisible by 3 (c03, c06, ..., c102), and every file of the third batch (c67-c84), are HELD OUT.
 The rules were developed on the others only (44 files, 56 with the fourth batch); the held-out
-files are read here and nowhere else, and are reported separately. Each split is also
-reported per writer (``c01-c36``, ``c37-c66``, ``c67-c84``, ``c85-c102``) for the extractive path.
+files are read here and nowhere else, and are reported separately. The fifth batch (c103-c120) is
+all development data, whatever the number. Each split is also reported per writer (``c01-c36``,
+``c37-c66``, ``c67-c84``, ``c85-c102``, ``c103-c120``) for the extractive path.
 
 Each conversation is merged into an empty L1 as one run (``Session.finish_run``), at budgets 768
 and 256, by:
@@ -50,15 +54,26 @@ from local_ai_memory._runtime.summary import parse_summary
 
 DATA = Path(__file__).parent / "data" / "l1_conversations"
 BUDGETS = (768, 256)
-BATCHES = (("c01-c36", 1, 36), ("c37-c66", 37, 66), ("c67-c84", 67, 84), ("c85-c102", 85, 102))
-"""The four writers' conversations, reported apart for the extractive path."""
+BATCHES = (
+    ("c01-c36", 1, 36),
+    ("c37-c66", 37, 66),
+    ("c67-c84", 67, 84),
+    ("c85-c102", 85, 102),
+    ("c103-c120", 103, 120),
+)
+"""The five writers' conversations, reported apart for the extractive path."""
 THIRD_WRITER = BATCHES[2][1:]
 """The first and last file of the third batch, held out whole."""
+FIFTH_WRITER = BATCHES[4][1:]
+"""The first and last file of the fifth batch, development data whole."""
 
 
 def is_held_out(path: Path) -> bool:
-    """The fixed split: a file whose number is divisible by 3, or of the third batch, is held out."""
+    """The fixed split: a file whose number is divisible by 3, or of the third batch, is held out;
+    no file of the fifth batch is."""
     number = int(path.stem[1:])
+    if FIFTH_WRITER[0] <= number <= FIFTH_WRITER[1]:
+        return False
     return number % 3 == 0 or THIRD_WRITER[0] <= number <= THIRD_WRITER[1]
 
 

@@ -133,6 +133,24 @@ _CJK_ASK = re.compile(
 """A request in Chinese, Japanese or Korean ("你直接帮我整理一个大纲", "調べてください", "정리해 주세요")."""
 _CJK_NOT = re.compile(r"不要|别|別|不用|不必|しないで|하지\s?마")
 _LABELLED = re.compile(r"^[a-z][\w /-]{1,30}:\s+\S")
+_WANT_OTHER = re.compile(
+    r"^(?:(?:primeiro|primero|ahora|agora|d'abord|maintenant|zuerst|jetzt|prima|ora|najpierw|teraz|eerst|nu)\s+)?"
+    r"(?:quero|queremos|quiero|queremos|je veux|on veut|nous voulons|ich will|ich m[öo]chte|wir wollen|wir m[öo]chten|"
+    r"voglio|vogliamo|chc[eę]|chcemy|ik wil|we willen)\s+(?!(?:\w+\s+)?(?:no|n[ãa]o|pas|plus|nicht|kein\w*|non|nie|"
+    r"niet|geen)\b)\w"
+)
+"""A request said as what the user wants done, in other languages ("primeiro quero quitar o cartão", "quiero migrar
+todo a pgBackRest"), not negated ("Ich will aber keine neue Bibliothek")."""
+_FOCUS = re.compile(
+    r"^(?:(?:just |only )?focus on|concentrate on|concentre[- ]toi|concentrez[- ]vous|"
+    r"konzentrier(?:e|en sie)? (?:dich|sich)|c[ée]ntrate|conc[ée]ntrate|c[ée]ntrese|concentrati|concentratevi|"
+    r"foca(?:-te)?|foque|skup si[ęe]|focus je)\b"
+)
+"""A narrowing of the task to one part of it ("Focus on that.", "Concentre-toi là-dessus.", "Céntrate en eso.")."""
+_NAMED_THING = re.compile(r"^[\w-]+\s+v?\d")
+"""A sentence that opens with a thing and its number ("Release 2.8 is on March 15."), not an order."""
+_LEAD_CLAUSE = re.compile(r"^[^,;:?]{1,60},\s*")
+"""A short clause before the main one ("So instead of the blog post, can you ...?"): the request follows it."""
 _CONTINUE = re.compile(
     r"^(?:go on|go ahead|continue|keep going|carry on|proceed|try again|retry|do it|do that|fix it|fix that|"
     r"run it|yes do it|sounds good|go)\b[\s\w]{0,12}$"
@@ -146,7 +164,7 @@ _TASK_VERB = re.compile(
     r"restructure|review|rewrite|run|schedule|set up|setup|ship|show|simplify|sort|speed up|split|start|"
     r"roll|revert|restore|recover|resolve|refund|cancel|reply|respond|send|rotate|renew|restart|"
     r"provision|rebuild|backfill|triage|audit|reconcile|forecast|estimate|recommend|evaluate|assess|outline|"
-    r"propose|write up|clean up|"
+    r"propose|write up|clean up|turn|"
     r"summari[sz]e|support|test|trace|translate|try|tune|update|upgrade|validate|verify|wire|work on|write)\b"
 )
 _NAMING = re.compile(r"\b(?:(?:is|are|was|were|'s)\s+(?:called|named)|named|called|known as|codename)\b")
@@ -247,9 +265,15 @@ def classify_user_sentence(sentence: str) -> SentenceKind:
             return "follow_up"
         text = text[follow.end() :].strip() or text
     polite = _POLITE.match(text)
+    lead = None if polite else _LEAD_CLAUSE.match(text)
+    if lead is not None and _POLITE.match(text[lead.end() :]):  # "So instead of the blog post, can you ...?"
+        text = text[lead.end() :]
+        polite = _POLITE.match(text)
     rest = _POLITE.sub("", text, count=1).strip() if polite else text
     if _DONE_BY_YOU.match(text):
         return "request"
+    if polite and _TASK_VERB.match(rest) and not _RULE_START.match(rest) and original.rstrip().endswith("?"):
+        return "step" if _STEP_VERB.match(rest) else "request"  # asked for, whatever "instead of" it also says
     if _DECISION_CUE.search(text) or _RULE_START.match(rest) or _PREFERENCE.match(text):
         return "decision"
     if (_RULE_START.match(text) or _RULE_ANYWHERE.search(text)) and not (polite and _TASK_VERB.match(rest)):
@@ -258,7 +282,11 @@ def classify_user_sentence(sentence: str) -> SentenceKind:
         return "continue"
     if _CJK_ASK.search(original) and not _CJK_NOT.search(original):
         return "request"
-    if polite or (_TASK_VERB.match(text) and not original.rstrip().endswith("?")) or _DELIVERABLE_OTHER.match(rest):
+    core = _WIDEN.sub("", _LEAD_CLAUSE.sub("", rest, count=1), count=1).strip()  # "mira, ya que estamos, quiero ..."
+    if any(_WANT_OTHER.match(part) or _FOCUS.match(part) for part in (rest, core)):
+        return "request"
+    ordered = _TASK_VERB.match(text) and not _NAMED_THING.match(text) and not original.rstrip().endswith("?")
+    if polite or ordered or _DELIVERABLE_OTHER.match(rest):
         return "step" if _STEP_VERB.match(rest) else "request"
     if _is_question(text, original):
         return "question"
@@ -324,9 +352,10 @@ def _without_chat(text: str) -> str:
 
 
 def _without_statements(text: str) -> str:
-    """``text`` without the facts and decisions it states, but with its first sentence, which names the subject."""
+    """``text`` without the facts and decisions it states, but with its first sentence, which names the subject,
+    and the choices and narrowings that shape the task (:func:`_refines`)."""
     sentences = _all_sentences(text)
-    kept = [s for i, s in enumerate(sentences) if i == 0 or classify_user_sentence(s) not in _STATED]
+    kept = [s for i, s in enumerate(sentences) if i == 0 or classify_user_sentence(s) not in _STATED or _refines(s)]
     return clean_line(" ".join(kept))
 
 
@@ -336,6 +365,17 @@ _DUE = re.compile(
     r"amanh[ãa]|hoje|domani|oggi|entro)\b|今天|明天|之前|今日|明日|までに"
 )
 """When the task is due ("by Friday", "tomorrow", "morgen", "entro"): part of the goal, kept before other context."""
+
+
+_IDENTIFIER = re.compile(r"\w[-_./#:]\w|\d|\b[A-Z][a-z]+\s[A-Z][a-z]+|\b[A-Z]{2,}\b")
+"""What names the subject of a task: an identifier ("INC-2291", "prod-eu-1"), a number, a two-word name ("Maple
+Court"), an acronym."""
+
+
+def _cut_rank(sentence: str) -> tuple[bool, bool]:
+    """Which sentences a cut goal keeps first after its first sentence and first ask: when it is due, then what
+    names the subject (an identifier, a number, a name), then the rest, each in order."""
+    return not _DUE.search(sentence.lower()), not _IDENTIFIER.search(sentence)
 
 
 def _goal_core(text: str, counter: TokenCounter | None = None, cap: int = 0) -> str:
@@ -350,7 +390,7 @@ def _goal_core(text: str, counter: TokenCounter | None = None, cap: int = 0) -> 
     kept = {0, *asking[:1]} if counter is not None else {0, *asking}
     if counter is not None:
         used = counter.count(" ".join(sentences[i] for i in sorted(kept)))
-        order = sorted(range(len(sentences)), key=lambda i: not _DUE.search(sentences[i].lower()))
+        order = sorted(range(len(sentences)), key=lambda i: _cut_rank(sentences[i]))
         for i in order:
             cost = counter.count(sentences[i]) + 1
             if i not in kept and used + cost <= cap:
@@ -391,13 +431,26 @@ def next_goal(
     if counter.count(f"{previous_goal} {text}") <= cap:
         return f"{previous_goal} {text}", []
     displaced = [*user_statements(previous_goal), *user_statements(text)]
-    previous_goal, text = _without_statements(previous_goal) or previous_goal, _without_statements(text) or text
+    text = _without_statements(text) or text
     room = cap - counter.count(text) - 1  # the newest request is kept whole; the older part is cut
     if room <= 8 < cap // 3:  # but the older part, which names the task, keeps a third of the cap
         room = cap // 3
         text = _cut(_goal_core(text, counter, cap - room - 1), counter, cap - room - 1, 0)
-    goal = f"{_cut(previous_goal, counter, room, 0)} {text}" if room > 8 else text
+    goal = f"{_older_part(previous_goal, counter, room)} {text}" if room > 8 else text
     return _cut(goal, counter, cap, 0), displaced
+
+
+def _older_part(goal: str, counter: TokenCounter, room: int) -> str:
+    """A goal cut to ``room`` tokens to make way for what a later message adds to it: its core (see
+    :func:`_goal_core`); when its first sentence alone is longer than the room, that sentence is cut so that
+    the goal's first ask stays whole ("I just got out of a meeting: legal… What I need now is: can pgvector
+    ...?")."""
+    sentences = _all_sentences(goal)
+    ask = next((s for s in sentences[1:] if classify_user_sentence(s) in _ASKING), "")
+    rest = room - counter.count(ask) - 1
+    if ask and sentences and counter.count(sentences[0]) > room and rest >= 8:
+        return f"{_cut(sentences[0], counter, rest, 0)} {ask}"
+    return _cut(_goal_core(goal, counter, room) or goal, counter, room, 0)
 
 
 def _not_the_user(line: str) -> str:
@@ -435,7 +488,9 @@ _CHANGE_CUE = re.compile(
     r"new (?:priority|request|assignment|ask)|different (?:question|request|task|topic)|"
     r"nouvelle t[aâ]che|changement de (?:plan|programme)|nouvel objectif|neue aufgabe|plan(?:ä|ae)nderung|neues ziel|"
     r"cambio de planes?|nueva tarea|nuevo objetivo|mudan[cç]a de planos?|nova tarefa|novo objetivo|"
-    r"cambio di (?:programma|piano|programmi|piani)|nuovo (?:compito|obiettivo))\b",
+    r"cambio di (?:programma|piano|programmi|piani)|cambiamo (?:piano|programma)|nuovo (?:compito|obiettivo)|"
+    r"mud(?:a|ou|ar|amos) (?:o|de) plano|zmiana planu|zmieniamy plan|nowe zadanie|verandering van plan|"
+    r"ander plan|nieuwe taak)\b|予定変更|計画変更|方針変更|计划有变|計劃有變|改计划|换个方向",
     re.IGNORECASE,
 )
 """An explicit change of goal wherever it stands in a sentence ("Ugh, change of plan.")."""
@@ -443,13 +498,16 @@ _CHANGE_START = re.compile(
     r"^(?:forget (?:that|the|it|about)|scratch (?:that|this|the|it)|moving on|let's move on|switch(?:ing)? to|"
     r"never ?mind|"
     r"on second thought|drop (?:that|this|the)|park (?:that|this|the)|put (?:that|this|the) .{0,40}(?:aside|on hold)|"
+    r"hold off (?:on )?(?:that|this|the|it)|pause (?:that|this|the)|"
     r"(?:wait|hold on|actually)[\s,.!-]+(?:actually[\s,]+)?(?:don't|do not|let's not|no need|stop|skip|forget|scratch|"
     r"drop)\b[^.!?;,]*|stop (?:there|here|that|this)|no need to (?:continue|go on|keep going|(?:go|dig|look) (?:any )?"
     r"(?:further|deeper))|"
     r"oublie[zs]? (?:ça|la|le)|laisse tomber|pas besoin d'aller plus loin|arr[êe]te(?:z)? (?:là|ça)|"
     r"vergiss (?:das|die|den)|lass (?:das|es) (?:gut )?sein|nicht weiter|"
     r"olvida (?:eso|lo|la|el)|no hace falta seguir|d[ée]jalo|esquece (?:isso|o|a)|n[ãa]o precisa continuar|"
-    r"lascia (?:perdere|stare)|non serve (?:continuare|andare avanti)|laat maar|vergeet (?:dat|het))\b|"
+    r"lascia (?:perdere|stare)|non serve (?:continuare|andare avanti)|laat maar|vergeet (?:dat|het)|"
+    r"(?:donc |alors )?(?:finalement )?on laisse tomber|olv[ií]da(?:te)? de|esquece|deixa (?:pra|para) l[áa]|"
+    r"zapomnij o|niewa[żz]ne|od[łl][óo][żz]my)\b|"
     r"^(?:不用再|不要再|别再|別再|不必再|算了|先不[用要]|もういい|やめて|그만)"
 )
 """A change of goal that only counts at the start of a sentence ("Don't forget the tests." is none): the user sets
@@ -782,9 +840,10 @@ def _explicit_goal(content: str) -> tuple[str, str] | None:
     for sentence in _all_sentences(text):
         label = _GOAL_LABEL.match(sentence)
         opening = _FILLER.sub("", clean_line(sentence).lower()).strip()
-        dismissal = not label and not _CHANGE_CUE.search(sentence) and _CHANGE_START.match(opening)
-        if dismissal and not _asks_after(text[text.find(sentence) :]):
-            continue
+        dismissal = not label and not _CHANGE_CUE.search(sentence) and _dismisses(opening) is not None
+        added = not label and _FOLLOW_UP.match(opening)  # "Also, change of plan for the rest: don't book more."
+        if (dismissal or added) and not _asks_after(text[text.find(sentence) :]):
+            continue  # "Never mind, it works now.": no new ask
         if label or _CHANGE_CUE.search(sentence) or dismissal:
             at = text.find(sentence)
             rest = text[at:]
@@ -808,11 +867,22 @@ _ADDED = re.compile(r"\b(?:also|too|as well|additionally)\b")
 """An ask that adds to the work at hand ("Can you also check the heap?"): no new task, whatever came before it."""
 
 
+def _dismisses(opening: str) -> int | None:
+    """Where the dismissal a sentence (lower-cased, filler removed) opens with ends, also after a short lead clause
+    ("actually you know what, forget the flaky test", "weißt du was, vergiss das"); ``None`` without one."""
+    found = _CHANGE_START.match(opening)
+    if found:
+        return found.end()
+    lead = _LEAD_CLAUSE.match(opening)
+    found = _CHANGE_START.match(opening[lead.end() :]) if lead else None
+    return lead.end() + found.end() if lead and found else None
+
+
 def _without_dismissal(goal: str) -> str:
     """A new goal without a first sentence that only sets the old work aside ("Stop there."), when it is cut."""
     sentences = _all_sentences(goal)
     opening = _FILLER.sub("", clean_line(sentences[0]).lower()).strip() if sentences else ""
-    if len(sentences) > 1 and _CHANGE_START.match(opening) and not _asks_after(sentences[0]):
+    if len(sentences) > 1 and _dismisses(opening) is not None and not _asks_after(sentences[0]):
         return clean_line(" ".join(sentences[1:]))
     return goal
 
@@ -821,10 +891,21 @@ def _asks_after(text: str) -> bool:
     """Whether ``text`` (a change of goal and what follows it) asks for something new: a request or a question."""
     for sentence in _all_sentences(text):
         opening = _FILLER.sub("", clean_line(sentence).lower()).strip()
-        rest = _CHANGE_START.sub("", opening, count=1).strip(" ,:;-")
-        if rest and classify_user_sentence(rest) in _ASKING and not _ADDED.search(rest):
+        rest = opening[_dismisses(opening) or 0 :].strip(" ,:;-")
+        cue = _CHANGE_CUE.search(opening)
+        after = opening[cue.end() :].strip(" ,:;-") if cue else ""  # "Change of plan: primeiro quero ..."
+        if _ADDED.search(rest) or _FOLLOW_UP.match(opening):
+            continue
+        if any(part and classify_user_sentence(part) in _ASKING for part in (rest, after)) or _REPLACES.search(after):
             return True
     return False
+
+
+_REPLACES = re.compile(
+    r"\b(?:instead|rather than|in place of|au lieu d|plut[ôo]t que|statt|anstatt|en lugar de|en vez de|em vez de|"
+    r"ao inv[ée]s de|invece d|anzich[ée]|zamiast|in plaats van)|代わりに|改成|改为|换成"
+)
+"""What a change of plan puts in place of the old work ("zamiast łatać moment, przechodzimy na useFormatter")."""
 
 
 def _asks(text: str) -> bool:
@@ -863,7 +944,8 @@ _NEXT_CUE = re.compile(r"^(?:now|next|then)\b")
 
 
 _DELIVERABLE = re.compile(
-    r"^(?:make|write|draft|produce|create|prepare|build|put together|generate|compile|give)(?: me| us)? (?:a|an)\s"
+    r"^(?:make|write|draft|produce|create|prepare|build|put together|generate|compile|give)(?: me| us)? "
+    r"(?:a|an|the|that|this|those|these|it|them)(?: up)?\s"
 )
 """A request for a new piece of work ("make me a checklist for the other 10"): it adds to the goal."""
 
@@ -878,11 +960,49 @@ Mail", "schrijf ook een bericht")."""
 
 
 def _new_deliverable(sentence: str) -> bool:
-    """Whether a user sentence asks for a new thing to be made ("Write me a summary for the team.")."""
-    text = _POLITE.sub("", _FILLER.sub("", clean_line(sentence).lower()).strip(), count=1).strip()
-    if _DELIVERABLE_OTHER.match(text):
+    """Whether a user sentence, or a clause of it after a dash or a semicolon, asks for a new thing to be made
+    ("Write me a summary for the team.", "I don't want to accuse anyone — write it up neutrally for LP.")."""
+    for clause in re.split(r"\s[—–]\s|;\s", clean_line(sentence)):
+        text = _POLITE.sub("", _FILLER.sub("", clause.lower()).strip(), count=1).strip()
+        if _DELIVERABLE_OTHER.match(text):
+            return True
+        if classify_user_sentence(clause) == "request" and _DELIVERABLE.match(text):
+            return True
+    return False
+
+
+_CHOICE = re.compile(
+    r"^(?:(?:ok(?:ay)? |so |then |alright |fine )?(?:let's |we'll |we will |i'll )?(?:go|going) with|"
+    r"(?:let's|we'll|we will) (?:use|pick|take)|pick|(?:i|we) (?:pick|choose|chose|prefer) (?!not\b)|"
+    r"on part sur|on prend|on choisit|on garde|partons sur|(?:wir )?nehmen (?:wir )?|wir machen|machen wir|"
+    r"vamos (?:con|a usar|de|com)|nos quedamos con|ficamos com|andiamo (?:con|su)|scegliamo|prendiamo|"
+    r"bierzemy|wybieramy|idziemy w|zr[óo]bmy tak|we gaan voor|we nemen)\b"
+)
+"""A choice between options ("Let's go with Resend.", "On part sur HelloAsso.", "Zróbmy tak: ...")."""
+_ONLY = re.compile(
+    r"^(?:(?:but |and )?(?:now |for now |teraz |nu |jetzt |ahora |agora |maintenant |ora )?"
+    r"(?:only|nur|tylko|solo|s[óo]lo|seulement|uniquement|alleen|s[óo] (?:o|a|os|as))\s+(?!if\b|when\b|after\b)\w)"
+)
+"""A narrowing of the task to a part of it ("Only reports/ for now.", "teraz tylko checkout", "nur der Vorstand")."""
+
+
+_PROPOSAL = re.compile(
+    r"^(?:what|how) about\s+(?!(?:it|that|this|them|you)\b)\S.*\binstead\b|"
+    r"^(?!(?:that|this|it|everything|all|which|what|one|each)\b)[\w.+/-]+(?:\s[\w.+/-]+){0,2}\s(?:is|are|sounds|works)\s"
+    r"(?:fine|ok|okay|good|great|perfect)\b(?!\s+to\b)|"
+    r"(?:で|にして|にしよう|にしましょう|でどう|でお願い)[。？?]?$"
+)
+"""A parameter the user puts in place ("What about Porto instead?", "pytest-xdist is fine.", "鎌倉で。")."""
+
+
+def _refines(sentence: str) -> bool:
+    """Whether a user sentence decides how the task is to be done: a choice between options, a parameter put in
+    place, or a narrowing of it."""
+    text = _FILLER.sub("", clean_line(sentence).lower()).strip()
+    if _PROPOSAL.search(text):
         return True
-    return classify_user_sentence(sentence) == "request" and bool(_DELIVERABLE.match(text))
+    lead = _LEAD_CLAUSE.match(text)
+    return any(bool(_CHOICE.match(part) or _ONLY.match(part)) for part in (text, text[lead.end() :] if lead else ""))
 
 
 def _next_step(sentence: str) -> bool:
@@ -894,9 +1014,20 @@ def _next_step(sentence: str) -> bool:
     return not (_STEP_VERB.match(rest) or _BACK_REFERENCE.match(rest))
 
 
+_WIDEN = re.compile(
+    r"\b(?:while (?:we're|we are|you're|you are|i'm) at it|on top of that|ya que estamos|de paso|tant qu'on y est|"
+    r"wo wir (?:schon )?dabei sind|j[áa] que estamos|gi[àa] che ci siamo|skoro ju[żz]|nu we toch bezig zijn)\b[\s,]*"
+)
+"""A widening of the task ("While we're at it, ...", "ya que estamos, quiero migrar todo a pgBackRest")."""
+
+
 def _extends(sentence: str) -> bool:
-    """Whether a user sentence adds a task to the goal ("Also add a flag."), not a rule ("And don't ...")."""
+    """Whether a user sentence adds a task to the goal ("Also add a flag.", "While we're at it, move the cron
+    job too."), not a rule ("And don't ...")."""
     text = _FILLER.sub("", clean_line(sentence).lower()).strip()
+    widen = _WIDEN.search(text)
+    if widen and classify_user_sentence(text[widen.end() :]) in ("request", "new_task", "follow_up"):
+        return True
     follow = _FOLLOW_UP.match(text)
     if not follow:
         return False
@@ -1272,10 +1403,14 @@ def extract_summary(
 
     * goal: the task the user set. The first request (or a ``Goal: ...`` line) sets it; a later
       explicit change ("New task: ...", "Change of plans. ...", "Goal: ...") or setting the work
-      aside before a new ask ("Wait, actually don't ... Can you ...?") replaces it, and the
-      earlier goal moves to Completed; a follow-up such as "Also add a flag" extends it; a tight
-      budget only cuts it (see :func:`_goal_core`); constraints, questions and requests about the
-      task at hand ("send it as a PR") leave it;
+      aside before a new ask ("Wait, actually don't ... Can you ...?", "You know what, forget
+      the flaky test. ...") replaces it, the earlier goal moves to Completed and a note after the
+      goal says what it was about (its first sentence, then what names things); a follow-up
+      ("Also add a flag", "While we're at it, ..."), a request for the piece of work itself
+      ("Draft the memo now"), a choice ("Let's go with Resend", "What about Porto instead?") or
+      a narrowing ("Only reports/ for now") extends it; a tight budget only cuts it (see
+      :func:`_goal_core`); constraints, questions and requests about the task at hand ("send it
+      as a PR") leave it;
     * decisions: commitments and choices from either side ("we will", "let's", "decided",
       "keep X unchanged", "don't ...", and their French, Spanish, Portuguese and German
       counterparts); what the user decided is marked ``User:`` so trimming keeps it longest;
@@ -1368,7 +1503,7 @@ class _RunReader:
         if counter.count(text) > self.goal_cap:
             self.candidates += _user_candidates(text, order, counter, self.clause_cap)
             text = _cut(_goal_core(_without_dismissal(text), counter, self.goal_cap) or text, counter, self.goal_cap, 0)
-        self.earlier = _goal_core(goal) or goal if goal else ""
+        self.earlier = clean_line(f"{goal} {self.earlier}")  # what the replaced goals were about, newest first
         self.goal = text
         self.candidates += _user_candidates(before, order, counter, self.clause_cap)
 
@@ -1381,6 +1516,7 @@ class _RunReader:
             self._explicit(*explicit, order)
             return
         effect: GoalEffect | None = None
+        added = content
         if _is_task(self.goal):  # a goal stands: only an explicit change replaces it, only a new request extends it
             sentences = _all_sentences(content)
             if any(_changes_task(sentence) for sentence in sentences):
@@ -1391,10 +1527,15 @@ class _RunReader:
                 or any(_next_step(sentence) or _new_deliverable(sentence) for sentence in sentences)
             ):
                 effect = "extend"  # an added task, or the first ask after a remark that was its context
+            elif any(_refines(sentence) for sentence in sentences):
+                effect = "extend"  # a choice or a narrowing: the goal says it, with what the message asks
+                added = " ".join(s for s in sentences if _refines(s) or classify_user_sentence(s) in _ASKING)
+                rest = " ".join(s for s in sentences if s not in added)
+                self.candidates += _user_candidates(rest, order, self.counter, self.clause_cap)
             else:
                 effect = "keep"
         before = self.goal
-        self.goal, stated = next_goal(before, content, self.counter, self.goal_cap, effect)
+        self.goal, stated = next_goal(before, added, self.counter, self.goal_cap, effect)
         if not before and self.goal and self.context:  # what the user stated before asking is the ask's context
             self.goal = self._with_context(self.goal)
         elif not before and not self.goal and user_statements(content):
@@ -1434,7 +1575,7 @@ class _RunReader:
         room = self.goal_cap - self.counter.count(self.goal) - 4
         if not self.earlier or room < 8:
             return self.goal
-        return f"{self.goal} (earlier: {_cut(self.earlier, self.counter, room, 0)})"
+        return f"{self.goal} (earlier: {_earlier_note(self.earlier, self.counter, room)})"
 
     def summary(self) -> Summary:
         """The summary: fixed lines (tool calls, earlier goals), then the best candidates that fit."""
@@ -1465,6 +1606,24 @@ class _RunReader:
         for name in LIST_SECTIONS:
             summary.bullets[name] = keep_newest(dedupe(summary.bullets[name]), MAX_BULLETS)
         return summary
+
+
+def _earlier_note(earlier: str, counter: TokenCounter, room: int) -> str:
+    """What a replaced goal was about, in ``room`` tokens: its first sentence, then the sentences that name the most
+    (identifiers, numbers, names), said in their order; the note names the subject the new goal may continue."""
+    if counter.count(earlier) <= room:
+        return earlier
+    sentences = _all_sentences(earlier)
+    if not sentences:
+        return _cut(earlier, counter, room, 0)
+    order = [0, *sorted(range(1, len(sentences)), key=lambda i: -_specificity(sentences[i]))]
+    kept, used = {0}, counter.count(sentences[0])  # the first sentence, which names the task, cut if need be
+    for i in order[1:]:
+        cost = counter.count(sentences[i]) + 1
+        if used + cost <= room:
+            kept.add(i)
+            used += cost
+    return _cut(clean_line(" ".join(sentences[i] for i in sorted(kept))), counter, room, 0)
 
 
 def _asked(candidate: _Candidate) -> bool:
