@@ -685,3 +685,11 @@ def test_a_cut_goal_stays_within_its_cap_and_never_ends_inside_a_number() -> Non
     goal, _ = next_goal("", message, COUNTER, 28)
     assert goal.endswith("a dos años de…")
     assert COUNTER.count(goal) <= 28  # the goal's cap has no slack
+
+
+def test_a_title_before_a_name_ends_no_sentence() -> None:
+    text = "At 23:58 on March 1, Dr. Patel changed the billing address. Mme. Roux approved it."
+    assert _split_sentences(text) == [
+        "At 23:58 on March 1, Dr. Patel changed the billing address.",
+        "Mme. Roux approved it.",
+    ]

@@ -185,7 +185,9 @@ _VAGUE_SUBJECT = re.compile(r"^(?:that|this|it|it's|that's|there|i|i'm|we|we're|
 _SPECIFIC = re.compile(r"\d|[`'\"]|\w[_./:=@-]\w")
 
 
-_ABBREVIATION = re.compile(r"(?:^|[\s(])(?:e\.g|i\.e|vs|approx|cf|incl|z\.\s?b|d\.\s?h|p\.\s?ex|nr|n°)\.$", re.I)
+_ABBREVIATION = re.compile(
+    r"(?:^|[\s(])(?:(?i:e\.g|i\.e|vs|approx|cf|incl|z\.\s?b|d\.\s?h|p\.\s?ex|nr|n°)|Dr|Mr|Mrs|Ms|Prof|Mme|Sr|Sra)\.$"
+)
 
 
 def _split_sentences(text: str) -> list[str]:
