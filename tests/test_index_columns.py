@@ -378,7 +378,7 @@ def test_a_snapshot_loads_its_owner_map_by_runs_not_by_name(tmp_path: Path, monk
     store.write_file("knowledge/carol_n1.md", "# Carol\n\nhandset")  # journal: a new owner
     close_shared_stores()
     asked: list[str] = []
-    original = index_module.owner_of
+    original = owner_of
 
     def counting(name: str) -> str | None:
         asked.append(name)

@@ -145,10 +145,10 @@ class RankerCache:
         return len(self._rankers)
 
     def clear(self) -> None:
-        """Forget every ranker (the index was replaced) and every snapshot read ahead."""
+        """Forget every ranker (the index was replaced). A snapshot being read ahead is kept:
+        :meth:`get` checks each of its rows against the entries of its moment anyway."""
         self._rankers = {}
         self._saved = {}
-        self._ahead = {}
 
     def add(self, owner: str, entry: IndexEntry, tokens: Callable[[], list[str]]) -> None:
         """Put a changed document into its ranker, if that ranker is loaded."""

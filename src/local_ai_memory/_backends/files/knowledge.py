@@ -29,6 +29,7 @@ import bisect
 import hashlib
 import os
 import stat as stat_module
+import sys
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -57,7 +58,7 @@ __all__ = ["FileKnowledgeBackend"]
 
 UPDATE_LOCKS = ".locks"
 """Folder under ``memory_data/`` of the lock files :meth:`FileKnowledgeBackend.update_note` takes."""
-_STAT_AT = os.stat in os.supports_dir_fd and os.listdir in os.supports_fd
+_STAT_AT = os.stat in os.supports_dir_fd
 """Whether notes can be listed and ``stat``-ed relative to their folder's descriptor (POSIX)."""
 _LOG_LIMIT = 100_000  # more pending changes than this: the feed asks for one full comparison
 
@@ -66,14 +67,14 @@ def _info(category: str, name: str, st: os.stat_result) -> NoteInfo:
     return NoteInfo(category, name, st.st_size, st.st_mtime_ns, st.st_mtime)
 
 
-def _stat_at(fd: int, names: list[str]) -> tuple[list[str], list[os.stat_result]]:
+def _stat_at(fd: int, names: list[bytes]) -> tuple[list[bytes], list[os.stat_result]]:
     """The regular files among ``names`` in the folder open as ``fd``, and their ``lstat``
     (a name deleted meanwhile is left out, as :meth:`FileKnowledgeBackend.list_notes` does)."""
     stat = os.stat
     try:
         stats = [stat(name, dir_fd=fd, follow_symlinks=False) for name in names]
     except FileNotFoundError:
-        found: list[tuple[str, os.stat_result]] = []
+        found: list[tuple[bytes, os.stat_result]] = []
         for name in names:
             try:
                 found.append((name, stat(name, dir_fd=fd, follow_symlinks=False)))
@@ -230,23 +231,28 @@ class FileKnowledgeBackend(KnowledgeBackend):
         lists its own way (overrides :meth:`list_notes`) is listed through it."""
         if not _STAT_AT or type(self).list_notes is not FileKnowledgeBackend.list_notes:
             return super().list_versions(category, user_prefix)
+        folder = os.fsencode(self.guard.resolve(DATA_DIR, category))
         try:
-            fd = os.open(self.guard.resolve(DATA_DIR, category), os.O_RDONLY | os.O_DIRECTORY)
+            fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
         except FileNotFoundError:  # as list_notes: empty, and reading creates nothing
             return NoteVersions(category, [], [], [], [])
         try:
-            names = os.listdir(fd)
+            # Names as bytes: stat takes them as they are (no encoding per call), and only
+            # the notes' names are decoded, once.
+            raw = os.listdir(folder)
+            encoding, errors = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
             if user_prefix is not None:
                 # Encoded ids never contain "_", so this prefix alone proves the owner.
-                names = [name for name in names if name.startswith(user_prefix) and name.endswith(".md")]
+                prefix = os.fsencode(user_prefix)
+                raw = [name for name in raw if name.startswith(prefix) and name.endswith(b".md")]
             else:
-                names = [name for name in names if is_note_name(name)]
-            names, stats = _stat_at(fd, names)
+                raw = [name for name in raw if is_note_name(name.decode(encoding, errors))]
+            raw, stats = _stat_at(fd, raw)
         finally:
             os.close(fd)
         return NoteVersions(
             category,
-            names,
+            [name.decode(encoding, errors) for name in raw],
             [st.st_size for st in stats],
             [st.st_mtime_ns for st in stats],
             [st.st_mtime for st in stats],
