@@ -298,7 +298,7 @@ class RankerCache:
                 loaded = self._load_snapshot(ranker, user_id, category, names)
         except Exception:
             ranker, loaded = BM25Index(self.vocab, category), set()
-        missing = sorted(name for name in names if name not in loaded)
+        missing = sorted(names.difference(loaded))
         docs = _tokens_in_batches(category, missing, entries, tokens_of)
         if len(missing) > max(64, journal_bound(len(names))):  # fewer go to the delta: no compaction now
             ranker.build(docs)

@@ -32,6 +32,7 @@ import stat as stat_module
 import sys
 import threading
 from collections.abc import Callable, Iterable
+from itertools import repeat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -244,7 +245,10 @@ class FileKnowledgeBackend(KnowledgeBackend):
             if user_prefix is not None:
                 # Encoded ids never contain "_", so this prefix alone proves the owner.
                 prefix = os.fsencode(user_prefix)
-                raw = [name for name in raw if name.startswith(prefix) and name.endswith(b".md")]
+                if not (
+                    all(map(bytes.startswith, raw, repeat(prefix))) and all(map(bytes.endswith, raw, repeat(b".md")))
+                ):
+                    raw = [name for name in raw if name.startswith(prefix) and name.endswith(b".md")]
             else:
                 raw = [name for name in raw if is_note_name(name.decode(encoding, errors))]
             raw, stats = _stat_at(fd, raw)
