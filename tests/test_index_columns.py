@@ -13,6 +13,7 @@ first query, once, and not at all for a folder closed meanwhile.
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 import zipfile
@@ -23,14 +24,15 @@ import numpy as np
 import pytest
 
 from local_ai_memory import close_shared_stores
+from local_ai_memory._knowledge import index as index_module
 from local_ai_memory._knowledge import index_file
 from local_ai_memory._knowledge.bm25 import BM25Index, Vocabulary, read_snapshot, snapshot_bytes
 from local_ai_memory._knowledge.index import JOURNAL_NAME, EntryMap
 from local_ai_memory._knowledge.index_file import IndexColumns, parse_columns, parse_index, stored_entries
 from local_ai_memory._knowledge.store import MemoryStore
 from local_ai_memory._shared.config import MemoryConfig
-from local_ai_memory._shared.naming import DirectoryGuard
-from local_ai_memory.backends import FileKnowledgeBackend
+from local_ai_memory._shared.naming import DirectoryGuard, user_file_prefix
+from local_ai_memory.backends import FileKnowledgeBackend, is_note_name, owner_of
 from tests.conftest import EventLog
 
 CONFIG = MemoryConfig(fsync=False)
@@ -314,3 +316,105 @@ def test_columns_survive_a_zip_of_the_snapshot_members(tmp_path: Path) -> None:
     with zipfile.ZipFile(_snapshot_path(tmp_path)) as archive:
         assert all(m.compress_type == zipfile.ZIP_STORED for m in archive.infolist())
         assert "order.npy" in archive.namelist()
+
+
+# -- the first query's listing comparison and owner map -------------------------------------------
+def test_the_first_query_compares_columns_and_reads_no_unchanged_note(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fresh process lists the notes as columns (no ``list_notes``), reads none of the
+    unchanged notes, and still sees a note edited in place (same size, the folder's mtime
+    unchanged), a deleted one and a new one."""
+    before = _folder(tmp_path)
+    calls: list[str] = []
+    for method in ("list_notes", "read_note", "read_note_head", "read_note_heads"):
+        original = getattr(FileKnowledgeBackend, method)
+
+        def spy(self: FileKnowledgeBackend, *args: Any, _name: str = method, _original: Any = original) -> Any:
+            calls.append(_name)
+            return _original(self, *args)
+
+        monkeypatch.setattr(FileKnowledgeBackend, method, spy)
+    fresh = _fresh(tmp_path)
+    assert _ranked(fresh) == before
+    assert calls == []
+    folder = tmp_path / "memory_data" / "knowledge"
+    stamp = (folder / "alice_n7.md").stat().st_mtime_ns
+    with open(folder / "alice_n7.md", "r+b") as note:  # in place: same size, same inode, same folder mtime
+        note.write(b"# Seven\n\nMelons" + b" " * (len(_note(7)) - 16))
+    os.utime(folder / "alice_n7.md", ns=(stamp + 5_000_000_000, stamp + 5_000_000_000))
+    assert (folder / "alice_n7.md").stat().st_size == len(_note(7))
+    (folder / "alice_n8.md").unlink()
+    (folder / "alice_n99.md").write_text("# New\n\nhandset")
+    (folder / "alice_dir.md").mkdir()  # not a note: a folder, and a link, are never listed
+    (folder / "alice_link.md").symlink_to(folder / "alice_n9.md")
+    again = _fresh(tmp_path)
+    assert again.bm25_search("melons", user_id="alice") == ["alice_n7.md"]
+    assert again.bm25_search("tok7x", user_id="alice") == []
+    assert again.bm25_search("tok8x", user_id="alice") == []
+    assert again.bm25_search("handset", user_id="alice") == ["alice_n99.md"]
+    assert sorted(again._index.names_of("alice", "knowledge")) == sorted(
+        [f"alice_n{n}.md" for n in range(40) if n != 8] + ["alice_n99.md"]
+    )
+    listed = again.backend.list_versions("knowledge", "alice_")
+    assert dict(zip(listed.names, map(listed.info, range(len(listed.names))), strict=True)) == again.backend.list_notes(
+        "knowledge", "alice_"
+    )
+
+
+def test_a_snapshot_loads_its_owner_map_by_runs_not_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loading a snapshot asks the naming rule once per user and category, not once per note,
+    and gives the same owner map as the rule applied to every name (rows replaced or dropped
+    by the journal included)."""
+    store = _store(tmp_path)
+    for user in ("alice", "bob", "bob_admin", "b%b"):
+        for n in range(30):
+            store.write_file(f"knowledge/{user_file_prefix(user)}n{n}.md", _note(n))
+    store.bm25_search("tea", user_id="alice")
+    store.settle()
+    store._index.compact()
+    store.write_file("knowledge/alice_n3.md", "# Three again\n\nmelons")  # journal: a replaced row
+    store.delete_file("knowledge/bob_n4.md")  # journal: a dropped row
+    store.write_file("knowledge/carol_n1.md", "# Carol\n\nhandset")  # journal: a new owner
+    close_shared_stores()
+    asked: list[str] = []
+    original = owner_of
+
+    def counting(name: str) -> str | None:
+        asked.append(name)
+        return original(name)
+
+    monkeypatch.setattr(index_module, "owner_of", counting)
+    fresh = _store(tmp_path)
+    fresh.ensure_index()
+    assert len(asked) < 20  # one per run (4 users) and per journal entry, not 120
+    expected: dict[tuple[str, str], set[str]] = {}
+    for category, name in fresh._index.current():
+        owner = original(name)
+        assert owner is not None
+        expected.setdefault((owner, category), set()).add(name)
+    assert fresh._index.owned == expected
+    assert "bob_n4.md" not in expected[("bob", "knowledge")]
+    assert fresh._index.owned[("bob_admin", "knowledge")] == {f"bob%5Fadmin_n{n}.md" for n in range(30)}
+    assert fresh.bm25_search("handset", user_id="carol") == ["carol_n1.md"]
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        [("k", "alice_a.md"), ("k", "alice_b.txt"), ("k", "alice_c.md"), ("k", "bob_a.md"), ("w", "bob_b.md")],
+        [("k", "bob_a.md"), ("k", "alice_a.md"), ("k", "alice_c.md"), ("k", "README.md"), ("k", "_x.md")],
+        [("k", ".alice_a.md"), ("k", "alice_a.md"), ("k", "alice_b.md"), ("k", "alice`x.md"), ("k", "alicf_a.md")],
+        [],
+    ],
+)
+def test_owner_runs_agree_with_the_rule_per_name(keys: list[tuple[str, str]]) -> None:
+    runs = index_module._owner_runs(keys)
+    by_runs = {(position, owner) for start, end, owner in runs for position in range(start, end)}
+    by_name = {(position, owner) for position, _, owner in index_module._owned_keys(keys)}
+    per_key = {
+        (position, owner)
+        for position, (_, name) in enumerate(keys)
+        if is_note_name(name) and (owner := owner_of(name)) is not None
+    }
+    assert by_runs == by_name == per_key

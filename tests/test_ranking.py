@@ -242,7 +242,7 @@ def test_compactions_and_snapshot_reloads_keep_scores_exact(
 
 
 def test_a_snapshot_that_does_not_fit_together_is_refused() -> None:
-    from local_ai_memory._knowledge.bm25 import snapshot_bytes
+    from local_ai_memory._knowledge.bm25 import array_bounds, snapshot_bytes
 
     index = BM25Index(Vocabulary())
     index.build([("a", ["w1", "w2"]), ("b", ["w2", "w3"])])
@@ -253,11 +253,12 @@ def test_a_snapshot_that_does_not_fit_together_is_refused() -> None:
         ("doc_ptr", arrays["doc_ptr"][::-1].copy()),
         ("post_ptr", arrays["post_ptr"][:-1]),
         ("doc_len", arrays["doc_len"][:1]),
+        ("post_slots", arrays["post_slots"] - 5),
     ]:
-        with pytest.raises(ValueError):
-            BM25Index(Vocabulary()).load(
-                read_snapshot(snapshot_bytes({**arrays, name: bad})), lambda keys: np.ones(len(keys), dtype=bool)
-            )
+        damaged = read_snapshot(snapshot_bytes({**arrays, name: bad}))
+        for bounds in (None, array_bounds(damaged)):  # taken by the load, or by the thread that read it
+            with pytest.raises(ValueError):
+                BM25Index(Vocabulary()).load(damaged, lambda keys: np.ones(len(keys), dtype=bool), bounds)
     loaded = BM25Index(Vocabulary())
     loaded.load(read_snapshot(snapshot_bytes(arrays)), lambda keys: np.ones(len(keys), dtype=bool))
     with pytest.raises(ValueError):  # only into an empty index

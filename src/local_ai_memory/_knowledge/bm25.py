@@ -56,6 +56,7 @@ __all__ = [
     "BM25Index",
     "CountedDoc",
     "Vocabulary",
+    "array_bounds",
     "count_terms",
     "idf",
     "pack_texts",
@@ -427,7 +428,10 @@ class BM25Index:
         }, names
 
     def load(
-        self, data: Mapping[str, npt.NDArray[Any]], keep: Callable[[list[str]], npt.NDArray[np.bool_]]
+        self,
+        data: Mapping[str, npt.NDArray[Any]],
+        keep: Callable[[list[str]], npt.NDArray[np.bool_]],
+        bounds: Bounds | None = None,
     ) -> set[str]:
         """Install an :meth:`export` into this empty index as its base segment, then drop the
         documents whose row is false in ``keep(keys)`` (one flag per row, in row order); return
@@ -436,7 +440,8 @@ class BM25Index:
 
         The large arrays stay views into ``data`` where their type allows (no copy of the
         postings; nothing writes into a base segment: changes go to the delta, and a
-        compaction builds new arrays)."""
+        compaction builds new arrays). ``bounds``: :func:`array_bounds` of ``data``, when a
+        reading thread took them already."""
         if self._keys:
             raise ValueError("a snapshot loads into an empty index only")
         keys = unpack_texts(data["keys"])
@@ -462,8 +467,7 @@ class BM25Index:
             or doc_terms.shape != (total,)
             or doc_terms.dtype.kind not in "iu"
             or post_slots.dtype.kind not in "iu"
-            or (total and (doc_terms.min() < 0 or doc_terms.max() >= n_words))
-            or (total and (post_slots.min() < 0 or post_slots.max() >= n))
+            or (total and not _within(array_bounds(data) if bounds is None else bounds, n_words, n))
         ):
             raise ValueError("snapshot arrays do not match")
         counts = np.diff(post_ptr)
@@ -714,6 +718,36 @@ def snapshot_bytes(arrays: Mapping[str, npt.NDArray[Any]]) -> bytes:
     buffer = io.BytesIO()
     np.savez(buffer, **arrays)  # type: ignore[arg-type]
     return buffer.getvalue()
+
+
+Bounds = dict[str, tuple[int, int]]
+"""The smallest and largest value of a snapshot's arrays, by name (see :func:`array_bounds`)."""
+
+
+def array_bounds(data: Mapping[str, npt.NDArray[Any]]) -> Bounds:
+    """The smallest and largest value of a snapshot's ``doc_terms`` and ``post_slots`` (integer
+    and not empty), which :meth:`BM25Index.load` checks against its terms and documents. Two
+    passes over millions of values that release the GIL: the thread that read the snapshot
+    takes them (see :class:`~.rankers.RankerCache`), not the query."""
+    out: Bounds = {}
+    for name in ("doc_terms", "post_slots"):
+        array = data.get(name)
+        if array is not None and array.size and array.dtype.kind in "iu":
+            out[name] = (int(array.min()), int(array.max()))
+    return out
+
+
+def _within(bounds: Bounds, words: int, documents: int) -> bool:
+    """Whether every term id is below ``words`` and every posting's document below ``documents``."""
+    terms, slots = bounds.get("doc_terms"), bounds.get("post_slots")
+    return (
+        terms is not None
+        and slots is not None
+        and terms[0] >= 0
+        and terms[1] < words
+        and slots[0] >= 0
+        and slots[1] < documents
+    )
 
 
 def read_snapshot(data: bytes) -> dict[str, npt.NDArray[Any]]:

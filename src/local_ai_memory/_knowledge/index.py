@@ -28,7 +28,9 @@ change: they are kept in the blobs too, so no other process re-reads them either
 
 from __future__ import annotations
 
+import bisect
 import itertools
+import operator
 import threading
 import time
 import uuid
@@ -38,7 +40,7 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from local_ai_memory._contracts.knowledge import KnowledgeBackend, NoteInfo, is_note_name
+from local_ai_memory._contracts.knowledge import KnowledgeBackend, NoteVersions, is_note_name
 from local_ai_memory._knowledge.index_file import (
     IndexEntry,
     SkippedNote,
@@ -84,6 +86,7 @@ def journal_bound(entries: int) -> int:
 
 
 EntryKey = tuple[str, str]  # (category, filename)
+OwnerRun = tuple[int, int, str]  # start, end, owner: snapshot rows of one owner in one category
 Signature = tuple[int, int]  # (version, size) of a note
 _V = TypeVar("_V")
 Listed = tuple[int | None, int | None, bool]  # mtime_ns, size, holds a content hash
@@ -98,16 +101,18 @@ class EntryMap(MutableMapping[EntryKey, IndexEntry]):
     :meth:`racy_keys`); a compaction copies the rows it never decoded as they were stored
     (:meth:`stored_items`). A key is in one of the two at a time."""
 
-    __slots__ = ("_row", "_rows", "_set")
+    __slots__ = ("_row", "_rows", "_runs", "_set")
 
     def __init__(
         self,
         entries: Mapping[EntryKey, IndexEntry] | None = None,
         rows: SnapshotRows | None = None,
         row_of: dict[EntryKey, int] | None = None,
+        runs: Sequence[OwnerRun] = (),
     ) -> None:
         self._rows = rows
         self._row: dict[EntryKey, int] = row_of if row_of is not None and rows is not None else {}
+        self._runs = runs if rows is not None else ()  # the rows of ``row_of``, by owner (see owners())
         self._set: dict[EntryKey, IndexEntry] = dict(entries) if entries is not None else {}
 
     def __getitem__(self, key: EntryKey) -> IndexEntry:
@@ -157,34 +162,62 @@ class EntryMap(MutableMapping[EntryKey, IndexEntry]):
 
     def copy(self) -> EntryMap:
         """A shallow copy (the same entries and snapshot rows)."""
-        return EntryMap(self._set, self._rows, dict(self._row))
+        return EntryMap(self._set, self._rows, dict(self._row), self._runs)
 
-    def not_as_listed(self, category: str, listed: Sequence[tuple[str, NoteInfo]]) -> list[str]:
-        """The names of ``listed`` (a listing of ``category``) whose entry is missing, differs
-        from the listing in version or size, or holds a content hash: all but the notes
-        unchanged since they were indexed (the usual 10k of a listing comparison), found
-        without decoding an entry."""
+    def not_as_listed(self, listed: NoteVersions, start: int = 0, end: int | None = None) -> list[int]:
+        """The positions in ``listed`` (from ``start`` to ``end``) of the notes whose entry is
+        missing, differs from the listing in version or size, or holds a content hash: all but
+        the notes unchanged since they were indexed (the usual 10k of a listing comparison),
+        found without decoding an entry. The snapshot's rows are compared in one array
+        operation; the entries set in this process since, one by one."""
+        end = len(listed.names) if end is None else min(end, len(listed.names))
+        rows = self._rows
+        if rows is None or not self._row:
+            return self._not_as_listed(listed, range(start, end))
+        found = np.fromiter(
+            map(self._row.get, zip(itertools.repeat(listed.category), listed.names[start:end]), itertools.repeat(-1)),
+            dtype=np.int64,
+            count=end - start,
+        )
+        try:
+            versions = np.array(listed.versions[start:end], dtype=np.int64)
+            sizes = np.array(listed.sizes[start:end], dtype=np.int64)
+        except OverflowError:  # a version beyond 64 bits: compared one by one
+            return self._not_as_listed(listed, range(start, end))
+        stored = found >= 0
+        at = found[stored]
+        signatures = rows.signatures()
+        differs = (signatures[at, 0] != versions[stored]) | (signatures[at, 1] != sizes[stored]) | rows.racy_mask()[at]
+        out: list[int] = (np.flatnonzero(stored)[differs] + start).tolist()
+        others = (np.flatnonzero(~stored) + start).tolist()
+        if others:
+            out = sorted(out + self._not_as_listed(listed, others))
+        return out
+
+    def _not_as_listed(self, listed: NoteVersions, positions: Iterable[int]) -> list[int]:
+        """:meth:`not_as_listed` for ``positions``, one note at a time."""
+        category, names, versions, sizes = listed.category, listed.names, listed.versions, listed.sizes
         row_of = self._row
         set_ = self._set
         rows = self._rows
         mtime, size, racy = (rows.mtime, rows.size, rows.racy) if rows is not None else ([], [], frozenset())
-        out: list[str] = []
-        for name, info in listed:
-            key = (category, name)
+        out: list[int] = []
+        for position in positions:
+            key = (category, names[position])
             row = row_of.get(key)
             if row is not None:
-                if mtime[row] == info[3] and size[row] == info[2] and row not in racy:
+                if mtime[row] == versions[position] and size[row] == sizes[position] and row not in racy:
                     continue
             else:
                 entry = set_.get(key)
                 if (
                     entry is not None
-                    and entry.mtime_ns == info[3]
-                    and entry.size == info[2]
+                    and entry.mtime_ns == versions[position]
+                    and entry.size == sizes[position]
                     and entry.content_hash is None
                 ):
                     continue
-            out.append(name)
+            out.append(position)
         return out
 
     def checksum(self, key: EntryKey, entry: IndexEntry | None = None) -> int | None:
@@ -211,8 +244,27 @@ class EntryMap(MutableMapping[EntryKey, IndexEntry]):
         found = {key for key, entry in self._set.items() if entry.content_hash is not None}
         rows = self._rows
         if rows is not None and rows.racy:
-            found.update(key for key, row in self._row.items() if row in rows.racy)
+            keys = rows.keys
+            found.update(keys[row] for row in rows.racy if self._row.get(keys[row]) == row)
         return found
+
+    def owners(self) -> dict[tuple[str, str], set[str]]:
+        """``{(owner, category): file names}`` of the entries: the snapshot rows by their runs
+        (:func:`_owner_runs`, a set per run rather than a rule per name), the entries set in
+        this process one by one."""
+        owned: dict[tuple[str, str], set[str]] = {}
+        rows = self._rows
+        if rows is not None and self._runs:
+            keys = rows.keys
+            row_of = self._row
+            intact = len(row_of) == sum(end - start for start, end, _ in self._runs)
+            for start, end, owner in self._runs:
+                run = keys[start:end] if intact else [key for key in keys[start:end] if key in row_of]
+                if run:
+                    owned.setdefault((owner, run[0][0]), set()).update(map(operator.itemgetter(1), run))
+        for _, (category, filename), owner in _owned_keys(list(self._set)):
+            owned.setdefault((owner, category), set()).add(filename)
+        return owned
 
     def stored_items(self) -> list[IndexEntry | StoredEntry]:
         """Every entry, the snapshot rows as they were stored (for :func:`~.index_file.serialize_index`)."""
@@ -297,10 +349,11 @@ class KnowledgeIndex:
         if columns is not None and keys is not None:
             # The usual snapshot (see IndexColumns): no entry is decoded here.
             rows = SnapshotRows(data, columns, keys)
-            categories = self.categories
-            entries = EntryMap(
-                rows=rows, row_of={key: row for row, key, _ in _owned_keys(keys) if key[0] in categories}
-            )
+            runs = [run for run in _owner_runs(keys) if keys[run[0]][0] in self.categories]
+            row_of: dict[EntryKey, int] = {}
+            for start, end, _ in runs:
+                row_of.update(zip(keys[start:end], range(start, end), strict=True))
+            entries = EntryMap(rows=rows, row_of=row_of, runs=runs)
             self._migrate = False
             self._meta = {}
             skipped_notes = column_skipped(data, columns)
@@ -378,12 +431,7 @@ class KnowledgeIndex:
         self.skipped = dict(skipped) if skipped is not None else {}
         if not stored:
             self._meta = {}
-        self.owned = {}
-        for _, (category, filename), owner in _owned_keys(list(entries)):
-            found = self.owned.get((owner, category))
-            if found is None:
-                found = self.owned[(owner, category)] = set()
-            found.add(filename)
+        self.owned = entries.owners()
 
     def meta_checksum(self, entry: IndexEntry) -> int:
         """:func:`~.index_file.metadata_checksum` of ``entry``, remembered per note for the
@@ -615,6 +663,34 @@ class KnowledgeIndex:
         self.last_write = now
         self.writes += 1
         return True
+
+
+def _owner_runs(keys: Sequence[EntryKey]) -> list[OwnerRun]:
+    """``(start, end, owner)`` of each run ``keys[start:end]`` of note names
+    (:func:`is_note_name`) of ``owner`` in one category. Sorted keys (a snapshot's) make one
+    run per user and category, found by bisection: every key between a note name and the
+    first key past its owner prefix (the owner part and its ``_``) starts with that prefix, so
+    only its ``.md`` ending is checked, in bulk. Other keys are taken one by one
+    (:func:`_owned_keys`)."""
+    if not all(map(operator.lt, keys, itertools.islice(keys, 1, None))):
+        return [(position, position + 1, owner) for position, _, owner in _owned_keys(keys)]
+    runs: list[OwnerRun] = []
+    position, count = 0, len(keys)
+    while position < count:
+        category, name = keys[position]
+        owner = owner_of(name) if is_note_name(name) else None
+        if owner is None:
+            position += 1
+            continue
+        prefix = name[: name.index("_") + 1]
+        end = bisect.bisect_left(keys, (category, prefix[:-1] + "`"), position)  # "`" follows "_"
+        names = list(map(operator.itemgetter(1), keys[position:end]))
+        if all(map(str.endswith, names, itertools.repeat(".md"))):
+            runs.append((position, end, owner))
+        else:
+            runs.extend((position + at, position + at + 1, found) for at, _, found in _owned_keys(keys[position:end]))
+        position = end
+    return runs
 
 
 def _owned_keys(keys: Sequence[EntryKey]) -> Iterator[tuple[int, EntryKey, str]]:

@@ -69,6 +69,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import operator
 import re
 import zlib
 from collections import Counter
@@ -410,7 +411,7 @@ def parse_columns(data: bytes) -> IndexColumns | None:
         or len(at) != n + 1
         or sum(count for _, count in columns.cats) != n
         or any(not 0 <= row < n for row in columns.racy)
-        or (n and (at[0] <= 0 or at[-1] > tail or any(a >= b for a, b in itertools.pairwise(at))))
+        or (n and (at[0] <= 0 or at[-1] > tail or not all(map(operator.lt, at, itertools.islice(at, 1, None)))))
         or (columns.skipped is not None and not 0 < columns.skipped[0] <= columns.skipped[1] <= tail)
         or zlib.crc32(memoryview(data)[:tail]) != columns.crc
     ):
@@ -434,6 +435,7 @@ class SnapshotRows:
         self._decoded: dict[int, IndexEntry] = {}
         self._single = 0
         self._signatures: npt.NDArray[np.int64] | None = None
+        self._racy_mask: npt.NDArray[np.bool_] | None = None
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -491,6 +493,14 @@ class SnapshotRows:
         if self._signatures is None:
             self._signatures = np.array([self.mtime, self.size, self.meta], dtype=np.int64).T.copy()
         return self._signatures
+
+    def racy_mask(self) -> npt.NDArray[np.bool_]:
+        """Whether each row holds a content hash, one flag per row."""
+        if self._racy_mask is None:
+            mask = np.zeros(len(self.keys), dtype=np.bool_)
+            mask[sorted(self.racy)] = True
+            self._racy_mask = mask
+        return self._racy_mask
 
     def signature(self, row: int) -> tuple[int | None, int | None, bool]:
         """Row ``row``'s ``(mtime_ns, size, has a content hash)`` as stored (``None``: absent)."""

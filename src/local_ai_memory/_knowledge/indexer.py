@@ -354,34 +354,34 @@ class NoteIndexer:
         the next look, as a change after the comparison would be.
         """
         entries = self.index.current()
+        prefix = user_file_prefix(user_id) if user_id is not None else None
         stale: list[StaleEntry] = []
         for category in categories:
             with collector_paused():  # a listing of 10k notes is 10k objects (see collector_paused)
-                current = self.listing(category, user_id)
+                listed = self.backend.list_versions(category, prefix)
             with self.lock:
                 if user_id is not None:
-                    indexed = list(self.index.names_of(user_id, category))
+                    indexed = set(self.index.names_of(user_id, category))
                 else:
-                    indexed = [name for cat, name in entries if cat == category]
-            listed = list(current.items())
-            for start in range(0, len(listed), STALE_CHUNK):
+                    indexed = {name for cat, name in entries if cat == category}
+            for start in range(0, len(listed.names), STALE_CHUNK):
                 with self.lock:
-                    for name in entries.not_as_listed(category, listed[start : start + STALE_CHUNK]):
-                        info = current[name]
-                        entry = entries.get((category, name))
+                    for position in entries.not_as_listed(listed, start, start + STALE_CHUNK):
+                        info = listed.info(position)
+                        entry = entries.get((category, info.name))
                         if entry is None:
-                            if not self.index.is_skipped(category, name, _signature(info)):
-                                stale.append(StaleEntry(category, name, "new"))
+                            if not self.index.is_skipped(category, info.name, _signature(info)):
+                                stale.append(StaleEntry(category, info.name, "new"))
                             continue
                         if not _listed_as_indexed(entry, info) or (
                             entry.content_hash is not None and self._racy_changed(entry)
                         ):
-                            stale.append(StaleEntry(category, name, "modified"))
-            stale.extend(StaleEntry(category, name, "deleted") for name in indexed if name not in current)
+                            stale.append(StaleEntry(category, info.name, "modified"))
+            gone = indexed.difference(listed.names)
+            stale.extend(StaleEntry(category, name, "deleted") for name in sorted(gone))
             if self.index.skipped:
                 with self.lock:
-                    prefix = user_file_prefix(user_id) if user_id is not None else None
-                    self.index.forget_skipped(category, current, prefix)
+                    self.index.forget_skipped(category, set(listed.names), prefix)
         return stale
 
     def refresh_stale(self, user_id: str | None, categories: tuple[str, ...]) -> int:

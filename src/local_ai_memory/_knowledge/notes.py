@@ -900,8 +900,15 @@ class KnowledgeNotes:
     def _prepare(self, user_id: str, categories: Iterable[str] | None) -> tuple[str, ...]:
         validate_name(user_id, "user_id")
         cats = self._categories(categories)
-        self._ensure_loaded()
         parts = self._parts
+        if not self._index.loaded and self.backend.folder is not None and not parts.watched:
+            # A fresh process over files: the user's ranker snapshots are read while the index
+            # loads (GIL-free reads and CRC checks beside its parsing), not while the listing's
+            # stat calls run, which hand the GIL back and forth once per note.
+            with self._lock:
+                for category in cats:
+                    self._rankers.read_ahead(user_id, category)
+        self._ensure_loaded()
         idle = not parts.watched and parts.auto is None and not parts.auto_failed and not parts.auto_pending
         start = idle and self.auto_refresh and self.shared and self.config.auto_watch
         if start and sum(len(self._index.names_of(user_id, c)) for c in cats) >= CATCH_UP_WAIT_NOTES:

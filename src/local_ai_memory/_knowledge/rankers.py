@@ -40,8 +40,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from local_ai_memory._contracts.knowledge import KnowledgeBackend
 from local_ai_memory._knowledge.bm25 import (
     BM25Index,
+    Bounds,
     CountedDoc,
     Vocabulary,
+    array_bounds,
     pack_texts,
     read_snapshot,
     snapshot_bytes,
@@ -97,18 +99,26 @@ def snapshot_name(user_id: str, category: str) -> str:
 
 
 class _ReadAhead:
-    """A snapshot read (and CRC-checked) by a thread of its own; :meth:`result` waits for it."""
+    """A snapshot read (and CRC-checked) by a thread of its own, which also takes its
+    :func:`~.bm25.array_bounds`; :meth:`result` waits for it."""
 
     def __init__(self, read: Callable[[], dict[str, npt.NDArray[Any]] | None]) -> None:
         self._read = read
         self._arrays: dict[str, npt.NDArray[Any]] | None = None
+        self.bounds: Bounds | None = None
+        """The arrays' bounds, once read (``None``: the load takes them itself)."""
         self._error: BaseException | None = None
         self._done = threading.Event()
         threading.Thread(target=self._run, name="local-ai-memory-ranker-read", daemon=True).start()
 
     def _run(self) -> None:
         try:
-            self._arrays = self._read()
+            self._arrays = arrays = self._read()
+            if arrays is not None:
+                try:
+                    self.bounds = array_bounds(arrays)
+                except (ValueError, TypeError):  # the load checks the arrays itself, and says why
+                    self.bounds = None
         except BaseException as exc:  # handed to the reader: raised where the read would have raised
             self._error = exc
         finally:
@@ -145,10 +155,10 @@ class RankerCache:
         return len(self._rankers)
 
     def clear(self) -> None:
-        """Forget every ranker (the index was replaced) and every snapshot read ahead."""
+        """Forget every ranker (the index was replaced). A snapshot being read ahead is kept:
+        :meth:`get` checks each of its rows against the entries of its moment anyway."""
         self._rankers = {}
         self._saved = {}
-        self._ahead = {}
 
     def add(self, owner: str, entry: IndexEntry, tokens: Callable[[], list[str]]) -> None:
         """Put a changed document into its ranker, if that ranker is loaded."""
@@ -280,7 +290,7 @@ class RankerCache:
                     wanted[np.array([key not in names for key in keys], dtype=np.bool_)] = (-1, -2, -1)
                 return np.asarray(np.all(sigs == wanted, axis=1), dtype=np.bool_)
 
-            return ranker.load(arrays, keep)
+            return ranker.load(arrays, keep, ahead.bounds if ahead is not None else None)
         except (ValueError, KeyError, IndexError, TypeError) as exc:
             log_event(Event.MEMORY_CORRUPT, level=logging.WARNING, path=name, reason=str(exc)[:200])
             return set()
@@ -298,7 +308,7 @@ class RankerCache:
                 loaded = self._load_snapshot(ranker, user_id, category, names)
         except Exception:
             ranker, loaded = BM25Index(self.vocab, category), set()
-        missing = sorted(name for name in names if name not in loaded)
+        missing = sorted(names.difference(loaded))
         docs = _tokens_in_batches(category, missing, entries, tokens_of)
         if len(missing) > max(64, journal_bound(len(names))):  # fewer go to the delta: no compaction now
             ranker.build(docs)

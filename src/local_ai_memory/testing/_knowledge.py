@@ -269,6 +269,20 @@ class KnowledgeBackendTests:
             assert all(info.size == len(user.encode()) and info.category == "knowledge" for info in mine.values())
         assert twin(backend, "list_notes", "work", user_file_prefix("bob")) == {}
 
+    def test_list_versions_is_list_notes_in_columns(self, backend: KnowledgeBackend, twin: Twin) -> None:
+        for user in USERS:
+            for title in ("one", "two"):
+                twin(backend, "write_note", "knowledge", _note(user, title), f"{user} {title}".encode())
+        for name in NOT_NOTES:
+            twin(backend, "write_note", "knowledge", name, b"not a note")
+        for prefix in (None, *(user_file_prefix(user) for user in USERS), "nobody_"):
+            for category in ("knowledge", "work"):
+                listed = twin(backend, "list_versions", category, prefix)
+                assert listed.category == category
+                assert len(listed.names) == len(listed.sizes) == len(listed.versions) == len(listed.modified)
+                columns = {listed.names[i]: listed.info(i) for i in range(len(listed.names))}
+                assert columns == twin(backend, "list_notes", category, prefix), (category, prefix)
+
     def test_unprefixed_listing_holds_only_note_names(self, backend: KnowledgeBackend, twin: Twin) -> None:
         for name in NOT_NOTES:
             assert not is_note_name(name), name
