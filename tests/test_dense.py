@@ -532,3 +532,43 @@ def test_a_shared_passage_keeps_its_vector_when_one_of_its_notes_is_deleted() ->
         store.forget_user("alice")
         assert dense._refs == _recount(dense)
         assert set(dense._refs) == set(dense._read("knowledge", "bob")["bob_garden.md"][1])
+
+
+class PieceEmbedder(CountingEmbedder):
+    """The same model (``model_name``) as :class:`CountingEmbedder`, cutting by word pieces."""
+
+    def count_pieces(self, words: Any) -> list[int]:
+        return [3] * len(words)
+
+
+def test_a_store_that_cuts_by_word_pieces_does_not_read_passages_cut_by_words(tmp_path: Path) -> None:
+    """One model, two embedders (sentence-transformers cuts by words, the ONNX export by word
+    pieces): each reads the passages its own rule cuts, not the other's row for the same note,
+    and forgetting the user drops both rules' maps and vectors."""
+    from local_ai_memory._knowledge.index_file import lead_text
+
+    long = "# Birds\n\nintro\n\n## Hunting\n\n" + "kestrel " * 200 + "\n"
+    folder = tmp_path / "data" / "memory_data"
+    with _open(tmp_path / "data", CountingEmbedder()) as memory:  # by words: one body passage
+        memory.knowledge.write_note("alice", "birds", long)
+        words_dense = memory.knowledge.store._dense()
+        assert words_dense is not None
+        by_words = words_dense._read("knowledge", "alice")["alice_birds.md"][1]
+    pieces = PieceEmbedder()
+    with _open(tmp_path / "data", pieces) as memory:
+        memory.knowledge.build_index()
+        assert memory.knowledge.search("kestrel", "alice")
+        store = memory.knowledge.store
+        dense = store._dense()
+        assert dense is not None
+        entry = next(e for e in store.read_index().files if e.filename == "alice_birds.md")
+        cut = passages_of(
+            lead_text(entry), entry.title, (folder / "knowledge" / entry.filename).read_text(), pieces.count_pieces
+        )
+        own = [dense.cache.digest_of(p) for p in cut]  # the lead and body passages of at most 320 pieces
+        assert not set(own[1:]) & set(by_words)  # no body passage is cut alike by both rules
+        assert dense._read("knowledge", "alice")["alice_birds.md"][1] == own
+        assert dense.cache.kept(by_words) is not None
+        store.forget_user("alice")
+        assert dense.cache.kept(by_words) is None  # the word-cut passages' vectors too
+        assert not [p for p in (folder / ".passages").rglob("alice_*") if p.is_file()]

@@ -6,7 +6,7 @@ cache embed those it does not keep yet (:meth:`VectorCache.vectors_for`: vectors
 backend's cache, files or PostgreSQL) and records, per note, which vectors are its passages
 in a **passage map** per user and category, ``filename -> [signature, digests]``, where the
 signature is the index entry's ``(mtime_ns, size, last_modified)``. It is stored as a blob
-(``.passages/{category}/{user prefix}{model}.json``) and a journal beside it
+(``.passages/{category}/{user prefix}{model and cut rule}.json``) and a journal beside it
 (``....journal.jsonl``): a write appends one JSON line with the rows of the notes it changed,
 and a reader lays the lines over the blob in order. When the journal passes
 :data:`JOURNAL_BYTES` it is folded into the blob and dropped. A folder written before the
@@ -187,6 +187,11 @@ def _sorted_set(rows: npt.NDArray[np.int64], more: Sequence[int]) -> npt.NDArray
     return unique
 
 
+def _slug(rule: str) -> str:
+    """The part of a map's name that says which model and cut rule recorded it."""
+    return hashlib.sha256(rule.encode("utf-8")).hexdigest()[:16]
+
+
 def _best(scores: Vector, n: int) -> npt.NDArray[np.int64]:
     """Positions of the ``n`` highest ``scores`` (all of them when there are fewer), ties by position."""
     if n >= scores.shape[0]:
@@ -201,10 +206,16 @@ class DenseIndex:
     def __init__(self, backend: KnowledgeBackend, cache: VectorCache, embedder: object) -> None:
         self.backend = backend
         self.cache = cache
-        self.slug = hashlib.sha256(model_id_of(embedder).encode("utf-8")).hexdigest()[:16]
         counter = getattr(embedder, "count_pieces", None)
         self.pieces: PieceCounter | None = counter if callable(counter) else None
         """The embedder's word-piece count (passages are cut to what the model reads), if it has one."""
+        by_pieces, by_words = _slug(model_id_of(embedder)), _slug(f"{model_id_of(embedder)}\x00words")
+        self.slug = by_pieces if self.pieces is not None else by_words
+        """Names this store's maps: one per model and cut rule. Two embedders of one model (the ONNX
+        export counts word pieces, sentence-transformers does not) cut a note differently; with one
+        map, a row one of them recorded was read by the other as its own passages until the note
+        changed. Forgetting a user drops the maps of both rules (:attr:`_slugs`)."""
+        self._slugs = (self.slug, by_words if self.slug == by_pieces else by_pieces)
         self._lock = threading.RLock()
         self._maps: dict[tuple[str, str], dict[str, tuple[Signature, list[str]]]] = {}
         self._refs: dict[str, int] = {}
@@ -216,8 +227,8 @@ class DenseIndex:
         self._matrices: dict[tuple[str, tuple[str, ...]], tuple[object, DenseMatrix]] = {}
 
     # -- the maps --------------------------------------------------------------------------
-    def blob_name(self, category: str, user_id: str) -> str:
-        return f"{MAP_DIR}/{category}/{user_file_prefix(user_id)}{self.slug}.json"
+    def blob_name(self, category: str, user_id: str, slug: str = "") -> str:
+        return f"{MAP_DIR}/{category}/{user_file_prefix(user_id)}{slug or self.slug}.json"
 
     def _map(self, category: str, user_id: str, fresh: bool = False) -> dict[str, tuple[Signature, list[str]]]:
         key = (category, user_id)
@@ -270,19 +281,19 @@ class DenseIndex:
             self._count(row[1], -1)
         return row
 
-    def journal_name(self, category: str, user_id: str) -> str:
-        return f"{MAP_DIR}/{category}/{user_file_prefix(user_id)}{self.slug}.journal.jsonl"
+    def journal_name(self, category: str, user_id: str, slug: str = "") -> str:
+        return f"{MAP_DIR}/{category}/{user_file_prefix(user_id)}{slug or self.slug}.journal.jsonl"
 
     def _read(self, category: str, user_id: str) -> dict[str, tuple[Signature, list[str]]]:
         """The map as stored: the blob, then the journal's rows over it, in the order appended."""
         return self._read_with_released(category, user_id)[0]
 
     def _read_with_released(
-        self, category: str, user_id: str
+        self, category: str, user_id: str, slug: str = ""
     ) -> tuple[dict[str, tuple[Signature, list[str]]], set[str]]:
         """The stored map (see :meth:`_read`) and the digests its journal released: those of
         notes deleted or re-cut since the blob was written, which compaction may drop."""
-        name = self.blob_name(category, user_id)
+        name = self.blob_name(category, user_id, slug)
         rows: dict[str, tuple[Signature, list[str]]] = {}
         released: set[str] = set()
         data = self.backend.read_blob(name)
@@ -291,7 +302,7 @@ class DenseIndex:
                 rows = _rows_of(json.loads(data))
             except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:  # only a cache: rebuilt
                 log_event(Event.MEMORY_CORRUPT, level=logging.WARNING, path=name, reason=str(exc)[:200])
-        journal = self.backend.read_blob(self.journal_name(category, user_id))
+        journal = self.backend.read_blob(self.journal_name(category, user_id, slug))
         for line in (journal or b"").splitlines():
             if not line.strip():
                 continue
@@ -386,23 +397,27 @@ class DenseIndex:
 
     def digests_of_user(self, user_id: str, categories: Iterable[str]) -> list[str]:
         """Every passage digest recorded for ``user_id`` (what forgetting the user deletes),
-        with those of deleted or re-cut notes that no compaction dropped yet."""
+        with those of deleted or re-cut notes that no compaction dropped yet, in the maps of both
+        cut rules (see :attr:`slug`)."""
         out: list[str] = []
         with self._lock:
             for category in categories:
                 rows, released = self._read_with_released(category, user_id)
                 self._hold((category, user_id), rows)
-                out.extend(d for _, digests in rows.values() for d in digests)
-                out.extend(sorted(released))
+                other, freed = self._read_with_released(category, user_id, self._slugs[1])
+                for kept in (rows, other):
+                    out.extend(d for _, digests in kept.values() for d in digests)
+                out.extend(sorted(released | freed))
         return out
 
     def forget_user(self, user_id: str, categories: Iterable[str]) -> None:
-        """Drop ``user_id``'s maps (blobs and memory)."""
+        """Drop ``user_id``'s maps (blobs, of both cut rules, and memory)."""
         with self._lock:
             for category in categories:
                 self._let_go((category, user_id))
-                self.backend.delete_blob(self.blob_name(category, user_id))
-                self.backend.delete_blob(self.journal_name(category, user_id))
+                for slug in self._slugs:
+                    self.backend.delete_blob(self.blob_name(category, user_id, slug))
+                    self.backend.delete_blob(self.journal_name(category, user_id, slug))
             for key in [k for k in self._matrices if k[0] == user_id]:
                 del self._matrices[key]
 
