@@ -68,17 +68,24 @@ def _info(category: str, name: str, st: os.stat_result) -> NoteInfo:
     return NoteInfo(category, name, st.st_size, st.st_mtime_ns, st.st_mtime)
 
 
-def _stat_at(fd: int, names: list[bytes]) -> tuple[list[bytes], list[os.stat_result]]:
-    """The regular files among ``names`` in the folder open as ``fd``, and their ``lstat``
-    (a name deleted meanwhile is left out, as :meth:`FileKnowledgeBackend.list_notes` does)."""
+def _lstat(names: list[bytes], fd: int | None, folder: bytes) -> list[os.stat_result]:
+    """``lstat`` of each of ``names`` in ``folder``, relative to its descriptor ``fd`` when open."""
     stat = os.stat
+    if fd is not None:
+        return [stat(name, dir_fd=fd, follow_symlinks=False) for name in names]
+    return [stat(os.path.join(folder, name), follow_symlinks=False) for name in names]
+
+
+def _stat_each(names: list[bytes], fd: int | None, folder: bytes) -> tuple[list[bytes], list[os.stat_result]]:
+    """The regular files among ``names`` in ``folder`` and their ``lstat`` (:func:`_lstat`); a
+    name deleted meanwhile is left out."""
     try:
-        stats = [stat(name, dir_fd=fd, follow_symlinks=False) for name in names]
+        stats = _lstat(names, fd, folder)
     except FileNotFoundError:
         found: list[tuple[bytes, os.stat_result]] = []
         for name in names:
             try:
-                found.append((name, stat(name, dir_fd=fd, follow_symlinks=False)))
+                found.append((name, _lstat([name], fd, folder)[0]))
             except FileNotFoundError:
                 continue
         names, stats = [name for name, _ in found], [st for _, st in found]
@@ -202,45 +209,39 @@ class FileKnowledgeBackend(KnowledgeBackend):
         return _info(category, name, st) if stat_module.S_ISREG(st.st_mode) else None
 
     def list_notes(self, category: str, user_prefix: str | None = None) -> dict[str, NoteInfo]:
-        folder = self.guard.resolve(DATA_DIR, category)
-        found: dict[str, NoteInfo] = {}
-        try:
-            entries = os.scandir(folder)
-        except FileNotFoundError:  # a category nobody wrote to yet: empty, and reading creates nothing
-            return found
-        with entries as it:
-            for item in it:
-                name = item.name
-                if user_prefix is not None:
-                    # Encoded ids never contain "_", so this prefix alone proves the owner.
-                    if not name.startswith(user_prefix) or not name.endswith(".md"):
-                        continue
-                elif not is_note_name(name):
-                    continue
-                try:
-                    st = item.stat(follow_symlinks=False)
-                except FileNotFoundError:
-                    continue
-                if stat_module.S_ISREG(st.st_mode):
-                    found[name] = NoteInfo(category, name, st.st_size, st.st_mtime_ns, st.st_mtime)
-        return found
+        names, stats = self._listing(category, user_prefix)
+        return {name: _info(category, name, st) for name, st in zip(names, stats, strict=True)}
 
     def list_versions(self, category: str, user_prefix: str | None = None) -> NoteVersions:
-        """:meth:`list_notes` as columns: the names read at once, then one ``stat`` per note
-        relative to the folder, with no ``DirEntry`` or ``NoteInfo`` per note (a fresh process's
-        first query at 10k notes spends most of its listing comparison here). A subclass that
-        lists its own way (overrides :meth:`list_notes`) is listed through it."""
-        if not _STAT_AT or type(self).list_notes is not FileKnowledgeBackend.list_notes:
+        """:meth:`list_notes` as columns, with no ``NoteInfo`` per note (a fresh process's first
+        query at 10k notes spends most of its listing comparison here). A subclass that lists
+        its own way (overrides :meth:`list_notes`) is listed through it."""
+        if type(self).list_notes is not FileKnowledgeBackend.list_notes:
             return super().list_versions(category, user_prefix)
+        names, stats = self._listing(category, user_prefix)
+        return NoteVersions(
+            category,
+            names,
+            [st.st_size for st in stats],
+            [st.st_mtime_ns for st in stats],
+            [st.st_mtime for st in stats],
+        )
+
+    def _listing(self, category: str, user_prefix: str | None) -> tuple[list[str], list[os.stat_result]]:
+        """The notes of ``category`` (only those of the user whose file prefix is
+        ``user_prefix``, when given) and their ``lstat``: the folder's names read at once as
+        bytes, then one ``stat`` per note, relative to the folder where the platform allows, with
+        no ``DirEntry`` per note. Only regular files count; a name deleted meanwhile is left out."""
         folder = os.fsencode(self.guard.resolve(DATA_DIR, category))
         try:
-            fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-        except FileNotFoundError:  # as list_notes: empty, and reading creates nothing
-            return NoteVersions(category, [], [], [], [])
+            fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY) if _STAT_AT else None
+        except FileNotFoundError:  # a category nobody wrote to yet: empty, and reading creates nothing
+            return [], []
         try:
-            # Names as bytes: stat takes them as they are (no encoding per call), and only
-            # the notes' names are decoded, once.
-            raw = os.listdir(folder)
+            try:
+                raw = os.listdir(folder)
+            except FileNotFoundError:
+                return [], []
             encoding, errors = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
             if user_prefix is not None:
                 # Encoded ids never contain "_", so this prefix alone proves the owner.
@@ -251,16 +252,11 @@ class FileKnowledgeBackend(KnowledgeBackend):
                     raw = [name for name in raw if name.startswith(prefix) and name.endswith(b".md")]
             else:
                 raw = [name for name in raw if is_note_name(name.decode(encoding, errors))]
-            raw, stats = _stat_at(fd, raw)
+            raw, stats = _stat_each(raw, fd, folder)
         finally:
-            os.close(fd)
-        return NoteVersions(
-            category,
-            [name.decode(encoding, errors) for name in raw],
-            [st.st_size for st in stats],
-            [st.st_mtime_ns for st in stats],
-            [st.st_mtime for st in stats],
-        )
+            if fd is not None:
+                os.close(fd)
+        return [name.decode(encoding, errors) for name in raw], stats
 
     def recover(self) -> int:
         """Remove temporary files of writers that died, in ``memory_data/`` and every folder under it."""
