@@ -362,10 +362,11 @@ def test_the_first_query_compares_columns_and_reads_no_unchanged_note(
     )
 
 
-def test_a_snapshot_loads_its_owner_map_by_runs_not_by_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Loading a snapshot asks the naming rule once per user and category, not once per note,
-    and gives the same owner map as the rule applied to every name (rows replaced or dropped
-    by the journal included)."""
+def test_a_loaded_snapshot_owns_notes_as_the_rule_per_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loading a snapshot gives the same owner map as the naming rule applied to every name
+    (rows replaced or dropped by the journal included), asking the rule about once per user and
+    category. The loader before owner runs asked as rarely, so the count is a guard against a
+    rule per note, not what tells the two loaders apart: the equality is."""
     store = _store(tmp_path)
     for user in ("alice", "bob", "bob_admin", "b%b"):
         for n in range(30):
