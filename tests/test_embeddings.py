@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -375,6 +376,11 @@ def test_an_unchanged_corpus_is_not_looked_at_again_and_a_change_is_seen(tmp_pat
     for number in range(50):
         store.write_file(f"knowledge/alice_n{number}.md", f"# Note {number}\n\nsubject{number % 5} text\n")
     store.embed_notes()
+    # Past the notes' timestamp tick, settled: otherwise a query may still settle an entry that
+    # holds a content hash (a new index generation) on a loaded machine, where the tick is
+    # measured longer than settle() waits.
+    time.sleep(store.backend.racy_window_ns / 1e9 + 0.01)
+    store.settle()
     cache = store._vectors[1] if store._vectors is not None else None
     assert isinstance(cache, EmbeddingCache)
     first = store.hybrid_candidates("subject3", 5, user_id="alice")
