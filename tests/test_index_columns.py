@@ -22,11 +22,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from local_ai_memory import close_shared_stores
 from local_ai_memory._knowledge import index as index_module
 from local_ai_memory._knowledge import index_file
-from local_ai_memory._knowledge.bm25 import BM25Index, Vocabulary, read_snapshot, snapshot_bytes
+from local_ai_memory._knowledge.bm25 import BM25Index, Vocabulary, pack_texts, read_snapshot, snapshot_bytes
 from local_ai_memory._knowledge.index import JOURNAL_NAME, EntryMap
 from local_ai_memory._knowledge.index_file import IndexColumns, parse_columns, parse_index, stored_entries
 from local_ai_memory._knowledge.store import MemoryStore
@@ -235,6 +237,24 @@ def test_a_fresh_vocabulary_looks_terms_up_in_their_stored_order(tmp_path: Path)
     assert vocab.get("brand") == len(words)
     fresh = _fresh(tmp_path)
     assert _ranked(fresh) == before
+
+
+@given(
+    st.lists(st.text(min_size=1, max_size=6).filter(lambda w: "\x00" not in w), min_size=1, max_size=40, unique=True)
+)
+def test_stored_order_lookups_find_every_term_whatever_its_script(words: list[str]) -> None:
+    """The binary search compares UTF-8 bytes against an order the snapshot sorted as ``str``:
+    accents, CJK, emoji and lone surrogates (kept by ``surrogatepass``) must sort alike."""
+    words = [*words, "caf\u00e9", "\u4e2d\u6587", "\U0001f600", "\ud800x", "\uffff"]
+    words = list(dict.fromkeys(words))
+    order = np.array(sorted(range(len(words)), key=words.__getitem__), dtype=np.int64)
+    vocab = Vocabulary()
+    assert vocab.adopt_sorted(bytes(pack_texts(words)), order)
+    assert [vocab.get(word) for word in words] == list(range(len(words)))
+    for absent in ("", "caf", "cafe\u0301", "\U0001f601", "\ud801"):
+        if absent not in words:
+            assert vocab.get(absent) is None
+    assert vocab._sorted is not None  # looked up without building the dict
 
 
 @pytest.mark.parametrize("order", ["absent", "not a permutation", "wrong shape"])

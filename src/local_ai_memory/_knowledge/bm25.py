@@ -35,7 +35,6 @@ so results are deterministic.
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import io
 import math
@@ -96,9 +95,10 @@ def count_terms(vocab: Vocabulary, tokens: Sequence[str]) -> CountedDoc:
 
 class _SortedTerms:
     """A snapshot's terms as stored (one NUL-separated UTF-8 buffer) with their sorted order:
-    a term's id is found by binary search, decoding about 16 of them, instead of building a
-    dict of every term (tens of thousands of strings: 15-20 ms of a fresh process's first
-    query at 10k notes)."""
+    a term's id is found by binary search over the encoded bytes, comparing about 16 of them,
+    instead of building a dict of every term (tens of thousands of strings: 15-20 ms of a fresh
+    process's first query at 10k notes). UTF-8 bytes sort as their code points do, so the
+    order the snapshot wrote (Python's ``str`` order) is the order of the bytes compared."""
 
     def __init__(self, packed: bytes, order: npt.NDArray[np.int64]) -> None:
         self.packed = packed
@@ -106,6 +106,11 @@ class _SortedTerms:
         ends = np.flatnonzero(np.frombuffer(packed, dtype=np.uint8) == 0)
         self.starts = np.concatenate([np.zeros(1, dtype=np.int64), ends + 1])
         self.ends = np.concatenate([ends, np.full(1, len(packed), dtype=np.int64)])
+        # Each term's bounds in sorted order, so a probe slices the buffer without a lookup in
+        # ``order`` first (a search took about 30 us through a key function; now about 5).
+        self._sorted_starts = self.starts[order]
+        self._sorted_ends = self.ends[order]
+        self._found: dict[str, int | None] = {}  # the last answers, up to _SEEN_WORDS of them
 
     def __len__(self) -> int:
         return len(self.order)
@@ -114,10 +119,26 @@ class _SortedTerms:
         return self.packed[self.starts[term_id] : self.ends[term_id]].decode("utf-8", "surrogatepass")
 
     def find(self, term: str) -> int | None:
-        order = self.order
-        at = bisect.bisect_left(range(len(order)), term, key=lambda k: self.term(int(order[k])))
-        if at < len(order) and self.term(int(order[at])) == term:
-            return int(order[at])
+        found = self._found.get(term, -1)  # one lookup: another thread may clear the dict
+        if found != -1:
+            return found
+        if len(self._found) >= _SEEN_WORDS:
+            self._found.clear()
+        self._found[term] = found = self._search(term)
+        return found
+
+    def _search(self, term: str) -> int | None:
+        key = term.encode("utf-8", "surrogatepass")
+        packed, starts, ends = self.packed, self._sorted_starts, self._sorted_ends
+        low, high = 0, len(self.order)
+        while low < high:
+            middle = (low + high) // 2
+            if packed[starts[middle] : ends[middle]] < key:
+                low = middle + 1
+            else:
+                high = middle
+        if low < len(self.order) and packed[starts[low] : ends[low]] == key:
+            return int(self.order[low])
         return None
 
     def all(self) -> list[str]:
