@@ -128,7 +128,7 @@ def test_marks_of_a_changed_text_are_not_used() -> None:
     marks = count_marks(counter, text)
     edited = text.replace("note", "NOTE", 1)
     assert marks.whole_count(edited) is None
-    chars, tokens, _end = marks.prefix(edited, 10_000)
+    chars, tokens, _end, _end_tokens = marks.prefix(edited, 10_000)
     if text.index("note") < marks.marks[0][0]:
         assert (chars, tokens) == (0, 0)  # the CRC of the first mark no longer matches
     assert usable_marks(marks, TokenCounter("o200k_base")) is None
@@ -193,6 +193,55 @@ def test_stage3_from_stored_counts_equals_encoding_everything(
         assert set(a.skipped) == set(b.skipped)
         cut += sum(f.truncated for f in a.files)
     assert cut > 10  # the cuts were exercised, not only whole notes
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_a_cut_from_marks_is_the_cut_from_encoding_and_ends_between_words(encoding: str) -> None:
+    """Every text of :func:`texts` under many budgets: the marked and the encoded cut are the
+    same text with the same exact count, and where the text has ASCII words the cut ends
+    after a letter or digit that a space or punctuation followed in the note."""
+    counter = TokenCounter(encoding)
+    candidate = Candidate("alice_x.md", "knowledge", "x", "", (), 1.0)
+    on_a_word = 0
+    for text in texts():
+        marks = count_marks(counter, text)
+        for budget in (70, 101, 333, 1000, 2500, 6000):
+            marked, encoded = _Packer(counter, budget), _Packer(counter, budget)
+            marked.offer(candidate, 1, text, True, marks=marks)
+            encoded.offer(candidate, 1, text, True)
+            assert (marked.text, marked.used) == (encoded.text, encoded.used), (text[:40], budget)
+            assert marked.used == counter.count(marked.text) <= budget
+            if marked.files and marked.files[0].truncated:
+                kept = marked.files[0].content.removesuffix(retriever_module.TRUNCATION_MARKER)
+                assert text.startswith(kept)
+                if kept and kept[-1].isascii() and kept[-1].isalnum():
+                    assert text[len(kept)] in retriever_module.SAFE_AFTER
+                    on_a_word += 1
+    assert on_a_word > 20
+
+
+def test_a_cut_from_marks_encodes_little_more_than_it_keeps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stage 3 encodes the stretch after the last mark only as far as the cut needs it (the
+    encoding was most of a retrieval's time), not to the next mark or the end of the head."""
+    counter = TokenCounter()
+    text = sample_text(random.Random(8), 30_000)
+    marks = count_marks(counter, text)
+    encoded: list[int] = []
+    original = TokenCounter.encode
+
+    def spy(self: TokenCounter, piece: str) -> list[int]:
+        encoded.append(len(piece))
+        return original(self, piece)
+
+    monkeypatch.setattr(TokenCounter, "encode", spy)
+    candidate = Candidate("alice_x.md", "knowledge", "x", "", (), 1.0)
+    for budget in range(150, 6000, 137):
+        encoded.clear()
+        packer = _Packer(counter, budget)
+        packer.offer(candidate, 1, text, True, marks=marks)
+        kept = len(packer.files[0].content.removesuffix(retriever_module.TRUNCATION_MARKER))
+        last_mark = max((m[0] for m in marks.marks if m[0] <= kept), default=0)
+        assert sum(encoded) <= (kept - last_mark) * 1.3 + 200, (budget, encoded, kept - last_mark)
 
 
 def test_a_note_changed_behind_the_index_is_counted_not_trusted(tmp_path: Path) -> None:

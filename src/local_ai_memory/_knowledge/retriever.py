@@ -43,7 +43,7 @@ from local_ai_memory._knowledge.selection import (
     resolve_selection,
 )
 from local_ai_memory._knowledge.store import Candidate, MemoryStore
-from local_ai_memory._knowledge.token_marks import ASCII_ALNUM, SAFE_AFTER, TokenMarks, usable_marks
+from local_ai_memory._knowledge.token_marks import ASCII_ALNUM, SAFE_AFTER, SPLIT_AT, TokenMarks, usable_marks
 from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.display import retrieval_html
 from local_ai_memory._shared.errors import (
@@ -178,6 +178,40 @@ def split_point(text: str) -> int:
     return 0
 
 
+_ALNUM_BYTES = frozenset(ord(c) for c in _ASCII_ALNUM)
+_SAFE_BYTES = frozenset(ord(c) for c in _SAFE_AFTER)
+
+
+def next_split(text: str, start: int, end: int) -> int:
+    """The first split point of ``text[:end]`` at or after ``start`` (see :func:`split_point`),
+    or ``end`` (itself a split point where it is used: a mark, or the end of the text)."""
+    if start >= end:
+        return end
+    found = SPLIT_AT.search(text, start, end)
+    return found.end() if found is not None else end
+
+
+def split_cut(counter: TokenCounter, ids: Sequence[int], limit: int, after: str) -> int | None:
+    """The largest ``k <= limit`` (``k >= 1``) such that ``ids[:k]`` ends at a split point.
+
+    ``ids`` encode a text piece by piece, so a split point between two of them is where the
+    first ``k`` ids are exactly the tokens of the text before it: the text up to there has
+    ``k`` tokens, and a marker starting with a newline adds its own count. ``after`` is the
+    text following the last id (empty when unknown). ``None`` when no such ``k`` exists.
+    """
+    k = min(limit, len(ids))
+    if k <= 0:
+        return None
+    following = counter.token_bytes(ids[k])[0] if k < len(ids) else (ord(after) if after else -1)
+    while k > 0:
+        last = counter.token_bytes(ids[k - 1])
+        if following in _SAFE_BYTES and last[-1] in _ALNUM_BYTES:
+            return k
+        following = last[0]
+        k -= 1
+    return None
+
+
 @functools.lru_cache(maxsize=2048)
 def _cached_count(encoding: str, text: str) -> int:
     return TokenCounter(encoding).count(text)
@@ -257,27 +291,48 @@ class _Packer:
         """Tokens left for the content of a file named ``filename``."""
         return self.max_tokens - self.used - self._count(format_block(filename, BLOCK_SEPARATOR))
 
-    def _cut(self, content: str, ids: Sequence[int], room: int, complete: bool) -> str:
-        """``content`` (whose tokens are ``ids``) cut to ``room`` tokens, marker included."""
+    def _cut(self, content: str, ids: Sequence[int], room: int, complete: bool) -> tuple[str, int | None]:
+        """``content`` (whose tokens are ``ids``) cut to ``room`` tokens, marker included, and
+        its tokens when the cut fell on a split point (``None``: count it)."""
         if complete and len(ids) <= room:
-            return content
-        cut = self.counter.decode(list(ids[: max(0, room - self._marker)])).rstrip("\ufffd")
+            return content, len(ids)
+        limit = max(0, room - self._marker)
+        at = split_cut(self.counter, ids, limit, "")  # all of ids never fit here
+        if at is not None:
+            return self.counter.decode(list(ids[:at])) + TRUNCATION_MARKER, at + self._marker
+        cut = self.counter.decode(list(ids[:limit])).rstrip("\ufffd")
         while cut and self.counter.count(cut + TRUNCATION_MARKER) > room:
             cut = cut[:-1]
-        return cut + TRUNCATION_MARKER
+        return cut + TRUNCATION_MARKER, None
 
     def _cut_marked(self, content: str, marks: TokenMarks, room: int, complete: bool) -> tuple[str, int]:
         """Like :meth:`_cut` from the marks counted at index time: the text up to the last
-        mark within the room is taken as counted, and only the stretch to the next mark is
-        encoded to cut inside it. Returns the cut text and its tokens."""
+        mark within the room is taken as counted, and only as much of the stretch to the next
+        mark as the cut needs is encoded (guessed from the stretch's characters per token, in
+        pieces that end at split points, so their counts add up). Returns the cut text and its
+        tokens; the cut falls where :meth:`_cut` puts it."""
         known = marks.whole_count(content) if complete else None
         if known is not None and known <= room:
             return content, known
         limit = max(0, room - self._marker)
-        chars, tokens, end = marks.prefix(content, limit)
-        ids = _encode(self.counter, content[chars:end])
-        piece = self.counter.decode(list(ids[: max(0, limit - tokens)])).rstrip("\ufffd")
-        # content[:chars] ends at a split point: its count and the rest's add up.
+        chars, tokens, end, end_tokens = marks.prefix(content, limit)
+        want = limit - tokens
+        per_token = (end - chars) / (end_tokens - tokens) if end_tokens is not None and end_tokens > tokens else 0.0
+        ids: list[int] = []
+        start = chars
+        while start < end and len(ids) <= want:
+            guess = int((want + 1 - len(ids)) * per_token * 1.1) + 16 if per_token else end - start
+            stop = next_split(content, start + guess, end)
+            ids.extend(_encode(self.counter, content[start:stop]))
+            start = stop
+        at = split_cut(self.counter, ids, want, content[start : start + 1])
+        if at is None and chars:
+            at = 0  # the mark itself is a split point
+        if at is not None:
+            piece = self.counter.decode(ids[:at])
+            return content[:chars] + piece + TRUNCATION_MARKER, tokens + at + self._marker
+        # No split point before the room ends (a stretch without ASCII words): cut inside it.
+        piece = self.counter.decode(ids[:want]).rstrip("\ufffd")
         used = tokens + self.counter.count(piece + TRUNCATION_MARKER)
         while piece and used > room:
             piece = piece[:-1]
@@ -309,8 +364,8 @@ class _Packer:
         ids = _encode(self.counter, content)
         room = self.room(candidate.filename)
         while room >= MIN_PARTIAL_TOKENS:
-            cut = self._cut(content, ids, room, complete)
-            measured = self._measure(candidate.filename, cut, False)
+            cut, counted = self._cut(content, ids, room, complete)
+            measured = self._measure(candidate.filename, cut, False, counted)
             if measured[0] <= self.max_tokens:
                 return self._accept(candidate, stage, cut, measured, True)
             room -= max(1, measured[0] - self.max_tokens)

@@ -59,6 +59,7 @@ __all__ = [
     "MARK_EVERY",
     "MAX_COUNTED_CHARS",
     "SAFE_AFTER",
+    "SPLIT_AT",
     "PackedMarks",
     "TokenMarks",
     "count_marks",
@@ -77,7 +78,8 @@ query time); bounds the indexing cost of long notes."""
 ASCII_ALNUM = frozenset(string.ascii_letters + string.digits)
 SAFE_AFTER = frozenset(chr(c) for c in range(128)) - ASCII_ALNUM - {"'"}
 _SAFE_CLASS = "".join(re.escape(c) for c in sorted(SAFE_AFTER))
-_SPLIT = re.compile(f"[A-Za-z0-9](?=[{_SAFE_CLASS}])")
+SPLIT_AT = re.compile(f"[A-Za-z0-9](?=[{_SAFE_CLASS}])")
+"""A split point's last character (the point is its ``end()``): see :func:`.retriever.split_point`."""
 
 
 class TokenMarks(BaseModel):
@@ -109,23 +111,25 @@ class TokenMarks(BaseModel):
             return None
         return tokens
 
-    def prefix(self, text: str, limit: int) -> tuple[int, int, int]:
-        """``(chars, tokens, end)``: the longest marked prefix of ``text`` with at most ``limit``
-        tokens whose CRC matches the text (``(0, 0, end)`` when none), and where the next mark
-        lies (or ``len(text)``): the stretch a cut there has to encode is ``text[chars:end]``."""
+    def prefix(self, text: str, limit: int) -> tuple[int, int, int, int | None]:
+        """``(chars, tokens, end, end_tokens)``: the longest marked prefix of ``text`` with at
+        most ``limit`` tokens whose CRC matches the text (``(0, 0, ...)`` when none), and the
+        next mark's characters and tokens (``len(text)`` and ``None`` when there is none): a
+        cut there lies in ``text[chars:end]``, whose ``end_tokens - tokens`` tokens say how
+        many characters a token takes in it."""
         best = (0, 0, 0)
-        end = len(text)
+        end, end_tokens = len(text), None
         for mark in self.marks:
             if mark[0] > len(text):
                 break
             if mark[1] > limit:
-                end = mark[0]
+                end, end_tokens = mark[0], mark[1]
                 break
             best = mark
         chars, tokens, crc = best
         if chars and zlib.crc32(text[:chars].encode("utf-8")) != crc:
-            return 0, 0, len(text)
-        return chars, tokens, end
+            return 0, 0, len(text), None
+        return chars, tokens, end, end_tokens
 
     def chars_for(self, tokens: int) -> int | None:
         """Characters of the note that hold more than ``tokens`` tokens, if a mark says so."""
@@ -143,7 +147,7 @@ def count_marks(counter: TokenCounter, text: str, complete: bool = True) -> Toke
     marks: list[tuple[int, int, int]] = []
     start = tokens = crc = 0
     while start < len(counted):
-        found = _SPLIT.search(counted, start + MARK_EVERY) if start + MARK_EVERY < len(counted) else None
+        found = SPLIT_AT.search(counted, start + MARK_EVERY) if start + MARK_EVERY < len(counted) else None
         end = found.end() if found is not None else len(counted)
         if end == len(counted) and not whole:
             # The counted part's end is not a split point of the whole text: stop at the last mark.

@@ -106,6 +106,10 @@ class TokenCounter:
         """Text of token ids (invalid UTF-8 at a cut is replaced)."""
         return self._encoding.decode(tokens, errors="replace")
 
+    def token_bytes(self, token: int) -> bytes:
+        """The bytes one token id stands for (a part of a character for some ids)."""
+        return self._encoding.decode_single_token_bytes(token)
+
     def count(self, text: str) -> int:
         """Number of tokens in ``text``."""
         return len(self._encoding.encode_ordinary(text))
