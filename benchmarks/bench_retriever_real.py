@@ -5,7 +5,8 @@ Issue 27's Stage 3 target: LangChain ``LocalMemoryRetriever.invoke`` (Stages 1-3
 (``llama-index-retrievers-bm25``, bm25s) on the same notes, **each query asked once** (so no
 per-process cache of a query's words or of a note's tokens helps). The notes are real: English
 manual pages rendered by ``manpages.py`` (``--notes``, 2,000 by default; about 2,150 pages are
-installed here, so 10,000 real notes are not available). The queries are the blind natural
+installed here: above that, the rest are numbered copies of them, the first line changed so
+every text differs, as in ``bench_index_throughput.py``). The queries are the blind natural
 questions of ``data/natural_questions`` plus known-item queries (three words of a note), all
 distinct; before timing, every engine answers the same few warm-up queries that are not
 timed.
@@ -67,7 +68,11 @@ def prepare(notes: int, reindex: bool) -> dict[str, Any]:
     root = data_root(notes)
     target = root / "memory_data" / CATEGORY
     target.mkdir(parents=True, exist_ok=True)
-    wanted = {file_of(p): t for p, t in manpages.corpus(notes, manpages.relevant_pages()).items()}
+    pages = list(manpages.corpus(notes, manpages.relevant_pages()).items())
+    wanted = {file_of(p): t for p, t in pages}
+    for number in range(notes - len(pages)):  # more notes than pages installed: numbered copies
+        page, text = pages[number % len(pages)]
+        wanted[file_of(f"{page}-copy{number}")] = text.replace("\n", f" (copy {number})\n", 1)
     for stale in target.glob(f"{USER}_*.md"):
         if stale.name not in wanted:
             stale.unlink()
@@ -153,6 +158,7 @@ def _config(notes: int, stored_counts: bool) -> Any:
         from local_ai_memory._knowledge import retriever
 
         retriever.usable_marks = lambda marks, counter: None  # type: ignore[assignment]
+        retriever.least_tokens = lambda marks, counter: None  # type: ignore[assignment]
     return MemoryConfig(runtime_data_dir=data_root(notes), fsync=False)
 
 

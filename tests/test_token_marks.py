@@ -17,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from local_ai_memory import close_shared_stores
 from local_ai_memory._knowledge import retriever as retriever_module
@@ -29,6 +31,7 @@ from local_ai_memory._knowledge.token_marks import (
     MAX_COUNTED_CHARS,
     TokenMarks,
     count_marks,
+    least_tokens,
     pack_marks,
     segment_counts,
     unpack_marks,
@@ -161,6 +164,7 @@ def entries_of(store: MemoryStore) -> list[IndexEntry]:
 
 def _without_marks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(retriever_module, "usable_marks", lambda marks, counter: None)
+    monkeypatch.setattr(retriever_module, "least_tokens", lambda marks, counter: None)
 
 
 @pytest.mark.parametrize("encoding", ENCODINGS)
@@ -319,6 +323,7 @@ def test_packed_marks_unpack_to_the_very_marks(encoding: str) -> None:
         assert used == marks
         assert used is not None
         assert used.whole_count(text) == (counter.count(text) if marks.whole else None)
+        assert least_tokens(packed, counter) == least_tokens(marks, counter) == (marks.at_least, marks.whole)
 
 
 def _repacked(packed: str, change: Callable[[list[str]], None]) -> str:
@@ -357,11 +362,24 @@ def test_damaged_packed_marks_are_not_trusted() -> None:
     for why, bad in damaged.items():
         assert unpack_marks(bad) is None, why
         assert usable_marks(bad, counter) is None, why
+        if "out of order" not in why:  # the last mark alone is read to skip a note: see least_tokens
+            assert least_tokens(bad, counter) is None, why
     # Another rule or another encoding: well formed, but not for this counter.
     assert unpack_marks(_repacked(packed, lambda p: p.__setitem__(0, "99"))) is not None
     assert usable_marks(_repacked(packed, lambda p: p.__setitem__(0, "99")), counter) is None
     assert usable_marks(packed, TokenCounter("o200k_base")) is None
+    assert least_tokens(packed, TokenCounter("o200k_base")) is None
     assert usable_marks(packed, counter) == count_marks(counter, text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="1:wpcl00k_bases+/=AQB9af", max_size=60))
+def test_reading_the_last_mark_of_any_string_never_fails(packed: str) -> None:
+    counter = TokenCounter()
+    found = least_tokens(packed, counter)
+    unpacked = unpack_marks(packed)
+    if unpacked is not None and usable_marks(packed, counter) is not None:
+        assert found == (unpacked.at_least, unpacked.whole)
 
 
 def test_damaged_packed_marks_in_a_stored_index_are_counted_again(tmp_path: Path) -> None:

@@ -43,7 +43,14 @@ from local_ai_memory._knowledge.selection import (
     resolve_selection,
 )
 from local_ai_memory._knowledge.store import Candidate, MemoryStore
-from local_ai_memory._knowledge.token_marks import ASCII_ALNUM, SAFE_AFTER, SPLIT_AT, TokenMarks, usable_marks
+from local_ai_memory._knowledge.token_marks import (
+    ASCII_ALNUM,
+    SAFE_AFTER,
+    SPLIT_AT,
+    TokenMarks,
+    least_tokens,
+    usable_marks,
+)
 from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.display import retrieval_html
 from local_ai_memory._shared.errors import (
@@ -259,6 +266,7 @@ class _Packer:
         self._settled = 0  # tokens of the answer up to its last split point
         self._tail = ""  # the answer after that point
         self._count = functools.partial(_count, counter)
+        self._newlines = self._count("\n" + BLOCK_SEPARATOR)
 
     def _measure(self, filename: str, content: str, cache: bool, known: int | None = None) -> tuple[int, int, int, str]:
         """Adding ``content`` as a block: (total, block tokens, settled tokens, tail).
@@ -288,8 +296,17 @@ class _Packer:
         return settled + tail_tokens, block, settled, tail
 
     def room(self, filename: str) -> int:
-        """Tokens left for the content of a file named ``filename``."""
-        return self.max_tokens - self.used - self._count(format_block(filename, BLOCK_SEPARATOR))
+        """Tokens left for the content of a file named ``filename``.
+
+        A note name ends in a letter (``.md``) and the block goes on with a newline: a split
+        point, so the header's count (which :meth:`_measure` reads again) and the newlines' add up.
+        """
+        header = f"## {filename}"
+        if filename[-1:] in _ASCII_ALNUM:
+            block = self._count(header) + self._newlines
+        else:
+            block = self._count(format_block(filename, BLOCK_SEPARATOR))
+        return self.max_tokens - self.used - block
 
     def _cut(self, content: str, ids: Sequence[int], room: int, complete: bool) -> tuple[str, int | None]:
         """``content`` (whose tokens are ``ids``) cut to ``room`` tokens, marker included, and
@@ -606,11 +623,6 @@ class MemoryRetriever:
         entry = self.store.find_entry(candidate.filename)
         return entry.category if entry is not None else self.store.categories[0]
 
-    def _marks(self, candidate: Candidate, category: str) -> TokenMarks | None:
-        """The candidate's token counts stored at index time, when they count like our counter."""
-        entry = self.store.find_entry(candidate.filename, category)
-        return usable_marks(entry.tokens if entry is not None else None, self.token_counter)
-
     def _load(
         self, candidate: Candidate, category: str, room: int, marks: TokenMarks | None
     ) -> tuple[str, bool] | None:
@@ -652,11 +664,15 @@ class MemoryRetriever:
             if not self._owned(candidate, user_id):
                 continue
             category = self._category_of(candidate)
-            marks = self._marks(candidate, category)
+            entry = self.store.find_entry(candidate.filename, category)
+            stored = entry.tokens if entry is not None else None
             room = packer.room(candidate.filename)
-            if marks is not None and room < MIN_PARTIAL_TOKENS and marks.at_least > room + MIN_PARTIAL_TOKENS:
-                packer.skip(candidate, marks.at_least, marks.whole)
-                continue
+            if room < MIN_PARTIAL_TOKENS:
+                least = least_tokens(stored, self.token_counter)
+                if least is not None and least[0] > room + MIN_PARTIAL_TOKENS:
+                    packer.skip(candidate, *least)
+                    continue
+            marks = usable_marks(stored, self.token_counter)
             loaded = self._load(candidate, category, room, marks)
             if loaded is not None:
                 packer.offer(candidate, stage, *loaded, marks=marks)

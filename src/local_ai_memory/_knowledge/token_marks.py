@@ -63,6 +63,7 @@ __all__ = [
     "PackedMarks",
     "TokenMarks",
     "count_marks",
+    "least_tokens",
     "pack_marks",
     "unpack_marks",
     "usable_marks",
@@ -215,6 +216,31 @@ def unpack_marks(packed: PackedMarks) -> TokenMarks | None:
             return None
         last_chars, last_tokens = chars, tokens
     return TokenMarks.model_construct(v=int(version), encoding=encoding, whole=whole == "w", marks=marks)
+
+
+def least_tokens(marks: TokenMarks | PackedMarks | None, counter: TokenCounter) -> tuple[int, bool] | None:
+    """``(at_least, whole)`` of :func:`usable_marks`' answer, read from a packed string's last
+    mark alone after its CRC checks: what Stage 3 needs to skip a note it has no room for
+    (most candidates of a query), without unpacking every mark."""
+    if not isinstance(marks, str):
+        usable = usable_marks(marks, counter)
+        return None if usable is None else (usable.at_least, usable.whole)
+    if type(counter) is not TokenCounter or _packed_head(marks) != (MARKS_VERSION, counter.encoding_name):
+        return None
+    head, _, crc = marks.rpartition(":")
+    parts = head.split(":", 2)
+    whole, data = parts[1] if len(parts) == 3 else "", head.rpartition(":")[2]
+    if len(crc) != 8 or whole not in ("w", "p") or len(data) % 16:
+        return None
+    if crc != f"{zlib.crc32(head.encode('utf-8', 'surrogatepass')):08x}":
+        return None
+    if not data:
+        return 0, whole == "w"
+    try:  # a triple is 12 bytes, 16 base64 characters: the last 16 are the last mark
+        _chars, tokens, _crc = _TRIPLE.unpack(base64.b64decode(data[-16:], validate=True))
+    except (ValueError, binascii.Error):
+        return None
+    return tokens, whole == "w"
 
 
 def usable_marks(marks: TokenMarks | PackedMarks | None, counter: TokenCounter) -> TokenMarks | None:
