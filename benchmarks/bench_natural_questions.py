@@ -18,7 +18,8 @@ Rankings (the same notes for all; MiniLM is all-MiniLM-L6-v2 from the installed 
   LangChain ``Embeddings``, and its ensemble with BM25 (weighted RRF, c=60, weights 0.5/0.5, the
   ``EnsembleRetriever`` rule). When ``llama-index-retrievers-bm25`` / ``langchain-community`` are
   not installed, the BM25 half of a peer is ``rank_bm25.BM25Okapi`` over lower-cased words, said
-  in the row's label.
+  in the row's label. basic-memory's ``search_notes`` at its defaults (``peer_basic_memory.py``, run
+  in a venv of its own, ``$BASIC_MEMORY_PYTHON``; its ms/query is in its label, the column's is ~0).
 
 Recall@5 is the share of a question's relevant pages among the first 5 (denominator at most 5);
 MRR@10 the reciprocal rank of the first relevant page in the first 10. ``dev`` and
@@ -26,6 +27,7 @@ MRR@10 the reciprocal rank of the first relevant page in the first 10. ``dev`` a
 kept under ``~/.cache/local-ai-memory-bench/nq/`` so a second run embeds nothing new.
 
     python benchmarks/bench_natural_questions.py --notes 2000 [--peers] [--weights 0.3,0.5,0.7]
+    python benchmarks/bench_natural_questions.py --notes 2000 --only-peer basic-memory
 """
 
 from __future__ import annotations
@@ -37,7 +39,9 @@ import logging
 import os
 import re
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -56,6 +60,7 @@ CATEGORY = "knowledge"
 BENCH_CACHE = manpages.CACHE.parent
 
 Ranked = list[list[str]]
+BASIC_MEMORY_PYTHON = Path(os.environ.get("BASIC_MEMORY_PYTHON", BENCH_CACHE / "basic-memory-venv" / "bin" / "python"))
 
 
 def load_questions(path: Path) -> list[dict[str, Any]]:
@@ -219,6 +224,35 @@ def peer_rankers(notes: dict[str, str], embed: Callable[[list[str]], list[list[f
     return out
 
 
+def basic_memory_ranker(notes: dict[str, str], queries: list[str]) -> dict[str, Callable[[str], list[str]]]:
+    """basic-memory's ``search_notes`` at its defaults, run by ``peer_basic_memory.py`` in its own venv
+    (Python >= 3.12) over the same notes; ``{}`` with a note on stderr when that venv is missing."""
+    if not BASIC_MEMORY_PYTHON.exists():
+        print(
+            f"basic-memory: not installed ({BASIC_MEMORY_PYTHON} missing; python3.12 -m venv "
+            f"{BASIC_MEMORY_PYTHON.parent.parent} && {BASIC_MEMORY_PYTHON.parent / 'pip'} install basic-memory, "
+            "or set BASIC_MEMORY_PYTHON)",
+            file=sys.stderr,
+        )
+        return {}
+    with tempfile.TemporaryDirectory(prefix="nq-basic-memory-") as scratch:
+        folder = Path(scratch) / "notes"
+        folder.mkdir()
+        for page, text in notes.items():
+            (folder / file_of(page)).write_text(text, encoding="utf-8")
+        (Path(scratch) / "queries.json").write_text(json.dumps(queries), encoding="utf-8")
+        script = Path(__file__).resolve().parent / "peer_basic_memory.py"
+        command = [str(BASIC_MEMORY_PYTHON), str(script), str(folder), f"{scratch}/queries.json", f"{scratch}/out.json"]
+        subprocess.run([*command, "--work", f"{scratch}/work"], check=True, stdout=sys.stderr)
+        found = json.loads((Path(scratch) / "out.json").read_text(encoding="utf-8"))
+    results: dict[str, list[str]] = found["results"]
+    label = (
+        f"basic-memory {found['version']} search_notes (default search_type: {found['search_type']}; "
+        f"{found['ms_per_query']:.1f} ms/query in its own process)"
+    )
+    return {label: lambda q: results[q]}
+
+
 def cached_embed(embedder: Any) -> Callable[[list[str]], list[list[float]]]:
     """The peers' embedding calls through a content-addressed cache kept on disk (the same
     model; a text embedded once, by any peer or run, is not embedded again)."""
@@ -239,30 +273,8 @@ def cached_embed(embedder: Any) -> Callable[[list[str]], list[list[float]]]:
     return embed
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--questions", type=Path, default=manpages.QUESTIONS)
-    parser.add_argument("--notes", type=int, default=2000)
-    parser.add_argument("--peers", action="store_true", help="also the LlamaIndex and LangChain peers")
-    parser.add_argument("--weights", default="", help="also hybrid at these BM25 weights (comma-separated)")
-    parser.add_argument("--split", default="dev,held_out", help="splits to report")
-    parser.add_argument(
-        "--folder",
-        type=Path,
-        default=BENCH_CACHE / "nq",
-        help="the corpus's folder (default: the shared cache; two runs at once need two folders: "
-        "each trims the folder to its own corpus)",
-    )
-    parser.add_argument("--prefetch", type=Path, default=None, help="JSON list of pages to put in the corpus first")
-    args = parser.parse_args()
-    logging.getLogger("local_ai_memory").setLevel(logging.WARNING)
-    questions = load_questions(args.questions)
-    relevant = sorted({p for q in questions for p in q["relevant"]})
-    if args.prefetch is not None:  # only the order of work: these pages are embedded first
-        relevant = list(dict.fromkeys([*relevant, *json.loads(args.prefetch.read_text(encoding="utf-8"))]))
-    started = time.perf_counter()
-    notes = manpages.corpus(args.notes, relevant)
-    print(f"corpus: {len(notes)} man pages ({time.perf_counter() - started:.0f} s to render/read)", file=sys.stderr)
+def our_rankers(args: argparse.Namespace, notes: dict[str, str]) -> dict[str, Callable[[str], list[str]]]:
+    """Ours (BM25, hybrid, hybrid at ``--weights``) and, with ``--peers``, the LlamaIndex and LangChain peers."""
     from local_ai_memory._models.onnx_file import local_embedder
 
     embedder = local_embedder()
@@ -283,6 +295,41 @@ def main() -> None:
         started = time.perf_counter()
         rankers.update(peer_rankers(notes, cached_embed(embedder)))
         print(f"peers built in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    return rankers
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--questions", type=Path, default=manpages.QUESTIONS)
+    parser.add_argument("--notes", type=int, default=2000)
+    parser.add_argument("--peers", action="store_true", help="also the LlamaIndex, LangChain and basic-memory peers")
+    parser.add_argument(
+        "--only-peer", choices=["basic-memory"], default=None, help="only this peer: no index or embedding of ours"
+    )
+    parser.add_argument("--weights", default="", help="also hybrid at these BM25 weights (comma-separated)")
+    parser.add_argument("--split", default="dev,held_out", help="splits to report")
+    parser.add_argument(
+        "--folder",
+        type=Path,
+        default=BENCH_CACHE / "nq",
+        help="the corpus's folder (default: the shared cache; two runs at once need two folders: "
+        "each trims the folder to its own corpus)",
+    )
+    parser.add_argument("--prefetch", type=Path, default=None, help="JSON list of pages to put in the corpus first")
+    args = parser.parse_args()
+    logging.getLogger("local_ai_memory").setLevel(logging.WARNING)
+    questions = load_questions(args.questions)
+    relevant = sorted({p for q in questions for p in q["relevant"]})
+    if args.prefetch is not None:  # only the order of work: these pages are embedded first
+        relevant = list(dict.fromkeys([*relevant, *json.loads(args.prefetch.read_text(encoding="utf-8"))]))
+    started = time.perf_counter()
+    notes = manpages.corpus(args.notes, relevant)
+    print(f"corpus: {len(notes)} man pages ({time.perf_counter() - started:.0f} s to render/read)", file=sys.stderr)
+    rankers: dict[str, Callable[[str], list[str]]] = {}
+    if args.only_peer is None:
+        rankers.update(our_rankers(args, notes))
+    if args.peers or args.only_peer == "basic-memory":
+        rankers.update(basic_memory_ranker(notes, [q["question"] for q in questions]))
     splits = [s for s in args.split.split(",") if s]
     header = " | ".join(f"{s} ({sum(q['split'] == s for q in questions)} q) R@5 / MRR@10" for s in splits)
     print(f"\nNatural questions over {len(notes)} man pages (recall@5 / MRR@10)\n")
