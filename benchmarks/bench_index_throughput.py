@@ -116,11 +116,7 @@ def main() -> None:
     parser.add_argument("--notes", type=int, default=2000)
     parser.add_argument("--model-notes", type=int, default=100, help="notes indexed with the real model (0: none)")
     args = parser.parse_args()
-    notes = manpages.corpus(args.notes, manpages.relevant_pages())
-    pages = list(notes.items())
-    for number in range(args.notes - len(pages)):  # more notes than pages installed: numbered copies
-        page, text = pages[number % len(pages)]
-        notes[f"{page}-copy{number}"] = text.replace("\n", f" (copy {number})\n", 1)
+    notes = manpages.with_copies(manpages.corpus(args.notes, manpages.relevant_pages()), args.notes)
     words = sum(len(t.split()) for t in notes.values())
     print(f"\nIndex throughput, {len(notes)} man pages ({words} words), load {os.getloadavg()[0]:.1f}\n")
     print("| indexing | notes | wall s | CPU s | notes/s | passages/s | passages/note | map MB | vectors MB |")

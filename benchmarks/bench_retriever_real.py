@@ -68,11 +68,8 @@ def prepare(notes: int, reindex: bool) -> dict[str, Any]:
     root = data_root(notes)
     target = root / "memory_data" / CATEGORY
     target.mkdir(parents=True, exist_ok=True)
-    pages = list(manpages.corpus(notes, manpages.relevant_pages()).items())
-    wanted = {file_of(p): t for p, t in pages}
-    for number in range(notes - len(pages)):  # more notes than pages installed: numbered copies
-        page, text = pages[number % len(pages)]
-        wanted[file_of(f"{page}-copy{number}")] = text.replace("\n", f" (copy {number})\n", 1)
+    pages = manpages.with_copies(manpages.corpus(notes, manpages.relevant_pages()), notes)
+    wanted = {file_of(p): t for p, t in pages.items()}
     for stale in target.glob(f"{USER}_*.md"):
         if stale.name not in wanted:
             stale.unlink()

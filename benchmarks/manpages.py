@@ -128,6 +128,17 @@ def corpus(n: int, relevant: Iterable[str] = (), workers: int = 4) -> dict[str, 
     return chosen
 
 
+def with_copies(notes: dict[str, str], n: int) -> dict[str, str]:
+    """``notes`` grown to ``n`` by numbered copies (``ls.1-copy0``, ...) when fewer pages are
+    installed: each copy's first line is changed, so every text differs (for scale only)."""
+    pages = list(notes.items())
+    grown = dict(notes)
+    for number in range(n - len(pages)):
+        page, text = pages[number % len(pages)]
+        grown[f"{page}-copy{number}"] = text.replace("\n", f" (copy {number})\n", 1)
+    return grown
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--render", type=int, default=2000, help="corpus size to render and cache")

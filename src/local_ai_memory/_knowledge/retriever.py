@@ -308,19 +308,30 @@ class _Packer:
             block = self._count(format_block(filename, BLOCK_SEPARATOR))
         return self.max_tokens - self.used - block
 
-    def _cut(self, content: str, ids: Sequence[int], room: int, complete: bool) -> tuple[str, int | None]:
+    def _piece(self, ids: Sequence[int], want: int, room: int, counted: int, after: str, mark: bool) -> tuple[str, int]:
+        """The text of at most ``want`` of ``ids`` plus the marker, and its tokens with the
+        ``counted`` ones before it (within ``room``): cut at the last split point among them
+        (:func:`split_cut`; ``mark``: the start of ``ids`` is one), else inside a piece and
+        counted. ``after`` is the text that follows ``ids``."""
+        at = split_cut(self.counter, ids, want, after)
+        if at is None and mark:
+            at = 0
+        if at is not None:
+            return self.counter.decode(list(ids[:at])) + TRUNCATION_MARKER, counted + at + self._marker
+        # No split point before the room ends (a text without ASCII words): cut inside a piece.
+        piece = self.counter.decode(list(ids[:want])).rstrip("\ufffd")
+        used = counted + self.counter.count(piece + TRUNCATION_MARKER)
+        while piece and used > room:
+            piece = piece[:-1]
+            used = counted + self.counter.count(piece + TRUNCATION_MARKER)
+        return piece + TRUNCATION_MARKER, used
+
+    def _cut(self, content: str, ids: Sequence[int], room: int, complete: bool) -> tuple[str, int]:
         """``content`` (whose tokens are ``ids``) cut to ``room`` tokens, marker included, and
-        its tokens when the cut fell on a split point (``None``: count it)."""
+        its tokens."""
         if complete and len(ids) <= room:
             return content, len(ids)
-        limit = max(0, room - self._marker)
-        at = split_cut(self.counter, ids, limit, "")  # all of ids never fit here
-        if at is not None:
-            return self.counter.decode(list(ids[:at])) + TRUNCATION_MARKER, at + self._marker
-        cut = self.counter.decode(list(ids[:limit])).rstrip("\ufffd")
-        while cut and self.counter.count(cut + TRUNCATION_MARKER) > room:
-            cut = cut[:-1]
-        return cut + TRUNCATION_MARKER, None
+        return self._piece(ids, max(0, room - self._marker), room, 0, "", False)  # all of ids never fit
 
     def _cut_marked(self, content: str, marks: TokenMarks, room: int, complete: bool) -> tuple[str, int]:
         """Like :meth:`_cut` from the marks counted at index time: the text up to the last
@@ -342,19 +353,8 @@ class _Packer:
             stop = next_split(content, start + guess, end)
             ids.extend(_encode(self.counter, content[start:stop]))
             start = stop
-        at = split_cut(self.counter, ids, want, content[start : start + 1])
-        if at is None and chars:
-            at = 0  # the mark itself is a split point
-        if at is not None:
-            piece = self.counter.decode(ids[:at])
-            return content[:chars] + piece + TRUNCATION_MARKER, tokens + at + self._marker
-        # No split point before the room ends (a stretch without ASCII words): cut inside it.
-        piece = self.counter.decode(ids[:want]).rstrip("\ufffd")
-        used = tokens + self.counter.count(piece + TRUNCATION_MARKER)
-        while piece and used > room:
-            piece = piece[:-1]
-            used = tokens + self.counter.count(piece + TRUNCATION_MARKER)
-        return content[:chars] + piece + TRUNCATION_MARKER, used
+        piece, used = self._piece(ids, want, room, tokens, content[start : start + 1], chars > 0)
+        return content[:chars] + piece, used
 
     def offer(
         self, candidate: Candidate, stage: int, content: str, complete: bool = True, marks: TokenMarks | None = None
