@@ -92,6 +92,27 @@ def test_a_new_process_reads_snapshot_and_journal_with_edits_and_deletes(tmp_pat
     assert fresh.find_entry("alice_n4.md") is None
 
 
+def test_closing_a_folder_before_its_watcher_starts_snapshots_its_changed_rankers(tmp_path: Path) -> None:
+    # The automatic watcher starts a moment after a query, and its stop snapshotted the
+    # rankers; a folder closed before that (here: never watched) left them unsaved, so the next
+    # process re-read every note ranked since the last snapshot (a CI failure of the test above).
+    config = CONFIG.replace(auto_watch=False)
+    store = MemoryStore(FileKnowledgeBackend(DirectoryGuard(tmp_path), config), config, categories=["knowledge"])
+    for n in range(10):
+        store.write_file(f"knowledge/alice_n{n}.md", _note(n))
+    assert store.bm25_search("tok5x", user_id="alice") == ["alice_n5.md"]  # built and snapshotted
+    for n in range(10, 20):  # ranked in memory, after that snapshot
+        store.write_file(f"knowledge/alice_n{n}.md", _note(n))
+    assert store.bm25_search("tok15x", user_id="alice") == ["alice_n15.md"]
+    close_shared_stores()
+    fresh = MemoryStore(FileKnowledgeBackend(DirectoryGuard(tmp_path), config), config, categories=["knowledge"])
+    batches: list[list[str]] = []
+    original = fresh.backend.read_note_heads
+    fresh.backend.read_note_heads = lambda c, names, size: batches.append(list(names)) or original(c, names, size)  # type: ignore[method-assign]
+    assert fresh.bm25_search("tok17x", user_id="alice") == ["alice_n17.md"]
+    assert batches == []  # the ranker came whole from its snapshot: no note read to rebuild it
+
+
 def test_the_journal_is_folded_into_a_snapshot_past_its_bound(tmp_path: Path) -> None:
     store = _store(tmp_path)
     bound = journal_bound(0)

@@ -21,6 +21,7 @@ An automatic watcher (see :func:`~.service.watch_automatically`) is one per fold
 from __future__ import annotations
 
 import atexit
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -28,6 +29,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from local_ai_memory._knowledge.texts import NoteTexts
+from local_ai_memory._shared.errors import StorageError
+from local_ai_memory._shared.events import Event, log_event
 
 if TYPE_CHECKING:
     from local_ai_memory._contracts.knowledge import KnowledgeBackend
@@ -80,6 +83,19 @@ class RootParts:
     note_texts: NoteTexts = field(default_factory=NoteTexts)
     """Small notes' texts as Stage 3 last read them, each valid for one index entry."""
 
+    def write_pending(self) -> None:
+        """Store the index changes not stored yet and snapshot the rankers changed since their
+        last snapshot, as a watcher's stop does: a folder closed before its watcher started
+        (it starts a moment after the first query) would otherwise leave its rankers' last
+        changes unsaved, and the next process would re-read those notes. Best effort: both
+        are redone by the next process."""
+        try:
+            self.index.flush(compact=False)
+            with self.lock:
+                self.rankers.save_changed()
+        except StorageError as exc:
+            log_event(Event.INDEX_WRITE_DEFERRED, level=logging.WARNING, path="at close", reason=str(exc))
+
 
 _registry: OrderedDict[RootKey, RootParts] = OrderedDict()
 _registry_lock = threading.Lock()
@@ -120,14 +136,20 @@ def note_watcher_started() -> None:
 
 
 def _stop(parts: RootParts) -> None:
-    watcher, parts.auto = parts.auto, None
+    # Under the start lock: a watcher being started now is either seen here or never starts
+    # (its start checks the registry, which no longer holds these parts).
+    with parts.start_lock:
+        watcher, parts.auto = parts.auto, None
     if watcher is not None:
-        watcher.stop()
+        watcher.stop()  # writes the pending changes itself
+    else:
+        parts.write_pending()
 
 
 def close_shared_stores() -> None:
-    """Stop every automatic watcher of this process (writing pending index changes) and forget
-    the shared per-folder state; stores opened afterwards load the index again."""
+    """Stop every automatic watcher of this process, write every folder's pending index changes
+    and ranker snapshots (watched or not), and forget the shared per-folder state; stores
+    opened afterwards load the index again."""
     with _registry_lock:
         all_parts = list(_registry.values())
         _registry.clear()
