@@ -836,17 +836,23 @@ def best_slots(scores: FloatArray, k: int) -> IntArray:
     """Slots of the scores above zero that can be among the ``k`` largest (all tied at the
     ``k``-th are kept, for the caller's tie-break), without sorting or listing every hit: the
     ``k``-th largest of an evenly spaced sample is a lower bound, and only the scores at or
-    above it are looked at (a full ``nonzero`` at 100k hits costs more than the whole rest)."""
+    above it are looked at (a full ``nonzero`` at 100k hits costs more than the whole rest).
+
+    Only scores above zero are ever partitioned: ``np.partition`` over an array that is mostly
+    zeros (a query whose words are in few notes) took 200 us at 2,000 slots, against 10 us for
+    its hits alone."""
     if k <= 0 or not len(scores):
         return np.zeros(0, dtype=np.int64)
     bound = 0.0
     sample = scores[:: max(1, len(scores) // 2048)]
+    sample = sample[sample > 0.0]
     if len(sample) >= k:
         bound = float(np.partition(sample, len(sample) - k)[len(sample) - k])
     found: IntArray = np.flatnonzero(scores >= bound) if bound > 0.0 else np.flatnonzero(scores > 0.0)
     if len(found) > k:
-        kth = np.partition(scores[found], len(found) - k)[len(found) - k]
-        found = found[scores[found] >= kth]
+        values = scores[found]
+        kth = np.partition(values, len(found) - k)[len(found) - k]
+        found = found[values >= kth]
     return found
 
 
