@@ -262,10 +262,10 @@ class _Packer:
         self.used = 0
         self.files: list[RetrievedFile] = []
         self.skipped: list[str] = []
-        self._marker = counter.count(TRUNCATION_MARKER)
+        self._count = functools.partial(_count, counter)
+        self._marker = self._count(TRUNCATION_MARKER)  # remembered: each encoding costs a query tens of us
         self._settled = 0  # tokens of the answer up to its last split point
         self._tail = ""  # the answer after that point
-        self._count = functools.partial(_count, counter)
         self._newlines = self._count("\n" + BLOCK_SEPARATOR)
 
     def _measure(self, filename: str, content: str, cache: bool, known: int | None = None) -> tuple[int, int, int, str]:
