@@ -304,6 +304,25 @@ def test_for_model_fences_the_files_as_data(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("encoding", ["cl100k_base", "o200k_base"])
+def test_a_line_break_before_a_header_splits_its_count(encoding: str) -> None:
+    """The rule Stage 3 counts a block's lead by: whatever text comes before the separator, the
+    lead ``tail + "\\n\\n" + "## name"`` has the tokens of ``tail + "\\n\\n"`` plus those of
+    the header, since no pre-token of either encoding runs from a line break into a character
+    that is not white space."""
+    import random
+
+    parts = ["a", "Zb", "1", "99", " ", "  ", "\n", "\r\n", "'", "'s", ".", "!?", "#", "##", "-", "_", "\t"]
+    parts += ["é", "e\u0301", "中文", "😀", "...", "```", "<|endoftext|>", "Ω", "١٢", "ß", "’", "/", "\u3000"]
+    names = ["alice_tea.md", "bob_x-1.md", "u_中文 notes.md", "alice_#.md", "bob_'s.md", "alice_😀 .md"]
+    rng = random.Random(3)
+    counter = TokenCounter(encoding)
+    for _ in range(2000):
+        tail = "".join(rng.choice(parts) for _ in range(rng.randint(0, 12)))
+        header = f"## {rng.choice(names)}"
+        assert counter.count(tail + "\n\n" + header) == counter.count(tail + "\n\n") + counter.count(header), repr(tail)
+
+
+@pytest.mark.parametrize("encoding", ["cl100k_base", "o200k_base"])
 def test_packed_token_counts_are_exact_without_recounting(encoding: str) -> None:
     """The packer adds counts at split points instead of counting the joined text: random
     texts full of seams that merge tokens (spaces, newlines, apostrophes, marks, emoji) must

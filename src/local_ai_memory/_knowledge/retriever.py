@@ -275,6 +275,10 @@ class _Packer:
         or settled by a cut): then only the short tail after the last split point is encoded.
         A newline before a text that starts with neither a space nor a line break is a token of
         its own in both shipped encodings, so ``"\\n" + content`` has ``known + 1`` tokens.
+        And no pre-token of either encoding holds a line break followed by a character that is
+        not white space, so the lead before the header counts as the previous tail with the
+        separator (a handful of distinct texts: remembered) plus the header (counted by
+        :meth:`room` already), not as one new text per file.
         """
         header = f"## {filename}"  # a note name ends in ".md": a split point follows it
         lead = self._tail + BLOCK_SEPARATOR + header if self.text else header
@@ -288,7 +292,8 @@ class _Packer:
             body_tokens = count(body) if cache else self.counter.count(body)
             rest = count(tail) if cut_at else count("\n" + content) - body_tokens
         if cut_at:
-            settled = self._settled + count(lead) + body_tokens
+            lead_tokens = count(self._tail + BLOCK_SEPARATOR) + count(header) if self.text else count(header)
+            settled = self._settled + lead_tokens + body_tokens
         else:  # no split point near the end of the note: it all stays in the tail
             settled, tail = self._settled, lead + body + tail
         tail_tokens = count(tail)
