@@ -117,6 +117,25 @@ def test_paths_that_escape_or_bad_names_are_refused(tmp_path: Path) -> None:
     assert store.bm25_search("leaked", user_id="alice") == []
 
 
+def test_note_heads_are_read_through_links_only_inside_the_root(tmp_path: Path) -> None:
+    """Stage 3's reads leave the note's own ``lstat`` to ``O_NOFOLLOW``: a link is then checked
+    like path_of checks it, followed inside the root and refused when it leads out."""
+    backend = FileKnowledgeBackend(DirectoryGuard(tmp_path), MemoryConfig(fsync=False))
+    backend.write_note("knowledge", "alice_real.md", b"# Real\n\ninside the root")
+    folder = tmp_path / "memory_data" / "knowledge"
+    os.symlink(folder / "alice_real.md", folder / "alice_alias.md")
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.md"
+    outside.write_text("# leaked")
+    os.symlink(outside, folder / "alice_leak.md")
+    assert backend.read_note_head("knowledge", "alice_real.md", 10) == (b"# Real\n\nin", False)
+    assert backend.read_note_head("knowledge", "alice_alias.md", 100) == (b"# Real\n\ninside the root", True)
+    with pytest.raises(PathEscapeError):
+        backend.read_note_head("knowledge", "alice_leak.md", 100)
+    assert backend.read_note_head("knowledge", "alice_gone.md", 100) is None
+    with pytest.raises(PathEscapeError):
+        backend.read_note_head("knowledge", "../alice_real.md", 100)
+
+
 def test_binary_files_are_skipped_with_an_event(tmp_path: Path, events: Any) -> None:
     store = make_store(tmp_path)
     (store.category_dir("knowledge") / "alice_blob.md").write_bytes(b"\xff\xfe\x00binary")

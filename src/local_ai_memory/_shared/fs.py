@@ -36,7 +36,9 @@ from local_ai_memory._shared.errors import LockTimeoutError, StorageError
 from local_ai_memory._shared.events import Event, log_event
 
 __all__ = [
+    "NO_FOLLOW",
     "RACY_WINDOW_NS",
+    "LinkNotFollowedError",
     "Syscalls",
     "append_bytes",
     "atomic_write",
@@ -47,6 +49,7 @@ __all__ = [
     "locked",
     "quarantine",
     "read_from",
+    "read_head",
     "read_optional",
     "read_tail",
     "remove",
@@ -243,19 +246,32 @@ def read_optional(path: Path) -> bytes | None:
         raise _storage_error("read", path, exc) from exc
 
 
-def read_head(path: Path, size: int) -> tuple[bytes, bool] | None:
+NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
+"""``os.O_NOFOLLOW`` where the platform has it (POSIX), else 0."""
+
+
+class LinkNotFollowedError(Exception):
+    """:func:`read_head` with ``follow_links=False`` met a symbolic link (it was not opened)."""
+
+
+def read_head(path: str | Path, size: int, *, follow_links: bool = True) -> tuple[bytes, bool] | None:
     """The first ``size`` bytes of ``path`` and whether that is all of it, or ``None`` when missing.
 
     Reads one byte more than asked to tell "exactly ``size`` bytes long" from "longer". Plain
     ``open``/``read``/``close`` calls: Stage 3 reads a few notes per query, and a buffered file
     object adds an ``fstat`` and an ``isatty`` check to each (half the time of a small read).
+    With ``follow_links=False`` (where the platform has ``O_NOFOLLOW``: check :data:`NO_FOLLOW`)
+    a symbolic link is not opened but raises :class:`LinkNotFollowedError`, so a caller that must
+    check links first needs no ``lstat`` of its own for the files that are none.
     """
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY if follow_links else os.O_RDONLY | NO_FOLLOW)
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise _storage_error("read", path, exc) from exc
+        if not follow_links and exc.errno == errno.ELOOP:
+            raise LinkNotFollowedError(os.fspath(path)) from None
+        raise _storage_error("read", Path(path), exc) from exc
     try:
         data = b""
         while len(data) <= size:
@@ -264,7 +280,7 @@ def read_head(path: Path, size: int) -> tuple[bytes, bool] | None:
                 break
             data += chunk
     except OSError as exc:
-        raise _storage_error("read", path, exc) from exc
+        raise _storage_error("read", Path(path), exc) from exc
     finally:
         os.close(fd)
     return (data, True) if len(data) <= size else (data[:size], False)
