@@ -602,7 +602,7 @@ class BM25Index:
             if len(self._seen) > _SEEN_WORDS:
                 self._seen.popitem(last=False)
             for start, end, idf, flat, _ in self._spans(word):
-                np.add.at(scores, self._base_slots[start:end], idf * self._weights(start, end, norm, flat))
+                np.add.at(scores, self._base_slots[start:end], self._weights(start, end, norm, flat, idf))
             self._add_delta(scores, word, norm)
             return
         slots, values = kept
@@ -626,8 +626,7 @@ class BM25Index:
         if found is None:
             return None
         slots = np.array(found[0], dtype=np.int64)
-        tf = np.array(found[1], dtype=np.float64)
-        return slots, idf * (tf * (K1 + 1.0) / (tf + (K1 if flat else norm[slots])))
+        return slots, _term_scores(np.array(found[1], dtype=np.float64), K1 if flat else norm[slots], idf)
 
     def _keep(self, word: Word, norm: FloatArray) -> Contribution:
         """What ``word``'s terms add to the scores, base segment and delta, as one array over the
@@ -639,7 +638,7 @@ class BM25Index:
         spans = self._spans(word)
         delta = [(term, part) for term, idf, flat in word if (part := self._delta_part(term, idf, flat, norm))]
         parts: list[tuple[TermArray | IntArray, FloatArray]] = [
-            (self._base_slots[a:b], i * self._weights(a, b, norm, f)) for a, b, i, f, _ in spans
+            (self._base_slots[a:b], self._weights(a, b, norm, f, i)) for a, b, i, f, _ in spans
         ]
         parts += [part for _, part in delta]
         found: Contribution
@@ -673,10 +672,10 @@ class BM25Index:
             if term < n_base_terms and ptr[term + 1] > ptr[term]
         ]
 
-    def _weights(self, start: int, end: int, norm: FloatArray, flat: bool) -> FloatArray:
-        """``tf * (k1 + 1) / (tf + norm)`` of the base postings ``start:end``."""
+    def _weights(self, start: int, end: int, norm: FloatArray, flat: bool, idf: float) -> FloatArray:
+        """What a term of weight x idf ``idf`` scores in each of the base postings ``start:end``."""
         tf = self._base_tfs[start:end].astype(np.float64)
-        return tf * (K1 + 1.0) / (tf + (K1 if flat else norm[self._base_slots[start:end]]))
+        return _term_scores(tf, K1 if flat else norm[self._base_slots[start:end]], idf)
 
     def _dead_slots(self, cap: int) -> IntArray:
         """Slots of removed or replaced documents whose postings are still in the base."""
@@ -689,6 +688,15 @@ class BM25Index:
     def key_of(self, slot: int) -> str:
         """Name of the document in ``slot``."""
         return self._keys[slot] or ""
+
+
+def _term_scores(tf: FloatArray, norm: FloatArray | float, idf: float) -> FloatArray:
+    """BM25's ``idf * tf * (k1 + 1) / (tf + norm)`` per posting, computed in ``tf`` itself (a
+    first-seen word's terms run it over thousands of postings per query: one array, not four)."""
+    denominator = tf + norm
+    tf *= idf * (K1 + 1.0)
+    tf /= denominator
+    return tf
 
 
 def _merge_postings(
