@@ -120,11 +120,11 @@ def test_paths_that_escape_or_bad_names_are_refused(tmp_path: Path) -> None:
 def test_note_heads_are_read_through_links_only_inside_the_root(tmp_path: Path) -> None:
     """Stage 3's reads leave the note's own ``lstat`` to ``O_NOFOLLOW``: a link is then checked
     like path_of checks it, followed inside the root and refused when it leads out."""
-    backend = FileKnowledgeBackend(DirectoryGuard(tmp_path), MemoryConfig(fsync=False))
+    backend = FileKnowledgeBackend(DirectoryGuard(tmp_path / "root"), MemoryConfig(fsync=False))
     backend.write_note("knowledge", "alice_real.md", b"# Real\n\ninside the root")
-    folder = tmp_path / "memory_data" / "knowledge"
+    folder = tmp_path / "root" / "memory_data" / "knowledge"
     os.symlink(folder / "alice_real.md", folder / "alice_alias.md")
-    outside = tmp_path.parent / f"{tmp_path.name}-outside.md"
+    outside = tmp_path / "outside.md"
     outside.write_text("# leaked")
     os.symlink(outside, folder / "alice_leak.md")
     assert backend.read_note_head("knowledge", "alice_real.md", 10) == (b"# Real\n\nin", False)
