@@ -281,7 +281,6 @@ class _Packer:
         :meth:`room` already), not as one new text per file.
         """
         header = f"## {filename}"  # a note name ends in ".md": a split point follows it
-        lead = self._tail + BLOCK_SEPARATOR + header if self.text else header
         cut_at = split_point(content)
         body, tail = "\n" + content[:cut_at], content[cut_at:]
         count = self._count
@@ -295,6 +294,7 @@ class _Packer:
             lead_tokens = count(self._tail + BLOCK_SEPARATOR) + count(header) if self.text else count(header)
             settled = self._settled + lead_tokens + body_tokens
         else:  # no split point near the end of the note: it all stays in the tail
+            lead = self._tail + BLOCK_SEPARATOR + header if self.text else header
             settled, tail = self._settled, lead + body + tail
         tail_tokens = count(tail)
         block = count(header) + body_tokens + rest
