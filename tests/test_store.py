@@ -155,9 +155,9 @@ def test_index_is_written_in_v4_format(tmp_path: Path) -> None:
     put(store, "alice", "python", "# Python Basics\n\nIntroduction to Python programming.\n\nLists and loops.")
     store.ensure_index()
     assert store.index_exists()
-    data = json.loads(store.index_path.read_bytes())
+    data = json.loads(store.index_path_of("alice").read_bytes())
     assert data["index_version"] == 4
-    assert isinstance(data["journal"], str)  # the snapshot's journal id (memory_index.journal)
+    assert isinstance(data["journal"], str)  # the snapshot's journal id (.index/alice_index.journal)
     assert isinstance(data["last_updated"], float)
     (entry,) = data["files"]
     assert entry["filename"] == "alice_python.md"
@@ -174,10 +174,11 @@ def test_index_is_written_in_v4_format(tmp_path: Path) -> None:
 def test_outdated_index_is_rebuilt(tmp_path: Path, events: Any) -> None:
     store = make_store(tmp_path)
     put(store, "alice", "python", "# Python\n\nsnakes")
-    store.index_path.write_text(json.dumps({"index_version": 2, "files": [{"filename": "alice_old.md"}]}))
+    store.index_path_of("alice").parent.mkdir(parents=True)
+    store.index_path_of("alice").write_text(json.dumps({"index_version": 2, "files": [{"filename": "alice_old.md"}]}))
     assert store.bm25_search("snakes", user_id="alice") == ["alice_python.md"]
     assert "INDEX_REBUILT" in events.names()
-    assert json.loads(store.index_path.read_bytes())["index_version"] == 4
+    assert json.loads(store.index_path_of("alice").read_bytes())["index_version"] == 4
 
 
 @pytest.mark.parametrize(
@@ -186,19 +187,22 @@ def test_outdated_index_is_rebuilt(tmp_path: Path, events: Any) -> None:
 def test_broken_index_is_quarantined_and_rebuilt(tmp_path: Path, events: Any, damage: bytes) -> None:
     store = make_store(tmp_path)
     put(store, "alice", "python", "# Python\n\nsnakes")
-    store.index_path.write_bytes(damage)
+    store.index_path_of("alice").parent.mkdir(parents=True)
+    store.index_path_of("alice").write_bytes(damage)
     assert store.bm25_search("snakes", user_id="alice") == ["alice_python.md"]
     assert "MEMORY_CORRUPT" in events.names()
-    assert (store.index_path.parent / "memory_index.json.corrupt.bak").read_bytes() == damage
-    assert json.loads(store.index_path.read_bytes())["index_version"] == 4
+    assert (store.index_path_of("alice").parent / "alice_index.json.corrupt.bak").read_bytes() == damage
+    assert json.loads(store.index_path_of("alice").read_bytes())["index_version"] == 4
 
 
 def test_newer_index_version_is_refused(tmp_path: Path) -> None:
     store = make_store(tmp_path)
-    store.index_path.write_text(json.dumps({"index_version": 5, "files": []}))
+    put(store, "alice", "python", "# Python\n\nsnakes")
+    store.index_path_of("alice").parent.mkdir(parents=True, exist_ok=True)
+    store.index_path_of("alice").write_text(json.dumps({"index_version": 9, "files": []}))
     with pytest.raises(UnsupportedFormatError):
         store.read_index()
-    assert store.index_path.exists()
+    assert store.index_path_of("alice").exists()
 
 
 def test_update_and_remove_index_entry_persist(tmp_path: Path) -> None:
@@ -294,7 +298,7 @@ def test_stale_detection_after_create_modify_delete(tmp_path: Path) -> None:
     assert store.refresh_stale_entries("alice") == 3
     assert store.get_stale_entries("alice") == []
     assert sorted(store.bm25_search("omega delta beta alpha", user_id="alice")) == ["alice_a.md", "alice_new.md"]
-    on_disk = {e.filename for e in stored_entries(store.index_path.read_bytes(), _journal(store.index_path))}
+    on_disk = _on_disk(store, "alice", "bob")
     assert on_disk == {"alice_a.md", "alice_new.md", "bob_c.md"}
 
 
@@ -498,7 +502,7 @@ def test_populating_one_user_keeps_other_users_entries(tmp_path: Path) -> None:
     store.ensure_index()
     fresh = make_store(tmp_path)
     assert fresh.populate_index_from_files("alice") == 1
-    on_disk = {e.filename for e in stored_entries(store.index_path.read_bytes(), _journal(store.index_path))}
+    on_disk = _on_disk(store, "alice", "bob")
     assert on_disk == {"alice_a.md", "bob_b.md"}
 
 
@@ -660,6 +664,15 @@ def test_racily_clean_entries_keep_a_hash_until_their_mtime_can_be_trusted(
 
 
 def _journal(index_path: Path) -> bytes | None:
-    """The index journal stored beside ``memory_index.json`` (``None``: none)."""
-    journal = index_path.with_name("memory_index.journal")
+    """The index journal stored beside an owner's snapshot (``None``: none)."""
+    journal = index_path.with_suffix(".journal")
     return journal.read_bytes() if journal.exists() else None
+
+
+def _on_disk(store: MemoryStore, *users: str) -> set[str]:
+    """The file names in the stored indexes of ``users``."""
+    found: set[str] = set()
+    for user in users:
+        path = store.index_path_of(user)
+        found |= {e.filename for e in stored_entries(path.read_bytes(), _journal(path))}
+    return found

@@ -426,6 +426,27 @@ class KnowledgeBackend(ABC):
         See :class:`NoteChanges` for what a returned feed promises.
         """
 
+    def owner_changes(self, user_prefix: str, since: int | None) -> NoteChanges | None:
+        """The change feed of one owner: notes whose name starts with ``user_prefix`` (a
+        :func:`user_file_prefix`) written or deleted after ``since``, a cursor this method
+        returned for the same prefix (``None``: start following now).
+
+        What a search of one user follows, so a host catches up only on the owners it holds. A
+        cursor means something only for its own prefix (a backend may count each owner's changes
+        apart, so that writers of different owners never wait for one shared row); a cursor it
+        never handed out for this prefix (larger than its own, or from before the owner's notes
+        were forgotten) gets an incomplete answer, never a complete one. The default filters
+        :meth:`changes`, whose cursors serve every owner."""
+        feed = self.changes(since)
+        if feed is None or not feed.complete or not feed.keys:
+            return feed
+        return NoteChanges(feed.cursor, frozenset(k for k in feed.keys if k[1].startswith(user_prefix)), True)
+
+    def forget_feed(self, user_prefix: str) -> None:  # noqa: B027 (optional: most feeds keep nothing per owner)
+        """Forget what the change feed keeps about the owner of ``user_prefix``, whose notes have
+        all been deleted (forgetting a user leaves no trace). Later :meth:`owner_changes` with a
+        cursor from before answer incomplete. The default keeps nothing per owner."""
+
     # -- derived data --------------------------------------------------------------------------
     @abstractmethod
     def read_blob(self, name: str) -> bytes | None:
@@ -447,6 +468,24 @@ class KnowledgeBackend(ABC):
         """
         old = self.read_blob(name)
         self.write_blob(name, (old or b"") + data)
+
+    def rewrite_blobs(self, names: Sequence[str], change: Callable[[list[bytes | None]], list[bytes]]) -> None:
+        """Replace the blobs ``names`` by ``change(their current contents)`` (``None`` for a
+        missing one), one result per name, written in the order named: how an owner's index
+        journal is folded into a new snapshot without dropping what another writer stored.
+
+        The read and the writes hold off every other :meth:`rewrite_blobs` and
+        :meth:`append_blob` of these blobs (across processes, for a backend shared by several),
+        so no append lands between the read and the write and is lost. ``change`` is pure and
+        may raise, which writes nothing. The default holds a lock of this process only; a
+        backend shared by processes overrides it (a file lock, a transaction with row locks)."""
+        with _PROCESS_UPDATES:
+            current = [self.read_blob(name) for name in names]
+            new = change(current)
+            if len(new) != len(names):
+                raise ValueError("rewrite_blobs: change must return one blob per name")
+            for name, data in zip(names, new, strict=True):
+                self.write_blob(name, data)
 
     @abstractmethod
     def blob_size(self, name: str) -> int | None:

@@ -35,7 +35,7 @@ import threading
 import time
 import uuid
 from collections.abc import Container, ItemsView, Iterable, Iterator, Mapping, MutableMapping, Sequence, ValuesView
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -57,21 +57,44 @@ from local_ai_memory._knowledge.index_file import (
     serialize_index,
 )
 from local_ai_memory._shared.events import Event, log_event
-from local_ai_memory._shared.naming import owner_of
+from local_ai_memory._shared.naming import owner_of, user_file_prefix
 
 __all__ = [
     "INDEX_NAME",
     "JOURNAL_MIN",
     "JOURNAL_NAME",
+    "MANIFEST",
+    "MANIFEST_NAME",
+    "OWNER_DIR",
     "EntryKey",
     "EntryMap",
     "KnowledgeIndex",
     "StoredIndex",
+    "index_names",
     "journal_bound",
 ]
 
 INDEX_NAME = "memory_index.json"
+"""The one index of every owner, as 0.2 and 0.3 stored it: read (the asked owner's rows) until
+that owner's own snapshot exists, never written again."""
 JOURNAL_NAME = "memory_index.journal"
+OWNER_DIR = ".index"
+"""Folder of the per-owner index blobs (see :func:`index_names`)."""
+
+
+MANIFEST_NAME = f"{OWNER_DIR}/manifest.json"
+MANIFEST = b'{"format_version": 5, "layout": "one index per owner"}'
+"""Written once beside the owners' indexes: a store holds an index (see ``index_exists``)
+without listing blobs. Format 5 is the per-owner layout; 4 and older had one index for all."""
+
+
+def index_names(owner: str) -> tuple[str, str]:
+    """The snapshot and journal blob names of ``owner``'s index: ``.index/alice_index.json``
+    and ``.index/alice_index.journal`` (the user's file prefix keeps ``bob`` from ``bob_admin``)."""
+    prefix = user_file_prefix(owner)
+    return f"{OWNER_DIR}/{prefix}index.json", f"{OWNER_DIR}/{prefix}index.journal"
+
+
 JOURNAL_MIN = 128
 """A journal is folded into a new snapshot once it holds more lines than :func:`journal_bound`."""
 JOURNAL_RATIO = 64
@@ -278,13 +301,33 @@ class EntryMap(MutableMapping[EntryKey, IndexEntry]):
 StoredIndex = tuple[EntryMap, dict[EntryKey, SkippedNote]]
 
 
-class KnowledgeIndex:
-    """Index entries by ``(category, filename)``, who owns which, and the index blob."""
+class _Parsed(NamedTuple):
+    """One owner's part of a stored snapshot (see :meth:`KnowledgeIndex._parse`)."""
 
-    def __init__(self, backend: KnowledgeBackend, categories: tuple[str, ...], lock: threading.RLock) -> None:
+    entries: EntryMap
+    skipped: dict[EntryKey, SkippedNote]
+    journal: str | None
+    migrate: bool
+    meta: dict[EntryKey, tuple[IndexEntry, int]]
+
+
+class KnowledgeIndex:
+    """One owner's index entries by ``(category, filename)``, and that owner's index blobs.
+
+    Each owner (the user a note belongs to) has an index of their own (:func:`index_names`):
+    a process reads an owner's blobs the first time that owner is asked for, and a write
+    touches only its owner's journal, so hosts serving many users hold and read only the users
+    they serve, and writers of different users never share a blob."""
+
+    def __init__(
+        self, backend: KnowledgeBackend, categories: tuple[str, ...], lock: threading.RLock, owner: str
+    ) -> None:
         self.backend = backend
         self.categories = categories
         self.lock = lock
+        self.owner = owner
+        self.prefix = user_file_prefix(owner)
+        self.name, self.journal_name = index_names(owner)
         self._write_lock = threading.Lock()
         self.entries: EntryMap | None = None
         self.owned: dict[tuple[str, str], set[str]] = {}
@@ -337,73 +380,92 @@ class KnowledgeIndex:
             raise RuntimeError("index not loaded")
         return entries
 
-    def load_stored(self) -> StoredIndex | None:
-        """The entries and skipped notes of the stored blob; ``None`` when missing, outdated or
-        broken (quarantined)."""
-        data = self.backend.read_blob(INDEX_NAME)
-        self.reads += 1
-        if data is None:
-            return None
+    def _mine(self, key: EntryKey) -> bool:
+        """Whether ``key`` is a note of this owner in a configured category."""
+        return key[0] in self.categories and key[1].startswith(self.prefix) and is_note_name(key[1])
+
+    def _parse(self, data: bytes, name: str, *, quarantine: bool) -> _Parsed | None:
+        """This owner's entries, skipped notes and journal id in snapshot bytes ``data`` (of blob
+        ``name``; the 0.3 index of every owner holds others' rows too, left out here); ``None``
+        when outdated or broken (broken: moved aside when ``quarantine``)."""
         columns = parse_columns(data)
         keys = column_keys(columns) if columns is not None else None
         if columns is not None and keys is not None:
             # The usual snapshot (see IndexColumns): no entry is decoded here.
             rows = SnapshotRows(data, columns, keys)
-            runs = [run for run in _owner_runs(keys) if keys[run[0]][0] in self.categories]
+            runs = [run for run in _owner_runs(keys) if run[2] == self.owner and keys[run[0]][0] in self.categories]
             row_of: dict[EntryKey, int] = {}
             for start, end, _ in runs:
                 row_of.update(zip(keys[start:end], range(start, end), strict=True))
             entries = EntryMap(rows=rows, row_of=row_of, runs=runs)
-            self._migrate = False
-            self._meta = {}
             skipped_notes = column_skipped(data, columns)
-            journal = columns.journal
-        else:
-            status, index, why = parse_index(data)
-            if status == "corrupt":
-                moved = self.backend.quarantine_blob(INDEX_NAME)
-                log_event(Event.MEMORY_CORRUPT, path=INDEX_NAME, moved_to=str(moved), reason=why)
-                return None
-            if status == "outdated" or index is None:
-                log_event(Event.INDEX_REBUILT, path=INDEX_NAME, reason=why)
-                return None
-            entries = EntryMap(
-                {
-                    (e.category, e.filename): e
-                    for e in index.files
-                    if is_note_name(e.filename) and e.category in self.categories
-                }
-            )
-            # A snapshot without columns (written before them, by a reader that does not know
-            # them, or with columns that do not describe it), or with token marks stored
-            # unpacked: the next flush writes a snapshot, so the next process loads it as above.
-            self._migrate = True
-            # The snapshot's checksums of its entries' metadata (a list of another length is
-            # ignored): a ranker snapshot's rows are compared with them, not recomputed per note.
-            meta = index.meta if index.meta is not None and len(index.meta) == len(index.files) else []
-            self._meta = {(e.category, e.filename): (e, crc) for e, crc in zip(index.files, meta, strict=False)}
-            skipped_notes = index.skipped
-            journal = index.journal
-        skipped = {
+            return _Parsed(entries, self._skipped_of(skipped_notes, entries), columns.journal, False, {})
+        status, index, why = parse_index(data)
+        if status == "corrupt":
+            if quarantine:
+                moved = self.backend.quarantine_blob(name)
+                log_event(Event.MEMORY_CORRUPT, path=name, moved_to=str(moved), reason=why)
+            return None
+        if status == "outdated" or index is None:
+            if quarantine:
+                log_event(Event.INDEX_REBUILT, path=name, reason=why)
+            return None
+        entries = EntryMap({(e.category, e.filename): e for e in index.files if self._mine((e.category, e.filename))})
+        # A snapshot without columns (written before them, by a reader that does not know
+        # them, or with columns that do not describe it), or with token marks stored
+        # unpacked: the next flush writes a snapshot, so the next process loads it as above.
+        # The snapshot's checksums of its entries' metadata (a list of another length is
+        # ignored): a ranker snapshot's rows are compared with them, not recomputed per note.
+        meta_list = index.meta if index.meta is not None and len(index.meta) == len(index.files) else []
+        meta = {(e.category, e.filename): (e, crc) for e, crc in zip(index.files, meta_list, strict=False)}
+        return _Parsed(entries, self._skipped_of(index.skipped, entries), index.journal, True, meta)
+
+    def _skipped_of(self, notes: Iterable[SkippedNote], entries: EntryMap) -> dict[EntryKey, SkippedNote]:
+        return {
             (n.category, n.filename): n
-            for n in skipped_notes
-            if is_note_name(n.filename) and n.category in self.categories and (n.category, n.filename) not in entries
+            for n in notes
+            if self._mine((n.category, n.filename)) and (n.category, n.filename) not in entries
         }
+
+    def _replay(self, parsed: _Parsed, data: bytes | None) -> int | None:
+        """Apply the lines of journal bytes ``data`` that follow ``parsed``'s snapshot to its
+        entries; return how many lines the journal has (``None``: it follows another snapshot)."""
+        found = parse_journal(data, parsed.journal) if data is not None and parsed.journal is not None else None
+        if found is None:
+            return None
+        lines, count = found
+        for line in lines:
+            key = line.k
+            if self._mine(key):
+                _set(parsed.entries, key, line.e)
+                _set(parsed.skipped, key, line.s if line.e is None else None)
+        return count
+
+    def load_stored(self) -> StoredIndex | None:
+        """This owner's entries and skipped notes as stored; ``None`` when missing, outdated or
+        broken (quarantined). An owner without a snapshot of their own is read from the index
+        of every owner that 0.2 and 0.3 wrote (only their rows), and the next flush writes
+        their own snapshot: a folder or database upgrades owner by owner, as each is used."""
+        legacy = False
+        data = self.backend.read_blob(self.name)
+        self.reads += 1
+        if data is None:
+            legacy = True
+            data = self.backend.read_blob(INDEX_NAME)
+            if data is None:
+                return None
+        parsed = self._parse(data, INDEX_NAME if legacy else self.name, quarantine=True)
+        if parsed is None:
+            return None
+        self._migrate = parsed.migrate or legacy
+        self._meta = parsed.meta
         self.loaded_journal = None
         self.loaded_lines = 0
-        if journal is not None:
-            data = self.backend.read_blob(JOURNAL_NAME)
-            parsed = parse_journal(data, journal) if data is not None else None
-            if parsed is not None:
-                lines, count = parsed
-                for line in lines:
-                    key = line.k
-                    if not is_note_name(key[1]) or key[0] not in self.categories:
-                        continue
-                    _set(entries, key, line.e)
-                    _set(skipped, key, line.s if line.e is None else None)
-                self.loaded_journal, self.loaded_lines = journal, count
-        return entries, skipped
+        if parsed.journal is not None:
+            count = self._replay(parsed, self.backend.read_blob(JOURNAL_NAME if legacy else self.journal_name))
+            if count is not None and not legacy:
+                self.loaded_journal, self.loaded_lines = parsed.journal, count
+        return parsed.entries, parsed.skipped
 
     def replace(
         self,
@@ -597,7 +659,7 @@ class KnowledgeIndex:
                 self._pending = set()
                 self.dirty = False
             try:
-                self.backend.append_blob(JOURNAL_NAME, data)
+                self.backend.append_blob(self.journal_name, data)
             except BaseException:
                 with self.lock:
                     self._pending.update(keys)
@@ -619,35 +681,38 @@ class KnowledgeIndex:
     def _compact_locked(self) -> bool:
         """The snapshot write (callers hold both locks; the store's ``lock`` is let go while writing).
 
-        The stored journal's lines for notes this index did not change since its last snapshot
-        are kept (another process wrote them); then the new snapshot, then its fresh journal.
-        A crash between the two leaves a journal that names the old snapshot: ignored."""
+        What is stored is folded, not overwritten: under the blobs' lock
+        (:meth:`~KnowledgeBackend.rewrite_blobs`, held across processes), the stored snapshot
+        and its journal are read, the notes this index changed since its last snapshot are put
+        over them, and the result becomes the new snapshot with a fresh journal. Another
+        writer's entries, which this process may never have loaded, stay. After a population
+        (the entries replaced wholesale from the notes) this index's view is written as it is."""
         entries = self.current()
-        others: dict[EntryKey, tuple[IndexEntry | None, SkippedNote | None]] = {}
-        if self.journal is not None and not self._full:
-            data = self.backend.read_blob(JOURNAL_NAME)
-            parsed = parse_journal(data, self.journal) if data is not None else None
-            if parsed is not None:
-                for line in parsed[0]:
-                    key = line.k
-                    if key not in self._own and key[0] in self.categories and is_note_name(key[1]):
-                        others[key] = (line.e, line.s)
-        snapshot = entries.copy()
+        view = entries.copy()
         skipped = dict(self.skipped)
-        for key, (entry, skip) in others.items():
-            _set(snapshot, key, entry)
-            _set(skipped, key, skip if entry is None else None)
         pending, own, full, migrate = self._pending, self._own, self._full, self._migrate
         self._pending, self._own, self._full, self._migrate = set(), set(), False, False
         self.dirty = False
         journal = uuid.uuid4().hex
+        now = time.time()
+
+        def fold(stored: list[bytes | None]) -> list[bytes]:
+            snapshot, kept = view, skipped
+            parsed = self._parse(stored[0], self.name, quarantine=False) if stored[0] is not None and not full else None
+            if parsed is not None:
+                self._replay(parsed, stored[1])
+                snapshot, kept = parsed.entries, parsed.skipped
+                for key in own:  # this index's changes win; every other stored row stays
+                    entry = view.get(key)
+                    _set(snapshot, key, entry)
+                    _set(kept, key, skipped.get(key) if entry is None else None)
+            data = serialize_index(snapshot.stored_items(), now, list(kept.values()), journal, self.meta_checksum)
+            return [data, journal_header(journal)]
+
         self._compacting = True
         self.lock.release()
         try:
-            now = time.time()
-            data = serialize_index(snapshot.stored_items(), now, list(skipped.values()), journal, self.meta_checksum)
-            self.backend.write_blob(INDEX_NAME, data)
-            self.backend.write_blob(JOURNAL_NAME, journal_header(journal))
+            self.backend.rewrite_blobs([self.name, self.journal_name], fold)
         except BaseException:
             with self.lock:
                 self._pending |= pending

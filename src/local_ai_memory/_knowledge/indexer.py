@@ -34,7 +34,7 @@ from typing import Literal
 
 from local_ai_memory._contracts.knowledge import BlobAppend, KnowledgeBackend, NoteInfo, is_note_name
 from local_ai_memory._knowledge.bm25 import CountedDoc, count_terms
-from local_ai_memory._knowledge.index import JOURNAL_NAME, EntryKey, KnowledgeIndex
+from local_ai_memory._knowledge.index import EntryKey, KnowledgeIndex
 from local_ai_memory._knowledge.index_file import (
     IndexEntry,
     RankingField,
@@ -48,7 +48,7 @@ from local_ai_memory._knowledge.token_marks import PackedMarks, count_marks, pac
 from local_ai_memory._shared.collector import collector_paused
 from local_ai_memory._shared.errors import InvalidInputError
 from local_ai_memory._shared.events import Event, log_event
-from local_ai_memory._shared.naming import owner_of, user_file_prefix
+from local_ai_memory._shared.naming import owner_of
 from local_ai_memory._shared.tokens import TokenCounter
 
 __all__ = ["MAX_INDEXED_BYTES", "STALE_CHUNK", "NoteIndexer", "NoteLine", "Scanned", "StaleEntry", "decode_head"]
@@ -115,7 +115,7 @@ class NoteLine:
 
     def append(self) -> BlobAppend:
         """What the backend appends with the note."""
-        return BlobAppend(JOURNAL_NAME, self)
+        return BlobAppend(self.indexer.index.journal_name, self)
 
     def __call__(self, data: bytes, info: NoteInfo) -> bytes:
         ready = self.ready
@@ -341,29 +341,27 @@ class NoteIndexer:
         return self.refresh_one(category, filename)
 
     # -- what changed --------------------------------------------------------------------------
-    def listing(self, category: str, user_id: str | None) -> dict[str, NoteInfo]:
-        """The notes of ``user_id`` (``None``: everyone) in ``category``."""
-        return self.backend.list_notes(category, user_file_prefix(user_id) if user_id is not None else None)
+    def listing(self, category: str) -> dict[str, NoteInfo]:
+        """The owner's notes in ``category``."""
+        return self.backend.list_notes(category, self.index.prefix)
 
-    def stale(self, user_id: str | None, categories: tuple[str, ...]) -> list[StaleEntry]:
-        """Notes created, modified or deleted since they were indexed, by listing comparison.
+    def stale(self, categories: tuple[str, ...]) -> list[StaleEntry]:
+        """The owner's notes created, modified or deleted since they were indexed, by listing
+        comparison.
 
         The lock is taken per :data:`STALE_CHUNK` notes, not for the whole comparison: a
-        watcher's catch-up over 100k notes would otherwise hold every query of the process
-        for its whole length (hundreds of ms). What changes between two chunks is found by
-        the next look, as a change after the comparison would be.
+        catch-up over 100k notes would otherwise hold every query of the process for its
+        whole length (hundreds of ms). What changes between two chunks is found by the next
+        look, as a change after the comparison would be.
         """
         entries = self.index.current()
-        prefix = user_file_prefix(user_id) if user_id is not None else None
+        prefix = self.index.prefix
         stale: list[StaleEntry] = []
         for category in categories:
             with collector_paused():  # a listing of 10k notes is 10k objects (see collector_paused)
                 listed = self.backend.list_versions(category, prefix)
             with self.lock:
-                if user_id is not None:
-                    indexed = set(self.index.names_of(user_id, category))
-                else:
-                    indexed = {name for cat, name in entries if cat == category}
+                indexed = set(self.index.names_of(self.index.owner, category))
             for start in range(0, len(listed.names), STALE_CHUNK):
                 with self.lock:
                     for position in entries.not_as_listed(listed, start, start + STALE_CHUNK):
@@ -384,25 +382,25 @@ class NoteIndexer:
                     self.index.forget_skipped(category, set(listed.names), prefix)
         return stale
 
-    def refresh_stale(self, user_id: str | None, categories: tuple[str, ...]) -> int:
+    def refresh_stale(self, categories: tuple[str, ...]) -> int:
         """Re-index what :meth:`stale` finds; return how many entries changed (the lock is
         taken per note, so queries of other threads go on between them)."""
         changed = 0
-        for item in self.stale(user_id, categories):
+        for item in self.stale(categories):
             with self.lock:
                 changed += self.refresh_one(item.category, item.filename)
         return changed
 
     def follow_feed(self, categories: tuple[str, ...]) -> int | None:
-        """Apply the backend's change feed since the last call; ``None`` if the backend keeps none.
+        """Apply the owner's change feed since the last call; ``None`` if the backend keeps none.
 
-        An incomplete answer (first call, or the feed lost track) compares every listing once.
+        An incomplete answer (first call, or the feed lost track) compares the owner's listing once.
         """
-        feed = self.backend.changes(self.cursor)
+        feed = self.backend.owner_changes(self.index.prefix, self.cursor)
         if feed is None:
             return None
         if not feed.complete:
-            changed = self.refresh_stale(None, categories)
+            changed = self.refresh_stale(categories)
             self.cursor = feed.cursor
             return changed
         if not feed.keys:
@@ -411,7 +409,7 @@ class NoteIndexer:
         changed = 0
         with self.lock:
             for category, name in sorted(feed.keys):
-                if category in categories and is_note_name(name):
+                if category in categories and is_note_name(name) and name.startswith(self.index.prefix):
                     changed += self.refresh_if_changed(category, name)
         self.cursor = feed.cursor
         return changed
@@ -419,7 +417,6 @@ class NoteIndexer:
     # -- population from scratch ---------------------------------------------------------------
     def collect(
         self,
-        user_id: str | None,
         categories: tuple[str, ...],
         *,
         precount: bool,
@@ -429,7 +426,7 @@ class NoteIndexer:
 
         ``progress(done, total)`` is called every 64 notes and at the end.
         """
-        listing = [info for c in categories for _, info in sorted(self.listing(c, user_id).items())]
+        listing = [info for c in categories for _, info in sorted(self.listing(c).items())]
         scanned: list[Scanned] = []
         total = len(listing)
         for done, info in enumerate(listing, 1):
@@ -449,12 +446,12 @@ class NoteIndexer:
             progress(0, 0)
         return scanned
 
-    def apply_population(self, user_id: str | None, categories: tuple[str, ...], scanned: list[Scanned]) -> None:
-        """Replace the entries and rankers of ``user_id`` (``None``: all) in ``categories`` by ``scanned``."""
+    def apply_population(self, categories: tuple[str, ...], scanned: list[Scanned]) -> None:
+        """Replace the owner's entries and rankers in ``categories`` by ``scanned``."""
         with self.lock:
             if self.index.entries is None:
-                # Keep other users' and categories' entries from the blob; a missing or broken
-                # index starts empty (their notes show up as stale "new" on their next refresh).
+                # Keep the other categories' entries from the blob; a missing or broken index
+                # starts empty (their notes show up as stale "new" on their next refresh).
                 found = dict(self.index.skipped)  # what this population skipped
                 stored = self.index.load_stored()
                 self.index.replace(*(stored or ({}, None)), stored=stored is not None)
@@ -464,7 +461,7 @@ class NoteIndexer:
             keep: set[EntryKey] = {(s.category, s.filename) for s in scanned}
             for key in list(entries):
                 category, filename = key
-                if category in categories and (user_id is None or owner_of(filename) == user_id) and key not in keep:
+                if category in categories and key not in keep:
                     self.drop(category, filename)
             groups: dict[tuple[str, str], list[tuple[str, CountedDoc]]] = {}
             for item in scanned:
@@ -480,7 +477,7 @@ class NoteIndexer:
                     counted = count_terms(self.rankers.vocab, tokens)
                 groups.setdefault((owner, item.category), []).append((item.filename, counted))
             for (owner, category), names in list(self.index.owned.items()):
-                if category in categories and (user_id is None or owner == user_id):
+                if category in categories:
                     self.rankers.rebuild(owner, category, groups.get((owner, category), []))
                     if not names:
                         del self.index.owned[(owner, category)]

@@ -24,6 +24,7 @@ listings at all.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import threading
@@ -41,7 +42,7 @@ from local_ai_memory._contracts.knowledge import (
     erasure_marker,
     is_note_name,
 )
-from local_ai_memory._knowledge.index import INDEX_NAME, JOURNAL_NAME, EntryMap, KnowledgeIndex
+from local_ai_memory._knowledge.index import INDEX_NAME, MANIFEST, MANIFEST_NAME, KnowledgeIndex, index_names
 from local_ai_memory._knowledge.index_file import (
     INDEX_VERSION,
     IndexEntry,
@@ -54,7 +55,7 @@ from local_ai_memory._knowledge.index_file import (
 )
 from local_ai_memory._knowledge.indexer import NoteIndexer, NoteLine, Scanned, StaleEntry, decode_head
 from local_ai_memory._knowledge.rankers import RankerCache
-from local_ai_memory._knowledge.roots import RootKey, RootParts, shared_parts
+from local_ai_memory._knowledge.roots import OwnerParts, RootKey, RootParts, shared_parts
 from local_ai_memory._knowledge.search import embedding_text
 from local_ai_memory._knowledge.service import watch_automatically
 from local_ai_memory._shared import fs as _fs
@@ -70,7 +71,14 @@ from local_ai_memory._shared.errors import (
 )
 from local_ai_memory._shared.events import Event, log_event
 from local_ai_memory._shared.models import LLM, Embedder
-from local_ai_memory._shared.naming import DirectoryGuard, check_component, user_file_prefix, validate_id, validate_name
+from local_ai_memory._shared.naming import (
+    DirectoryGuard,
+    check_component,
+    owner_of,
+    user_file_prefix,
+    validate_id,
+    validate_name,
+)
 from local_ai_memory._shared.text import Analyzer
 from local_ai_memory._shared.twins import thread_twin
 
@@ -97,6 +105,11 @@ CATCH_UP_WAIT_S = 30.0
 
 
 _PASSAGE_METHODS = ("digest_of", "kept", "discard_kept")
+
+
+def _progress_from(progress: Progress, offset: int, total: int, done: int, _owner_total: int) -> None:
+    """One owner's ``progress(done, of)`` as a step of a run over every owner's notes."""
+    progress(offset + done, total)
 
 
 @dataclass(frozen=True)
@@ -156,9 +169,7 @@ class KnowledgeNotes:
         self.data_dir = guard.resolve(DATA_DIR) if guard is not None else Path(DATA_DIR)
         self.index_path = self.data_dir / INDEX_NAME
         self._lock = self._parts.lock
-        self._index = self._parts.index
-        self._rankers = self._parts.rankers
-        self._indexer = self._parts.indexer
+        self._manifest_written = False
         self._vectors: tuple[Embedder, VectorCache] | None = None
 
     def _vector_cache(self, embedder: Embedder) -> VectorCache:
@@ -185,14 +196,54 @@ class KnowledgeNotes:
             self.ranking_field,
             config.fsync,
             config.stemmer_language,
+            config.owner_cache_notes,
         )
 
     def _build_parts(self, backend: KnowledgeBackend) -> RootParts:
         lock = threading.RLock()
-        index = KnowledgeIndex(backend, self.categories, lock)
-        rankers = RankerCache(backend, index, self.ranking_field, Analyzer(self.config.stemmer_language))
-        indexer = NoteIndexer(backend, index, rankers, self.ranking_field, lock, self.config.token_encoding)
-        return RootParts(backend, lock, index, rankers, indexer)
+        analyzer = Analyzer(self.config.stemmer_language)
+        categories, field, encoding = self.categories, self.ranking_field, self.config.token_encoding
+
+        def make_owner(owner: str) -> OwnerParts:
+            index = KnowledgeIndex(backend, categories, lock, owner)
+            rankers = RankerCache(backend, index, field, analyzer)
+            return OwnerParts(index, rankers, NoteIndexer(backend, index, rankers, field, lock, encoding))
+
+        return RootParts(backend, lock, make_owner, self.config.owner_cache_notes)
+
+    def _owner(self, user_id: str) -> OwnerParts:
+        """``user_id``'s index, rankers and indexer, loaded: from the owner's stored index, else
+        built from their notes (read through a listing of their prefix only). Nothing of any
+        other owner is read."""
+        with self._lock:
+            parts = self._parts.owner(user_id)
+            if parts.index.entries is not None:
+                return parts
+            with collector_paused():
+                loaded = parts.index.load_stored()
+            if loaded is not None:
+                self._replace(parts, *loaded, stored=True)
+                return parts
+            self._replace(parts, {})
+        self._populate(parts, self.categories, None, None)
+        return parts
+
+    def _owner_of_note(self, name: str) -> OwnerParts | None:
+        """The loaded parts of the owner of note ``name`` (``None``: not a note name)."""
+        owner = owner_of(name)
+        return self._owner(owner) if owner is not None else None
+
+    def _owners(self, user_id: str | None) -> list[str]:
+        """``[user_id]``, or (``None``) every owner with notes in a configured category, sorted:
+        what a whole-folder operation (a build, a stale check, stats) goes through one by one."""
+        if user_id is not None:
+            return [validate_name(user_id, "user_id")]
+        found: set[str] = set()
+        for category in self.categories:
+            found.update(owner for owner in map(owner_of, self.backend.list_notes(category)) if owner is not None)
+        with self._lock:
+            found.update(parts.index.owner for parts in self._parts.held())
+        return sorted(found)
 
     @property
     def watched(self) -> bool:
@@ -218,12 +269,14 @@ class KnowledgeNotes:
     @property
     def index_reads(self) -> int:
         """How many times the index blob was read (once per process when all goes well)."""
-        return self._index.reads
+        with self._lock:
+            return sum(parts.index.reads for parts in self._parts.held())
 
     @property
     def index_writes(self) -> int:
         """How many times the index blob was written."""
-        return self._index.writes
+        with self._lock:
+            return sum(parts.index.writes for parts in self._parts.held())
 
     # -- names -----------------------------------------------------------------------------------
     def _category(self, category: str) -> str:
@@ -276,7 +329,8 @@ class KnowledgeNotes:
         """Paths of ``user_id``'s Markdown files in ``category``, sorted by name."""
         validate_name(user_id, "user_id")
         category = self._category(category)
-        return [self.data_dir / category / name for name in sorted(self._indexer.listing(category, user_id))]
+        names = self.backend.list_notes(category, user_file_prefix(user_id))
+        return [self.data_dir / category / name for name in sorted(names)]
 
     def read_file(self, path: str | os.PathLike[str]) -> str:
         """Text of a note (``knowledge/alice_x.md``, or its absolute path under ``memory_data/``)."""
@@ -304,7 +358,9 @@ class KnowledgeNotes:
         A small note read whole is kept with its index entry (:class:`.texts.NoteTexts`)
         and answered from memory while the index holds that same entry."""
         key = (self._category(category), check_component(filename))
-        entries = self._index.entries
+        owner = owner_of(filename)
+        held = self._parts.owners.get(owner) if owner is not None else None
+        entries = held.index.entries if held is not None else None
         entry = entries.get(key) if entries is not None else None
         if entry is not None and entry.size is not None and entry.size <= max_bytes:
             kept = self._parts.note_texts.get(key, entry)
@@ -339,25 +395,27 @@ class KnowledgeNotes:
                 f"knowledge file name {name!r} must be '{{user prefix}}_{{name}}.md' (see user_file_prefix)"
             )
         data = content.encode("utf-8")
-        slot = self._line_slot()
+        parts = self._owner_of_note(name)
+        assert parts is not None  # a note name has an owner
+        slot = self._line_slot(parts)
         if slot is None:
             info = self.backend.write_note(category, name, data)
             self._indexed(category, name, content, info)
         else:
             with self._lock:
-                line = NoteLine(self._indexer, category, name, content)
+                line = NoteLine(parts.indexer, category, name, content)
             info = self.backend.write_note_with(category, name, data, line.append())
             self._indexed(category, name, content, info, (line, slot))
         return self.data_dir / category / name
 
-    def _line_slot(self) -> tuple[str, int] | None:
+    def _line_slot(self, parts: OwnerParts) -> tuple[str, int] | None:
         """Where a write may store its note's journal line with the note (in the same
         transaction on a database): see :meth:`.index.KnowledgeIndex.line_slot`. ``None``
         while writes are coalesced, the index is not loaded yet or a snapshot is due: the write
         then indexes after its note (a first write loads the index, or builds it with its note)."""
         if self.defer_writes:
             return None
-        return self._index.line_slot()
+        return parts.index.line_slot()
 
     def _indexed(
         self,
@@ -376,14 +434,15 @@ class KnowledgeNotes:
         and the :meth:`_line_slot` it took): the entry goes in memory and the line is not
         appended again, unless a snapshot came between."""
         with self._lock:
-            self._ensure_loaded()
+            parts = self._owner_of_note(name)
+            assert parts is not None
             scanned = stored[0].scanned if stored is not None else None
             if stored is None or scanned is None:
-                self._indexer.refresh_one(category, name, content=content, info=info)
+                parts.indexer.refresh_one(category, name, content=content, info=info)
             else:
-                self._indexer.put(scanned.entry, scanned.content, scanned.tokens)
-                self._index.stored_with_note(stored[0].key, scanned.entry, stored[1])
-        self._persist()
+                parts.indexer.put(scanned.entry, scanned.content, scanned.tokens)
+                parts.index.stored_with_note(stored[0].key, scanned.entry, stored[1])
+        self._persist(parts)
 
     def update_file(self, path: str | os.PathLike[str], change: Callable[[str | None], str]) -> str:
         """Read-modify-write a knowledge note atomically across processes (the backend's
@@ -406,13 +465,15 @@ class KnowledgeNotes:
                 f"{os.fspath(path)!r} is not a note '{{category}}/{{user prefix}}{{name}}.md' "
                 f"of {list(self.categories)}"
             )
-        slot = self._line_slot()
+        parts = self._owner_of_note(name)
+        assert parts is not None
+        slot = self._line_slot(parts)
         if slot is None:
             data, info = self.backend.update_note(category, name, on_bytes)
             content = data.decode("utf-8")
             self._indexed(category, name, content, info)
             return content
-        line = NoteLine(self._indexer, category, name)
+        line = NoteLine(parts.indexer, category, name)
         data, info = self.backend.update_note_with(category, name, on_bytes, line.append())
         content = data.decode("utf-8")
         self._indexed(category, name, content, info, (line, slot))
@@ -437,8 +498,9 @@ class KnowledgeNotes:
         """Delete a note (unless ``check`` refuses) and drop its entry. Its journal line goes
         with the delete (:meth:`~KnowledgeBackend.delete_note_with`: one transaction on a
         database) when :meth:`_line_slot` allows; otherwise the index is written after it."""
-        slot = self._line_slot()
-        if slot is None:
+        parts = self._owner_of_note(name)
+        slot = self._line_slot(parts) if parts is not None else None
+        if parts is None or slot is None:
             if check is None:
                 existed = self.backend.delete_note(category, name)
             else:
@@ -447,7 +509,7 @@ class KnowledgeNotes:
             return existed
         key = (category, name)
         existed = self.backend.delete_note_with(
-            category, name, JOURNAL_NAME, lambda: journal_line(key, None, None), check
+            category, name, parts.index.journal_name, lambda: journal_line(key, None, None), check
         )
         self._unindexed(category, name, slot if existed else None)
         return existed
@@ -457,12 +519,14 @@ class KnowledgeNotes:
         delete stored the note's journal line (the :meth:`_line_slot` it took), so the next
         flush does not append it again, unless a snapshot came between."""
         with self._lock:
-            self._ensure_loaded()
-            dropped = self._indexer.drop(category, name)
+            parts = self._owner_of_note(name)
+            if parts is None:
+                return
+            dropped = parts.indexer.drop(category, name)
             if slot is not None:
-                self._index.stored_with_note((category, name), None, slot)
+                parts.index.stored_with_note((category, name), None, slot)
         if dropped:
-            self._persist()
+            self._persist(parts)
 
     def forget_user(self, user_id: str) -> ForgottenNotes:
         """Delete every note of ``user_id`` in every category, with its index entries, rankers,
@@ -476,8 +540,8 @@ class KnowledgeNotes:
         size = 0
         snapshots = 0
         with self._lock:
-            self._ensure_loaded()
-            entries = self._index.current()
+            parts = self._owner(user_id)
+            entries = parts.index.current()
             embedded: list[tuple[str, str]] = []  # what hybrid search embedded for these notes
             for category in sorted({*self.backend.list_categories(), *self.categories}):
                 for name, info in sorted(self.backend.list_notes(category, prefix).items()):
@@ -487,9 +551,9 @@ class KnowledgeNotes:
                     if self.backend.delete_note(category, name):
                         notes.append(f"{category}/{name}")
                         size += info.size
-                    self._indexer.drop(category, name)
+                    parts.indexer.drop(category, name)
                     self._parts.note_texts.discard((category, name))
-                snapshots += self._rankers.forget(user_id, category)
+                snapshots += parts.rankers.forget(user_id, category)
             for kept in [key for key in self._parts.hybrid_corpora if key[0] == user_id]:
                 del self._parts.hybrid_corpora[kept]
             vectors = 0
@@ -499,66 +563,88 @@ class KnowledgeNotes:
         # outside the store's lock, as every index write is: the index takes its write lock and
         # then this one, and a watcher's flush holding the write lock waited for us while we
         # waited for it (a deadlock seen in test_auto_watch).
-        self._index.compact()
+        parts.index.compact()
+        self.backend.forget_feed(prefix)
         return ForgottenNotes(notes, size, snapshots, vectors)
 
     # -- index -----------------------------------------------------------------------------------
-    def index_exists(self) -> bool:
-        """Whether the index (``memory_index.json``) is stored."""
-        return self.backend.blob_size(INDEX_NAME) is not None
+    def index_path_of(self, user_id: str) -> Path:
+        """Where ``user_id``'s index snapshot is (``memory_data/.index/alice_index.json``; a
+        name only, without a folder); its journal is beside it with ``.journal``."""
+        return self.data_dir / index_names(validate_name(user_id, "user_id"))[0]
 
-    def _ensure_loaded(self, llm: LLM | None = None, progress: Progress | None = None) -> EntryMap:
+    def index_exists(self) -> bool:
+        """Whether an index is stored: some owner's, or the one of every owner that 0.2 and 0.3 wrote."""
+        if self.backend.blob_size(MANIFEST_NAME) is not None or self.backend.blob_size(INDEX_NAME) is not None:
+            return True
         with self._lock:
-            if self._index.entries is not None:
-                return self._index.entries
-            with collector_paused():
-                loaded = self._index.load_stored()
-                if loaded is not None:
-                    self._replace(*loaded, stored=True)
-                    return loaded[0]
-            self._replace({})
-        self.populate_index_from_files(None, None, llm=llm, progress=progress)
-        return self._index.current()
+            return any(parts.index.journal is not None for parts in self._parts.held())
 
     def _replace(
         self,
+        parts: OwnerParts,
         entries: Mapping[Any, IndexEntry],
         skipped: dict[Any, SkippedNote] | None = None,
         *,
         stored: bool = False,
     ) -> None:
-        self._index.replace(entries, skipped, stored=stored)
-        self._rankers.clear()
-        self._indexer.cursor = None  # entries from elsewhere: the next look compares every listing once
+        parts.index.replace(entries, skipped, stored=stored)
+        parts.rankers.clear()
+        parts.indexer.cursor = None  # entries from elsewhere: the next look compares the owner's listing once
 
     def ensure_index(self, llm: LLM | None = None, progress: Progress | None = None) -> None:
-        """Load the index, building it from the files when it is missing, outdated or broken."""
-        self._ensure_loaded(llm, progress)
+        """Build the index from the notes when none is stored (owners' indexes are otherwise
+        loaded one by one, when each is first asked for)."""
+        if not self.index_exists():
+            self.populate_index_from_files(None, None, llm=llm, progress=progress)
 
     def index_loaded(self) -> bool:
-        """Whether the index is in memory already (no load or build needed)."""
-        return self._index.loaded
-
-    def read_index(self) -> IndexFile:
-        """The index (cached in memory after the first read; built if missing)."""
-        entries = self._ensure_loaded()
+        """Whether some owner's index is in memory already."""
         with self._lock:
-            files = sorted(entries.values(), key=lambda e: (e.category, e.filename))
-        return IndexFile.model_construct(index_version=INDEX_VERSION, last_updated=self._index.last_write, files=files)
+            return any(parts.index.loaded for parts in self._parts.held())
+
+    def _entries(self, user_id: str | None) -> list[IndexEntry]:
+        """The entries of ``user_id`` (``None``: every owner's, loading each in turn), sorted."""
+        found: list[IndexEntry] = []
+        for owner in self._owners(user_id):
+            parts = self._owner(owner)
+            with self._lock:
+                found.extend(parts.index.current().values())
+        self._parts.release_evicted()
+        return sorted(found, key=lambda e: (e.category, e.filename))
+
+    def read_index(self, user_id: str | None = None) -> IndexFile:
+        """The index entries of ``user_id`` (``None``: every owner's), as one :class:`IndexFile`."""
+        files = self._entries(user_id)
+        with self._lock:
+            last = max((parts.index.last_write for parts in self._parts.held()), default=0.0)
+        return IndexFile.model_construct(index_version=INDEX_VERSION, last_updated=last, files=files)
 
     def write_index(self, index: IndexFile | Sequence[IndexEntry]) -> None:
-        """Replace the whole index (in memory and, atomically, in storage)."""
+        """Replace the index entries of every owner named in ``index`` by the ones given
+        (in memory and, atomically per owner, in storage)."""
         files = index.files if isinstance(index, IndexFile) else list(index)
-        with self._lock:
-            self._replace({(e.category, e.filename): e for e in files})
-            self._index.mark_replaced()
-        self.flush()
+        by_owner: dict[str, dict[tuple[str, str], IndexEntry]] = {}
+        for entry in files:
+            owner = owner_of(entry.filename)
+            if owner is not None:
+                by_owner.setdefault(owner, {})[(entry.category, entry.filename)] = entry
+        for owner, entries in sorted(by_owner.items()):
+            with self._lock:
+                parts = self._parts.owner(owner)
+                self._replace(parts, entries)
+                parts.index.mark_replaced()
+            self._flush(parts, compact=True)
+        self._parts.release_evicted()
 
     def find_entry(self, filename: str, category: str | None = None) -> IndexEntry | None:
         """The index entry of ``filename`` (in ``category``, or the first configured category holding it)."""
-        entries = self._ensure_loaded()
         cats = (self._category(category),) if category is not None else self.categories
+        parts = self._owner_of_note(filename)
+        if parts is None:
+            return None
         with self._lock:
+            entries = parts.index.current()
             for cat in cats:
                 found = entries.get((cat, filename))
                 if found is not None:
@@ -568,32 +654,45 @@ class KnowledgeNotes:
     def skipped_notes(self, user_id: str | None = None, categories: Iterable[str] | None = None) -> list[SkippedNote]:
         """Notes that could not be indexed (not UTF-8, binary) and why, sorted; each is read
         again only when its size or version changes (the list is kept in the index)."""
-        if user_id is not None:
-            validate_name(user_id, "user_id")
         cats = self._categories(categories)
-        self._ensure_loaded()
-        prefix = user_file_prefix(user_id) if user_id is not None else ""
-        with self._lock:
-            found = [n for n in self._index.skipped.values() if n.category in cats and n.filename.startswith(prefix)]
+        found: list[SkippedNote] = []
+        for owner in self._owners(user_id):
+            parts = self._owner(owner)
+            with self._lock:
+                found.extend(n for n in parts.index.skipped.values() if n.category in cats)
         return sorted(found, key=lambda n: (n.category, n.filename))
 
     def flush(self) -> bool:
-        """Store the index changes now (journal lines, or a snapshot when the journal is full);
-        return whether it wrote. A snapshot write also snapshots the rankers of the notes
-        changed since the last one, so a new process neither replays a long journal nor
-        re-reads the notes this one already ranked."""
-        return self._flush(compact=True)
+        """Store the index changes of every owner held now (journal lines, or a snapshot when a
+        journal is full); return whether anything was written. A snapshot write also snapshots
+        the rankers of the notes changed since the last one, so a new process neither replays a
+        long journal nor re-reads the notes this one already ranked."""
+        with self._lock:
+            held = self._parts.held()
+        wrote = False
+        for parts in held:
+            wrote = self._flush(parts, compact=True) or wrote
+        self._parts.release_evicted()
+        return wrote
 
-    def _flush(self, *, compact: bool) -> bool:
-        index = self._index
+    def _flush(self, parts: OwnerParts, *, compact: bool) -> bool:
+        index = parts.index
         snapshots = index.writes
         if compact and index.compaction_due():
             with self._lock:
-                self._indexer.settle_racy(sorted(index.racy))
+                parts.indexer.settle_racy(sorted(index.racy))
         wrote = index.flush(compact=compact)
         if index.writes != snapshots:
-            self._snapshot_rankers()
+            self._snapshot_rankers(parts)
+            if not self._manifest_written:
+                self._write_manifest()
         return wrote
+
+    def _write_manifest(self) -> None:
+        """Say once that this store keeps an index per owner (what :meth:`index_exists` reads)."""
+        if self.backend.blob_size(MANIFEST_NAME) is None:
+            self.backend.write_blob(MANIFEST_NAME, MANIFEST)
+        self._manifest_written = True
 
     def settle(self) -> int:
         """Settle the entries this process indexed within a timestamp tick of their note's write
@@ -606,50 +705,53 @@ class KnowledgeNotes:
         them instead of reading those notes again. Best effort: a failure leaves the hashes,
         which stay correct, and the older ranker snapshots, which are only a cache; returns how
         many notes had changed since and were re-indexed."""
-        index = self._index
-        if not index.loaded:
-            return 0
+        with self._lock:
+            held = [parts for parts in self._parts.held() if parts.index.loaded]
         changed = 0
         try:
-            if index.racy:
-                with self._lock:
-                    wait = self._indexer.racy_pending()
-                if 0 < wait <= SETTLE_WAIT_S * 1e9:
-                    time.sleep(wait / 1e9)
-                with self._lock:
-                    changed = self._indexer.settle_racy(sorted(index.racy))
-                self._flush(compact=False)
+            for parts in held:
+                index = parts.index
+                if index.racy:
+                    with self._lock:
+                        wait = parts.indexer.racy_pending()
+                    if 0 < wait <= SETTLE_WAIT_S * 1e9:
+                        time.sleep(wait / 1e9)
+                    with self._lock:
+                        changed += parts.indexer.settle_racy(sorted(index.racy))
+                    self._flush(parts, compact=False)
             self.save_rankers()
+            self._parts.release_evicted()
         except StorageError as exc:
             log_event(Event.INDEX_WRITE_DEFERRED, level=logging.WARNING, path=str(self.index_path), reason=str(exc))
         return changed
 
-    def _snapshot_rankers(self) -> None:
-        """Bring the rankers of the notes changed since the last index snapshot up to date (a
-        ranker this process never loaded is loaded from its snapshot plus the notes it lacks:
-        about one journal's worth) and write their snapshots. Only a cache: a failure is logged."""
+    def _snapshot_rankers(self, parts: OwnerParts) -> None:
+        """Bring the owner's rankers of the notes changed since the last index snapshot up to
+        date (a ranker this process never loaded is loaded from its snapshot plus the notes it
+        lacks: about one journal's worth) and write their snapshots. Only a cache: a failure is logged."""
         with self._lock:
-            touched = self._index.take_touched()
+            touched = parts.index.take_touched()
             if not touched:
                 return
             try:
                 for owner, category in sorted(touched):
                     if category in self.categories:
-                        self._rankers.get(owner, category, self._indexer.stored_tokens)
-                self._rankers.save_changed()
+                        parts.rankers.get(owner, category, parts.indexer.stored_tokens)
+                parts.rankers.save_changed()
             except StorageError as exc:
                 log_event(Event.INDEX_WRITE_DEFERRED, level=logging.WARNING, path="ranker cache", reason=str(exc))
 
-    def _persist(self) -> None:
+    def _persist(self, parts: OwnerParts) -> None:
         if not self.defer_writes:
-            self.flush()
+            self._flush(parts, compact=True)
+        self._parts.release_evicted()
 
-    def _persist_or_defer(self, during_query: bool) -> None:
-        """Write the index; a query that cannot (disk full) still answers and a later write
-        retries. A query appends journal lines only: the snapshot waits for the next write."""
+    def _persist_or_defer(self, parts: OwnerParts, during_query: bool) -> None:
+        """Write the owner's index; a query that cannot (disk full) still answers and a later
+        write retries. A query appends journal lines only: the snapshot waits for the next write."""
         try:
             if not self.defer_writes:
-                self._flush(compact=not during_query)
+                self._flush(parts, compact=not during_query)
         except StorageError as exc:
             if not during_query:
                 raise
@@ -657,8 +759,9 @@ class KnowledgeNotes:
 
     @property
     def dirty(self) -> bool:
-        """Whether the in-memory index has changes not yet written to storage."""
-        return self._index.dirty
+        """Whether some owner's index in memory has changes not yet written to storage."""
+        with self._lock:
+            return any(parts.index.dirty for parts in (*self._parts.held(), *self._parts.evicted.values()))
 
     def update_index_entry(
         self,
@@ -686,37 +789,26 @@ class KnowledgeNotes:
             size=info.size if exact and info is not None else None,
             mtime_ns=info.version if exact and info is not None else None,
         )
-        self._ensure_loaded()
+        parts = self._owner_of_note(filename)
+        assert parts is not None
         with self._lock:
-            self._indexer.put(entry, None)
-        self._persist()
+            parts.indexer.put(entry, None)
+        self._persist(parts)
         return entry
 
     def remove_index_entry(self, filename: str, category: str) -> bool:
         """Drop one entry from the index; return whether it was there."""
         category = self._category(category)
-        self._ensure_loaded()
+        parts = self._owner_of_note(filename)
+        if parts is None:
+            return False
         with self._lock:
-            removed = self._indexer.drop(category, filename)
+            removed = parts.indexer.drop(category, filename)
         if removed:
-            self._persist()
+            self._persist(parts)
         return removed
 
     # -- population and refresh ------------------------------------------------------------------
-    def _collect(
-        self, user_id: str | None, categories: Iterable[str] | None, progress: Progress | None, precount: bool
-    ) -> tuple[tuple[str, ...], list[Scanned]]:
-        if user_id is not None:
-            validate_name(user_id, "user_id")
-        cats = self._categories(categories)
-        return cats, self._indexer.collect(user_id, cats, precount=precount, progress=progress)
-
-    def _apply_population(self, user_id: str | None, cats: tuple[str, ...], scanned: list[Scanned]) -> int:
-        self._indexer.apply_population(user_id, cats, scanned)
-        self.flush()
-        log_event(Event.INDEX_REBUILT, path=str(self.index_path), files=len(scanned), user_id=user_id)
-        return len(scanned)
-
     @staticmethod
     def _refined(item: Scanned, answer: str) -> None:
         words = parse_keywords(answer)
@@ -728,6 +820,44 @@ class KnowledgeNotes:
         for item in scanned:
             yield item, keyword_prompt(item.entry.title, item.entry.description, item.entry.keywords, item.excerpt)
 
+    def _population_plan(
+        self, user_id: str | None, categories: Iterable[str] | None, progress: Progress | None
+    ) -> tuple[tuple[str, ...], list[tuple[OwnerParts, Progress | None]]]:
+        """The categories and, per owner to build, their parts and a progress callback that
+        counts every owner's notes as one run (``progress(done, total)`` over all of them)."""
+        cats = self._categories(categories)
+        owners = self._owners(user_id)
+        with self._lock:
+            parts = [self._parts.owner(owner) for owner in owners]
+        if progress is None:
+            return cats, [(p, None) for p in parts]
+        counts = [sum(len(p.indexer.listing(c)) for c in cats) for p in parts]
+        total, offset = sum(counts), 0
+        plan: list[tuple[OwnerParts, Progress | None]] = []
+        for p, count in zip(parts, counts, strict=True):
+            plan.append((p, functools.partial(_progress_from, progress, offset, total)))
+            offset += count
+        if not parts:
+            progress(0, 0)
+        return cats, plan
+
+    def _populate(self, parts: OwnerParts, cats: tuple[str, ...], progress: Progress | None, llm: LLM | None) -> int:
+        """Build one owner's index from their notes (``llm``: refined keywords, one call a note)."""
+        scanned = parts.indexer.collect(cats, precount=llm is None, progress=progress)
+        if llm is not None:
+            for item, prompt in self._keyword_prompts(scanned):
+                try:
+                    self._refined(item, llm.complete(prompt))
+                except Exception as exc:  # the heuristic keywords stay; population must finish
+                    log_event(Event.FILE_SKIPPED, path=item.filename, reason=f"keyword LLM failed: {exc!r}")
+        return self._apply_population(parts, cats, scanned)
+
+    def _apply_population(self, parts: OwnerParts, cats: tuple[str, ...], scanned: list[Scanned]) -> int:
+        parts.indexer.apply_population(cats, scanned)
+        self._flush(parts, compact=True)
+        log_event(Event.INDEX_REBUILT, path=str(self.index_path), files=len(scanned), user_id=parts.index.owner)
+        return len(scanned)
+
     def populate_index_from_files(
         self,
         user_id: str | None = None,
@@ -735,20 +865,17 @@ class KnowledgeNotes:
         llm: LLM | None = None,
         progress: Progress | None = None,
     ) -> int:
-        """Index every file of ``user_id`` (``None``: all users) in ``categories`` from scratch.
+        """Index every file of ``user_id`` (``None``: all users) in ``categories`` from scratch,
+        owner by owner.
 
         With ``llm`` each file gets 5-10 refined keywords (one call per file; a failed call keeps
         the heuristic keywords). ``progress(done, total)`` is called while files are read.
         Returns the number of files indexed.
         """
-        cats, scanned = self._collect(user_id, categories, progress, llm is None)
-        if llm is not None:
-            for item, prompt in self._keyword_prompts(scanned):
-                try:
-                    self._refined(item, llm.complete(prompt))
-                except Exception as exc:  # the heuristic keywords stay; population must finish
-                    log_event(Event.FILE_SKIPPED, path=item.filename, reason=f"keyword LLM failed: {exc!r}")
-        return self._apply_population(user_id, cats, scanned)
+        cats, plan = self._population_plan(user_id, categories, progress)
+        count = sum(self._populate(parts, cats, owner_progress, llm) for parts, owner_progress in plan)
+        self._parts.release_evicted()
+        return count
 
     async def apopulate_index_from_files(
         self,
@@ -758,24 +885,31 @@ class KnowledgeNotes:
         progress: Progress | None = None,
     ) -> int:
         """Async twin of :meth:`populate_index_from_files` (uses ``llm.acomplete``)."""
-        cats, scanned = await asyncio.to_thread(self._collect, user_id, categories, progress, llm is None)
-        if llm is not None:
-            for item, prompt in self._keyword_prompts(scanned):
-                try:
-                    self._refined(item, await llm.acomplete(prompt))
-                except Exception as exc:
-                    log_event(Event.FILE_SKIPPED, path=item.filename, reason=f"keyword LLM failed: {exc!r}")
-        return await asyncio.to_thread(self._apply_population, user_id, cats, scanned)
+        cats, plan = await asyncio.to_thread(self._population_plan, user_id, categories, progress)
+        count = 0
+        for parts, owner_progress in plan:
+            scanned = await asyncio.to_thread(
+                parts.indexer.collect, cats, precount=llm is None, progress=owner_progress
+            )
+            if llm is not None:
+                for item, prompt in self._keyword_prompts(scanned):
+                    try:
+                        self._refined(item, await llm.acomplete(prompt))
+                    except Exception as exc:
+                        log_event(Event.FILE_SKIPPED, path=item.filename, reason=f"keyword LLM failed: {exc!r}")
+            count += await asyncio.to_thread(self._apply_population, parts, cats, scanned)
+        await asyncio.to_thread(self._parts.release_evicted)
+        return count
 
     def get_stale_entries(
         self, user_id: str | None = None, categories: Iterable[str] | None = None
     ) -> list[StaleEntry]:
         """Files created, modified or deleted since they were indexed (``stat()`` only, no reads)."""
-        if user_id is not None:
-            validate_name(user_id, "user_id")
         cats = self._categories(categories)
-        self._ensure_loaded()
-        return self._indexer.stale(user_id, cats)
+        stale: list[StaleEntry] = []
+        for owner in self._owners(user_id):
+            stale.extend(self._owner(owner).indexer.stale(cats))
+        return sorted(stale, key=lambda item: (item.category, item.filename))
 
     def refresh_stale_entries(self, user_id: str | None = None, categories: Iterable[str] | None = None) -> int:
         """Re-index what :meth:`get_stale_entries` finds, with heuristic keywords (never an LLM).
@@ -783,39 +917,45 @@ class KnowledgeNotes:
         Returns the number of entries added, updated or removed. The index is written once,
         also when an earlier write of it failed and nothing is stale now.
         """
-        return self._refresh_stale(user_id, categories, during_query=False)
-
-    def _refresh_stale(self, user_id: str | None, categories: Iterable[str] | None, *, during_query: bool) -> int:
-        if user_id is not None:
-            validate_name(user_id, "user_id")
         cats = self._categories(categories)
-        self._ensure_loaded()
-        changed = self._indexer.refresh_stale(user_id, cats)
-        self._after_refresh(changed, during_query, user_id=user_id)
+        changed = sum(
+            self._refresh_stale(self._owner(owner), cats, during_query=False) for owner in self._owners(user_id)
+        )
+        self._parts.release_evicted()
         return changed
 
-    def _after_refresh(self, changed: int, during_query: bool, **fields: Any) -> None:
-        if changed or self._index.dirty:
-            self._persist_or_defer(during_query)
+    def _refresh_stale(self, parts: OwnerParts, cats: tuple[str, ...], *, during_query: bool) -> int:
+        changed = parts.indexer.refresh_stale(cats)
+        self._after_refresh(parts, changed, during_query, user_id=parts.index.owner)
+        return changed
+
+    def _after_refresh(self, parts: OwnerParts, changed: int, during_query: bool, **fields: Any) -> None:
+        if changed or parts.index.dirty:
+            self._persist_or_defer(parts, during_query)
         if changed:
             log_event(Event.INDEX_REFRESHED, files=changed, **fields)
 
     def apply_changes(self) -> int:
-        """Apply the backend's change feed now (what a query does first); return how many entries changed.
+        """Apply the change feed of every owner held now (what a query does first for its
+        owner); return how many entries changed. Owners not held catch up when next asked for.
 
         With a backend that keeps no feed (plain files, no watcher) this does nothing and returns 0.
         """
-        self._ensure_loaded()
-        changed = self._indexer.follow_feed(self.categories)
-        self._after_refresh(changed or 0, True, source="feed")
-        return changed or 0
+        with self._lock:
+            held = [parts for parts in self._parts.held() if parts.index.loaded]
+        total = 0
+        for parts in held:
+            changed = parts.indexer.follow_feed(self.categories) or 0
+            self._after_refresh(parts, changed, True, source="feed")
+            total += changed
+        return total
 
     def refresh_paths(self, paths: Iterable[str | os.PathLike[str]]) -> int:
-        """Re-index the given files (created, changed or deleted), ignoring non-knowledge paths.
+        """Re-index the given files (created, changed or deleted), ignoring non-knowledge paths
+        and owners this process does not hold (they compare their listing when next loaded).
 
         It reads only the files named. Returns the number of changes.
         """
-        self._ensure_loaded()
         targets: set[tuple[str, str]] = set()
         for raw in paths:
             try:
@@ -826,11 +966,18 @@ class KnowledgeNotes:
                 continue
             targets.add((rel.parts[0], rel.parts[1]))
         changed = 0
+        touched: list[OwnerParts] = []
         with self._lock:
             for category, name in sorted(targets):
-                changed += self._indexer.refresh_if_changed(category, name)
-        if changed or self._index.dirty:
-            self._persist()
+                owner = owner_of(name)
+                parts = self._parts.owners.get(owner) if owner is not None else None
+                if parts is None or not parts.index.loaded:
+                    continue
+                changed += parts.indexer.refresh_if_changed(category, name)
+                touched.append(parts)
+        for parts in dict.fromkeys(touched):
+            if parts.index.dirty:
+                self._persist(parts)
         if changed:
             log_event(Event.INDEX_REFRESHED, files=changed, source="watcher")
         return changed
@@ -895,61 +1042,68 @@ class KnowledgeNotes:
         """Write the tokenized form of every changed ranker to storage (``.bm25/``) so the next
         process starts without re-reading every file; return how many were written."""
         with self._lock:
-            return self._rankers.save_changed()
+            return sum(parts.rankers.save_changed() for parts in self._parts.held())
 
-    def _prepare(self, user_id: str, categories: Iterable[str] | None) -> tuple[str, ...]:
+    def refresh_held(self) -> int:
+        """Compare the listing of every owner held now with their index and re-index what
+        changed (a watcher's catch-up: owners not held compare theirs when next loaded)."""
+        with self._lock:
+            held = [parts for parts in self._parts.held() if parts.index.loaded]
+        return sum(self._refresh_stale(parts, self.categories, during_query=False) for parts in held)
+
+    def _prepare(self, user_id: str, categories: Iterable[str] | None) -> tuple[tuple[str, ...], OwnerParts]:
+        """Bring ``user_id``'s index up to date for a query; return the categories asked and the
+        owner's parts (loaded, the most recently used)."""
         validate_name(user_id, "user_id")
         cats = self._categories(categories)
-        parts = self._parts
-        if not self._index.loaded and self.backend.folder is not None and not parts.watched:
-            # A fresh process over files: the user's ranker snapshots are read while the index
-            # loads (GIL-free reads and CRC checks beside its parsing), not while the listing's
-            # stat calls run, which hand the GIL back and forth once per note.
-            with self._lock:
+        root = self._parts
+        with self._lock:
+            parts = root.owner(user_id)
+            if not parts.index.loaded and self.backend.folder is not None and not root.watched:
+                # A fresh owner over files: the user's ranker snapshots are read while the index
+                # loads (GIL-free reads and CRC checks beside its parsing), not while the
+                # listing's stat calls run, which hand the GIL back and forth once per note.
                 for category in cats:
-                    self._rankers.read_ahead(user_id, category)
-        self._ensure_loaded()
-        idle = not parts.watched and parts.auto is None and not parts.auto_failed and not parts.auto_pending
+                    parts.rankers.read_ahead(user_id, category)
+        parts = self._owner(user_id)
+        idle = not root.watched and root.auto is None and not root.auto_failed and not root.auto_pending
         start = idle and self.auto_refresh and self.shared and self.config.auto_watch
-        if start and sum(len(self._index.names_of(user_id, c)) for c in cats) >= CATCH_UP_WAIT_NOTES:
+        if start and sum(len(parts.index.names_of(user_id, c)) for c in cats) >= CATCH_UP_WAIT_NOTES:
             start = False
             self._start_watching()
-            watcher = parts.auto
+            watcher = root.auto
             if watcher is not None:
-                # The new watcher compares every listing once as it starts. For a user with
-                # this many notes, comparing theirs here as well would do that work twice, at
-                # the same time: both slower, and the queries after this one would share the
-                # process with the watcher's half for seconds (at 100k notes). Waiting for it
-                # costs its registration (about 0.1 s) instead; then this query is a watched one.
+                # The new watcher compares the listings of the owners held once as it starts.
+                # For a user with this many notes, comparing theirs here as well would do that
+                # work twice, at the same time. Waiting for it costs its registration (about
+                # 0.1 s) instead; then this query is a watched one.
                 watcher.wait_caught_up(CATCH_UP_WAIT_S)
         if self.auto_refresh:
-            changed = self._indexer.follow_feed(self.categories)
+            changed = parts.indexer.follow_feed(self.categories)
             if changed:
-                self._after_refresh(changed, True, source="feed")
+                self._after_refresh(parts, changed, True, source="feed")
             elif changed is None and not self.watched:
                 # The user's ranker snapshots are read while the listing is compared (a fresh
                 # process: see RankerCache.read_ahead); the query ranks with them next.
                 with self._lock:
                     for category in cats:
-                        self._rankers.read_ahead(user_id, category)
-                self._refresh_stale(user_id, cats, during_query=True)
+                        parts.rankers.read_ahead(user_id, category)
+                self._refresh_stale(parts, cats, during_query=True)
         if start:
             # Started after this query compared its user's listing, not before: the watcher's
-            # own first comparison (every user's) then does not run at the same time as this
-            # one; it catches what changes from here on, as it would have anyway. The user's
-            # rankers (what the query reads next) are loaded first for the same reason: at
-            # 10k notes the watcher's catch-up otherwise shared the process with the ranker
-            # snapshot's load, and the first query paid both.
+            # own first comparison then does not run at the same time as this one. The user's
+            # rankers (what the query reads next) are loaded first for the same reason.
             with self._lock:
                 for category in cats:
-                    self._rankers.get(user_id, category, self._indexer.stored_tokens)
+                    parts.rankers.get(user_id, category, parts.indexer.stored_tokens)
             self._start_watching_soon()
         # After the refresh: an index that shows any of a forgetting's deletions was refreshed
         # after its marker was written, so the marker is seen here (by the feed or the stat).
         marker = erasure_marker(user_id)
         if not self.backend.blob_known_absent(marker) and self.backend.blob_size(marker) is not None:
             self.forget_user(user_id)  # being forgotten elsewhere: finish our part, never answer half way
-        return cats
+        root.release_evicted()
+        return cats, parts
 
     # -- async twins -----------------------------------------------------------------------------
     aread_file = thread_twin(read_file)

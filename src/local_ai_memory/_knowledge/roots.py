@@ -39,11 +39,19 @@ if TYPE_CHECKING:
     from local_ai_memory._knowledge.rankers import RankerCache
     from local_ai_memory._knowledge.search import HybridCorpus
 
-__all__ = ["MAX_SHARED_ROOTS", "RootKey", "RootParts", "close_shared_stores", "registered", "shared_parts"]
+__all__ = [
+    "MAX_SHARED_ROOTS",
+    "OwnerParts",
+    "RootKey",
+    "RootParts",
+    "close_shared_stores",
+    "registered",
+    "shared_parts",
+]
 
 MAX_SHARED_ROOTS = 16
-RootKey = tuple[str, tuple[str, ...], str, bool, str | None]
-"""(resolved ``memory_data`` path, categories, ranking field, fsync, stemmer language)."""
+RootKey = tuple[str, tuple[str, ...], str, bool, str | None, int]
+"""(resolved ``memory_data`` path, categories, ranking field, fsync, stemmer language, owner budget)."""
 
 
 class Watcher(Protocol):
@@ -58,14 +66,47 @@ class Watcher(Protocol):
 
 
 @dataclass(eq=False)
-class RootParts:
-    """The shared state of one data folder: storage, index, rankers, indexer and their lock."""
+class OwnerParts:
+    """One owner's part of a folder's state: their index, rankers and the indexer that keeps
+    both current (with its place in the owner's change feed)."""
 
-    backend: KnowledgeBackend
-    lock: threading.RLock
     index: KnowledgeIndex
     rankers: RankerCache
     indexer: NoteIndexer
+
+    @property
+    def weight(self) -> int:
+        """What the owner costs in memory, in notes (the entries held; at least 1)."""
+        entries = self.index.entries
+        return max(1, len(entries) if entries is not None else 0)
+
+    def write_pending(self) -> None:
+        """Store this owner's index changes not stored yet and snapshot the rankers changed
+        since their last snapshot (best effort: both are redone by the next process)."""
+        try:
+            self.index.flush(compact=False)
+            with self.index.lock:
+                self.rankers.save_changed()
+        except StorageError as exc:
+            log_event(Event.INDEX_WRITE_DEFERRED, level=logging.WARNING, path="at close", reason=str(exc))
+
+
+@dataclass(eq=False)
+class RootParts:
+    """The shared state of one data folder: storage, the lock, and the owners held.
+
+    Owners are loaded when first asked for (:meth:`owner`) and kept in least-recently-used
+    order within :attr:`budget` notes in all; the least recent ones beyond it are let go
+    (their pending changes stored first, by :meth:`release_evicted`), and loaded again from
+    storage when asked for again. The most recent owner always stays, whatever its size."""
+
+    backend: KnowledgeBackend
+    lock: threading.RLock
+    make_owner: Callable[[str], OwnerParts]
+    budget: int = 20_000
+    owners: OrderedDict[str, OwnerParts] = field(default_factory=OrderedDict)
+    evicted: dict[str, OwnerParts] = field(default_factory=dict)
+    """Owners let go whose pending changes are not stored yet (taken back if asked for first)."""
     key: RootKey | None = None
     watched: bool = False
     """True while a watcher keeps the index current: queries then compare no listings."""
@@ -83,18 +124,49 @@ class RootParts:
     note_texts: NoteTexts = field(default_factory=NoteTexts)
     """Small notes' texts as Stage 3 last read them, each valid for one index entry."""
 
-    def write_pending(self) -> None:
-        """Store the index changes not stored yet and snapshot the rankers changed since their
-        last snapshot, as a watcher's stop does: a folder closed before its watcher started
-        (it starts a moment after the first query) would otherwise leave its rankers' last
-        changes unsaved, and the next process would re-read those notes. Best effort: both
-        are redone by the next process."""
-        try:
-            self.index.flush(compact=False)
+    def owner(self, owner: str) -> OwnerParts:
+        """``owner``'s parts, made (not loaded: see the store) the first time, now the most
+        recent. Owners past the budget move to :attr:`evicted` (callers hold :attr:`lock`)."""
+        parts = self.owners.get(owner)
+        if parts is not None:
+            self.owners.move_to_end(owner)
+            return parts
+        parts = self.evicted.pop(owner, None) or self.make_owner(owner)
+        self.owners[owner] = parts
+        total = sum(held.weight for held in self.owners.values())
+        while total > self.budget and len(self.owners) > 1:
+            name, old = self.owners.popitem(last=False)
+            total -= old.weight
+            self.evicted[name] = old
+            self.hybrid_corpora = {k: v for k, v in self.hybrid_corpora.items() if k[0] != name}
+        return parts
+
+    def held(self) -> list[OwnerParts]:
+        """The owners held now, least recent first (callers hold :attr:`lock`)."""
+        return list(self.owners.values())
+
+    def release_evicted(self) -> None:
+        """Store what the owners let go still hold, then forget them (called without the lock:
+        an index write takes its own write lock before the store's)."""
+        with self.lock:
+            if not self.evicted:
+                return
+            gone = list(self.evicted.items())
+        for name, parts in gone:
+            parts.write_pending()
             with self.lock:
-                self.rankers.save_changed()
-        except StorageError as exc:
-            log_event(Event.INDEX_WRITE_DEFERRED, level=logging.WARNING, path="at close", reason=str(exc))
+                if self.evicted.get(name) is parts:
+                    del self.evicted[name]
+
+    def write_pending(self) -> None:
+        """Store every held owner's index changes not stored yet and snapshot their changed
+        rankers, as a watcher's stop does: a folder closed before its watcher started (it
+        starts a moment after the first query) would otherwise leave its rankers' last
+        changes unsaved, and the next process would re-read those notes."""
+        with self.lock:
+            every = [*self.owners.values(), *self.evicted.values()]
+        for parts in every:
+            parts.write_pending()
 
 
 _registry: OrderedDict[RootKey, RootParts] = OrderedDict()

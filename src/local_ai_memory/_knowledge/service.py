@@ -68,6 +68,8 @@ class WatchedNotes(Protocol):
 
     def refresh_stale_entries(self, user_id: str | None = None, categories: Iterable[str] | None = None) -> int: ...
 
+    def refresh_held(self) -> int: ...
+
     def follow_watcher(self, active: bool, *, coalesce: bool = True) -> None: ...
 
     def stop_watching(self) -> None: ...
@@ -216,7 +218,7 @@ class MemoryIndexService:
     def _safe(self, paths: set[str] | None) -> None:
         try:
             if paths is None:
-                self.store.refresh_stale_entries()
+                self.store.refresh_held()
             elif paths:
                 self._apply(paths)
             self._maybe_flush()

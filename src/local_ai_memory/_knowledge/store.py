@@ -23,7 +23,8 @@ from typing import Any, Literal
 from local_ai_memory._contracts.knowledge import NoteInfo, VectorCache
 from local_ai_memory._knowledge.bm25 import rank
 from local_ai_memory._knowledge.dense import DenseIndex, DenseMatrix
-from local_ai_memory._knowledge.index import INDEX_NAME
+from local_ai_memory._knowledge.index import index_names
+from local_ai_memory._knowledge.index_file import IndexEntry
 from local_ai_memory._knowledge.indexer import NoteLine, StaleEntry
 from local_ai_memory._knowledge.notes import ForgottenNotes, KnowledgeNotes
 from local_ai_memory._knowledge.search import BM25_DEPTH, Candidate, arun_hybrid, candidate_of, hybrid_flow, run_hybrid
@@ -65,11 +66,11 @@ class MemoryStore(KnowledgeNotes):
             raise InvalidInputError(f"query must be str, got {type(query).__name__}")
         if not isinstance(top_n, int) or top_n < 0:
             raise InvalidInputError(f"top_n must be a non-negative integer, got {top_n!r}")
-        cats = self._prepare(user_id, categories)
-        terms = self._rankers.analyzer.query_terms(query)
+        cats, parts = self._prepare(user_id, categories)
+        terms = parts.rankers.analyzer.query_terms(query)
         with self._lock:
-            entries = self._index.current()
-            rankers = [self._rankers.get(user_id, c, self._indexer.stored_tokens) for c in cats]
+            entries = parts.index.current()
+            rankers = [parts.rankers.get(user_id, c, parts.indexer.stored_tokens) for c in cats]
             hits = rank(rankers, terms, top_n)
             return [candidate_of(entries[(category, name)], round(score, 6)) for category, name, score in hits]
 
@@ -115,17 +116,23 @@ class MemoryStore(KnowledgeNotes):
         kept = self._kept_matrix(dense, user_id, cats)
         if kept is not None:
             return kept, dense.cache
-        with self._lock:
-            generation = self._index.generation
-            entries = self._index.current()
-            chosen = [entries[(c, n)] for c in cats for n in sorted(self._index.names_of(user_id, c))]
+        generation, chosen = self._chosen(user_id, cats)
         return dense.matrix(user_id, cats, chosen, generation, self._read_text), dense.cache
+
+    def _chosen(self, user_id: str, cats: tuple[str, ...]) -> tuple[int, list[IndexEntry]]:
+        """The owner's index generation and their entries in ``cats``, sorted by name."""
+        parts = self._owner(user_id)
+        with self._lock:
+            index = parts.index
+            entries = index.current()
+            return index.generation, [entries[(c, n)] for c in cats for n in sorted(index.names_of(user_id, c))]
 
     def _kept_matrix(self, dense: DenseIndex, user_id: str, cats: tuple[str, ...]) -> DenseMatrix | None:
         """The user's matrix while the index has not changed since it was built: a warm query
         then does not list and sort the user's notes (about 7 ms at 10k notes)."""
+        parts = self._owner(user_id)
         with self._lock:
-            generation = self._index.generation
+            generation = parts.index.generation
         return dense._kept_matrix(user_id, cats, generation)
 
     async def _ahybrid_inputs(
@@ -140,10 +147,7 @@ class MemoryStore(KnowledgeNotes):
         kept = self._kept_matrix(dense, user_id, cats)
         if kept is not None:
             return kept, dense.cache
-        with self._lock:
-            generation = self._index.generation
-            entries = self._index.current()
-            chosen = [entries[(c, n)] for c in cats for n in sorted(self._index.names_of(user_id, c))]
+        generation, chosen = self._chosen(user_id, cats)
         return await dense.amatrix(user_id, cats, chosen, generation, self._read_text), dense.cache
 
     @property
@@ -164,13 +168,7 @@ class MemoryStore(KnowledgeNotes):
         if dense is None:
             raise ConfigError("embedding notes needs an embedder (memory.search_mode: hybrid, or embedder=...)")
         cats = set(self._categories(categories))
-        with self._lock:
-            entries = self._ensure_loaded()
-            chosen = [
-                entry
-                for (category, name), entry in sorted(entries.items())
-                if category in cats and (user_id is None or owner_of(name) == user_id)
-            ]
+        chosen = [entry for entry in self._entries(user_id) if entry.category in cats]
         stale = dense.stale(chosen)
         dense.embed([(e, self._read_text(e.category, e.filename) or "") for e in stale], progress)
         if progress is not None and not stale:
@@ -201,8 +199,9 @@ class MemoryStore(KnowledgeNotes):
 
         def embed() -> None:
             dense = self._dense()
+            parts = self._owner_of_note(name)
             with self._lock:
-                entry = self._index.current().get((category, name))
+                entry = parts.index.current().get((category, name)) if parts is not None else None
             if dense is not None and entry is not None:
                 dense.embed([(entry, content)])
 
@@ -379,23 +378,28 @@ class MemoryStore(KnowledgeNotes):
 
     def stats(self) -> dict[str, Any]:
         """Counts for humans and the CLI: files per category and per user, index size in storage."""
-        entries = self._ensure_loaded()
+        entries = self._entries(None)
+        per_category: dict[str, int] = dict.fromkeys(self.categories, 0)
+        users: dict[str, int] = {}
+        for entry in entries:
+            per_category[entry.category] = per_category.get(entry.category, 0) + 1
+            owner = owner_of(entry.filename) or "?"
+            users[owner] = users.get(owner, 0) + 1
+        index_bytes = sum(
+            size for owner in users for name in index_names(owner) if (size := self.backend.blob_size(name)) is not None
+        )
         with self._lock:
-            per_category: dict[str, int] = dict.fromkeys(self.categories, 0)
-            users: dict[str, int] = {}
-            for category, name in entries:
-                per_category[category] = per_category.get(category, 0) + 1
-                owner = owner_of(name) or "?"
-                users[owner] = users.get(owner, 0) + 1
+            held = self._parts.held()
             return {
                 "data_dir": str(self.data_dir),
                 "files": len(entries),
                 "categories": per_category,
                 "users": dict(sorted(users.items())),
-                "index_bytes": self.backend.blob_size(INDEX_NAME) or 0,
+                "index_bytes": index_bytes,
                 "ranking_field": self.ranking_field,
-                "rankers_loaded": len(self._rankers),
-                "vocabulary": len(self._rankers.vocab),
+                "owners_loaded": len(held),
+                "rankers_loaded": sum(len(parts.rankers) for parts in held),
+                "vocabulary": sum(len(parts.rankers.vocab) for parts in held),
             }
 
     # -- async twins -----------------------------------------------------------------------------

@@ -84,6 +84,12 @@ class MemoryConfig(BaseSettings):
         True,
         "A searched file store watches its notes in a background thread, so queries do no per-file work.",
     )
+    owner_cache_notes: int = _memory(
+        20_000,
+        "Notes whose index entries and rankers a process keeps in memory, over every user it serves "
+        "(least recently asked users are let go first; the last one asked always stays).",
+        ge=1,
+    )
     working_memory_enabled: bool = _memory(True, "Read and compress L1 working memory.")
     working_memory_target_tokens: int = _memory(768, "Token budget of the L1 summary.", ge=32, le=100_000)
     working_memory_compact_keep_last: int = _memory(6, "Messages kept in the session after compaction.", ge=0)

@@ -1,12 +1,19 @@
 """``PostgresKnowledgeBackend``: knowledge notes, their change feed, blobs and vectors in PostgreSQL.
 
-Tables (see :mod:`._pg_schema`): ``notes`` keyed ``(owner, category, name)`` where ``owner``
+Tables (see :mod:`.schema`): ``notes`` keyed ``(owner, category, name)`` where ``owner``
 is the user's file-name prefix (``bob_``), so a user's listing is one index range;
-``note_feed`` is a one-row counter and ``note_changes`` the change log. Every note write
-bumps the counter first: the row lock makes writers commit in counter order, so a reader that
-sees counter ``n`` has seen every change up to ``n``, and :meth:`changes` is complete on every
-host at every moment: a note written on one host is found by the very next query on another.
-The counter value is also the note's version (exact: it grows on every write).
+``note_owners`` holds one change counter per owner and ``note_changes`` each owner's change
+log. Every note write bumps its owner's counter first: the row lock makes that owner's writers
+commit in counter order, so a reader that sees counter ``n`` has seen every change of the owner
+up to ``n``, and :meth:`owner_changes` is complete on every host at every moment: a note written
+on one host is found by the very next query of its owner on another. Writers of different
+owners share no row. A note's version comes from a sequence, taken under the owner's row lock
+(exact: it grows on every write of the note). There is no feed across owners
+(:meth:`changes` answers ``None``).
+
+An owner's cursor carries the counter's incarnation (the sequence value when the owner's row
+was made): forgetting a user deletes their counter and log, and a cursor from before that is
+then told apart from the new counter's.
 
 Search itself stays in each process (the engines are backend-agnostic), so rankings and scores
 are the file backend's by construction; embeddings are cached in the ``vectors`` table.
@@ -41,6 +48,9 @@ if TYPE_CHECKING:
 __all__ = ["PostgresKnowledgeBackend"]
 
 _NOW = "extract(epoch FROM clock_timestamp())"
+_COUNT_BITS = 32
+"""An owner's cursor is ``incarnation << 32 | count`` (see the module's docstring)."""
+_COUNT_MASK = (1 << _COUNT_BITS) - 1
 
 
 def _owner(name: str) -> str:
@@ -73,7 +83,6 @@ class PostgresKnowledgeBackend(PgStorage, KnowledgeBackend):
     ) -> None:
         settings = (schema, pool_min_size, pool_max_size, pool_timeout, connect_timeout, prepare_threshold)
         super().__init__(database_of("PostgresKnowledgeBackend", database, url, settings))
-        self._quiet: NoteChanges | None = None  # the answer 'nothing new since cursor', reused
 
     @classmethod
     def from_config(cls, config: MemoryConfig, database: Database | None = None) -> PostgresKnowledgeBackend:
@@ -105,41 +114,49 @@ class PostgresKnowledgeBackend(PgStorage, KnowledgeBackend):
         )
         return {row[0]: (bytes(row[1]), int(row[2]) <= size) for row in rows}
 
-    def _bump(self) -> Op[int]:
-        """Take the next feed cursor; holds the feed row until commit, so commits follow cursor order."""
+    def _bump(self, name: str) -> Op[int]:
+        """Take the next change number of ``name``'s owner; holds the owner's row until commit,
+        so that owner's commits follow counter order (other owners' writers never wait here)."""
         row = yield Stmt(
-            self.db.q("UPDATE {s}.note_feed SET cursor = cursor + 1 WHERE id = 1 RETURNING cursor"), fetch="one"
+            self.db.q(
+                "INSERT INTO {s}.note_owners AS o (owner, cursor, incarnation)"
+                " VALUES (%s, 1, nextval('{s}.note_versions'))"
+                " ON CONFLICT (owner) DO UPDATE SET cursor = o.cursor + 1 RETURNING o.cursor"
+            ),
+            (_owner(name),),
+            "one",
         )
         return int(row[0])
 
     def _log(self, cursor: int, category: str, name: str) -> Stmt:
         return Stmt(
-            self.db.q("INSERT INTO {s}.note_changes (id, owner, category, name) VALUES (%s, %s, %s, %s)"),
-            (cursor, _owner(name), category, name),
+            self.db.q("INSERT INTO {s}.note_changes (owner, id, category, name) VALUES (%s, %s, %s, %s)"),
+            (_owner(name), cursor, category, name),
         )
 
     def _write(self, category: str, name: str, data: bytes, cursor: int | None = None) -> Op[NoteInfo]:
         data = bytes(data)
         if cursor is None:
-            cursor = yield from self._bump()
+            cursor = yield from self._bump(name)
         row = yield Stmt(
             self.db.q(
                 "INSERT INTO {s}.notes AS n (owner, category, name, data, size, version, modified)"
-                f" VALUES (%s, %s, %s, %s, %s, %s, {_NOW}) ON CONFLICT (owner, category, name) DO UPDATE SET"
+                f" VALUES (%s, %s, %s, %s, %s, nextval('{{s}}.note_versions'), {_NOW})"
+                " ON CONFLICT (owner, category, name) DO UPDATE SET"
                 " data = EXCLUDED.data, size = EXCLUDED.size, version = EXCLUDED.version,"
-                " modified = EXCLUDED.modified RETURNING n.modified"
+                " modified = EXCLUDED.modified RETURNING n.version, n.modified"
             ),
-            (_owner(name), category, name, data, len(data), cursor),
+            (_owner(name), category, name, data, len(data)),
             "one",
         )
         yield self._log(cursor, category, name)
-        return NoteInfo(category, name, len(data), cursor, float(row[0]))
+        return NoteInfo(category, name, len(data), int(row[0]), float(row[1]))
 
     def _update(self, category: str, name: str, change: Callable[[bytes | None], bytes]) -> Op[tuple[bytes, NoteInfo]]:
         """Read, change and write in one transaction. The feed row is taken first (as every write
         does), and it stays held until commit: updates of any host run one after the other, and
         each reads (READ COMMITTED: a fresh snapshot per statement) what the one before committed."""
-        cursor = yield from self._bump()
+        cursor = yield from self._bump(name)
         current = yield from self._read(category, name)
         data = bytes(change(current))
         info = yield from self._write(category, name, data, cursor)
@@ -163,7 +180,7 @@ class PostgresKnowledgeBackend(PgStorage, KnowledgeBackend):
 
     def _delete_if(self, category: str, name: str, check: Callable[[bytes | None], None]) -> Op[bool]:
         """Read, check and delete in one transaction, behind the feed row like :meth:`_update`."""
-        cursor = yield from self._bump()
+        cursor = yield from self._bump(name)
         check((yield from self._read(category, name)))
         return (yield from self._delete(category, name, cursor))
 
@@ -186,8 +203,8 @@ class PostgresKnowledgeBackend(PgStorage, KnowledgeBackend):
         return existed
 
     def _delete(self, category: str, name: str, cursor: int | None = None) -> Op[bool]:
-        if cursor is None:  # the feed row first, as in _write: one lock order, no deadlock
-            cursor = yield from self._bump()
+        if cursor is None:  # the owner's row first, as in _write: one lock order, no deadlock
+            cursor = yield from self._bump(name)
         count = yield Stmt(
             self.db.q("DELETE FROM {s}.notes WHERE owner = %s AND category = %s AND name = %s"),
             (_owner(name), category, name),
@@ -315,29 +332,58 @@ class PostgresKnowledgeBackend(PgStorage, KnowledgeBackend):
         return self.run("list_categories", self._categories())
 
     # -- change feed ---------------------------------------------------------------------------
-    def _changes(self, since: int | None) -> Op[NoteChanges]:
-        row = yield Stmt(self.db.q("SELECT cursor FROM {s}.note_feed WHERE id = 1"), fetch="one")
-        cursor = int(row[0])
-        if since is None or since > cursor:  # first look, or a cursor of another (reset) database
-            return NoteChanges(cursor, frozenset(), complete=False)
+    def _owner_changes(self, prefix: str, since: int | None) -> Op[NoteChanges]:
+        row = yield Stmt(
+            self.db.q("SELECT cursor, incarnation FROM {s}.note_owners WHERE owner = %s"), (prefix,), "one"
+        )
+        if row is None:  # never written, or forgotten: only the cursor of 'nothing yet' is current
+            return NoteChanges(0, frozenset(), complete=since == 0)
+        count, incarnation = int(row[0]), int(row[1])
+        cursor = (incarnation << _COUNT_BITS) | count
+        if since is None or since >> _COUNT_BITS not in (0, incarnation) or since > cursor:
+            return NoteChanges(cursor, frozenset(), complete=False)  # first look, or a cursor not of this counter
         if since == cursor:  # the usual answer to a query: nothing new
-            quiet = self._quiet
-            if quiet is None or quiet.cursor != cursor:
-                quiet = self._quiet = NoteChanges(cursor, frozenset(), complete=True)
-            return quiet
+            return NoteChanges(cursor, frozenset(), complete=True)
         rows = yield Stmt(
-            self.db.q("SELECT DISTINCT category, name FROM {s}.note_changes WHERE id > %s AND id <= %s"),
-            (since, cursor),
+            self.db.q("SELECT DISTINCT category, name FROM {s}.note_changes WHERE owner = %s AND id > %s AND id <= %s"),
+            (prefix, since & _COUNT_MASK if since >> _COUNT_BITS else 0, count),
             "all",
         )
         keys: frozenset[NoteKey] = frozenset((category, name) for category, name in rows)
         return NoteChanges(cursor, keys, complete=True)
 
     def changes(self, since: int | None) -> NoteChanges | None:
-        return self.run("changes", self._changes(since))
+        """``None``: this backend keeps a feed per owner only (see :meth:`owner_changes`)."""
+        return None
 
-    async def achanges(self, since: int | None) -> NoteChanges | None:
-        return await self.arun("changes", self._changes(since))
+    def owner_changes(self, user_prefix: str, since: int | None) -> NoteChanges | None:
+        return self.run("changes", self._owner_changes(user_prefix, since))
+
+    def _forget_feed(self, prefix: str) -> Op[None]:
+        yield Stmt(self.db.q("DELETE FROM {s}.note_changes WHERE owner = %s"), (prefix,))
+        yield Stmt(self.db.q("DELETE FROM {s}.note_owners WHERE owner = %s"), (prefix,))
+
+    def forget_feed(self, user_prefix: str) -> None:
+        """Delete the owner's change counter and log (their notes are gone): no trace is left."""
+        self.run("forget_feed", self._forget_feed(user_prefix))
+
+    def _rewrite(self, names: Sequence[str], change: Callable[[list[bytes | None]], list[bytes]]) -> Op[None]:
+        rows = yield Stmt(
+            self.db.q("SELECT name, data FROM {s}.blobs WHERE name = ANY(%s) ORDER BY name FOR UPDATE"),
+            (list(names),),
+            "all",
+        )
+        found = {row[0]: bytes(row[1]) for row in rows}
+        new = change([found.get(name) for name in names])
+        if len(new) != len(names):
+            raise ValueError("rewrite_blobs: change must return one blob per name")
+        for name, data in zip(names, new, strict=True):
+            yield from self._write_blob(name, data)
+
+    def rewrite_blobs(self, names: Sequence[str], change: Callable[[list[bytes | None]], list[bytes]]) -> None:
+        """One transaction holding the blobs' rows: appends to them wait for it, and a crash
+        leaves all of them as they were or all rewritten."""
+        self.run("rewrite_blobs", self._rewrite(names, change))
 
     # -- derived data --------------------------------------------------------------------------
     def _read_blob(self, name: str) -> Op[bytes | None]:

@@ -57,6 +57,17 @@ MIGRATIONS: list[list[str]] = [
         """CREATE TABLE {s}.vectors (model text NOT NULL, digest text NOT NULL, vector real[] NOT NULL,
             PRIMARY KEY (model, digest))""",
     ],
+    [  # 2: a change feed per note owner (no row that every writer locks), versions from a sequence
+        "CREATE SEQUENCE {s}.note_versions",
+        """SELECT setval('{s}.note_versions', greatest((SELECT cursor FROM {s}.note_feed WHERE id = 1),
+            (SELECT coalesce(max(version), 0) FROM {s}.notes)) + 1, false)""",
+        """CREATE TABLE {s}.note_owners (owner text PRIMARY KEY, cursor bigint NOT NULL,
+            incarnation bigint NOT NULL)""",
+        "DROP TABLE {s}.note_changes",
+        "DROP TABLE {s}.note_feed",
+        """CREATE TABLE {s}.note_changes (owner text NOT NULL, id bigint NOT NULL,
+            category text NOT NULL, name text NOT NULL, PRIMARY KEY (owner, id))""",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
