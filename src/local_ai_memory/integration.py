@@ -23,6 +23,8 @@ calls it instead of re-implementing it:
   owner of the write syscalls so fault-injection tests see it;
 * :func:`collector_paused` pauses Python's cyclic garbage collector over a bulk build (a
   thread's thousands of messages), nesting with the memory's own loads;
+* :func:`discard_if_empty` (and :func:`adiscard_if_empty`) deletes a scope whole once its last
+  record went, so an integration that removes records one by one leaves no trace of the ids;
 * :func:`note_filename` is the file name of a user's note (the naming rule that keeps
   ``bob`` out of ``bob_admin``'s notes), for integrations that address notes by name.
 """
@@ -33,6 +35,7 @@ from local_ai_memory._knowledge.selection import (
     parse_selection,
     resolve_selection,
 )
+from local_ai_memory._operations.lifecycle import adiscard_if_empty, discard_if_empty
 from local_ai_memory._runtime import checkpoint_log
 from local_ai_memory._runtime.checkpoints import load_checkpoint, mark_status, raise_on_signals, save_checkpoint
 from local_ai_memory._runtime.context import assemble_context
@@ -60,6 +63,7 @@ __all__ = [
     "MAX_CONTEXT_LINES",
     "MAX_SEARCH_MATCHES",
     "SelectionCandidate",
+    "adiscard_if_empty",
     "adrive",
     "afinish_run",
     "assemble_context",
@@ -67,6 +71,7 @@ __all__ = [
     "build_selection_prompt",
     "checkpoint_log",
     "collector_paused",
+    "discard_if_empty",
     "drive",
     "finish_run",
     "load_checkpoint",
