@@ -18,6 +18,7 @@ from typing import Annotated
 import typer
 
 from local_ai_memory._cli.common import ConfigFile, DataDir, app, config_of, errors, fail, print_json
+from local_ai_memory._shared.collector import collector_paused
 
 __all__ = ["register"]
 
@@ -62,9 +63,9 @@ def mcp(
                 fail("--keys-file and --jwks-url protect the HTTP server: add --http")
             if not user:
                 fail(f"name the user: --user NAME or ${USER_ENV}")
-        from local_ai_memory import Memory
-        from local_ai_memory.mcp import serve_http, serve_stdio, verifier_from
-
+        with collector_paused():  # the engines and the SDK: ~0.5 s of imports whose objects live as long as the process
+            from local_ai_memory import Memory
+            from local_ai_memory.mcp import serve_http, serve_stdio, verifier_from
         if not http:
             assert user is not None  # refused above
             with Memory(config_of(data_dir, config)) as memory:

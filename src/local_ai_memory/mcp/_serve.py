@@ -15,6 +15,7 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import AnyHttpUrl
 
 from local_ai_memory import ConfigError, Memory
+from local_ai_memory._shared.collector import collector_paused
 
 from ._auth import ApiKeyVerifier, JwksVerifier
 from ._server import create_server
@@ -113,4 +114,6 @@ def serve_http(memory: Memory, *, host: str = "127.0.0.1", port: int = 8765, **o
 def serve_stdio(memory: Memory, *, user: str, read_only: bool = False) -> None:
     """Serve ``memory`` as ``user`` over stdin/stdout until the client closes them: the SDK's own
     stdio transport, with each tool call run in place (one client: no worker thread to hand off to)."""
-    create_server(memory, user=user, read_only=read_only, offload=False).run("stdio")
+    with collector_paused():  # the tools' models and schemas live as long as the server: no collection walks them
+        server = create_server(memory, user=user, read_only=read_only, offload=False)
+    server.run("stdio")
