@@ -3,7 +3,9 @@ server processes on one data folder (or one PostgreSQL database) racing edits of
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -84,6 +86,27 @@ async def test_the_read_only_command_lists_only_read_tools(tmp_path: Path) -> No
         names = {tool.name for tool in (await client.list_tools()).tools}
     assert "search" in names
     assert not names & {"write_note", "edit_note", "delete_note", "patch_session"}
+
+
+def test_the_server_modules_import_no_runtime_engine_a_tool_call_does_not_need() -> None:
+    """The stdio server's modules (SDK included) leave the runtime's compressor and checkpoint log
+    unimported: they are about 60 ms of a start, and the MCP server needed only two naming
+    helpers from ``local_ai_memory.integration``, which now loads each name on first use."""
+    probe = (
+        "import sys, json\n"
+        "import local_ai_memory.mcp._serve\n"
+        "from local_ai_memory.integration import collector_paused, note_filename, validate_name\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('local_ai_memory._runtime.'))))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SOURCE, *(p for p in sys.path if p)])}
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    loaded = set(json.loads(done.stdout.strip().splitlines()[-1]))
+    assert not loaded & {"local_ai_memory._runtime.compressor", "local_ai_memory._runtime.checkpoint_log"}, loaded
+    from local_ai_memory import integration  # every name still resolves, modules included
+
+    assert all(getattr(integration, name) is not None for name in integration.__all__)
+    assert integration.checkpoint_log.__name__ == "local_ai_memory._runtime.checkpoint_log"
 
 
 async def append_lines(client: Client, tag: str, count: int) -> int:

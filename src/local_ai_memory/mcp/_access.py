@@ -14,7 +14,7 @@ from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.mcpserver.exceptions import ToolError
 
 from local_ai_memory import InvalidInputError
-from local_ai_memory._shared.naming import validate_name
+from local_ai_memory.integration import validate_name
 
 __all__ = ["ADMIN", "READ", "SCOPES", "WRITE", "Caller", "Identity"]
 

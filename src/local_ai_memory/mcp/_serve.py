@@ -15,7 +15,7 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import AnyHttpUrl
 
 from local_ai_memory import ConfigError, Memory
-from local_ai_memory._shared.collector import collector_paused
+from local_ai_memory.integration import collector_paused
 
 from ._auth import ApiKeyVerifier, JwksVerifier
 from ._server import create_server

@@ -29,7 +29,7 @@ from mcp.types import EmptyResult, SubscribeRequestParams, ToolAnnotations, Unsu
 from pydantic import BaseModel, Field
 
 from local_ai_memory import ConflictError, LocalMemoryError, Memory, note_hash
-from local_ai_memory._shared.naming import note_filename
+from local_ai_memory.integration import note_filename
 
 from ._access import READ, WRITE, Identity
 
