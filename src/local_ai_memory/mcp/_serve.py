@@ -6,7 +6,6 @@ for, so it binds only to a loopback address: anything else is refused before a s
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
 from typing import Any
 
@@ -16,10 +15,10 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import AnyHttpUrl
 
 from local_ai_memory import ConfigError, Memory
+from local_ai_memory.integration import collector_paused
 
 from ._auth import ApiKeyVerifier, JwksVerifier
 from ._server import create_server
-from ._stdio import run_stdio
 
 __all__ = ["http_app", "is_loopback", "serve_http", "serve_stdio", "verifier_from"]
 
@@ -113,6 +112,8 @@ def serve_http(memory: Memory, *, host: str = "127.0.0.1", port: int = 8765, **o
 
 
 def serve_stdio(memory: Memory, *, user: str, read_only: bool = False) -> None:
-    """Serve ``memory`` as ``user`` over stdin/stdout until the client closes them (see
-    :func:`~local_ai_memory.mcp.run_stdio`, which also opens the memory while it answers)."""
-    run_stdio(lambda: contextlib.nullcontext(memory), user=user, read_only=read_only)
+    """Serve ``memory`` as ``user`` over stdin/stdout until the client closes them: the SDK's own
+    stdio transport, with each tool call run in place (one client: no worker thread to hand off to)."""
+    with collector_paused():  # the tools' models and schemas live as long as the server: no collection walks them
+        server = create_server(memory, user=user, read_only=read_only, offload=False)
+    server.run("stdio")
