@@ -11,13 +11,14 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 
@@ -64,6 +65,7 @@ def start_server(root: Path, *options: str) -> tuple[str, subprocess.Popen[bytes
     """``local-ai-memory mcp --http`` on a free loopback port, once it answers."""
     port = free_port()
     path = os.pathsep.join([SOURCE, *(p for p in sys.path if p)])
+    log = tempfile.TemporaryFile()  # noqa: SIM115 - closed by stop()
     process = subprocess.Popen(
         [
             sys.executable,
@@ -79,13 +81,14 @@ def start_server(root: Path, *options: str) -> tuple[str, subprocess.Popen[bytes
         ],
         env={**os.environ, "PYTHONPATH": path},
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=log,  # a file, not a pipe: a pipe nobody reads fills up and stalls the server's logging
     )
+    _LOGS[process.pid] = log
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise AssertionError(f"server exited: {process.stderr.read().decode() if process.stderr else ''}")
+            raise AssertionError(f"server exited: {_log_of(process)}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
                 return base, process
@@ -95,6 +98,17 @@ def start_server(root: Path, *options: str) -> tuple[str, subprocess.Popen[bytes
     raise AssertionError("server did not start")
 
 
+_LOGS: dict[int, IO[bytes]] = {}
+"""Each running server's stderr file, by process id."""
+
+
+def _log_of(process: subprocess.Popen[bytes]) -> str:
+    """What the server wrote to stderr so far."""
+    log = _LOGS[process.pid]
+    log.seek(0)
+    return log.read().decode(errors="replace")
+
+
 def stop(process: subprocess.Popen[bytes]) -> None:
     process.terminate()
     try:
@@ -102,8 +116,7 @@ def stop(process: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
-    if process.stderr is not None:
-        process.stderr.close()
+    _LOGS.pop(process.pid).close()
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,8 @@ calls it instead of re-implementing it:
   owner of the write syscalls so fault-injection tests see it;
 * :func:`collector_paused` pauses Python's cyclic garbage collector over a bulk build (a
   thread's thousands of messages), nesting with the memory's own loads;
+* :func:`caller_message` words a library error for a model or a remote caller (its own ids,
+  no host path) and logs the full text: every adapter's error answer goes through it;
 * :func:`note_filename` is the file name of a user's note (the naming rule that keeps
   ``bob`` out of ``bob_admin``'s notes), for integrations that address notes by name.
 """
@@ -49,6 +51,7 @@ from local_ai_memory._runtime.tool_results import (
 )
 from local_ai_memory._shared.collector import collector_paused
 from local_ai_memory._shared.drive import adrive, drive
+from local_ai_memory._shared.errors import caller_message
 from local_ai_memory._shared.events import log_event
 from local_ai_memory._shared.fs import atomic_write
 from local_ai_memory._shared.naming import note_filename, scope_name, validate_id, validate_name
@@ -65,6 +68,7 @@ __all__ = [
     "assemble_context",
     "atomic_write",
     "build_selection_prompt",
+    "caller_message",
     "checkpoint_log",
     "collector_paused",
     "drive",
