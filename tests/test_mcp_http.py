@@ -175,7 +175,7 @@ async def test_user_a_never_sees_user_b(server: Running) -> None:
         await call(client, "write_note", id="knowledge/mine.md", text="# Alice\n\nzebra too")
         assert [hit["id"] for hit in (await call(client, "search", query="zebra"))["hits"]] == ["knowledge/mine.md"]
         assert "no memory file" in await error_of(client, "read_note", id="knowledge/secret.md")
-        assert (await call(client, "read_session", session="s1"))["state"] == {}
+        assert "no session 's1'" in await error_of(client, "read_session", session="s1")  # bob's, not hers
         await error_of(client, "load_tool_result", session="s1", result_id=server.result_id)
         for tool, arguments in [
             ("read_note", {"id": "knowledge/secret.md"}),
