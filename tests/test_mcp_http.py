@@ -145,21 +145,22 @@ async def connect(url: str, token: str) -> AsyncIterator[Client]:
         yield client
 
 
-async def test_no_token_gets_401_and_the_protected_resource_metadata(server: Running) -> None:
+async def test_an_api_key_server_sends_no_client_to_an_authorization_server_it_is_not(server: Running) -> None:
+    """API keys are static bearer tokens: the 401 is a plain Bearer challenge, and no metadata
+    names an authorization server (the server itself had none, so OAuth discovery hit a 404)."""
     async with httpx2.AsyncClient(timeout=30) as http:
         answer = await http.post(f"{server.url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
         assert answer.status_code == 401
         challenge = answer.headers["www-authenticate"]
-        assert "resource_metadata=" in challenge
+        assert challenge.startswith("Bearer")
+        assert "resource_metadata=" not in challenge
         wrong = await http.post(
             f"{server.url}/mcp",
             json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
             headers={"Authorization": "Bearer not-a-key"},
         )
         assert wrong.status_code == 401
-        metadata = (await http.get(f"{server.url}/.well-known/oauth-protected-resource/mcp")).json()
-    assert metadata["resource"] == f"{server.url}/mcp"
-    assert metadata["authorization_servers"]
+        assert (await http.get(f"{server.url}/.well-known/oauth-protected-resource/mcp")).status_code == 404
 
 
 async def test_a_read_only_key_is_refused_a_write(server: Running) -> None:
@@ -279,6 +280,13 @@ async def test_jwts_are_checked_against_the_jwks(tmp_path: Path, jwks: tuple[str
     jwks_url, key = jwks
     url, process = start_server(tmp_path, "--jwks-url", jwks_url, "--issuer", "https://idp.test")
     try:
+        async with httpx2.AsyncClient(timeout=30) as http:  # OAuth discovery leads to the real issuer
+            answer = await http.post(f"{url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+            assert answer.status_code == 401
+            assert "resource_metadata=" in answer.headers["www-authenticate"]
+            metadata = (await http.get(f"{url}/.well-known/oauth-protected-resource/mcp")).json()
+        assert metadata["resource"] == f"{url}/mcp"
+        assert metadata["authorization_servers"] == ["https://idp.test/"]
         async with connect(url, token(key, "carol", "memory:read memory:write")) as client:
             assert (await call(client, "write_note", id="knowledge/c.md", text="carol's"))["id"] == "knowledge/c.md"
         async with connect(url, token(key, "carol", "memory:read")) as client:
