@@ -26,7 +26,7 @@ from local_ai_memory.mcp import MAX_CHARS, ApiKeyVerifier, create_server, hash_a
 sys.path.insert(0, str(Path(__file__).parent))  # the helpers the MCP test files share
 from mcp_support import call, error_of
 
-READ_TOOLS = {"search", "recall", "read_note", "list_notes", "read_session", "load_tool_result"}
+READ_TOOLS = {"search", "recall", "read_note", "list_notes", "read_session", "list_sessions", "load_tool_result"}
 WRITE_TOOLS = {"write_note", "edit_note", "delete_note", "patch_session"}
 
 
@@ -171,7 +171,7 @@ async def test_a_session_is_named_in_every_call(mode: str, memory: Memory) -> No
         out = await call(client, "patch_session", session="s1", state={"opts": {"b": 2}, "task": None})
         assert out["state"] == {"opts": {"a": 1, "b": 2}}  # JSON Merge Patch: null deletes, objects merge
         assert memory.session("alice", "s1").get_state() == {"opts": {"a": 1, "b": 2}}
-        assert (await call(client, "read_session", session="s2"))["state"] == {}  # another session, untouched
+        assert "no session 's2'" in await error_of(client, "read_session", session="s2")  # another session, untouched
 
         first = await call(client, "patch_session", session="s1", working_memory="## Facts\n- one")
         seen = first["working_memory_hash"]

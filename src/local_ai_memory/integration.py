@@ -25,6 +25,8 @@ calls it instead of re-implementing it:
   thread's thousands of messages), nesting with the memory's own loads;
 * :func:`discard_if_empty` (and :func:`adiscard_if_empty`) deletes a scope whole once its last
   record went, so an integration that removes records one by one leaves no trace of the ids;
+* :func:`caller_message` words a library error for a model or a remote caller (its own ids,
+  no host path) and logs the full text: every adapter's error answer goes through it;
 * :func:`note_filename` is the file name of a user's note (the naming rule that keeps
   ``bob`` out of ``bob_admin``'s notes), for integrations that address notes by name.
 """
@@ -58,6 +60,7 @@ if TYPE_CHECKING:  # what the checkers see; at run time each name is imported on
     )
     from local_ai_memory._shared.collector import collector_paused
     from local_ai_memory._shared.drive import adrive, drive
+    from local_ai_memory._shared.errors import caller_message
     from local_ai_memory._shared.events import log_event
     from local_ai_memory._shared.fs import atomic_write
     from local_ai_memory._shared.naming import note_filename, scope_name, validate_id, validate_name
@@ -89,6 +92,7 @@ _EXPORTS: dict[str, str] = {
     "collector_paused": "local_ai_memory._shared.collector",
     "adrive": "local_ai_memory._shared.drive",
     "drive": "local_ai_memory._shared.drive",
+    "caller_message": "local_ai_memory._shared.errors",
     "log_event": "local_ai_memory._shared.events",
     "atomic_write": "local_ai_memory._shared.fs",
     "note_filename": "local_ai_memory._shared.naming",
@@ -115,6 +119,7 @@ __all__ = [
     "assemble_context",
     "atomic_write",
     "build_selection_prompt",
+    "caller_message",
     "checkpoint_log",
     "collector_paused",
     "discard_if_empty",

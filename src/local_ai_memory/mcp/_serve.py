@@ -69,9 +69,13 @@ def _http_server(
             )
         return create_server(memory, user=user, read_only=read_only)
     base = (public_url or f"http://{host}:{port}").rstrip("/")
+    # API keys are static bearer tokens with no authorization server: the server then advertises
+    # none (a plain `Bearer` challenge, no protected-resource metadata), rather than naming
+    # itself as one and answering its metadata with a 404. JWTs name their issuer.
+    advertised = not isinstance(verifier, ApiKeyVerifier)
     auth = AuthSettings(
         issuer_url=AnyHttpUrl(issuer or base),
-        resource_server_url=AnyHttpUrl(f"{base}/mcp"),
+        resource_server_url=AnyHttpUrl(f"{base}/mcp") if advertised else None,
         validate_token_resource=False,  # API keys carry no audience; JwksVerifier checks `aud` itself
     )
     return create_server(memory, read_only=read_only, token_verifier=verifier, auth=auth)
@@ -88,8 +92,9 @@ def http_app(
     public_url: str | None = None,
     issuer: str | None = None,
 ) -> Any:
-    """The Starlette app of the HTTP server (``/mcp``; with a verifier, also the protected-resource
-    metadata under ``/.well-known/oauth-protected-resource``). What :func:`serve_http` runs."""
+    """The Starlette app of the HTTP server (``/mcp``; with a JWT verifier, also the protected-resource
+    metadata under ``/.well-known/oauth-protected-resource``, naming the issuer; API keys are
+    plain bearer tokens, with no OAuth discovery). What :func:`serve_http` runs."""
     server = _http_server(
         memory,
         host=host,
