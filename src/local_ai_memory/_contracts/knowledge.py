@@ -448,6 +448,24 @@ class KnowledgeBackend(ABC):
         old = self.read_blob(name)
         self.write_blob(name, (old or b"") + data)
 
+    def rewrite_blobs(self, names: Sequence[str], change: Callable[[list[bytes | None]], list[bytes]]) -> None:
+        """Replace the blobs ``names`` by ``change(their current contents)`` (``None`` for a
+        missing one), one result per name, written in the order named: how the index journal
+        is folded into a new snapshot without dropping what another writer stored.
+
+        The read and the writes hold off every other :meth:`rewrite_blobs` and
+        :meth:`append_blob` of these blobs (across processes, for a backend shared by several),
+        so no append lands between the read and the write and is lost. ``change`` is pure and
+        may raise, which writes nothing. The default holds a lock of this process only; a
+        backend shared by processes overrides it (a file lock, a transaction with row locks)."""
+        with _PROCESS_UPDATES:
+            current = [self.read_blob(name) for name in names]
+            new = change(current)
+            if len(new) != len(names):
+                raise ValueError("rewrite_blobs: change must return one blob per name")
+            for name, data in zip(names, new, strict=True):
+                self.write_blob(name, data)
+
     @abstractmethod
     def blob_size(self, name: str) -> int | None:
         """Size in bytes of a blob, or ``None`` if there is none (cheaper than reading it)."""

@@ -6,8 +6,9 @@ Stored as ``memory_index.json`` (v4: the snapshot of every entry) and
 :meth:`KnowledgeIndex.flush` appends the changed notes' lines to the journal, so a write costs
 its note, not the index; when the journal passes :func:`journal_bound` lines (or the entries
 were replaced wholesale) it writes a new snapshot and a fresh journal instead (a compaction).
-Compaction keeps the lines of other processes for the notes this one did not change, so their
-writes stay in the snapshot. A written note's line goes to the backend with the note
+Compaction folds what is stored (the snapshot and journal as they are at that moment, under a
+lock that appends wait for) with the notes this process changed, so another writer's entries
+stay in the snapshot even where this process never loaded them. A written note's line goes to the backend with the note
 (:meth:`~local_ai_memory._contracts.knowledge.KnowledgeBackend.write_note_with`, see
 :meth:`KnowledgeIndex.line_slot`): one transaction on a database. Where the two are separate
 (files, or a write that indexes after its note), a crash between them leaves the note
@@ -35,7 +36,7 @@ import threading
 import time
 import uuid
 from collections.abc import Container, ItemsView, Iterable, Iterator, Mapping, MutableMapping, Sequence, ValuesView
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -278,6 +279,16 @@ class EntryMap(MutableMapping[EntryKey, IndexEntry]):
 StoredIndex = tuple[EntryMap, dict[EntryKey, SkippedNote]]
 
 
+class _Parsed(NamedTuple):
+    """What a stored snapshot holds (see :meth:`KnowledgeIndex._parse`)."""
+
+    entries: EntryMap
+    skipped: dict[EntryKey, SkippedNote]
+    journal: str | None
+    migrate: bool
+    meta: dict[EntryKey, tuple[IndexEntry, int]]
+
+
 class KnowledgeIndex:
     """Index entries by ``(category, filename)``, who owns which, and the index blob."""
 
@@ -337,13 +348,10 @@ class KnowledgeIndex:
             raise RuntimeError("index not loaded")
         return entries
 
-    def load_stored(self) -> StoredIndex | None:
-        """The entries and skipped notes of the stored blob; ``None`` when missing, outdated or
-        broken (quarantined)."""
-        data = self.backend.read_blob(INDEX_NAME)
-        self.reads += 1
-        if data is None:
-            return None
+    def _parse(self, data: bytes, *, quarantine: bool) -> _Parsed | None:
+        """The entries (of the configured categories), skipped notes and journal id held in
+        snapshot bytes ``data``; ``None`` when outdated or broken (broken: moved aside and
+        reported when ``quarantine``)."""
         columns = parse_columns(data)
         keys = column_keys(columns) if columns is not None else None
         if columns is not None and keys is not None:
@@ -354,56 +362,75 @@ class KnowledgeIndex:
             for start, end, _ in runs:
                 row_of.update(zip(keys[start:end], range(start, end), strict=True))
             entries = EntryMap(rows=rows, row_of=row_of, runs=runs)
-            self._migrate = False
-            self._meta = {}
-            skipped_notes = column_skipped(data, columns)
-            journal = columns.journal
-        else:
-            status, index, why = parse_index(data)
-            if status == "corrupt":
+            return _Parsed(
+                entries, self._skipped_of(column_skipped(data, columns), entries), columns.journal, False, {}
+            )
+        status, index, why = parse_index(data)
+        if status == "corrupt":
+            if quarantine:
                 moved = self.backend.quarantine_blob(INDEX_NAME)
                 log_event(Event.MEMORY_CORRUPT, path=INDEX_NAME, moved_to=str(moved), reason=why)
-                return None
-            if status == "outdated" or index is None:
+            return None
+        if status == "outdated" or index is None:
+            if quarantine:
                 log_event(Event.INDEX_REBUILT, path=INDEX_NAME, reason=why)
-                return None
-            entries = EntryMap(
-                {
-                    (e.category, e.filename): e
-                    for e in index.files
-                    if is_note_name(e.filename) and e.category in self.categories
-                }
-            )
-            # A snapshot without columns (written before them, by a reader that does not know
-            # them, or with columns that do not describe it), or with token marks stored
-            # unpacked: the next flush writes a snapshot, so the next process loads it as above.
-            self._migrate = True
-            # The snapshot's checksums of its entries' metadata (a list of another length is
-            # ignored): a ranker snapshot's rows are compared with them, not recomputed per note.
-            meta = index.meta if index.meta is not None and len(index.meta) == len(index.files) else []
-            self._meta = {(e.category, e.filename): (e, crc) for e, crc in zip(index.files, meta, strict=False)}
-            skipped_notes = index.skipped
-            journal = index.journal
-        skipped = {
+            return None
+        entries = EntryMap(
+            {
+                (e.category, e.filename): e
+                for e in index.files
+                if is_note_name(e.filename) and e.category in self.categories
+            }
+        )
+        # A snapshot without columns (written before them, by a reader that does not know
+        # them, or with columns that do not describe it), or with token marks stored
+        # unpacked: the next flush writes a snapshot, so the next process loads it as above.
+        # The snapshot's checksums of its entries' metadata (a list of another length is
+        # ignored): a ranker snapshot's rows are compared with them, not recomputed per note.
+        meta_list = index.meta if index.meta is not None and len(index.meta) == len(index.files) else []
+        meta = {(e.category, e.filename): (e, crc) for e, crc in zip(index.files, meta_list, strict=False)}
+        return _Parsed(entries, self._skipped_of(index.skipped, entries), index.journal, True, meta)
+
+    def _skipped_of(self, notes: Iterable[SkippedNote], entries: EntryMap) -> dict[EntryKey, SkippedNote]:
+        return {
             (n.category, n.filename): n
-            for n in skipped_notes
+            for n in notes
             if is_note_name(n.filename) and n.category in self.categories and (n.category, n.filename) not in entries
         }
+
+    def _replay(self, parsed: _Parsed, data: bytes | None) -> int | None:
+        """Apply the lines of journal bytes ``data`` that follow ``parsed``'s snapshot to its
+        entries; return how many lines the journal has (``None``: it follows another snapshot)."""
+        found = parse_journal(data, parsed.journal) if data is not None and parsed.journal is not None else None
+        if found is None:
+            return None
+        lines, count = found
+        for line in lines:
+            key = line.k
+            if is_note_name(key[1]) and key[0] in self.categories:
+                _set(parsed.entries, key, line.e)
+                _set(parsed.skipped, key, line.s if line.e is None else None)
+        return count
+
+    def load_stored(self) -> StoredIndex | None:
+        """The entries and skipped notes of the stored blob; ``None`` when missing, outdated or
+        broken (quarantined)."""
+        data = self.backend.read_blob(INDEX_NAME)
+        self.reads += 1
+        if data is None:
+            return None
+        parsed = self._parse(data, quarantine=True)
+        if parsed is None:
+            return None
+        self._migrate = parsed.migrate
+        self._meta = parsed.meta
         self.loaded_journal = None
         self.loaded_lines = 0
-        if journal is not None:
-            data = self.backend.read_blob(JOURNAL_NAME)
-            parsed = parse_journal(data, journal) if data is not None else None
-            if parsed is not None:
-                lines, count = parsed
-                for line in lines:
-                    key = line.k
-                    if not is_note_name(key[1]) or key[0] not in self.categories:
-                        continue
-                    _set(entries, key, line.e)
-                    _set(skipped, key, line.s if line.e is None else None)
-                self.loaded_journal, self.loaded_lines = journal, count
-        return entries, skipped
+        if parsed.journal is not None:
+            count = self._replay(parsed, self.backend.read_blob(JOURNAL_NAME))
+            if count is not None:
+                self.loaded_journal, self.loaded_lines = parsed.journal, count
+        return parsed.entries, parsed.skipped
 
     def replace(
         self,
@@ -619,35 +646,39 @@ class KnowledgeIndex:
     def _compact_locked(self) -> bool:
         """The snapshot write (callers hold both locks; the store's ``lock`` is let go while writing).
 
-        The stored journal's lines for notes this index did not change since its last snapshot
-        are kept (another process wrote them); then the new snapshot, then its fresh journal.
-        A crash between the two leaves a journal that names the old snapshot: ignored."""
+        What is stored is folded, not overwritten: under the blobs' lock
+        (:meth:`~KnowledgeBackend.rewrite_blobs`, held across processes, which appends wait
+        for), the stored snapshot and its journal are read as they are now, the notes this index
+        changed since its last snapshot are put over them, and the result becomes the new
+        snapshot with a fresh journal. Entries another writer stored, even into a snapshot this
+        process never loaded, stay. After a population (the entries replaced wholesale from the
+        notes) this index's view is written as it is."""
         entries = self.current()
-        others: dict[EntryKey, tuple[IndexEntry | None, SkippedNote | None]] = {}
-        if self.journal is not None and not self._full:
-            data = self.backend.read_blob(JOURNAL_NAME)
-            parsed = parse_journal(data, self.journal) if data is not None else None
-            if parsed is not None:
-                for line in parsed[0]:
-                    key = line.k
-                    if key not in self._own and key[0] in self.categories and is_note_name(key[1]):
-                        others[key] = (line.e, line.s)
-        snapshot = entries.copy()
+        view = entries.copy()
         skipped = dict(self.skipped)
-        for key, (entry, skip) in others.items():
-            _set(snapshot, key, entry)
-            _set(skipped, key, skip if entry is None else None)
         pending, own, full, migrate = self._pending, self._own, self._full, self._migrate
         self._pending, self._own, self._full, self._migrate = set(), set(), False, False
         self.dirty = False
         journal = uuid.uuid4().hex
+        now = time.time()
+
+        def fold(stored: list[bytes | None]) -> list[bytes]:
+            snapshot, kept = view, skipped
+            parsed = self._parse(stored[0], quarantine=False) if stored[0] is not None and not full else None
+            if parsed is not None:
+                self._replay(parsed, stored[1])
+                snapshot, kept = parsed.entries, parsed.skipped
+                for key in own:  # this index's changes win; every other stored row stays
+                    entry = view.get(key)
+                    _set(snapshot, key, entry)
+                    _set(kept, key, skipped.get(key) if entry is None else None)
+            data = serialize_index(snapshot.stored_items(), now, list(kept.values()), journal, self.meta_checksum)
+            return [data, journal_header(journal)]
+
         self._compacting = True
         self.lock.release()
         try:
-            now = time.time()
-            data = serialize_index(snapshot.stored_items(), now, list(skipped.values()), journal, self.meta_checksum)
-            self.backend.write_blob(INDEX_NAME, data)
-            self.backend.write_blob(JOURNAL_NAME, journal_header(journal))
+            self.backend.rewrite_blobs([INDEX_NAME, JOURNAL_NAME], fold)
         except BaseException:
             with self.lock:
                 self._pending |= pending

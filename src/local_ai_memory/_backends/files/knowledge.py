@@ -26,12 +26,13 @@ from the markers it has seen (each event re-checks the marker it names), so a se
 from __future__ import annotations
 
 import bisect
+import contextlib
 import hashlib
 import os
 import stat as stat_module
 import sys
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from itertools import repeat
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -420,6 +421,19 @@ class FileKnowledgeBackend(KnowledgeBackend):
         path = self._blob_path(name)
         with _fs.locked(path):
             _fs.append_bytes(path, data, durable=self.config.fsync)
+
+    def rewrite_blobs(self, names: Sequence[str], change: Callable[[list[bytes | None]], list[bytes]]) -> None:
+        """Under every named blob's cross-process lock (the one :meth:`append_blob` takes, taken
+        in name order), read them, then replace each by an atomic write, in the order named."""
+        paths = [self._blob_path(name) for name in names]
+        with contextlib.ExitStack() as held:
+            for path in sorted(set(paths)):
+                held.enter_context(_fs.locked(path))
+            new = change([_fs.read_optional(path) for path in paths])
+            if len(new) != len(paths):
+                raise ValueError("rewrite_blobs: change must return one blob per name")
+            for path, data in zip(paths, new, strict=True):
+                _fs.atomic_write(path, data, durable=self.config.fsync)
 
     def blob_known_absent(self, name: str) -> bool:
         marker = _marker_name(name)

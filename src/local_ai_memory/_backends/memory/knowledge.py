@@ -249,6 +249,13 @@ class InMemoryKnowledgeBackend(KnowledgeBackend):
         """Append to blob ``name`` (the lock held)."""
         self._blobs[name] = self._blobs.get(name, b"") + bytes(data)
 
+    def rewrite_blobs(self, names: Sequence[str], change: Callable[[list[bytes | None]], list[bytes]]) -> None:
+        with self._lock:
+            new = change([self._blobs.get(name) for name in names])
+            if len(new) != len(names):
+                raise ValueError("rewrite_blobs: change must return one blob per name")
+            self._blobs.update((name, bytes(data)) for name, data in zip(names, new, strict=True))
+
     def blob_size(self, name: str) -> int | None:
         with self._lock:
             data = self._blobs.get(name)
