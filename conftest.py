@@ -14,8 +14,9 @@ import shutil
 import tempfile
 import uuid
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -119,3 +120,44 @@ def _no_watchers_left(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     from local_ai_memory import close_shared_stores
 
     close_shared_stores()
+
+
+def traces_of(memory: Any, text: str) -> list[str]:
+    """Everywhere ``memory`` still keeps ``text``: under its data folder, each file or folder
+    whose name holds it and each file whose bytes do; on PostgreSQL, each row of every table of
+    its schema whose text (``bytea`` in hex too) holds it. What "forget" must leave empty."""
+    found: list[str] = []
+    needle = text.encode()
+    if memory.root is not None and Path(memory.root).exists():
+        root = Path(memory.root)
+        for path in sorted(root.rglob("*")):
+            relative = path.relative_to(root).as_posix()
+            if text in path.name:
+                found.append(f"name {relative}")
+            elif path.is_file() and needle in path.read_bytes():
+                found.append(f"content {relative}")
+    db = getattr(memory.runtime, "db", None)
+    if db is not None:
+        from psycopg import sql
+
+        schema = db.settings.schema
+        with db.connect() as conn:
+            tables = [
+                row[0]
+                for row in conn.execute(
+                    "SELECT table_name FROM information_schema.tables WHERE table_schema = %s ORDER BY 1", (schema,)
+                )
+            ]
+            for table in tables:
+                query = sql.SQL(
+                    "SELECT r::text FROM {}.{} AS r WHERE position(%s in r::text) > 0 OR position(%s in r::text) > 0"
+                ).format(sql.Identifier(schema), sql.Identifier(table))
+                for (row,) in conn.execute(query, (text, needle.hex())):
+                    found.append(f"row {table}: {row[:200]}")
+    return found
+
+
+@pytest.fixture
+def traces() -> Callable[[Any, str], list[str]]:
+    """:func:`traces_of`, for the tests of every folder."""
+    return traces_of

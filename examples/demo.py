@@ -29,6 +29,7 @@ import argparse
 import inspect
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -46,7 +47,7 @@ from rich.table import Table
 from local_ai_memory import (
     Knowledge,
     Memory,
-    MemoryConfig,
+    OpenAICompatibleLLM,
     Session,
     WorkingMemoryCompressor,
     llm_from_env,
@@ -197,7 +198,7 @@ def show_files(root: Path) -> None:
     console.print(f"L0 state file: {json.dumps(state)}")
 
 
-def langchain_agent(root: Path) -> None:
+def langchain_agent(memory: Memory) -> None:
     """With a configured endpoint, a real LangChain agent searches the same memory and reads a big file."""
     import os
 
@@ -212,9 +213,8 @@ def langchain_agent(root: Path) -> None:
         api_key=os.environ.get("LOCAL_AI_MEMORY_API_KEY") or "not-needed",  # type: ignore[arg-type]
         temperature=0,
     )
-    config = MemoryConfig(runtime_data_dir=root)
-    retriever = LocalMemoryRetriever(config=config, user_id=USER)
-    _, search_memory = create_memory_tools(USER, "agent-session", config=config, retriever=retriever)
+    retriever = LocalMemoryRetriever(memory=memory, user_id=USER)
+    _, search_memory = create_memory_tools(USER, "agent-session", memory=memory, retriever=retriever)
 
     @tool
     def read_source(module: str) -> str:
@@ -223,7 +223,7 @@ def langchain_agent(root: Path) -> None:
 
         return inspect.getsource(importlib.import_module(module))
 
-    middleware = LocalMemoryMiddleware(USER, "agent-session", config=config, llm=model)
+    middleware = LocalMemoryMiddleware(USER, "agent-session", memory=memory, llm=model)
     agent = create_agent(model, tools=[search_memory, read_source], middleware=[middleware])
     question = "Read the source of the argparse module and say how it dispatches subcommands."
     with middleware.handle_signals():
@@ -231,7 +231,7 @@ def langchain_agent(root: Path) -> None:
     for message in answer["messages"]:
         text = str(message.content)
         console.print(f"[bold]{message.type}[/bold]: {text[:300]}{'…' if len(text) > 300 else ''}", markup=True)
-    console.print(f"agent scope state: {Memory(config).session(USER, 'agent-session').get_state()}")
+    console.print(f"agent scope state: {memory.session(USER, 'agent-session').get_state()}")
 
 
 HOST = """
@@ -287,15 +287,16 @@ def main() -> None:
     if args.data_dir is not None:
         run(args.data_dir.expanduser())
         return
-    scratch = tempfile.TemporaryDirectory(prefix="local-ai-memory-demo-")
+    # mkdtemp, not TemporaryDirectory: the latter's finalizer removes the folder at exit, --keep or not.
+    scratch = Path(tempfile.mkdtemp(prefix="local-ai-memory-demo-"))
     try:
-        run(Path(scratch.name))
+        run(scratch)  # returns with its Memory closed: nothing of the library writes there any more
     finally:
         if args.keep:
-            console.print(f"[bold]kept[/bold] the demo's data in {scratch.name}")
+            console.print(f"[bold]kept[/bold] the demo's data in {scratch}")
         else:
-            scratch.cleanup()
-            console.print(f"[dim]removed the demo's temporary folder {scratch.name} (--keep keeps it)[/dim]")
+            shutil.rmtree(scratch)
+            console.print(f"[dim]removed the demo's temporary folder {scratch} (--keep keeps it)[/dim]")
 
 
 def run_on_postgres() -> None:
@@ -322,7 +323,14 @@ def run_on_postgres() -> None:
 def run(root: Path, *, on_disk: bool = True) -> None:
     """The demo on the data folder ``root`` (or on the database of ``LOCAL_AI_MEMORY_DATABASE_URL``)."""
     llm = llm_from_env()
-    memory = Memory.open(root, llm=llm, working_memory_target_tokens=300)
+    # Closed before the caller removes ``root``: close() stops the folder's watcher and writes
+    # what it held, so no background writer puts files back while the folder is being removed.
+    with Memory.open(root, llm=llm, working_memory_target_tokens=300) as memory:
+        _run(memory, root, llm, on_disk=on_disk)
+
+
+def _run(memory: Memory, root: Path, llm: OpenAICompatibleLLM | None, *, on_disk: bool) -> None:
+    """The demo's sections over one open ``memory``."""
     offline = "none (offline: extractive L1, Stage 1 order)"
     model = f"{type(llm).__name__} at {llm.base_url}" if llm is not None else offline
     console.print(
@@ -350,7 +358,7 @@ def run(root: Path, *, on_disk: bool = True) -> None:
         console.print(f"in PostgreSQL: {[(u.user_id, len(u.sessions), u.notes) for u in users]}; on disk: nothing")
     if llm is not None:
         with section("A real LangChain agent over the same memory"):
-            langchain_agent(root)
+            langchain_agent(memory)
 
 
 if __name__ == "__main__":

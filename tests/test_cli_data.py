@@ -92,7 +92,9 @@ def test_forget_asks_first_then_erases_and_reports(data: Path) -> None:
     assert report["runtime_bytes"] > 30_000
     users = json.loads(run("sessions", "-d", str(data), "--json").stdout)
     assert [u["user_id"] for u in users] == ["ops_admin"]
-    assert json.loads(run("search", "kestrel", "-u", "ops", "-d", str(data), "--json").stdout) == []
+    gone = run("search", "kestrel", "-u", "ops", "-d", str(data), "--json")
+    assert (gone.returncode, gone.stdout) == (1, "")
+    assert "no memory for user 'ops'" in gone.stderr
 
 
 def test_forget_one_session(data: Path) -> None:
@@ -109,7 +111,7 @@ def test_export_then_import_elsewhere_round_trips(data: Path, tmp_path: Path) ->
     exported = run("export", "-u", "ops", "-o", str(archive), "-d", str(data))
     assert exported.returncode == 0, exported.stderr
     other = tmp_path / "other"
-    imported = json.loads(run("import", str(archive), "-d", str(other), "--json").stdout)
+    imported = json.loads(run("import", str(archive), "-d", str(other), "--create", "--json").stdout)
     assert imported["sessions"] == ["s1", "s2"]
     assert imported["notes"] == ["knowledge/ops_runbook.md"]
     again = tmp_path / "again.zip"
@@ -117,7 +119,7 @@ def test_export_then_import_elsewhere_round_trips(data: Path, tmp_path: Path) ->
     assert again.read_bytes() == archive.read_bytes()
     twice = run("import", str(archive), "-d", str(other))
     assert twice.returncode == 1
-    assert "already holds data" in twice.stderr
+    assert "already has 3 of these: session s1, session s2, note knowledge/runbook" in twice.stderr
 
 
 def test_notes_move_from_files_to_postgres_and_back(

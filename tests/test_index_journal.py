@@ -146,6 +146,87 @@ def test_compaction_keeps_lines_another_writer_appended() -> None:
     assert "alice_b.md" in {e.filename for e in snapshot.files}
 
 
+def _alternate(first: MemoryStore, second: MemoryStore, count: int) -> None:
+    """Two writers, each with its own index in memory, write ``count`` notes each, in turns."""
+    for n in range(count):
+        first.write_file(f"knowledge/alice_n{n}.md", _note(n))
+        second.write_file(f"knowledge/bob_n{n}.md", _note(10_000 + n))
+
+
+def test_two_writers_in_turns_keep_every_entry_in_the_stored_index() -> None:
+    # 0.3 lost 257 of these 600: a compaction wrote its own view plus a journal whose header it
+    # knew, dropping the entries the other writer had folded into a snapshot of its own.
+    backend = InMemoryKnowledgeBackend()
+    first = MemoryStore(backend, CONFIG, categories=["knowledge"])
+    second = MemoryStore(backend, CONFIG, categories=["knowledge"])
+    _alternate(first, second, 300)
+    assert first.index_writes >= 1  # both folded the journal into a snapshot
+    assert second.index_writes >= 1
+    stored = MemoryStore(backend, CONFIG, categories=["knowledge"]).read_index().files
+    assert len(stored) == 600
+
+
+def test_two_postgres_hosts_in_turns_keep_every_entry_in_the_stored_index(
+    tmp_path: Path, postgres_url: str, postgres_schema: str
+) -> None:
+    from local_ai_memory import Memory
+
+    def host(name: str) -> Memory:
+        return Memory(
+            MemoryConfig(
+                database_url=postgres_url,
+                database_schema=postgres_schema,
+                runtime_data_dir=tmp_path / name,
+                fsync=False,
+            )
+        )
+
+    first, second = host("a"), host("b")
+    try:
+        _alternate(first.knowledge.store, second.knowledge.store, 300)
+        fresh = host("c")
+        try:
+            assert len(fresh.knowledge.store.read_index().files) == 600
+        finally:
+            fresh.close()
+    finally:
+        first.close()
+        second.close()
+
+
+_WRITER = """
+import sys
+from local_ai_memory._knowledge.store import MemoryStore
+from local_ai_memory._shared.config import MemoryConfig
+from local_ai_memory._shared.naming import DirectoryGuard
+from local_ai_memory.backends import FileKnowledgeBackend
+
+config = MemoryConfig(fsync=False, auto_watch=False)
+root, user = sys.argv[1], sys.argv[2]
+store = MemoryStore(FileKnowledgeBackend(DirectoryGuard(root), config), config, categories=["knowledge"])
+for n in range(300):
+    store.write_file(f"knowledge/{user}_n{n}.md", "# Note %d\\n\\ntok%dx words" % (n, n))
+print(store.index_writes)
+"""
+
+
+def test_two_writer_processes_on_one_folder_keep_every_entry_in_the_stored_index(tmp_path: Path) -> None:
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WRITER, str(tmp_path), user],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for user in ("alice", "bob")
+    ]
+    outputs = [writer.communicate(timeout=240) for writer in writers]
+    assert all(writer.returncode == 0 for writer in writers), [err[-2000:] for _, err in outputs]
+    snapshots = [int(out) for out, _ in outputs]
+    assert min(snapshots) >= 1  # both folded the journal into a snapshot at least once
+    assert len(_stored(tmp_path)) == 600
+
+
 @pytest.mark.parametrize("damage", ["torn tail", "foreign header", "garbage line"])
 def test_a_damaged_journal_loses_nothing(tmp_path: Path, damage: str) -> None:
     store = _store(tmp_path)

@@ -7,7 +7,8 @@ The unmutated bases must pass the same runs.
 These were the bugs a backend written from the public contract alone once shipped with while
 passing the suites: vectors not of unit length or in the wrong order, a vector cache shared
 between models, ``discard`` doing nothing, unfiltered or leaking listings, a change feed
-without deletes, a delete that is not idempotent, erasure markers kept in process memory;
+without deletes, a delete that is not idempotent, a blob rewrite that loses appends made
+meanwhile, erasure markers kept in process memory;
 and one more that only real processes reveal: a change id taken outside the write lock.
 """
 
@@ -198,6 +199,13 @@ class DeleteNotIdempotent(InMemoryKnowledgeBackend):
 
 
 # ---- what needs a restart: the SQLite example ----------------------------------------------------
+class RewriteBesideAppends(InMemoryKnowledgeBackend):
+    """Folds blobs under a lock that appends do not take (the contract's default, for a process
+    that shares its store with nobody): an append made between the read and the write is lost."""
+
+    rewrite_blobs = KnowledgeBackend.rewrite_blobs
+
+
 class ErasureMarkersInMemory(SqliteKnowledgeBackend):
     """Erasure markers (blobs under ``.erasing/``) kept in this object, not in the database."""
 
@@ -303,6 +311,7 @@ MUTANTS: dict[str, tuple[str, set[str]]] = {
     "PrefixAsLikePattern": ("memory", {"test_listing_per_user_is_exact", "test_store_search_isolates_users"}),
     "FeedDropsDeletes": ("memory", {"test_change_feed_sees_inserts_modifications_and_deletes"}),
     "DeleteNotIdempotent": ("memory", {"test_delete_is_idempotent"}),
+    "RewriteBesideAppends": ("memory", {"test_rewrite_blobs_loses_no_append_made_meanwhile"}),
     "CursorOutsideTheWriteLock": ("sqlite_processes", {"test_processes_writing_notes_lose_nothing"}),
     "ErasureMarkersInMemory": (
         "sqlite",

@@ -132,6 +132,79 @@ def test_forget_user_erases_everything_and_only_that_user(make: MemoryFactory, t
     assert memory.forget_user("bob").sessions == []  # twice is harmless
 
 
+Traces = Callable[[Memory, str], list[str]]
+USER_ID = "zeduser-4711"  # ids found nowhere else: a trace of them is a trace of them
+SESSION_ID = "thread-9f3a"
+
+
+def test_delete_session_and_forget_user_leave_no_trace_of_the_ids(
+    make: MemoryFactory, tmp_path: Path, traces: Traces
+) -> None:
+    memory = make(tmp_path)
+    fill(memory, USER_ID)
+    fill(memory, "alice")
+    memory.session(USER_ID, SESSION_ID).update_state({"step": 1})
+    memory.session(USER_ID, SESSION_ID).externalize("grep", "x\n" * 5000)
+    assert traces(memory, SESSION_ID) or memory.root is None or not (tmp_path / "memory").exists()
+    memory.delete_session(USER_ID, SESSION_ID)
+    assert traces(memory, SESSION_ID) == []
+    memory.knowledge.search("tea", USER_ID)
+    memory.forget_user(USER_ID)
+    memory.knowledge.store.flush()
+    # The PostgreSQL note change feed is the knowledge backend's (its own test below).
+    assert [found for found in traces(memory, USER_ID) if not found.startswith("row note_changes:")] == []
+    assert memory.session("alice", "s1").get_state()["owner"] == "alice"
+
+
+@pytest.mark.xfail(
+    reason="the PostgreSQL knowledge backend keeps a forgotten user's note names in note_changes "
+    "(knowledge side, issue 41: not fixed with the runtime)",
+    strict=True,
+)
+def test_forget_user_leaves_no_note_name_in_the_postgres_change_feed(
+    postgres_url: str, postgres_schema: str, tmp_path: Path, traces: Traces
+) -> None:
+    with Memory.open(tmp_path, fsync=False, database_url=postgres_url, database_schema=postgres_schema) as memory:
+        memory.knowledge.write_note(USER_ID, "tea", NOTES["tea"])
+        memory.forget_user(USER_ID)
+        assert traces(memory, USER_ID) == []
+
+
+def test_a_session_emptied_record_by_record_is_erased_without_trace(
+    make: MemoryFactory, tmp_path: Path, traces: Traces
+) -> None:
+    """A session whose last record was removed (as a deleted LangGraph thread's is) still left
+    its id behind: an empty plans record, its lock file and step-log folder, a ``scopes`` row.
+    Deleting the session (or the user) must find and remove those too."""
+    memory = make(tmp_path)
+    scope = Scope.of(USER_ID, SESSION_ID)
+    memory.runtime.update_plans(scope, lambda plans: {"p": {"kind": "x"}})
+    memory.runtime.append_plan_steps(scope, "p", [{"n": 1}])
+    memory.runtime.update_plans(scope, lambda plans: {})
+    memory.delete_session(USER_ID, SESSION_ID)
+    assert traces(memory, SESSION_ID) == []
+    memory.runtime.update_plans(scope, lambda plans: {"p": {"kind": "x"}})
+    memory.runtime.update_plans(scope, lambda plans: {})
+    memory.forget_user(USER_ID)
+    assert traces(memory, USER_ID) == []
+
+
+def test_discard_if_empty_deletes_only_an_empty_scope(make: MemoryFactory, tmp_path: Path, traces: Traces) -> None:
+    from local_ai_memory.integration import discard_if_empty
+
+    memory = make(tmp_path)
+    scope = Scope.of(USER_ID, SESSION_ID)
+    memory.runtime.update_plans(scope, lambda plans: {"p": {"kind": "x"}})
+    memory.runtime.append_plan_steps(scope, "p", [{"n": 1}])
+    memory.session(USER_ID, SESSION_ID).update_state({"kept": True})
+    memory.runtime.update_plans(scope, lambda plans: {})
+    assert discard_if_empty(memory.runtime, scope) is False  # the state is still there
+    assert memory.session(USER_ID, SESSION_ID).get_state() == {"kept": True}
+    memory.runtime.update_state(scope, lambda state: {})
+    assert discard_if_empty(memory.runtime, scope) is True
+    assert traces(memory, SESSION_ID) == []
+
+
 def test_forget_leaves_no_trace_on_disk(tmp_path: Path) -> None:
     memory = Memory.open(tmp_path, fsync=False)
     fill(memory, "bob")
@@ -271,7 +344,7 @@ def test_import_refuses_to_overwrite_unless_asked(tmp_path: Path) -> None:
     archive = tmp_path / "bob.zip"
     memory.export(archive, "bob")
     memory.session("bob", "s1").update_state({"changed": True})
-    with pytest.raises(InvalidInputError, match="already holds data"):
+    with pytest.raises(InvalidInputError, match=r"already has .*session s1.*note knowledge/"):
         memory.import_archive(archive)
     assert memory.session("bob", "s1").get_state()["changed"] is True  # nothing was written
     memory.import_archive(archive, replace=True)

@@ -11,13 +11,14 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 
@@ -64,6 +65,7 @@ def start_server(root: Path, *options: str) -> tuple[str, subprocess.Popen[bytes
     """``local-ai-memory mcp --http`` on a free loopback port, once it answers."""
     port = free_port()
     path = os.pathsep.join([SOURCE, *(p for p in sys.path if p)])
+    log = tempfile.TemporaryFile()  # noqa: SIM115 - closed by stop()
     process = subprocess.Popen(
         [
             sys.executable,
@@ -79,13 +81,14 @@ def start_server(root: Path, *options: str) -> tuple[str, subprocess.Popen[bytes
         ],
         env={**os.environ, "PYTHONPATH": path},
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=log,  # a file, not a pipe: a pipe nobody reads fills up and stalls the server's logging
     )
+    _LOGS[process.pid] = log
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise AssertionError(f"server exited: {process.stderr.read().decode() if process.stderr else ''}")
+            raise AssertionError(f"server exited: {_log_of(process)}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
                 return base, process
@@ -95,6 +98,17 @@ def start_server(root: Path, *options: str) -> tuple[str, subprocess.Popen[bytes
     raise AssertionError("server did not start")
 
 
+_LOGS: dict[int, IO[bytes]] = {}
+"""Each running server's stderr file, by process id."""
+
+
+def _log_of(process: subprocess.Popen[bytes]) -> str:
+    """What the server wrote to stderr so far."""
+    log = _LOGS[process.pid]
+    log.seek(0)
+    return log.read().decode(errors="replace")
+
+
 def stop(process: subprocess.Popen[bytes]) -> None:
     process.terminate()
     try:
@@ -102,8 +116,7 @@ def stop(process: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
-    if process.stderr is not None:
-        process.stderr.close()
+    _LOGS.pop(process.pid).close()
 
 
 @pytest.fixture(scope="module")
@@ -132,21 +145,22 @@ async def connect(url: str, token: str) -> AsyncIterator[Client]:
         yield client
 
 
-async def test_no_token_gets_401_and_the_protected_resource_metadata(server: Running) -> None:
+async def test_an_api_key_server_sends_no_client_to_an_authorization_server_it_is_not(server: Running) -> None:
+    """API keys are static bearer tokens: the 401 is a plain Bearer challenge, and no metadata
+    names an authorization server (the server itself had none, so OAuth discovery hit a 404)."""
     async with httpx2.AsyncClient(timeout=30) as http:
         answer = await http.post(f"{server.url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
         assert answer.status_code == 401
         challenge = answer.headers["www-authenticate"]
-        assert "resource_metadata=" in challenge
+        assert challenge.startswith("Bearer")
+        assert "resource_metadata=" not in challenge
         wrong = await http.post(
             f"{server.url}/mcp",
             json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
             headers={"Authorization": "Bearer not-a-key"},
         )
         assert wrong.status_code == 401
-        metadata = (await http.get(f"{server.url}/.well-known/oauth-protected-resource/mcp")).json()
-    assert metadata["resource"] == f"{server.url}/mcp"
-    assert metadata["authorization_servers"]
+        assert (await http.get(f"{server.url}/.well-known/oauth-protected-resource/mcp")).status_code == 404
 
 
 async def test_a_read_only_key_is_refused_a_write(server: Running) -> None:
@@ -162,7 +176,7 @@ async def test_user_a_never_sees_user_b(server: Running) -> None:
         await call(client, "write_note", id="knowledge/mine.md", text="# Alice\n\nzebra too")
         assert [hit["id"] for hit in (await call(client, "search", query="zebra"))["hits"]] == ["knowledge/mine.md"]
         assert "no memory file" in await error_of(client, "read_note", id="knowledge/secret.md")
-        assert (await call(client, "read_session", session="s1"))["state"] == {}
+        assert "no session 's1'" in await error_of(client, "read_session", session="s1")  # bob's, not hers
         await error_of(client, "load_tool_result", session="s1", result_id=server.result_id)
         for tool, arguments in [
             ("read_note", {"id": "knowledge/secret.md"}),
@@ -266,6 +280,13 @@ async def test_jwts_are_checked_against_the_jwks(tmp_path: Path, jwks: tuple[str
     jwks_url, key = jwks
     url, process = start_server(tmp_path, "--jwks-url", jwks_url, "--issuer", "https://idp.test")
     try:
+        async with httpx2.AsyncClient(timeout=30) as http:  # OAuth discovery leads to the real issuer
+            answer = await http.post(f"{url}/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+            assert answer.status_code == 401
+            assert "resource_metadata=" in answer.headers["www-authenticate"]
+            metadata = (await http.get(f"{url}/.well-known/oauth-protected-resource/mcp")).json()
+        assert metadata["resource"] == f"{url}/mcp"
+        assert metadata["authorization_servers"] == ["https://idp.test/"]
         async with connect(url, token(key, "carol", "memory:read memory:write")) as client:
             assert (await call(client, "write_note", id="knowledge/c.md", text="carol's"))["id"] == "knowledge/c.md"
         async with connect(url, token(key, "carol", "memory:read")) as client:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -17,6 +18,7 @@ import pytest
 pytest.importorskip("mcp")
 
 from mcp import Client, StdioServerParameters
+from mcp.types import TextResourceContents
 
 from local_ai_memory import Memory, MemoryConfig, note_hash
 
@@ -35,7 +37,7 @@ def server_params(root: Path, user: str, *extra: str, env: dict[str, str] | None
         env={
             "PYTHONPATH": path,
             "LOCAL_AI_MEMORY_USER": user,
-            "LOCAL_AI_MEMORY_CACHE_DIR": str(root / "cache"),  # the handshake record, not in ~/.cache
+            "HOME": str(root / "home"),  # whatever the server might write outside its data folder lands here
             **(env or {}),
         },
     )
@@ -49,16 +51,34 @@ async def stdio_client(params: StdioServerParameters, mode: str = "auto") -> Asy
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_a_stdio_session_through_the_command(tmp_path: Path, mode: str) -> None:
+    """The SDK's own client against the command: the handshake (``initialize``, or the
+    2026-07-28 discovery), the lists, tool calls and a resource, as Claude Desktop or Cursor would."""
     async with stdio_client(server_params(tmp_path, "alice"), mode) as client:
-        assert "write_note" in {tool.name for tool in (await client.list_tools()).tools}
+        assert client.server_info is not None
+        assert client.server_info.name == "local-ai-memory"
+        assert "memory" in (client.instructions or "")
+        capabilities = client.server_capabilities
+        assert capabilities.tools is not None
+        assert capabilities.resources is not None
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert "write_note" in tools
+        assert tools["search"].output_schema is not None  # typed results
+        templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
+        assert "memory://notes/{category}/{name}" in templates
         written = await call(client, "write_note", id="deploy", text="# Deploy\n\nblue-green via the script")
         assert written["id"] == "knowledge/deploy.md"
         hits = (await call(client, "search", query="blue-green script"))["hits"]
         assert [hit["id"] for hit in hits] == ["knowledge/deploy.md"]
         await call(client, "patch_session", session="s1", state={"task": "ship"})
+        note = (await client.read_resource("memory://notes/knowledge/deploy.md")).contents[0]
+        assert isinstance(note, TextResourceContents)
+        assert note.text.startswith("# Deploy")
+        failed = await client.call_tool("read_note", {"id": "knowledge/missing.md"})
+        assert "missing" in error_text(failed)  # the library's error, shown to the model
     with Memory.open(tmp_path) as memory:  # what the server wrote is the user's, on disk
         assert memory.knowledge.read_note("alice", "deploy").startswith("# Deploy")
         assert memory.session("alice", "s1").get_state() == {"task": "ship"}
+    assert not (tmp_path / "home").exists()  # nothing outside the data folder (no cache of answers)
 
 
 async def test_the_read_only_command_lists_only_read_tools(tmp_path: Path) -> None:
@@ -66,6 +86,27 @@ async def test_the_read_only_command_lists_only_read_tools(tmp_path: Path) -> No
         names = {tool.name for tool in (await client.list_tools()).tools}
     assert "search" in names
     assert not names & {"write_note", "edit_note", "delete_note", "patch_session"}
+
+
+def test_the_server_modules_import_no_runtime_engine_a_tool_call_does_not_need() -> None:
+    """The stdio server's modules (SDK included) leave the runtime's compressor and checkpoint log
+    unimported: they are about 60 ms of a start, and the MCP server needed only two naming
+    helpers from ``local_ai_memory.integration``, which now loads each name on first use."""
+    probe = (
+        "import sys, json\n"
+        "import local_ai_memory.mcp._serve\n"
+        "from local_ai_memory.integration import collector_paused, note_filename, validate_name\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('local_ai_memory._runtime.'))))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([SOURCE, *(p for p in sys.path if p)])}
+    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    loaded = set(json.loads(done.stdout.strip().splitlines()[-1]))
+    assert not loaded & {"local_ai_memory._runtime.compressor", "local_ai_memory._runtime.checkpoint_log"}, loaded
+    from local_ai_memory import integration  # every name still resolves, modules included
+
+    assert all(getattr(integration, name) is not None for name in integration.__all__)
+    assert integration.checkpoint_log.__name__ == "local_ai_memory._runtime.checkpoint_log"
 
 
 async def append_lines(client: Client, tag: str, count: int) -> int:
@@ -142,31 +183,6 @@ async def test_two_server_processes_racing_edits_lose_no_write(
         assert [line for line in lines if line.startswith(f"{tag} ")] == [f"{tag} {n}" for n in range(count)]
     loser = next(result for result in outcomes if result.is_error)
     assert note_hash(final) in loser.content[0].text
-
-
-@pytest.mark.parametrize("mode", ["auto", "legacy"])
-async def test_a_restart_answers_the_handshake_from_its_record_and_corrects_a_stale_one(
-    tmp_path: Path, mode: str
-) -> None:
-    async with stdio_client(server_params(tmp_path, "alice"), mode) as client:  # records the handshake
-        listed = (await client.list_tools()).tools  # legacy: answered from the package's shipped answers
-        await call(client, "list_notes")  # the SDK is up: it has answered the handshake too (and recorded it)
-    (record,) = (tmp_path / "cache").glob("mcp-answers-*.json")
-    data = json.loads(record.read_text(encoding="utf-8"))
-    tool_lists = [key for key in data["answers"] if json.loads(key)[1] == "tools/list"]
-    assert len(tool_lists) == 1
-    for tool in data["answers"][tool_lists[0]]["tools"]:  # what a changed server would answer differently
-        tool["description"] = "stale"
-    record.write_text(json.dumps(data), encoding="utf-8")
-
-    async with stdio_client(server_params(tmp_path, "alice"), mode) as client:
-        early = (await client.list_tools()).tools
-        assert {tool.description for tool in early} == {"stale"}  # answered from the record
-        written = await call(client, "write_note", id="deploy", text="# Deploy\n")  # the SDK's session is live
-        assert written["id"] == "knowledge/deploy.md"
-    # the SDK's own answer (not sent twice) replaced the stale one, so the next start is right again
-    corrected = json.loads(record.read_text(encoding="utf-8"))["answers"][tool_lists[0]]["tools"]
-    assert [tool["description"] for tool in corrected] == [tool.description for tool in listed]
 
 
 SHARED = "knowledge/shared.md"

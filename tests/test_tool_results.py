@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from local_ai_memory._runtime.checkpoints import CheckpointRun
 from local_ai_memory._runtime.scope import MemoryManager
@@ -25,7 +28,7 @@ from local_ai_memory._runtime.tool_results import (
 from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.errors import InvalidInputError, RecordNotFoundError
 from local_ai_memory._shared.naming import DirectoryGuard
-from local_ai_memory._shared.records import AgentCheckpoint, ToolIndexEntry
+from local_ai_memory._shared.records import AgentCheckpoint, ToolIndexEntry, slice_page
 from local_ai_memory.backends import FileRuntimeBackend
 
 LIMIT = 6144
@@ -194,6 +197,76 @@ def test_render_page_is_pure() -> None:
         "[tool result r (grep): characters 5-10 of 20; page 2 of 4; 10 more characters; "
         "call load_tool_result with offset=10 for the next]\nhello"
     )
+
+
+HEADER = re.compile(
+    r"^\[tool result r \(t\): characters (\d+)-(\d+) of (\d+); (?:page (\d+) of (\d+)|past the last page); (.*)\]$"
+)
+
+
+def _labels(pages: list[ToolResultPage]) -> list[tuple[int, int, int, int | None, int | None, str]]:
+    found = []
+    for page in pages:
+        match = HEADER.match(render_page(page).split("\n", 1)[0])
+        assert match is not None, render_page(page)
+        start, end, total, number, count, where = match.groups()
+        found.append(
+            (
+                int(start),
+                int(end),
+                int(total),
+                None if number is None else int(number),
+                None if count is None else int(count),
+                where,
+            )
+        )
+    return found
+
+
+def _read_on(content: str, offset: int, limit: int) -> list[ToolResultPage]:
+    pages = [slice_page("r", "t", content, offset, limit).model_copy(update={"limit": limit})]
+    while pages[-1].next_offset is not None:
+        pages.append(slice_page("r", "t", content, pages[-1].next_offset, limit).model_copy(update={"limit": limit}))
+    return pages
+
+
+@settings(max_examples=400, deadline=None)
+@given(total=st.integers(0, 5_000), limit=st.integers(1, 1_500), start=st.integers(0, 5_500))
+def test_page_labels_agree_for_any_size_offset_and_limit(total: int, limit: int, start: int) -> None:
+    """Reading on from any offset with one limit: one count on every page, numbers one apart,
+    the last page "count of count" and the only one that says "end of result", and the count
+    is the number of pages a read from the start takes when the offset is a page boundary."""
+    labels = _labels(_read_on("x" * total, start, limit))
+    if start >= total and total:
+        assert labels == [(total, total, total, None, None, "end of result")]
+        return
+    counts = {count for *_, count, _ in labels}
+    assert len(counts) == 1
+    numbers = [number for _, _, _, number, _, _ in labels]
+    assert numbers == list(range(numbers[0], numbers[0] + len(numbers)))
+    assert numbers[-1] == counts.pop()
+    assert [where == "end of result" for *_, where in labels] == [False] * (len(labels) - 1) + [True]
+    assert all(end - begin == limit for begin, end, *_ in labels[:-1])
+    first = min(start, total)  # an offset past the end of an empty output reads from its end
+    if first % limit == 0:
+        assert labels[0][3] == first // limit + 1
+        assert labels[-1][4] == max(1, -(-total // limit))
+
+
+def test_the_demo_s_pages_are_labelled_1_2_3_of_3(store: ToolResultStore) -> None:
+    """The 99,661-character output read 40,000 characters at a time said "page 5 of 6" last."""
+    reference = json.loads(store.externalize("read_source", "s" * 99_661))
+    offset: int | None = 0
+    headers = []
+    while offset is not None:
+        page = store.load_page(reference["result_id"], offset, 40_000)
+        headers.append(render_page(page).split("\n", 1)[0])
+        offset = page.next_offset
+    assert ["page 1 of 3;" in headers[0], "page 2 of 3;" in headers[1], "page 3 of 3; end of result" in headers[2]] == [
+        True,
+        True,
+        True,
+    ], headers
 
 
 def test_pages_of_a_payload_saved_directly(manager: MemoryManager) -> None:

@@ -222,6 +222,28 @@ class SqliteKnowledgeBackend(KnowledgeBackend):
         with self._write() as db:
             db.execute("INSERT OR REPLACE INTO blobs (name, data) VALUES (?, ?)", (name, bytes(data)))
 
+    def append_blob(self, name: str, data: bytes) -> None:
+        with self._write() as db:  # the write lock: concurrent appends and rewrites queue
+            row = db.execute("SELECT data FROM blobs WHERE name = ?", (name,)).fetchone()
+            old = bytes(row[0]) if row is not None else b""  # (SQL's || would make the bytes text)
+            db.execute("INSERT OR REPLACE INTO blobs (name, data) VALUES (?, ?)", (name, old + bytes(data)))
+
+    def rewrite_blobs(self, names: Sequence[str], change: Callable[[list[bytes | None]], list[bytes]]) -> None:
+        with self._write() as db:  # read and writes in one transaction that holds the write lock
+            found = {
+                row[0]: bytes(row[1])
+                for row in db.execute(
+                    f"SELECT name, data FROM blobs WHERE name IN ({', '.join('?' * len(names))})", list(names)
+                )
+            }
+            new = change([found.get(name) for name in names])
+            if len(new) != len(names):
+                raise ValueError("rewrite_blobs: change must return one blob per name")
+            db.executemany(
+                "INSERT OR REPLACE INTO blobs (name, data) VALUES (?, ?)",
+                [(name, bytes(data)) for name, data in zip(names, new, strict=True)],
+            )
+
     def blob_size(self, name: str) -> int | None:
         with self._read() as db:
             row = db.execute("SELECT length(data) FROM blobs WHERE name = ?", (name,)).fetchone()

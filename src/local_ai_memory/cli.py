@@ -40,6 +40,7 @@ from local_ai_memory._cli import mcp as _cli_mcp
 from local_ai_memory._cli.common import (
     Categories,
     ConfigFile,
+    CreateFlag,
     DataDir,
     JsonFlag,
     LlmModel,
@@ -51,11 +52,12 @@ from local_ai_memory._cli.common import (
     fail,
     out,
     print_json,
+    require_memory,
+    require_user,
 )
 
 if TYPE_CHECKING:  # the engines are imported by the command that runs, not for --help
     from local_ai_memory._memory import Memory
-    from local_ai_memory._shared.config import MemoryConfig
     from local_ai_memory._shared.models import LLM, Embedder
     from local_ai_memory._shared.naming import DirectoryGuard
 
@@ -123,20 +125,6 @@ def _llm(base_url: str | None, model: str | None) -> LLM | None:
     return OpenAICompatibleLLM(base_url, model)
 
 
-CreateFlag = Annotated[
-    bool, typer.Option("--create", is_flag=True, help="Start a new memory if the folder holds none.")
-]
-
-
-def _require_memory(settings: MemoryConfig, create: bool) -> None:
-    """Refuse a data folder that holds no memory yet (no ``memory_data/`` or ``memory/``) unless
-    ``create``: a mistyped ``--data-dir`` must not quietly start a new memory."""
-    root = settings.runtime_data_dir.expanduser()
-    held = (root / DATA_DIR).is_dir() or (root / "memory").is_dir()
-    if not (create or held or settings.database_url):
-        fail(f"no memory at {root}: pass --create to start one there, or check --data-dir")
-
-
 @app.command()
 def index(
     data_dir: DataDir = None,
@@ -150,11 +138,11 @@ def index(
 ) -> None:
     """Build the index from the files (with a progress bar).
 
-    A folder that holds no memory yet (no ``memory_data/`` or ``memory/``) is refused unless
-    ``--create`` is given, so a mistyped ``--data-dir`` does not quietly start a new memory.
+    A folder that holds no memory yet (no memory_data/ or memory/) is refused unless --create
+    is given, so a mistyped --data-dir does not quietly start a new memory.
     """
     with errors():
-        _require_memory(config_of(data_dir, config), create)
+        require_memory(config_of(data_dir, config), create)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with errors(), _open(data_dir, config, llm=_llm(llm_base_url, llm_model)) as memory:
@@ -247,14 +235,16 @@ def search(
     mode: Annotated[str | None, typer.Option("--mode", help="bm25 or hybrid (default: config).")] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Stage 1 search (no LLM): the best-matching files of one user."""
+    """Stage 1 search (no LLM): the best-matching files of one user; exit 1 when nothing matches
+    (or the user is unknown), like grep."""
     known = mode in (None, "bm25", "hybrid")
     with errors(), _open(data_dir, config, read_only=True, search_mode=mode if known else None) as memory:
         if not known:
             fail(f"--mode must be bm25 or hybrid, got {mode!r}", 2)
+        require_user(memory, user)
         chosen = memory.config.search_mode
         found = memory.knowledge.search(query, user, k=top, categories=category)  # follows search_mode
-        uncovered = _uncovered(memory, user, category, empty=not found)
+        _uncovered(memory, user, category, empty=not found)
         if as_json:
             print_json(
                 [
@@ -271,9 +261,9 @@ def search(
             )
         elif not found:
             out.print(f"No matches for {query!r} in {user}'s files.", highlight=False)
-        if not found and uncovered:
+        if not found:
             raise typer.Exit(1)
-        if as_json or not found:
+        if as_json:
             return
         from rich.table import Table
 
@@ -288,7 +278,7 @@ def search(
 def _uncovered(memory: Memory, user: str, chosen: list[str] | None, *, empty: bool) -> dict[str, int]:
     """Say on stderr, in one line, which folders hold ``user``'s notes that no configured
     category covers (only when no ``--category`` was chosen); return them. When nothing was
-    found it is an error line, and the command exits 1 after its output (see ``search``)."""
+    found it is an error line (the command exits 1 then anyway, see ``search``)."""
     if chosen:
         return {}
     uncovered = memory.knowledge.uncovered_folders(user)
@@ -320,13 +310,15 @@ def retrieve(
     llm_model: LlmModel = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Three-stage retrieval: Stage 1 search, Stage 2 LLM pick (if an LLM is given), budgeted load."""
+    """Three-stage retrieval: Stage 1 search, Stage 2 LLM pick (if an LLM is given), budgeted
+    load; exit 1 when nothing is retrieved (or the user is unknown)."""
     with errors(), _open(data_dir, config, read_only=True, llm=_llm(llm_base_url, llm_model)) as memory:
+        require_user(memory, user)
         llm = memory.llm
         with _SelectionFallbacks() as fallbacks:
             result = memory.knowledge.retrieve(query, user, categories=category, max_tokens=max_tokens, k=top)
         reason = fallbacks.reason or (result.notes[0] if result.notes else None)
-        uncovered = _uncovered(memory, user, category, empty=not result.files)
+        _uncovered(memory, user, category, empty=not result.files)
         if llm is not None and result.selection_fallback and result.candidates:
             err.print(
                 f"warning: model {llm_model!r} at {llm_base_url} gave no usable selection ({reason}); "
@@ -361,9 +353,9 @@ def retrieve(
             )
         elif not result.files:
             out.print(f"Nothing retrieved for {query!r}.", highlight=False)
-        if not result.files and uncovered:
+        if not result.files:
             raise typer.Exit(1)
-        if as_json or not result.files:
+        if as_json:
             return
         from rich.table import Table
 
@@ -392,10 +384,10 @@ def watch(
     ] = None,
     create: CreateFlag = False,
 ) -> None:
-    """Keep the index up to date while files change (Ctrl-C to stop); like ``index``, a folder
-    that holds no memory yet needs ``--create``."""
+    """Keep the index up to date while files change (Ctrl-C to stop); like "index", a folder
+    that holds no memory yet needs --create."""
     with errors():
-        _require_memory(config_of(data_dir, config), create)
+        require_memory(config_of(data_dir, config), create)
     with errors(), _open(data_dir, config) as memory:
         store = memory.knowledge.store
         handler = _RefreshPrinter()
@@ -468,7 +460,7 @@ def stats(data_dir: DataDir = None, config: ConfigFile = None, as_json: JsonFlag
             table.add_row(f"category {name}", str(count))
         for name, count in data["users"].items():
             table.add_row(f"user {name}", str(count))
-        table.add_row("index bytes", str(data["index_bytes"]))
+        table.add_row("index size", _cli_data.human_size(data["index_bytes"]))
         out.print(table)
 
 

@@ -139,6 +139,35 @@ def test_a_user_with_only_saver_threads_is_listed_and_forgotten(
     assert memory.users() == []
 
 
+@pytest.mark.parametrize("kind", ["files", "postgres"])
+async def test_a_deleted_thread_leaves_no_trace_of_its_id(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest, traces: Callable[[Memory, str], list[str]]
+) -> None:
+    """A thread id can be a title or an address: ``delete_thread`` (sync or async) leaves no file
+    name, no file content and no row that holds it, while a thread whose session holds more
+    keeps that session and the id it lives under."""
+    if kind == "postgres":
+        url, schema = request.getfixturevalue("postgres_url"), request.getfixturevalue("postgres_schema")
+        memory = Memory.open(tmp_path, database_url=url, database_schema=schema)
+    else:
+        memory = Memory.open(tmp_path, fsync=False)
+    saver = LocalMemorySaver(memory, user_id="alice")
+    for thread_id in ("thread-4e1f-sync", "thread-4e1f-async", "thread-4e1f-kept"):
+        _graph(saver).invoke({"steps": []}, {"configurable": {"thread_id": thread_id}})
+        assert traces(memory, thread_id)
+    memory.session("alice", "thread-4e1f-kept").update_state({"task": "count"})
+    saver.delete_thread("thread-4e1f-sync")
+    await saver.adelete_thread("thread-4e1f-async")
+    saver.delete_thread("thread-4e1f-kept")
+    assert traces(memory, "thread-4e1f-sync") == []
+    assert traces(memory, "thread-4e1f-async") == []
+    assert memory.session("alice", "thread-4e1f-kept").get_state() == {"task": "count"}
+    assert saver.get_tuple({"configurable": {"thread_id": "thread-4e1f-kept"}}) is None
+    memory.delete_session("alice", "thread-4e1f-kept")
+    assert traces(memory, "thread-4e1f") == []
+    memory.close()
+
+
 @pytest.mark.parametrize("kind", [*sorted(MEMORIES), "postgres"])
 def test_savers_sharing_a_thread_see_each_others_steps_and_deletions(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest

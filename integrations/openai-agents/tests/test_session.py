@@ -173,6 +173,41 @@ async def test_compaction_folds_old_items_into_working_memory(tmp_path: Path) ->
     assert await off.get_items() == ITEMS
 
 
+@pytest.mark.parametrize("together", [True, False], ids=["one-add", "an-add-per-item"])
+@pytest.mark.parametrize(
+    ("output", "line"),
+    [("3 passed, 1 failed", "read_log reported: 3 passed, 1 failed"), ("Error: no deploy.log", "read_log failed: ")],
+)
+async def test_working_memory_names_the_tool_a_call_output_answers(
+    tmp_path: Path, together: bool, output: str, line: str
+) -> None:
+    """A ``function_call_output`` carries only its call's id: the summary still names ``read_log``."""
+    memory = Memory.open(tmp_path, fsync=False, working_memory_history_limit=2, working_memory_compact_keep_last=1)
+    session = LocalMemorySession(memory, "alice", "s1")
+    items: list[Any] = [{"role": "user", "content": "Run the tests."}]
+    for n, path in enumerate(("deploy.log", "x.log")):
+        arguments = json.dumps({"path": path})
+        call = {
+            "type": "function_call",
+            "id": f"fc_{n}",
+            "call_id": f"c{n}",
+            "name": "read_log",
+            "arguments": arguments,
+        }
+        items += [call, {"type": "function_call_output", "call_id": f"c{n}", "output": output}]
+    items += [{"role": "assistant", "content": "Done."}, {"role": "user", "content": "thanks"}]
+    if together:
+        await session.add_items(items)
+    else:
+        for item in items:
+            await session.add_items([item])
+    await session.run_compaction({"force": True})
+    working = await memory.session("alice", "s1").aget_working_memory()
+    assert line in working
+    assert "tool reported" not in working
+    assert "tool failed" not in working
+
+
 async def test_runner_uses_the_session_and_the_tools(memory: Memory) -> None:
     memory.knowledge.write_note("alice", "deploy", "# Deploy\nWe deploy on Fridays after the review.")
     memory.knowledge.write_note("bob", "deploy", "# Deploy\nBob deploys on Mondays.")

@@ -15,11 +15,13 @@ from rich.console import Console
 from local_ai_memory._shared.errors import LocalMemoryError
 
 if TYPE_CHECKING:  # pydantic and the settings load when a command runs, not for --help
+    from local_ai_memory._memory import Memory
     from local_ai_memory._shared.config import MemoryConfig
 
 __all__ = [
     "Categories",
     "ConfigFile",
+    "CreateFlag",
     "DataDir",
     "JsonFlag",
     "LlmModel",
@@ -32,6 +34,8 @@ __all__ = [
     "out",
     "print_json",
     "read_text",
+    "require_memory",
+    "require_user",
 ]
 
 app = typer.Typer(
@@ -42,6 +46,26 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # click's plain help: typer's rich help costs ~0.3 s of imports per call
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from local_ai_memory import __version__
+
+        sys.stdout.write(f"local-ai-memory {__version__}\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option("--version", is_flag=True, is_eager=True, callback=_print_version, help="Print the version."),
+    ] = False,
+) -> None:
+    """Search and index knowledge notes; list, inspect, export, import and erase what local-ai-memory keeps."""
+
+
 PIPE_WIDTH = 4096
 """Console width when output is not a terminal: wide enough that nothing is wrapped."""
 
@@ -70,6 +94,31 @@ LlmUrl = Annotated[
     str | None, typer.Option("--llm-base-url", help="OpenAI-compatible server, e.g. http://localhost:11434/v1")
 ]
 LlmModel = Annotated[str | None, typer.Option("--llm-model", help="Model name on that server.")]
+CreateFlag = Annotated[
+    bool, typer.Option("--create", is_flag=True, help="Start a new memory if the folder holds none.")
+]
+
+
+def require_memory(settings: MemoryConfig, create: bool) -> None:
+    """Refuse a data folder that holds no memory yet (no ``memory_data/`` or ``memory/``) unless
+    ``create``: a mistyped ``--data-dir`` must not quietly start a new memory."""
+    root = settings.runtime_data_dir.expanduser()
+    held = (root / "memory_data").is_dir() or (root / "memory").is_dir()
+    if not (create or held or settings.database_url):
+        fail(f"no memory at {root}: pass --create to start one there, or check --data-dir")
+
+
+def require_user(memory: Memory, user: str, session: str | None = None) -> None:
+    """A one-line error (exit 1) when nothing is kept for ``user`` (or that session): a mistyped
+    ``--user`` must not read as "no matches". It names the users there are."""
+    if memory.holds(user, session):
+        return
+    where = memory.root if memory.root is not None else "this memory"
+    if session is not None:
+        fail(f"no memory for session {session!r} of user {user!r} in {where} (`sessions -u {user}` lists them)")
+    known = sorted(info.user_id for info in memory.users())
+    shown = ", ".join(known[:20]) + (f" and {len(known) - 20} more" if len(known) > 20 else "")
+    fail(f"no memory for user {user!r} in {where} ({f'users there: {shown}' if known else 'it holds no user yet'})")
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

@@ -27,6 +27,7 @@ import typer
 from local_ai_memory._cli.common import (
     Categories,
     ConfigFile,
+    CreateFlag,
     DataDir,
     JsonFlag,
     app,
@@ -36,6 +37,8 @@ from local_ai_memory._cli.common import (
     out,
     print_json,
     read_text,
+    require_memory,
+    require_user,
 )
 
 if TYPE_CHECKING:  # imported by the command that runs, not for --help
@@ -50,23 +53,22 @@ notes_app = typer.Typer(
 )
 
 
-def _memory(data_dir: Path | None, config_file: Path | None, *, read_only: bool = False) -> Memory:
-    """The memory of the data folder; ``read_only`` refuses a folder that does not exist."""
+def _memory(
+    data_dir: Path | None, config_file: Path | None, *, read_only: bool = False, create: bool = False
+) -> Memory:
+    """The memory of the data folder. A folder that holds none is refused: always when
+    ``read_only``, else unless ``create`` (a mistyped ``--data-dir`` starts no new memory)."""
     from local_ai_memory._memory import Memory
 
     config = config_of(data_dir, config_file)
-    root = config.runtime_data_dir.expanduser()
-    on_disk = (root / "memory").is_dir() or (root / "memory_data").is_dir()
-    if read_only and not config.database_url and not on_disk:
-        fail(f"no memory at {root} (check --data-dir)")
+    if read_only:
+        root = config.runtime_data_dir.expanduser()
+        on_disk = (root / "memory").is_dir() or (root / "memory_data").is_dir()
+        if not config.database_url and not on_disk:
+            fail(f"no memory at {root} (check --data-dir)")
+    else:
+        require_memory(config, create)
     return Memory(config)
-
-
-def _known(memory: Memory, user: str, session: str | None = None) -> None:
-    """A one-line ``no memory for ...`` (exit 1) when nothing is kept for ``user`` (or that session)."""
-    if not memory.holds(user, session):
-        where = memory.root if memory.root is not None else "this memory"
-        fail(f"no memory for {f'session {session!r} of ' if session else ''}user {user!r} in {where}")
 
 
 def _when(seconds: float) -> str:
@@ -75,7 +77,8 @@ def _when(seconds: float) -> str:
     return datetime.datetime.fromtimestamp(seconds).astimezone().strftime("%Y-%m-%d %H:%M")
 
 
-def _size(count: int) -> str:
+def human_size(count: int) -> str:
+    """A byte count as people read it: ``512 B``, ``1.5 KB``."""
     for unit in ("B", "KB", "MB", "GB"):
         if count < 1024 or unit == "GB":
             return f"{count} {unit}" if unit == "B" else f"{count:.1f} {unit}"
@@ -91,7 +94,10 @@ def sessions(
 ) -> None:
     """Users and their sessions, with sizes and last use, and how many notes each user has."""
     with errors():
-        users = [info for info in _memory(data_dir, config, read_only=True).users() if user in (None, info.user_id)]
+        memory = _memory(data_dir, config, read_only=True)
+        if user is not None:
+            require_user(memory, user)
+        users = [info for info in memory.users() if user in (None, info.user_id)]
         if as_json:
             print_json([info.to_dict() for info in users])
             return
@@ -104,9 +110,10 @@ def sessions(
         for column in ("user", "session", "size", "last used"):
             table.add_column(column, justify="right" if column == "size" else "left")
         for info in users:
-            table.add_row(info.user_id, f"({info.notes} notes)", _size(info.note_bytes), _when(info.notes_modified))
+            notes = f"({info.notes} note{'' if info.notes == 1 else 's'})"
+            table.add_row(info.user_id, notes, human_size(info.note_bytes), _when(info.notes_modified))
             for session in info.sessions:
-                table.add_row("", str(session.scope.session_id), _size(session.size), _when(session.modified))
+                table.add_row("", str(session.scope.session_id), human_size(session.size), _when(session.modified))
         out.print(table)
 
 
@@ -116,7 +123,7 @@ def show(
     """Everything one session holds: state, working memory, checkpoints, tool outputs, messages."""
     with errors():
         memory = _memory(data_dir, config, read_only=True)
-        _known(memory, user, session)
+        require_user(memory, user, session)
         report = memory.show(user, session)
         if as_json:
             print_json(report.to_dict())
@@ -136,17 +143,17 @@ def show(
         out.print(table)
         outputs = Table(title="stored tool outputs (L3)")
         outputs.add_column("result id")
-        outputs.add_column("size (bytes)", justify="right")  # pages count characters; sizes count bytes
+        outputs.add_column("size", justify="right")  # bytes, as 1.5 KB (pages count characters)
         outputs.add_column("saved")
         for result_id, entry in report.tool_results.items():
-            outputs.add_row(result_id, _size(entry.size), _when(entry.saved_at))
+            outputs.add_row(result_id, human_size(entry.size), _when(entry.saved_at))
         out.print(outputs)
         out.print(f"messages in the session log: {report.messages}", highlight=False)
         graph = report.langgraph
         if graph.namespaces:
             out.print(
                 f"LangGraph thread: {graph.checkpoints} checkpoints, {graph.messages} messages,"
-                f" {_size(graph.bytes)} of checkpoint logs",
+                f" {human_size(graph.bytes)} of checkpoint logs",
                 highlight=False,
             )
 
@@ -190,7 +197,7 @@ def retain(
             return
         out.print(
             f"Removed {report.checkpoints_removed} checkpoint(s) from {len(report.sessions)} session(s):"
-            f" {_size(report.bytes_before)} -> {_size(report.bytes_after)}",
+            f" {human_size(report.bytes_before)} -> {human_size(report.bytes_after)}",
             highlight=False,
         )
 
@@ -206,7 +213,7 @@ def forget(
     """Erase a user entirely (every session and note, with index entries, rankers, vectors), or one session."""
     with errors():
         memory = _memory(data_dir, config, read_only=True)
-        _known(memory, user, session)
+        require_user(memory, user, session)
         what = f"session {session!r} of {user!r}" if session else f"everything kept about {user!r}"
         if not yes:
             if not sys.stdin.isatty():
@@ -217,8 +224,8 @@ def forget(
             print_json(report.to_dict())
             return
         out.print(
-            f"Erased {what}: {len(report.sessions)} session(s) ({_size(report.runtime_bytes)}), "
-            f"{len(report.notes)} note(s) ({_size(report.note_bytes)}), "
+            f"Erased {what}: {len(report.sessions)} session(s) ({human_size(report.runtime_bytes)}), "
+            f"{len(report.notes)} note(s) ({human_size(report.note_bytes)}), "
             f"{report.ranker_snapshots} ranker snapshot(s), {report.vectors} cached vector(s).",
             highlight=False,
         )
@@ -235,7 +242,7 @@ def export(
 ) -> None:
     """Write a user's memory (or one session) to a portable archive.
 
-    The archive's folder must exist; an existing archive is replaced only with ``--force`` (or
+    The archive's folder must exist; an existing archive is replaced only with --force (or
     when you confirm on a terminal).
     """
     with errors():
@@ -249,7 +256,7 @@ def export(
                 fail(f"{output} exists; pass --force to overwrite it")
             typer.confirm(f"Overwrite {output}?", abort=True, err=True)
         memory = _memory(data_dir, config, read_only=True)
-        _known(memory, user, session)
+        require_user(memory, user, session)
         manifest = memory.export(target, user, session)
         if as_json:
             print_json({"archive": str(output), **manifest.model_dump(mode="json")})
@@ -266,11 +273,12 @@ def import_(
     ] = False,
     data_dir: DataDir = None,
     config: ConfigFile = None,
+    create: CreateFlag = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """Load an exported archive into this data folder."""
+    """Load an exported archive into this data folder (a new one needs --create)."""
     with errors():
-        report = _memory(data_dir, config).import_archive(archive, replace=replace)
+        report = _memory(data_dir, config, create=create).import_archive(archive, replace=replace)
         if as_json:
             print_json(report.to_dict())
             return
@@ -288,12 +296,14 @@ def notes_list(
     category: Categories = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """The user's notes by plain name, one ``category<TAB>name`` line each (what ``notes rm -k`` takes).
+    """The user's notes by plain name, one "category<TAB>name" line each (what "notes rm -k" takes).
 
-    ``--json`` gives ``{category: [name, ...]}`` for every configured (or chosen) category.
+    --json gives {category: [name, ...]} for every configured (or chosen) category.
     """
     with errors():
-        knowledge = _memory(data_dir, config, read_only=True).knowledge
+        memory = _memory(data_dir, config, read_only=True)
+        require_user(memory, user)
+        knowledge = memory.knowledge
         found: dict[str, list[str]] = {cat: [] for cat in (category or knowledge.store.categories)}
         for cat in found:
             found[cat] = [note.name for note in knowledge.notes(user, category=cat)]
@@ -313,15 +323,16 @@ def notes_add(
     category: Annotated[str | None, typer.Option("--category", "-k", help="Category (default: the first).")] = None,
     data_dir: DataDir = None,
     config: ConfigFile = None,
+    create: CreateFlag = False,
 ) -> None:
-    """Add or replace a note of a user; it is indexed at once."""
+    """Add or replace a note of a user; it is indexed at once (a new memory needs --create)."""
     with errors():
         if (file is None) == (text is None):
             fail("give the note as --file PATH or --text TEXT", 2)
         body = read_text(file) if file is not None else str(text)
         if not body.strip():
             fail("the note is empty: give it some text", 2)
-        stored = _memory(data_dir, config).knowledge.write_note(user, name, body, category=category)
+        stored = _memory(data_dir, config, create=create).knowledge.write_note(user, name, body, category=category)
         out.print(f"Stored {stored}", highlight=False)
 
 
@@ -355,10 +366,11 @@ def notes_import(
     replace: Annotated[bool, typer.Option("--replace", is_flag=True, help="Overwrite notes that exist.")] = False,
     data_dir: DataDir = None,
     config: ConfigFile = None,
+    create: CreateFlag = False,
 ) -> None:
-    """Copy a folder of notes (the file layout) into this memory (to PostgreSQL, say)."""
+    """Copy a folder of notes (the file layout) into this memory (to PostgreSQL, say; a new one needs --create)."""
     with errors():
-        count = _memory(data_dir, config).import_notes(folder, replace=replace)
+        count = _memory(data_dir, config, create=create).import_notes(folder, replace=replace)
         out.print(f"Imported {count} note(s) from {folder}", highlight=False)
 
 

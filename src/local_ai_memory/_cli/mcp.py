@@ -13,14 +13,12 @@ from __future__ import annotations
 import importlib.util
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from local_ai_memory._cli.common import ConfigFile, DataDir, app, config_of, errors, fail, print_json
-
-if TYPE_CHECKING:
-    from local_ai_memory import Memory
+from local_ai_memory._shared.collector import collector_paused
 
 __all__ = ["register"]
 
@@ -30,8 +28,8 @@ INSTALL_HINT = "the MCP server needs the mcp package: pip install 'local-ai-memo
 
 
 def _require_mcp() -> None:
-    """Fail with the install hint unless the SDK is installed (found, not imported: importing it
-    takes over a second, which the stdio server spends after its first answers)."""
+    """Fail with the install hint unless the SDK is installed (found, not imported: a wrong
+    option or a missing user is refused without paying for the SDK's import)."""
     if importlib.util.find_spec("mcp") is None:
         fail(INSTALL_HINT)
 
@@ -65,18 +63,14 @@ def mcp(
                 fail("--keys-file and --jwks-url protect the HTTP server: add --http")
             if not user:
                 fail(f"name the user: --user NAME or ${USER_ENV}")
-            from local_ai_memory.mcp import run_stdio  # only the front: the SDK loads while it answers
-
-            def open_memory() -> Memory:  # after the front has started: the config and numpy take ~0.5 s
-                from local_ai_memory import Memory
-
-                return Memory(config_of(data_dir, config))
-
-            run_stdio(open_memory, user=user, read_only=read_only)
+        with collector_paused():  # the engines and the SDK: ~0.5 s of imports whose objects live as long as the process
+            from local_ai_memory import Memory
+            from local_ai_memory.mcp import serve_http, serve_stdio, verifier_from
+        if not http:
+            assert user is not None  # refused above
+            with Memory(config_of(data_dir, config)) as memory:
+                serve_stdio(memory, user=user, read_only=read_only)
             return
-        from local_ai_memory import Memory
-        from local_ai_memory.mcp import serve_http, verifier_from
-
         verifier = verifier_from(
             keys_file=str(keys_file) if keys_file else None, jwks_url=jwks_url, issuer=issuer, audience=audience
         )

@@ -491,7 +491,9 @@ class RuntimeBackend(ABC):
         tool result or a message. A step log alone does not count. Reading a scope never makes
         it listed. (The file backend also lists scopes whose files remain after being emptied,
         and, with ``include_erased``, the leftovers an interrupted erasure left; the in-memory
-        reference and PostgreSQL list exactly the scopes with data.)
+        reference and PostgreSQL list exactly the scopes with data.) With ``include_erased``, a
+        scope emptied record by record is listed too, if the backend still keeps anything under
+        its ids (a row, a lock file): erasing deletes what it lists, and must leave no trace.
         """
 
     # -- lifecycle: deleting what the memory keeps --------------------------------------

@@ -314,7 +314,7 @@ class KnowledgeNotes:
             try:
                 rel = raw.relative_to(self.data_dir)
             except ValueError:
-                raise PathEscapeError(f"{raw} is outside the knowledge folder {self.data_dir}") from None
+                raise PathEscapeError(f"{raw} is outside the knowledge folder") from None
         else:
             rel = raw
         parts = rel.parts

@@ -260,22 +260,26 @@ def import_archive(
     if notes and knowledge is None:
         raise InvalidInputError("this memory has no knowledge store to import notes into")
     held = {info.scope.key for info in runtime.list_scopes()}
+    taken: list[str] = []  # everything that exists, named as the user names it
     for session_id, session in sessions.items():
         scope = Scope.of(user_id, session_id)
         if scope.key in held and not replace:
-            raise InvalidInputError(
-                f"session {session_id!r} of {user_id!r} already holds data; "
-                "pass replace=True (on the command line: --replace)"
-            )
+            taken.append(f"session {session_id}")
         for result_id in session.results:
-            if runtime.tool_result_exists(result_id) and not (replace and scope.key in held):
+            if runtime.tool_result_exists(result_id) and scope.key not in held:  # held: listed, or replaced
                 raise InvalidInputError(f"tool output id {result_id!r} is already used in this memory")
     if knowledge is not None and not replace:
-        for category, name in notes:
-            if knowledge.note_info(category, name) is not None:
-                raise InvalidInputError(
-                    f"note {category}/{name} already exists; pass replace=True (on the command line: --replace)"
-                )
+        prefix = encode_name(user_id) + "_"
+        taken += [
+            f"note {category}/{name.removeprefix(prefix).removesuffix('.md')}"
+            for category, name in notes
+            if knowledge.note_info(category, name) is not None
+        ]
+    if taken:
+        raise InvalidInputError(
+            f"{user_id!r} already has {len(taken)} of these: {', '.join(taken)}; "
+            "pass replace=True (on the command line: --replace) to overwrite them"
+        )
     messages = 0
     results = 0
     for session_id, session in sessions.items():

@@ -14,6 +14,7 @@ itself before answering, so no reader ever sees a user half remembered.
 
 from __future__ import annotations
 
+import asyncio
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -32,7 +33,9 @@ __all__ = [
     "RetentionReport",
     "ScopeReport",
     "UserInfo",
+    "adiscard_if_empty",
     "apply_retention",
+    "discard_if_empty",
     "erase",
     "erasure_marker",
     "finish_pending",
@@ -260,6 +263,37 @@ def apply_retention(
     return report
 
 
+def holds_data(runtime: RuntimeBackend, scope: Scope) -> bool:
+    """Whether ``scope`` holds anything a user put there: state, working memory, a plan, a
+    message or a tool result. (Step logs belong to plans; a scope has none without them.)"""
+    return bool(
+        runtime.get_state(scope)
+        or runtime.get_working_memory(scope)
+        or runtime.get_plans(scope)
+        or runtime.get_last_messages(scope, 1)
+        or runtime.count_tool_results(scope)
+    )
+
+
+def discard_if_empty(runtime: RuntimeBackend, scope: Scope) -> bool:
+    """Delete ``scope`` whole when its last record is gone; return whether it did.
+
+    Emptying a scope record by record (a LangGraph thread deleted from a session that held
+    nothing else) leaves the backend's traces of the id behind: an empty plans record, its lock
+    file and step-log folder, a ``scopes`` row. Forgetting means no trace of the id, so whoever
+    removes a scope's records calls this afterwards. Under the scope's maintenance lock."""
+    with runtime.locked(scope):
+        if holds_data(runtime, scope):
+            return False
+        runtime.delete_scope(scope)
+    return True
+
+
+async def adiscard_if_empty(runtime: RuntimeBackend, scope: Scope) -> bool:
+    """:func:`discard_if_empty` in a worker thread (the maintenance lock has no async twin)."""
+    return await asyncio.to_thread(discard_if_empty, runtime, scope)
+
+
 def _scopes_of(runtime: RuntimeBackend, erasure: Erasure) -> list[Scope]:
     return [info.scope for info in runtime.list_scopes(include_erased=True) if erasure.covers(info.scope)]
 
@@ -280,6 +314,9 @@ def erase(runtime: RuntimeBackend, store: MemoryStore | None, erasure: Erasure) 
         runtime_bytes += runtime.delete_scope(scope)
         assert scope.session_id is not None
         sessions.append(scope.session_id)
+    if erasure.session_id is not None and erasure.session_id not in sessions:
+        # Listed or not (a backend may list no empty scope), the named session leaves no trace.
+        runtime_bytes += runtime.delete_scope(Scope.of(erasure.user_id, erasure.session_id))
     report = ErasureReport(erasure.user_id, erasure.session_id, sorted(sessions), runtime_bytes)
     if whole_user and store is not None:
         forgotten = store.forget_user(erasure.user_id)

@@ -14,7 +14,7 @@ from pathlib import Path
 from local_ai_memory._contracts.knowledge import KnowledgeBackend, is_note_name
 from local_ai_memory._shared import fs as _fs
 from local_ai_memory._shared.errors import InvalidInputError
-from local_ai_memory._shared.naming import check_component, validate_id
+from local_ai_memory._shared.naming import check_component, owner_of, validate_id
 
 __all__ = ["export_notes", "import_notes"]
 
@@ -31,6 +31,13 @@ def export_notes(knowledge: KnowledgeBackend, folder: str | os.PathLike[str]) ->
             _fs.atomic_write(root / category / check_component(name, "note name"), data)
             written += 1
     return written
+
+
+def _shown(category: str, filename: str) -> str:
+    """A stored note as its user names it: ``knowledge/deploy of alice``."""
+    head, _, rest = filename.partition("_")
+    owner = owner_of(filename)
+    return f"{category}/{rest.removesuffix('.md')} of {owner}" if owner is not None else f"{category}/{head}"
 
 
 def _notes_in(root: Path) -> list[tuple[str, str, Path]]:
@@ -57,11 +64,11 @@ def import_notes(knowledge: KnowledgeBackend, folder: str | os.PathLike[str], *,
         raise InvalidInputError(f"{root} is not a folder of notes ({{category}}/{{user}}_{{name}}.md)")
     notes = _notes_in(root)
     if not replace:
-        taken = [f"{c}/{n}" for c, n, _ in notes if knowledge.note_info(c, n) is not None]
+        taken = [_shown(c, n) for c, n, _ in notes if knowledge.note_info(c, n) is not None]
         if taken:
             raise InvalidInputError(
-                f"{len(taken)} note(s) already exist, e.g. {taken[0]}; "
-                "pass replace=True (on the command line: --replace)"
+                f"{len(taken)} note(s) already exist: {', '.join(taken)}; "
+                "pass replace=True (on the command line: --replace) to overwrite them"
             )
     for category, name, path in notes:
         knowledge.write_note(category, name, path.read_bytes())

@@ -45,7 +45,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from local_ai_memory._runtime.messages import Message, MessageLike, to_message
+from local_ai_memory._runtime.messages import Message, MessageLike, name_outputs, to_message
 from local_ai_memory._shared.errors import InvalidInputError, UnsupportedFormatError
 
 __all__ = [
@@ -213,4 +213,6 @@ def plan_merge(conversation: Iterable[MessageLike], cursor: MergeCursor | None =
     else:  # a window of messages merged earlier: nothing new, the cursor stays as it is
         return MergePlan([], len(view), cursor)
     after = MergeCursor(tail=tuple(combined[-TAIL_LENGTH:]), position=len(view))
-    return MergePlan(messages[start:], start, after)
+    # Keys stay those of the messages as given; what is merged names each tool output after
+    # its call, even one merged earlier in the view.
+    return MergePlan(name_outputs(messages)[start:], start, after)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from local_ai_memory._contracts.runtime import RuntimeBackend, Scope
@@ -218,11 +218,31 @@ def to_message(item: MessageLike) -> Message:
     )
 
 
+def name_outputs(messages: Sequence[Message]) -> list[Message]:
+    """``messages`` with each unnamed tool output named after the call it answers.
+
+    A Responses API ``function_call_output`` carries only the ``call_id`` of its
+    ``function_call``, which names the tool: without this, a summary says "ran tool" where the
+    call was ``read_log``. An output whose call is not among ``messages`` stays unnamed."""
+    calls = {
+        m.tool_call_id: m.tool_calls[0]
+        for m in messages
+        if m.role == "assistant" and m.tool_call_id and len(m.tool_calls) == 1
+    }
+    if not calls:
+        return list(messages)
+    return [
+        replace(m, name=calls[m.tool_call_id]) if m.role == "tool" and not m.name and m.tool_call_id in calls else m
+        for m in messages
+    ]
+
+
 def to_messages(items: Iterable[MessageLike]) -> list[Message]:
-    """Normalize a sequence of messages; a bare string or dict is refused as a likely mistake."""
+    """Normalize a sequence of messages; a bare string or dict is refused as a likely mistake.
+    Tool outputs are named after their calls (:func:`name_outputs`)."""
     if isinstance(items, (str, bytes, Mapping)):
         raise InvalidInputError("expected a list of messages, got a single " + type(items).__name__)
-    return [to_message(item) for item in items]
+    return name_outputs([to_message(item) for item in items])
 
 
 def stored(message: Message, now: float) -> StoredMessage:
@@ -249,14 +269,14 @@ def stored_items(items: Sequence[Item], now: float) -> list[StoredMessage]:
     """The records of framework items: each one's normal form plus its JSON text in ``raw``."""
     if isinstance(items, (str, bytes, Mapping)):
         raise InvalidInputError("expected a list of items, got a single " + type(items).__name__)
-    records = []
+    raws = []
     for item in items:
         try:
-            raw = json.dumps(item)
+            raws.append(json.dumps(item))
         except (TypeError, ValueError) as error:
             raise InvalidInputError(f"an item must be JSON-able to be kept exactly: {error}") from error
-        records.append(stored(to_message(item), now).model_copy(update={"raw": raw}))
-    return records
+    messages = name_outputs([to_message(item) for item in items])
+    return [stored(message, now).model_copy(update={"raw": raw}) for message, raw in zip(messages, raws, strict=True)]
 
 
 def item_of(record: StoredMessage) -> Item:

@@ -299,7 +299,8 @@ class MemoryManager:
         """Characters ``offset`` to ``offset + limit`` of this scope's stored output (scope-checked)."""
         validate_id(result_id, "tool result id")
         _check_page_bounds(offset, limit)
-        return self.backend.read_tool_result_page(self.scope_info, result_id, offset, limit)
+        page = self.backend.read_tool_result_page(self.scope_info, result_id, offset, limit)
+        return page.model_copy(update={"limit": limit})  # what render_page numbers the pages by
 
     def tool_result_exists(self, result_id: str) -> bool:
         """Whether any scope holds ``result_id`` (to keep new ids unique)."""
@@ -339,7 +340,8 @@ class MemoryManager:
         """Async twin of :meth:`load_tool_result_page`."""
         validate_id(result_id, "tool result id")
         _check_page_bounds(offset, limit)
-        return await self.backend.aread_tool_result_page(self.scope_info, result_id, offset, limit)
+        page = await self.backend.aread_tool_result_page(self.scope_info, result_id, offset, limit)
+        return page.model_copy(update={"limit": limit})
 
 
 def _put_plan(plan_id: str, payload: Any) -> Any:

@@ -65,6 +65,7 @@ __all__ = [
     "ToolResultSearch",
     "ToolResultStore",
     "make_reference",
+    "page_number",
     "parse_reference",
     "protected_result_ids",
     "render_lines",
@@ -169,6 +170,21 @@ def parse_reference(text: object) -> ToolResultReference | None:
         return None
 
 
+def page_number(page: ToolResultPage) -> tuple[int, int]:
+    """``(number, count)`` of ``page`` among the pages of its size (:attr:`~ToolResultPage.limit`,
+    else its own length) that tile the output around it: the pages before it from the start
+    (the first one maybe shorter when the offset is not a multiple of the size), this one, and
+    those after it to the end.
+
+    So reading on from any offset with one limit labels the pages ``k``, ``k+1``, ... of one
+    count, the last page is ``count of count``, and the short last page no longer changes the
+    count (it used to divide by its own length: "page 2 of 3", then "page 5 of 6").
+    """
+    size = max(1, page.limit or len(page.content))
+    number = -(-page.offset // size) + 1
+    return number, number + -(-page.remaining // size)
+
+
 def render_page(page: ToolResultPage) -> str:
     """A page as text for the model: a one-line header saying where it is, then the content."""
     end = page.offset + len(page.content)
@@ -176,11 +192,14 @@ def render_page(page: ToolResultPage) -> str:
         where = "end of result"
     else:
         where = f"{page.remaining} more characters; call load_tool_result with offset={page.next_offset} for the next"
-    size = max(1, len(page.content))
-    number, count = page.offset // size + 1, max(1, math.ceil(page.total_chars / size))
+    if page.content or not page.total_chars:
+        number, count = page_number(page)
+        position = f"page {number} of {count}"
+    else:  # an offset at or past the end: no page holds it
+        position = "past the last page"
     header = (
         f"[tool result {page.result_id} ({page.tool or 'unknown tool'}): "
-        f"characters {page.offset}-{end} of {page.total_chars}; page {number} of {count}; {where}]"
+        f"characters {page.offset}-{end} of {page.total_chars}; {position}; {where}]"
     )
     return f"{header}\n{page.content}"
 

@@ -43,6 +43,7 @@ class Event(str, enum.Enum):
     INDEX_WATCH_ERROR = "INDEX_WATCH_ERROR"
     INDEX_WRITE_DEFERRED = "INDEX_WRITE_DEFERRED"
     TOOL_RESULTS_PRUNED = "TOOL_RESULTS_PRUNED"
+    CALLER_ERROR = "CALLER_ERROR"
 
 
 def log_event(event: Event, level: int = logging.INFO, **fields: Any) -> None:

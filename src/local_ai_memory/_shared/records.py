@@ -153,6 +153,7 @@ class ToolResultPage(BaseModel):
     content: str
     total_chars: int
     next_offset: int | None = Field(description="Where the next page starts; None at the end.")
+    limit: int | None = Field(default=None, description="The page size asked for (pages are numbered by it).")
 
     @property
     def remaining(self) -> int:

@@ -25,7 +25,6 @@ if TYPE_CHECKING:  # what the checkers see; at run time each name is imported on
     from local_ai_memory.mcp._auth import ApiKeyVerifier, JwksVerifier, hash_api_key, new_api_key
     from local_ai_memory.mcp._serve import http_app, is_loopback, serve_http, serve_stdio, verifier_from
     from local_ai_memory.mcp._server import MAX_CHARS, create_server
-    from local_ai_memory.mcp._stdio import run_stdio
 
 _WHERE = {
     "ADMIN": "_access",
@@ -43,10 +42,9 @@ _WHERE = {
     "verifier_from": "_serve",
     "MAX_CHARS": "_server",
     "create_server": "_server",
-    "run_stdio": "_stdio",
 }
-"""Which module holds each public name. They load on first use, so the stdio command reaches its
-first answer before the SDK, the HTTP stack (starlette, uvicorn) or the JWT library is imported."""
+"""Which module holds each public name. They load on first use: ``import local_ai_memory.mcp``
+imports no SDK, and the stdio server never imports uvicorn or the JWT library."""
 
 __all__ = [
     "ADMIN",
@@ -61,7 +59,6 @@ __all__ = [
     "http_app",
     "is_loopback",
     "new_api_key",
-    "run_stdio",
     "serve_http",
     "serve_stdio",
     "verifier_from",

@@ -6,7 +6,6 @@ for, so it binds only to a loopback address: anything else is refused before a s
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
 from typing import Any
 
@@ -16,10 +15,10 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import AnyHttpUrl
 
 from local_ai_memory import ConfigError, Memory
+from local_ai_memory.integration import collector_paused
 
 from ._auth import ApiKeyVerifier, JwksVerifier
 from ._server import create_server
-from ._stdio import run_stdio
 
 __all__ = ["http_app", "is_loopback", "serve_http", "serve_stdio", "verifier_from"]
 
@@ -70,9 +69,13 @@ def _http_server(
             )
         return create_server(memory, user=user, read_only=read_only)
     base = (public_url or f"http://{host}:{port}").rstrip("/")
+    # API keys are static bearer tokens with no authorization server: the server then advertises
+    # none (a plain `Bearer` challenge, no protected-resource metadata), rather than naming
+    # itself as one and answering its metadata with a 404. JWTs name their issuer.
+    advertised = not isinstance(verifier, ApiKeyVerifier)
     auth = AuthSettings(
         issuer_url=AnyHttpUrl(issuer or base),
-        resource_server_url=AnyHttpUrl(f"{base}/mcp"),
+        resource_server_url=AnyHttpUrl(f"{base}/mcp") if advertised else None,
         validate_token_resource=False,  # API keys carry no audience; JwksVerifier checks `aud` itself
     )
     return create_server(memory, read_only=read_only, token_verifier=verifier, auth=auth)
@@ -89,8 +92,9 @@ def http_app(
     public_url: str | None = None,
     issuer: str | None = None,
 ) -> Any:
-    """The Starlette app of the HTTP server (``/mcp``; with a verifier, also the protected-resource
-    metadata under ``/.well-known/oauth-protected-resource``). What :func:`serve_http` runs."""
+    """The Starlette app of the HTTP server (``/mcp``; with a JWT verifier, also the protected-resource
+    metadata under ``/.well-known/oauth-protected-resource``, naming the issuer; API keys are
+    plain bearer tokens, with no OAuth discovery). What :func:`serve_http` runs."""
     server = _http_server(
         memory,
         host=host,
@@ -113,6 +117,8 @@ def serve_http(memory: Memory, *, host: str = "127.0.0.1", port: int = 8765, **o
 
 
 def serve_stdio(memory: Memory, *, user: str, read_only: bool = False) -> None:
-    """Serve ``memory`` as ``user`` over stdin/stdout until the client closes them (see
-    :func:`~local_ai_memory.mcp.run_stdio`, which also opens the memory while it answers)."""
-    run_stdio(lambda: contextlib.nullcontext(memory), user=user, read_only=read_only)
+    """Serve ``memory`` as ``user`` over stdin/stdout until the client closes them: the SDK's own
+    stdio transport, with each tool call run in place (one client: no worker thread to hand off to)."""
+    with collector_paused():  # the tools' models and schemas live as long as the server: no collection walks them
+        server = create_server(memory, user=user, read_only=read_only, offload=False)
+    server.run("stdio")

@@ -28,8 +28,8 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.types import EmptyResult, SubscribeRequestParams, ToolAnnotations, UnsubscribeRequestParams
 from pydantic import BaseModel, Field
 
-from local_ai_memory import ConflictError, LocalMemoryError, Memory, note_hash
-from local_ai_memory.integration import note_filename
+from local_ai_memory import ConflictError, InvalidInputError, Memory, RecordNotFoundError, __version__, note_hash
+from local_ai_memory.integration import caller_message, note_filename
 
 from ._access import READ, WRITE, Identity
 
@@ -43,8 +43,8 @@ MAX_LIST = 200
 T = TypeVar("T")
 
 Id = Annotated[str, Field(description="category/name, e.g. knowledge/deploy.md")]
-User = str | None  # another user: memory:admin only (said once, in the server instructions)
-Session = str
+User = Annotated[str | None, Field(description="act for this user instead of yourself (memory:admin only)")]
+Session = Annotated[str, Field(description="your name for a conversation or task; list_sessions lists them")]
 Expected = Annotated[str | None, Field(description="hash from your last read; '' = must not exist")]
 
 
@@ -94,6 +94,10 @@ class SessionOut(BaseModel):
     checkpoints: list[dict[str, Any]]
     tool_results: list[str]
     truncated: bool
+
+
+class SessionsOut(BaseModel):
+    sessions: list[str]
 
 
 class PageOut(BaseModel):
@@ -163,12 +167,6 @@ def _inlined(schema: Any) -> Any:
         return schema
 
 
-def _split(note_id: str) -> tuple[str | None, str]:
-    """``(category, name)`` of a note id; a bare name is in the default category."""
-    category, sep, name = note_id.rpartition("/")
-    return (category if sep else None), name
-
-
 def _id_of(category: str, filename: str) -> str:
     """The id of the note stored as ``filename`` (``alice_deploy.md``) in ``category``: the file
     name without its user prefix (an encoded user id never holds ``_``, so the first one ends it)."""
@@ -179,9 +177,10 @@ def _capped(limit: int) -> int:
     return max(1, min(limit, MAX_CHARS))
 
 
-async def _run(fn: Callable[[], T], error: type[Exception] = ToolError, *, offload: bool = True) -> T:
-    """Run the blocking call ``fn``, turning the library's errors into ``error`` (a tool's or a
-    resource's error, which the client is shown).
+async def _run(fn: Callable[[], T], error: type[Exception], *, user: str, memory: Memory, offload: bool = True) -> T:
+    """Run the blocking call ``fn`` for ``user``, turning any error into ``error`` (a tool's or a
+    resource's error, which the client is shown), worded by the core's :func:`caller_message`:
+    in the caller's ids, without a host path (the full text goes to the log).
 
     ``offload`` runs it in a worker thread, so an HTTP server keeps answering other requests
     meanwhile; a stdio server (one client) runs it in place, which saves the thread handoff
@@ -191,10 +190,13 @@ async def _run(fn: Callable[[], T], error: type[Exception] = ToolError, *, offlo
     """
     try:
         return await anyio.to_thread.run_sync(fn) if offload else fn()
-    except ConflictError as exc:
-        raise error(f"conflict: {exc} (current_hash={exc.current_hash or 'none: no note'})") from exc
-    except LocalMemoryError as exc:
-        raise error(str(exc)) from exc
+    except (ToolError, ResourceError):
+        raise
+    except Exception as exc:
+        text = caller_message(exc, user, memory.config.runtime_data_dir)
+        if isinstance(exc, ConflictError):
+            text = f"conflict: {text} (current_hash={exc.current_hash or 'none: no note'})"
+        raise error(text) from exc
 
 
 def _json_capped(value: Any, budget: int) -> tuple[Any, bool]:
@@ -215,8 +217,21 @@ class _Tools:
         self.offload = offload
         self.subscribers = _Subscribers(identity)
 
-    async def _call(self, fn: Callable[[], T], error: type[Exception] = ToolError) -> T:
-        return await _run(fn, error, offload=self.offload)
+    async def _call(self, fn: Callable[[], T], user: str, error: type[Exception] = ToolError) -> T:
+        return await _run(fn, error, user=user, memory=self.memory, offload=self.offload)
+
+    def _split(self, note_id: str) -> tuple[str | None, str]:
+        """``(category, name)`` of a note id; a bare name is in the default category, and a
+        category must be one of the memory's (said in the error, so the model can correct it)."""
+        category, sep, name = note_id.rpartition("/")
+        categories = self.memory.config.categories
+        if sep and category not in categories:
+            problem = InvalidInputError(
+                f"unknown category {category!r} in {note_id!r}: ids are category/name, "
+                f"category one of {', '.join(categories)}"
+            )
+            raise ToolError(caller_message(problem, None, self.memory.config.runtime_data_dir))
+        return (category if sep else None), name
 
     async def _notify(self, ctx: Context[Any, Any] | None, note_id: str, user: str) -> None:
         """Tell whoever listens that ``user``'s note ``note_id`` changed: ``subscriptions/listen``
@@ -231,22 +246,22 @@ class _Tools:
     async def search(self, query: str, k: int = 5, user: User = None) -> SearchOut:
         """Keyword/hybrid search of your notes; best first."""
         who = self.identity.caller(user, READ).user
-        found = await self._call(lambda: self.knowledge.search(query, who, k=max(1, min(k, 50))))
+        found = await self._call(lambda: self.knowledge.search(query, who, k=max(1, min(k, 50))), who)
         return SearchOut(hits=[Hit(id=_id_of(c.category, c.filename), title=c.title, score=c.score) for c in found])
 
     async def recall(self, query: str, max_tokens: int = 2000, user: User = None) -> RecallOut:
         """What your notes say about a query, loaded within max_tokens."""
         who = self.identity.caller(user, READ).user
         budget = max(100, min(max_tokens, MAX_CHARS // 2))
-        result = await self._call(lambda: self.knowledge.retrieve(query, who, max_tokens=budget))
+        result = await self._call(lambda: self.knowledge.retrieve(query, who, max_tokens=budget), who)
         ids = [_id_of(f.category, f.filename) for f in result.files]
         return RecallOut(text=result.for_model(), ids=ids, tokens=result.used_tokens)
 
     async def read_note(self, id: Id, offset: int = 0, limit: int = MAX_CHARS, user: User = None) -> NoteOut:
         """Read a note (paged by characters); gives the hash to pass to writes."""
         who = self.identity.caller(user, READ).user
-        category, name = _split(id)
-        text = await self._call(lambda: self.knowledge.read_note(who, name, category=category))
+        category, name = self._split(id)
+        text = await self._call(lambda: self.knowledge.read_note(who, name, category=category), who)
         start = max(0, offset)
         end = start + _capped(limit)
         return NoteOut(
@@ -260,7 +275,7 @@ class _Tools:
     async def list_notes(self, cursor: int = 0, limit: int = 100, user: User = None) -> NotesOut:
         """Ids of your notes, a page at a time."""
         who = self.identity.caller(user, READ).user
-        notes = await self._call(lambda: self.knowledge.notes(who))
+        notes = await self._call(lambda: self.knowledge.notes(who), who)
         start = max(0, cursor)
         end = start + max(1, min(limit, MAX_LIST))
         ids = [_id_of(n.category, note_filename(who, n.name)) for n in notes[start:end]]
@@ -271,9 +286,9 @@ class _Tools:
     ) -> WriteOut:
         """Store a note verbatim (create or replace)."""
         who = self.identity.caller(user, WRITE).user
-        category, name = _split(id)
+        category, name = self._split(id)
         filename = await self._call(
-            lambda: self.knowledge.write_note(who, name, text, category=category, expected_hash=expected_hash)
+            lambda: self.knowledge.write_note(who, name, text, category=category, expected_hash=expected_hash), who
         )
         id = _id_of(category or self.knowledge.store.categories[0], filename)
         await self._notify(ctx, id, who)
@@ -290,9 +305,9 @@ class _Tools:
     ) -> WriteOut:
         """Replace the one exact occurrence of old by new."""
         who = self.identity.caller(user, WRITE).user
-        category, name = _split(id)
+        category, name = self._split(id)
         digest = await self._call(
-            lambda: self.knowledge.edit_note(who, name, old, new, category=category, expected_hash=expected_hash)
+            lambda: self.knowledge.edit_note(who, name, old, new, category=category, expected_hash=expected_hash), who
         )
         await self._notify(ctx, id, who)
         return WriteOut(id=id, hash=digest)
@@ -302,9 +317,9 @@ class _Tools:
     ) -> DeleteOut:
         """Delete a note."""
         who = self.identity.caller(user, WRITE).user
-        category, name = _split(id)
+        category, name = self._split(id)
         deleted = await self._call(
-            lambda: self.knowledge.delete_note(who, name, category=category, expected_hash=expected_hash)
+            lambda: self.knowledge.delete_note(who, name, category=category, expected_hash=expected_hash), who
         )
         await self._notify(ctx, id, who)
         return DeleteOut(id=id, deleted=deleted)
@@ -333,7 +348,22 @@ class _Tools:
     async def read_session(self, session: Session, user: User = None) -> SessionOut:
         """A session's state (L0), working memory (L1), checkpoints and stored tool outputs."""
         who = self.identity.caller(user, READ).user
-        return await self._call(lambda: self._session_out(who, session))
+
+        def read() -> SessionOut:
+            if not self.memory.holds(who, session):
+                raise RecordNotFoundError(
+                    f"no session {session!r}: nothing was stored under that name (list_sessions lists yours; "
+                    "patch_session starts one)"
+                )
+            return self._session_out(who, session)
+
+        return await self._call(read, who)
+
+    async def list_sessions(self, user: User = None) -> SessionsOut:
+        """Names of your sessions that hold something (state, working memory, tool outputs)."""
+        who = self.identity.caller(user, READ).user
+        found = await self._call(self.memory.sessions, who)
+        return SessionsOut(sessions=sorted(info.scope.session_id or "" for info in found if info.user_id == who))
 
     async def patch_session(
         self,
@@ -359,7 +389,7 @@ class _Tools:
                 scope.update_state(state)
             return self._session_out(who, session)
 
-        return await self._call(patch)
+        return await self._call(patch, who)
 
     async def load_tool_result(
         self, session: Session, result_id: str, offset: int = 0, limit: int = MAX_CHARS, user: User = None
@@ -367,7 +397,7 @@ class _Tools:
         """A page of a stored tool output."""
         who = self.identity.caller(user, READ).user
         page = await self._call(
-            lambda: self.memory.session(who, session).load_page(result_id, max(0, offset), _capped(limit))
+            lambda: self.memory.session(who, session).load_page(result_id, max(0, offset), _capped(limit)), who
         )
         return PageOut(
             result_id=page.result_id,
@@ -451,6 +481,7 @@ def create_server(
         tools.read_note,
         tools.list_notes,
         tools.read_session,
+        tools.list_sessions,
         tools.load_tool_result,
     )
     writers: tuple[tuple[Callable[..., Any], ToolAnnotations], ...] = (
@@ -465,12 +496,16 @@ def create_server(
     for tool in listed:  # what the client lists; arguments are still validated by the full models
         tool.parameters = _lean(_inlined(tool.parameters))
         tool.fn_metadata.output_schema = _lean(_inlined(tool.fn_metadata.output_schema))
+    if token_verifier is None:  # one local user, who holds no memory:admin: `user` could only fail
+        for tool in listed:
+            tool.parameters["properties"].pop("user", None)
     server: MCPServer[Any] = MCPServer(
         name,
+        version=__version__,
         instructions=(
             "Long-term memory: notes (search, recall, read, write, edit) and per-session runtime "
-            "memory (state, working memory, stored tool outputs). Pass read hashes to writes. "
-            "`user` acts for another user (memory:admin only)."
+            "memory (state, working memory, stored tool outputs) per session you name; list_sessions "
+            "lists them. Pass read hashes to writes."
         ),
         token_verifier=token_verifier,
         auth=auth,
@@ -489,31 +524,32 @@ def _add_resources(server: MCPServer[Any], tools: _Tools) -> None:
     @server.resource("memory://notes/{category}/{name}", mime_type="text/markdown")
     async def note(category: str, name: str) -> str:
         who = tools.identity.caller(None, READ, ResourceError).user
-        return await tools._call(lambda: tools.knowledge.read_note(who, name, category=category), ResourceError)
+        return await tools._call(lambda: tools.knowledge.read_note(who, name, category=category), who, ResourceError)
 
     @server.resource("memory://sessions/{session}/state", mime_type="application/json")
     async def state(session: str) -> str:
         who = tools.identity.caller(None, READ, ResourceError).user
         return json.dumps(
-            await tools._call(lambda: tools.memory.session(who, session).get_state(), ResourceError), ensure_ascii=False
+            await tools._call(lambda: tools.memory.session(who, session).get_state(), who, ResourceError),
+            ensure_ascii=False,
         )
 
     @server.resource("memory://sessions/{session}/working-memory", mime_type="text/markdown")
     async def working_memory(session: str) -> str:
         who = tools.identity.caller(None, READ, ResourceError).user
-        return await tools._call(lambda: tools.memory.session(who, session).get_working_memory(), ResourceError)
+        return await tools._call(lambda: tools.memory.session(who, session).get_working_memory(), who, ResourceError)
 
     @server.resource("memory://sessions/{session}/checkpoints", mime_type="application/json")
     async def checkpoints(session: str) -> str:
         who = tools.identity.caller(None, READ, ResourceError).user
-        found = await tools._call(lambda: tools.memory.session(who, session).checkpoints(), ResourceError)
+        found = await tools._call(lambda: tools.memory.session(who, session).checkpoints(), who, ResourceError)
         return json.dumps([c.model_dump(mode="json") for c in found], ensure_ascii=False)
 
     @server.resource("memory://sessions/{session}/tool-results/{result_id}", mime_type="text/plain")
     async def tool_result(session: str, result_id: str) -> str:
         who = tools.identity.caller(None, READ, ResourceError).user
         return await tools._call(
-            lambda: tools.memory.session(who, session).read_tool_result(result_id, 0, MAX_CHARS), ResourceError
+            lambda: tools.memory.session(who, session).read_tool_result(result_id, 0, MAX_CHARS), who, ResourceError
         )
 
     del note, state, working_memory, checkpoints, tool_result

@@ -319,6 +319,60 @@ class KnowledgeBackendTests:
         assert len(twin(backend, "list_notes", "knowledge")) == 80
         assert twin(backend, "read_note", "knowledge", _note("u3", "n7")) == b"u3 7"
 
+    # -- blob rewrites (how the index journal is folded into a snapshot) ----------------------------
+    def test_rewrite_blobs_reads_all_then_writes_each_or_nothing(self, backend: KnowledgeBackend) -> None:
+        backend.write_blob(".kit/a", b"one")
+        seen: list[list[bytes | None]] = []
+
+        def change(current: list[bytes | None]) -> list[bytes]:
+            seen.append(current)
+            return [b"A", b"B"]
+
+        backend.rewrite_blobs([".kit/a", ".kit/b"], change)
+        assert seen == [[b"one", None]], "rewrite_blobs gives change the blobs' contents, None for a missing one"
+        assert (backend.read_blob(".kit/a"), backend.read_blob(".kit/b")) == (b"A", b"B")
+
+        def refuse(current: list[bytes | None]) -> list[bytes]:
+            raise ValueError("refused")
+
+        with pytest.raises(ValueError, match="refused"):
+            backend.rewrite_blobs([".kit/a", ".kit/b"], refuse)
+        assert (backend.read_blob(".kit/a"), backend.read_blob(".kit/b")) == (b"A", b"B"), (
+            "a change that raises must write nothing"
+        )
+
+    def test_rewrite_blobs_loses_no_append_made_meanwhile(self, backend: KnowledgeBackend) -> None:
+        # Rewrites keep what they read and add one byte; appends run in other threads at the
+        # same time. An append that lands between a rewrite's read and its write is lost unless
+        # the rewrite holds off appends of that blob (the contract's rule).
+        name = ".kit/journal"
+        backend.write_blob(name, b"")
+        appends, rewrites = 4 * 60, 60
+        start = threading.Barrier(5)
+
+        def append(_: int) -> None:
+            start.wait()
+            for _ in range(appends // 4):
+                backend.append_blob(name, b"a")
+
+        threads = [threading.Thread(target=append, args=(t,)) for t in range(4)]
+        for thread in threads:
+            thread.start()
+        start.wait()
+
+        def keep_and_mark(current: list[bytes | None]) -> list[bytes]:
+            time.sleep(0.002)  # a window between the read and the write for the appends to hit
+            return [(current[0] or b"") + b"r"]
+
+        for _ in range(rewrites):
+            backend.rewrite_blobs([name], keep_and_mark)
+        for thread in threads:
+            thread.join()
+        data = backend.read_blob(name) or b""
+        assert (data.count(b"a"), data.count(b"r")) == (appends, rewrites), (
+            "rewrite_blobs must hold off append_blob of the same blob: an append made meanwhile was lost"
+        )
+
     # -- change feed ---------------------------------------------------------------------------
     def test_change_feed_sees_inserts_modifications_and_deletes(self, backend: KnowledgeBackend, twin: Twin) -> None:
         self.require("change_feed")

@@ -116,13 +116,16 @@ def _size(count: int) -> str:
     return f"{value:.0f}{unit}" if value.is_integer() else f"{value:.1f}{unit}"
 
 
-def listing_view(path: str, entries: Sequence[tuple[str, int]], view_range: Sequence[int] | None) -> str:
-    """A directory listing (``(shown path, size in bytes)`` per entry), paged by ``view_range``
-    (1-based entry numbers, ``-1`` for the end) and :data:`MAX_VIEW_ENTRIES`."""
+def listing_view(path: str, entries: Sequence[tuple[str, int | None]], view_range: Sequence[int] | None) -> str:
+    """A directory listing (``(shown path, size in bytes)`` per entry; size ``None``: the entry
+    cannot be read), paged by ``view_range`` (1-based entry numbers, ``-1`` for the end) and
+    :data:`MAX_VIEW_ENTRIES`."""
     start, end = _window(view_range, len(entries), MAX_VIEW_ENTRIES, "entries")
     shown = entries[start:end]
     lines = [f"Here are the files and directories in {path} ({len(entries)} entries):"]
-    lines += [f"{_size(size)}\t{entry}" for entry, size in shown]
+    lines += [
+        f"{_size(size)}\t{entry}" if size is not None else f"-\t{entry} (cannot be read)" for entry, size in shown
+    ]
     if not entries:
         lines.append("(empty)")
     if end < len(entries) or start > 0:

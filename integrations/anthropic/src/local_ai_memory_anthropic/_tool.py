@@ -32,7 +32,7 @@ from anthropic.types.beta import (
 )
 
 from local_ai_memory import ConflictError, LocalMemoryError, Memory, RecordNotFoundError, note_hash
-from local_ai_memory.integration import adrive, drive, validate_name
+from local_ai_memory.integration import adrive, caller_message, drive, validate_name
 
 from ._paths import (
     ROOT,
@@ -78,17 +78,33 @@ class _Commands:
             raise ToolError(f"{path} is a directory, not a file")
         return target.category, target.name
 
-    def _listing(self, categories: tuple[str, ...]) -> Generator[_Call, Any, list[tuple[str, int]]]:
+    def _listing(self, categories: tuple[str, ...]) -> Generator[_Call, Any, list[tuple[str, int | None]]]:
         """Entries of the given categories; listing several (the root), each category but the
-        default one (whose files are the top level) is a directory entry before its files."""
-        entries: list[tuple[str, int]] = []
+        default one (whose files are the top level) is a directory entry before its files.
+
+        A category or note that cannot be read (a folder linked out of the data folder, say) is
+        listed with no size and the rest is listed as usual: one bad entry never hides the others.
+        """
+        entries: list[tuple[str, int | None]] = []
         for category in categories:
-            notes = yield _Call("notes", kwargs={"category": category})
+            shown = display_path(category, None, self.categories) + "/"
+            try:
+                notes = yield _Call("notes", kwargs={"category": category})
+            except LocalMemoryError as error:
+                if len(categories) == 1:  # the directory asked for: say why it cannot be listed
+                    raise
+                caller_message(error, self.user_id, self.memory.config.runtime_data_dir)  # logged
+                entries.append((shown, None))
+                continue
             if len(categories) > 1 and category != self.categories[0]:
-                entries.append((display_path(category, None, self.categories) + "/", 0))
+                entries.append((shown, 0))
             for note in notes:
-                info = yield _Call("note_info", (note.name,), {"category": category})
-                size = info.size if info is not None else 0
+                size: int | None = None
+                try:
+                    info = yield _Call("note_info", (note.name,), {"category": category})
+                    size = info.size if info is not None else 0
+                except LocalMemoryError as error:
+                    caller_message(error, self.user_id, self.memory.config.runtime_data_dir)
                 entries.append((display_path(category, note.name, self.categories), size))
         return entries
 
@@ -184,9 +200,10 @@ class _Commands:
         return f"All memory cleared ({count} files)"
 
 
-def _error(error: LocalMemoryError) -> ToolError:
-    """A library error as the tool's error answer (its message names what was wrong)."""
-    return ToolError(f"Error: {error}")
+def _error(error: Exception, commands: _Commands) -> ToolError:
+    """An error as the tool's answer, worded by the core's :func:`caller_message`: what was wrong
+    in the model's own paths, never a host path or another user's file name (those go to the log)."""
+    return ToolError(f"Error: {caller_message(error, commands.user_id, commands.memory.config.runtime_data_dir)}")
 
 
 class LocalMemoryTool(BetaAbstractMemoryTool):
@@ -220,8 +237,10 @@ class LocalMemoryTool(BetaAbstractMemoryTool):
 
         try:
             return drive(flow, answer)
-        except LocalMemoryError as error:
-            raise _error(error) from error
+        except ToolError:
+            raise
+        except Exception as error:
+            raise _error(error, self._commands) from error
 
     def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
         """List ``/memories`` or a category, or show a note with line numbers, paged."""
@@ -274,8 +293,10 @@ class AsyncLocalMemoryTool(BetaAsyncAbstractMemoryTool):
 
         try:
             return await adrive(flow, answer)
-        except LocalMemoryError as error:
-            raise _error(error) from error
+        except ToolError:
+            raise
+        except Exception as error:
+            raise _error(error, self._commands) from error
 
     async def view(self, command: BetaMemoryTool20250818ViewCommand) -> str:
         """Async twin of :meth:`LocalMemoryTool.view`."""

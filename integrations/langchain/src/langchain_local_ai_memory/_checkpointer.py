@@ -66,7 +66,14 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from local_ai_memory import InvalidInputError, Memory, MemoryConfig, StorageError, UnsupportedFormatError
 from local_ai_memory.backends import PlanSteps, RuntimeBackend, Scope, ScopeInfo, StepsChange
-from local_ai_memory.integration import adrive, checkpoint_log, collector_paused, drive
+from local_ai_memory.integration import (
+    adiscard_if_empty,
+    adrive,
+    checkpoint_log,
+    collector_paused,
+    discard_if_empty,
+    drive,
+)
 
 from ._message_decode import list_loader, loader
 from ._scope import memory_of
@@ -233,6 +240,20 @@ class _Call:
 
     async def aon(self, runtime: RuntimeBackend) -> Any:
         return await getattr(runtime, "a" + self.method)(*self.args)
+
+
+@dataclass(frozen=True)
+class _Discard(_Call):
+    """Delete the scope ``args[0]`` whole if its last record is gone (the core's rule, so a
+    deleted thread leaves no trace of its id: no empty record, lock file or row)."""
+
+    method: str = "discard_if_empty"
+
+    def on(self, runtime: RuntimeBackend) -> Any:
+        return discard_if_empty(runtime, *self.args)
+
+    async def aon(self, runtime: RuntimeBackend) -> Any:
+        return await adiscard_if_empty(runtime, *self.args)
 
 
 @dataclass(frozen=True)
@@ -744,6 +765,7 @@ class LocalMemorySaver(BaseCheckpointSaver[str]):
     def _delete_op(self, thread_id: str) -> Op[None]:
         scope = self._scope(thread_id)
         yield _Call("update_plans", (scope, _drop_langgraph_plans))
+        yield _Discard(args=(scope,))
         self._forget(scope)
 
     def _rewrite_op(self, scope: Scope, change: StepsChange) -> Op[None]:

@@ -50,8 +50,8 @@ from local_ai_memory._contracts.knowledge import (
 )
 from local_ai_memory._shared import fs as _fs
 from local_ai_memory._shared.config import MemoryConfig
-from local_ai_memory._shared.errors import InvalidInputError
-from local_ai_memory._shared.naming import DirectoryGuard, check_component, validate_id
+from local_ai_memory._shared.errors import InvalidInputError, PathEscapeError
+from local_ai_memory._shared.naming import DirectoryGuard, check_component, owner_of, validate_id
 
 if TYPE_CHECKING:
     from local_ai_memory._shared.models import Embedder
@@ -149,7 +149,18 @@ class FileKnowledgeBackend(KnowledgeBackend):
         """
         path = self._folder(category) / check_component(name)
         if os.path.islink(path):
-            self.guard.check(path)
+            self._check_link(path, name)
+        return path
+
+    def _check_link(self, path: Path, name: str) -> Path:
+        """``path``, a note that is a symlink, if it leads to a note of the same user in a folder
+        of this data folder; :class:`PathEscapeError` otherwise (out of the root, or to another
+        user's note, which a link must not hand to this one)."""
+        self.guard.check(path)
+        real = Path(os.path.realpath(path))
+        home = Path(os.path.realpath(self.data_dir))
+        if real.parent.parent != home or real.parent.name.startswith(".") or owner_of(real.name) != owner_of(name):
+            raise PathEscapeError(f"{path} links to {real}, which is not a note of the same user")
         return path
 
     def _folder(self, category: str) -> Path:
@@ -174,7 +185,7 @@ class FileKnowledgeBackend(KnowledgeBackend):
         try:
             return _fs.read_head(path, size, follow_links=False)
         except _fs.LinkNotFollowedError:
-            return _fs.read_head(self.guard.check(Path(path)), size)
+            return _fs.read_head(self._check_link(Path(path), name), size)
 
     def write_note(self, category: str, name: str, data: bytes) -> NoteInfo:
         path = self.path_of(category, name)

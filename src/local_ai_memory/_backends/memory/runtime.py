@@ -86,11 +86,13 @@ class InMemoryRuntimeBackend(RuntimeBackend):
             return found[1]
 
     def _view(self, scope: Scope) -> _ScopeData:
-        """The scope's data for reading: a scope under a pending erasure reads as empty."""
+        """The scope's data for reading: a scope under a pending erasure reads as empty, and
+        reading a scope never stores one (an unknown id leaves no trace)."""
         with self._lock:
-            if self._erasures and erased(list(self._erasures), scope):
+            found = self._scopes.get(scope.key)
+            if found is None or (self._erasures and erased(list(self._erasures), scope)):
                 return _ScopeData()
-        return self._data(scope)
+            return found[1]
 
     @staticmethod
     def _touch(data: _ScopeData) -> None:
@@ -327,7 +329,7 @@ class InMemoryRuntimeBackend(RuntimeBackend):
                 size += len(data.working.encode("utf-8", "surrogatepass"))
                 size += sum(len(message.content) for message in data.messages)
                 size += sum(_json_size(steps) for steps in data.steps.values())
-            if not empty:
+            if not empty or include_erased:  # an emptied scope still names its ids: erasing finds it
                 infos.append(ScopeInfo(scope, size, data.modified))
         return sorted(infos, key=lambda info: info.scope.key)
 

@@ -367,24 +367,6 @@ class PostgresKnowledgeBackend(PgStorage, KnowledgeBackend):
         """Delete the owner's change counter and log (their notes are gone): no trace is left."""
         self.run("forget_feed", self._forget_feed(user_prefix))
 
-    def _rewrite(self, names: Sequence[str], change: Callable[[list[bytes | None]], list[bytes]]) -> Op[None]:
-        rows = yield Stmt(
-            self.db.q("SELECT name, data FROM {s}.blobs WHERE name = ANY(%s) ORDER BY name FOR UPDATE"),
-            (list(names),),
-            "all",
-        )
-        found = {row[0]: bytes(row[1]) for row in rows}
-        new = change([found.get(name) for name in names])
-        if len(new) != len(names):
-            raise ValueError("rewrite_blobs: change must return one blob per name")
-        for name, data in zip(names, new, strict=True):
-            yield from self._write_blob(name, data)
-
-    def rewrite_blobs(self, names: Sequence[str], change: Callable[[list[bytes | None]], list[bytes]]) -> None:
-        """One transaction holding the blobs' rows: appends to them wait for it, and a crash
-        leaves all of them as they were or all rewritten."""
-        self.run("rewrite_blobs", self._rewrite(names, change))
-
     # -- derived data --------------------------------------------------------------------------
     def _read_blob(self, name: str) -> Op[bytes | None]:
         row = yield Stmt(self.db.q("SELECT data FROM {s}.blobs WHERE name = %s"), (name,), "one")
@@ -447,6 +429,24 @@ class PostgresKnowledgeBackend(PgStorage, KnowledgeBackend):
 
     async def aappend_blob(self, name: str, data: bytes) -> None:
         await self.arun("append_blob", self._append_blob(name, data))
+
+    def _rewrite(self, names: Sequence[str], change: Callable[[list[bytes | None]], list[bytes]]) -> Op[None]:
+        rows = yield Stmt(
+            self.db.q("SELECT name, data FROM {s}.blobs WHERE name = ANY(%s) ORDER BY name FOR UPDATE"),
+            (list(names),),
+            "all",
+        )
+        found = {row[0]: bytes(row[1]) for row in rows}
+        new = change([found.get(name) for name in names])
+        if len(new) != len(names):
+            raise ValueError("rewrite_blobs: change must return one blob per name")
+        for name, data in zip(names, new, strict=True):
+            yield from self._write_blob(name, data)
+
+    def rewrite_blobs(self, names: Sequence[str], change: Callable[[list[bytes | None]], list[bytes]]) -> None:
+        """One transaction holding the blobs' rows: appends to them wait for it, and a crash
+        leaves all of them as they were or all rewritten."""
+        self.run("rewrite_blobs", self._rewrite(names, change))
 
     def blob_size(self, name: str) -> int | None:
         return self.run("blob_size", self._blob_size(name))

@@ -725,7 +725,7 @@ class PostgresRuntimeBackend(PgStorage, RuntimeBackend):
                 or results
                 or messages
             )
-            if empty:
+            if empty and not include_erased:  # an emptied row still names its ids: erasing finds it
                 continue
             scope = Scope() if user == "" else Scope.of(user, session)
             infos.append(ScopeInfo(scope, int(result_bytes) + int(working) + int(message_bytes), float(modified)))
