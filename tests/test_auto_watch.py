@@ -236,7 +236,7 @@ def test_a_process_with_a_watcher_exits_cleanly_with_its_index_written(tmp_path:
     assert done.stdout.strip() == "watched"
     assert "Traceback" not in done.stderr
     assert "Warning" not in done.stderr
-    stored = [tmp_path / "memory_data" / name for name in ("memory_index.json", "memory_index.journal")]
+    stored = [tmp_path / "memory_data" / ".index" / name for name in ("alice_index.json", "alice_index.journal")]
     assert any("alice_a.md" in path.read_text(encoding="utf-8") for path in stored if path.exists())
 
 
@@ -285,7 +285,7 @@ def test_forgetting_a_user_while_a_flush_holds_the_index_write_lock_does_not_dea
     memory = Memory.open(tmp_path, fsync=False, auto_watch=False)
     memory.knowledge.write_note("bob", "deploy", "# deploy\n\nkestrel deploy")
     store = memory.knowledge.store
-    index = store._index
+    index = store._owner("alice").index
     holding = threading.Event()
     flushed = threading.Event()
     forgotten = threading.Event()
@@ -340,9 +340,9 @@ def test_a_large_users_first_query_waits_for_the_watchers_catch_up_instead_of_li
     compared: list[str] = []
     original = NoteIndexer.stale
 
-    def counted(self: NoteIndexer, user_id: str | None, categories: tuple[str, ...]) -> object:
+    def counted(self: NoteIndexer, categories: tuple[str, ...]) -> object:
         compared.append(threading.current_thread().name)
-        return original(self, user_id, categories)
+        return original(self, categories)
 
     monkeypatch.setattr(NoteIndexer, "stale", counted)
     store = make_store(tmp_path)

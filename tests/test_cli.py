@@ -46,7 +46,8 @@ def test_index_search_retrieve_stats_json(data: Path) -> None:
     done = run("index", "--data-dir", str(data), "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["files"] == 3
-    assert (data / "memory_data" / "memory_index.json").exists()
+    assert (data / "memory_data" / ".index" / "manifest.json").exists()
+    assert (data / "memory_data" / ".index" / "alice_index.json").exists()
 
     done = run("search", "python loops", "--user", "alice", "--data-dir", str(data), "--json")
     assert done.returncode == 0, done.stderr
@@ -142,7 +143,7 @@ def test_watch_picks_up_a_new_file(data: Path) -> None:
     )
     try:
         deadline = time.monotonic() + 20
-        index = data / "memory_data" / "memory_index.json"
+        index = data / "memory_data" / ".index" / "alice_index.json"
         while not index.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(0.5)
@@ -158,7 +159,7 @@ def test_watch_picks_up_a_new_file(data: Path) -> None:
     first = next(line for line in stderr.splitlines() if "watching" in line)
     assert len(first) > 80
     assert first.endswith("Ctrl-C to stop")
-    journal = index.with_name("memory_index.journal")  # the snapshot and the writes after it
+    journal = index.with_suffix(".journal")  # the snapshot and the writes after it
     names = {e.filename for e in stored_entries(index.read_bytes(), journal.read_bytes() if journal.exists() else None)}
     assert "alice_new.md" in names
 

@@ -76,7 +76,7 @@ def test_python_search_names_uncovered_folders_and_creates_nothing(tmp_path: Pat
         assert memory.knowledge.notes("alice") == []
         assert [info.notes for info in memory.users()] == [2]
     created = sorted(p.name for p in (data / "memory_data").iterdir() if not p.name.startswith("."))
-    assert created == ["man", "memory_index.journal", "memory_index.json"]  # the index, and no category folder
+    assert created == ["man"]  # no category folder, and no index for a user without notes
 
 
 # -- files that are not text ----------------------------------------------------------------

@@ -29,7 +29,7 @@ from local_ai_memory import close_shared_stores
 from local_ai_memory._knowledge import index as index_module
 from local_ai_memory._knowledge import index_file
 from local_ai_memory._knowledge.bm25 import BM25Index, Vocabulary, pack_texts, read_snapshot, snapshot_bytes
-from local_ai_memory._knowledge.index import JOURNAL_NAME, EntryMap
+from local_ai_memory._knowledge.index import EntryMap, index_names
 from local_ai_memory._knowledge.index_file import IndexColumns, parse_columns, parse_index, stored_entries
 from local_ai_memory._knowledge.store import MemoryStore
 from local_ai_memory._shared.config import MemoryConfig
@@ -67,17 +67,17 @@ def _folder(root: Path, notes: int = 40) -> list[list[tuple[str, float]]]:
         store.write_file(f"knowledge/alice_n{n}.md", _note(n))
     store.bm25_search("tea", user_id="alice")
     store.settle()  # the notes' timestamp tick is over: no content hashes in the snapshot
-    store._index.compact()
+    store._owner("alice").index.compact()
     store.save_rankers()
     return _ranked(store)
 
 
-def _index_path(root: Path) -> Path:
-    return root / "memory_data" / "memory_index.json"
+def _index_path(root: Path, user: str = "alice") -> Path:
+    return root / "memory_data" / index_names(user)[0]
 
 
 def _entries(root: Path) -> list[dict[str, Any]]:
-    journal = root / "memory_data" / JOURNAL_NAME
+    journal = root / "memory_data" / index_names("alice")[1]
     found = stored_entries(_index_path(root).read_bytes(), journal.read_bytes() if journal.exists() else None)
     return [e.model_dump() for e in found]
 
@@ -91,7 +91,7 @@ def test_a_new_process_decodes_only_the_entries_it_reads(tmp_path: Path) -> None
     assert parse_index(data)[0] == "ok"  # still an index every reader parses whole (cols is ignored there)
     fresh = _fresh(tmp_path)
     assert fresh.bm25_search("tok7x", user_id="alice") == ["alice_n7.md"]
-    entries = fresh._index.current()
+    entries = fresh._owner("alice").index.current()
     assert isinstance(entries, EntryMap)
     rows = entries._rows
     assert rows is not None
@@ -149,9 +149,9 @@ def test_a_compaction_copies_the_rows_it_never_decoded(tmp_path: Path) -> None:
     fresh.delete_file("knowledge/alice_n4.md")
     fresh.update_index_entry("alice_n5.md", "Handset", "set by hand", ["handset"], "knowledge")
     assert fresh.bm25_search("tea", user_id="alice")  # its ranker, from its snapshot
-    fresh._index.compact()
+    fresh._owner("alice").index.compact()
     fresh.save_rankers()
-    rows = fresh._index.current()._rows
+    rows = fresh._owner("alice").index.current()._rows
     assert rows is not None
     assert len(rows._decoded) <= 12  # the snapshot and the ranker's rows came from the columns
     new = _index_path(tmp_path).read_bytes()
@@ -275,7 +275,7 @@ def test_ranker_snapshots_without_a_usable_order_still_load(tmp_path: Path, orde
     fresh.backend.read_note_heads = lambda c, names, size: read.extend(names) or heads(c, names, size)  # type: ignore[method-assign]
     assert _ranked(fresh) == before
     assert read == []  # the rows were used (terms through a dict instead)
-    assert fresh._rankers.vocab._sorted is None
+    assert fresh._owner("alice").rankers.vocab._sorted is None
 
 
 # -- the read-ahead and the watcher's start ------------------------------------------------------
@@ -293,7 +293,7 @@ def test_the_first_query_reads_its_ranker_snapshot_ahead(tmp_path: Path, monkeyp
     fresh.backend.read_blob = read_blob  # type: ignore[method-assign]
     assert _ranked(fresh) == before
     assert readers == ["local-ai-memory-ranker-read"]
-    assert fresh._rankers._ahead == {}
+    assert fresh._owner("alice").rankers._ahead == {}
 
 
 def test_a_damaged_snapshot_read_ahead_is_reported_and_rebuilt(tmp_path: Path, events: EventLog) -> None:
@@ -373,7 +373,7 @@ def test_the_first_query_compares_columns_and_reads_no_unchanged_note(
     assert again.bm25_search("tok7x", user_id="alice") == []
     assert again.bm25_search("tok8x", user_id="alice") == []
     assert again.bm25_search("handset", user_id="alice") == ["alice_n99.md"]
-    assert sorted(again._index.names_of("alice", "knowledge")) == sorted(
+    assert sorted(again._owner("alice").index.names_of("alice", "knowledge")) == sorted(
         [f"alice_n{n}.md" for n in range(40) if n != 8] + ["alice_n99.md"]
     )
     listed = again.backend.list_versions("knowledge", "alice_")
@@ -382,41 +382,33 @@ def test_the_first_query_compares_columns_and_reads_no_unchanged_note(
     )
 
 
-def test_a_loaded_snapshot_owns_notes_as_the_rule_per_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Loading a snapshot gives the same owner map as the naming rule applied to every name
-    (rows replaced or dropped by the journal included), asking the rule about once per user and
-    category. The loader before owner runs asked as rarely, so the count is a guard against a
-    rule per note, not what tells the two loaders apart: the equality is."""
+def test_each_owner_s_snapshot_holds_exactly_the_notes_the_rule_gives_them(tmp_path: Path) -> None:
+    """Each owner's index holds exactly the notes the naming rule gives that owner (``bob`` never
+    ``bob_admin``'s), after a snapshot and a journal that replaces, drops and adds rows, and a
+    new process reads only the asking owner's index."""
     store = _store(tmp_path)
-    for user in ("alice", "bob", "bob_admin", "b%b"):
+    users = ("alice", "bob", "bob_admin", "b%b")
+    for user in users:
         for n in range(30):
             store.write_file(f"knowledge/{user_file_prefix(user)}n{n}.md", _note(n))
     store.bm25_search("tea", user_id="alice")
     store.settle()
-    store._index.compact()
-    store.write_file("knowledge/alice_n3.md", "# Three again\n\nmelons")  # journal: a replaced row
+    store._owner("bob").index.compact()
+    store.write_file("knowledge/bob_n3.md", "# Three again\n\nmelons")  # journal: a replaced row
     store.delete_file("knowledge/bob_n4.md")  # journal: a dropped row
-    store.write_file("knowledge/carol_n1.md", "# Carol\n\nhandset")  # journal: a new owner
+    store.write_file("knowledge/carol_n1.md", "# Carol\n\nhandset")  # a new owner
     close_shared_stores()
-    asked: list[str] = []
-    original = owner_of
-
-    def counting(name: str) -> str | None:
-        asked.append(name)
-        return original(name)
-
-    monkeypatch.setattr(index_module, "owner_of", counting)
     fresh = _store(tmp_path)
-    fresh.ensure_index()
-    assert len(asked) < 20  # one per run (4 users) and per journal entry, not 120
-    expected: dict[tuple[str, str], set[str]] = {}
-    for category, name in fresh._index.current():
-        owner = original(name)
-        assert owner is not None
-        expected.setdefault((owner, category), set()).add(name)
-    assert fresh._index.owned == expected
-    assert "bob_n4.md" not in expected[("bob", "knowledge")]
-    assert fresh._index.owned[("bob_admin", "knowledge")] == {f"bob%5Fadmin_n{n}.md" for n in range(30)}
+    assert fresh.bm25_search("melons", user_id="bob") == ["bob_n3.md"]
+    assert {parts.index.owner for parts in fresh._parts.held()} == {"bob"}  # nobody else's index read
+    for user in (*users, "carol"):
+        names = {name for (_, name) in fresh._owner(user).index.current()}
+        assert names == {n for n in names if owner_of(n) == user}
+        assert fresh._owner(user).index.owned == ({(user, "knowledge"): names} if names else {})
+    assert "bob_n4.md" not in fresh._owner("bob").index.owned[("bob", "knowledge")]
+    assert fresh._owner("bob_admin").index.owned[("bob_admin", "knowledge")] == {
+        f"bob%5Fadmin_n{n}.md" for n in range(30)
+    }
     assert fresh.bm25_search("handset", user_id="carol") == ["carol_n1.md"]
 
 

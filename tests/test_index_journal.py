@@ -26,7 +26,7 @@ import pytest
 
 from local_ai_memory import close_shared_stores
 from local_ai_memory._knowledge import index as index_module
-from local_ai_memory._knowledge.index import JOURNAL_NAME, journal_bound
+from local_ai_memory._knowledge.index import INDEX_NAME, JOURNAL_NAME, index_names, journal_bound
 from local_ai_memory._knowledge.index_file import parse_index, serialize_index, stored_entries
 from local_ai_memory._knowledge.store import MemoryStore
 from local_ai_memory._shared.config import MemoryConfig
@@ -47,10 +47,19 @@ def _fresh(root: Path) -> MemoryStore:
     return _store(root)
 
 
+ALICE_INDEX, ALICE_JOURNAL = index_names("alice")
+"""The blobs of alice's index (most tests here write her notes only)."""
+CRASH_INDEX, CRASH_JOURNAL = index_names("crash")
+"""The blobs of the index of the crash tests' user."""
+
+
 def _stored(root: Path) -> list[Any]:
-    data = root / "memory_data"
-    journal = data / JOURNAL_NAME
-    return stored_entries((data / "memory_index.json").read_bytes(), journal.read_bytes() if journal.exists() else None)
+    """Every entry of every owner's stored index under ``root``'s data folder."""
+    found: list[Any] = []
+    for snapshot in sorted((root / "memory_data" / ".index").glob("*_index.json")):
+        journal = snapshot.with_suffix(".journal")
+        found.extend(stored_entries(snapshot.read_bytes(), journal.read_bytes() if journal.exists() else None))
+    return found
 
 
 def _note(n: int) -> str:
@@ -60,7 +69,7 @@ def _note(n: int) -> str:
 def test_a_write_appends_its_entry_and_writes_no_snapshot(tmp_path: Path) -> None:
     store = _store(tmp_path)
     store.write_file("knowledge/alice_n0.md", _note(0))  # the first write of a folder writes its (empty) snapshot
-    snapshots, journal = store.index_writes, tmp_path / "memory_data" / JOURNAL_NAME
+    snapshots, journal = store.index_writes, tmp_path / "memory_data" / ALICE_JOURNAL
     size = journal.stat().st_size
     for n in range(1, 40):
         store.write_file(f"knowledge/alice_n{n}.md", _note(n))
@@ -119,9 +128,9 @@ def test_the_journal_is_folded_into_a_snapshot_past_its_bound(tmp_path: Path) ->
     for n in range(bound + 10):
         store.write_file(f"knowledge/alice_n{n}.md", _note(n))
     assert store.index_writes == 2  # the first write, then one compaction
-    journal = (tmp_path / "memory_data" / JOURNAL_NAME).read_bytes()
+    journal = (tmp_path / "memory_data" / ALICE_JOURNAL).read_bytes()
     assert len(journal.split(b"\n")) < 20
-    snapshot = json.loads((tmp_path / "memory_data" / "memory_index.json").read_bytes())
+    snapshot = json.loads((tmp_path / "memory_data" / ALICE_INDEX).read_bytes())
     assert snapshot["index_version"] == 4
     assert json.loads(journal.split(b"\n")[0])["journal"] == snapshot["journal"]
     assert len(_stored(tmp_path)) == bound + 10
@@ -135,13 +144,14 @@ def test_compaction_keeps_lines_another_writer_appended() -> None:
     first.write_file("knowledge/alice_a.md", _note(1))
     second = MemoryStore(backend, CONFIG, categories=["knowledge"])  # another process: its own index
     second.ensure_index()
+    assert second.bm25_search("tok1x", user_id="alice") == ["alice_a.md"]  # alice's index loaded there
     first.write_file("knowledge/alice_b.md", _note(2))  # a line second does not have in memory
-    for n in range(journal_bound(0) + 5):  # second compacts
-        second.write_file(f"knowledge/bob_n{n}.md", _note(100 + n))
+    for n in range(journal_bound(0) + 5):  # second compacts alice's journal
+        second.write_file(f"knowledge/alice_n{n}.md", _note(100 + n))
     assert second.index_writes >= 1
     names = {e.filename for e in MemoryStore(backend, CONFIG, categories=["knowledge"]).read_index().files}
     assert {"alice_a.md", "alice_b.md"} <= names
-    snapshot = parse_index(backend.read_blob("memory_index.json") or b"")[1]
+    snapshot = parse_index(backend.read_blob(ALICE_INDEX) or b"")[1]
     assert snapshot is not None
     assert "alice_b.md" in {e.filename for e in snapshot.files}
 
@@ -232,7 +242,7 @@ def test_a_damaged_journal_loses_nothing(tmp_path: Path, damage: str) -> None:
     store = _store(tmp_path)
     for n in range(12):
         store.write_file(f"knowledge/alice_n{n}.md", _note(n))
-    journal = tmp_path / "memory_data" / JOURNAL_NAME
+    journal = tmp_path / "memory_data" / ALICE_JOURNAL
     data = journal.read_bytes()
     if damage == "torn tail":
         journal.write_bytes(data[:-25])
@@ -252,26 +262,31 @@ def test_a_0_2_folder_opens_as_it_is_and_its_first_write_migrates_it(tmp_path: P
     store = _store(tmp_path)
     for n in range(20):
         store.write_file(f"knowledge/alice_n{n}.md", _note(n))
+        store.write_file(f"knowledge/bob_n{n}.md", _note(1000 + n))
     entries = store.read_index().files
     close_shared_stores()
     data = tmp_path / "memory_data"
-    (data / JOURNAL_NAME).unlink()
+    for blob in (data / ".index").iterdir():
+        blob.unlink()  # what 0.2 had instead: one index of every owner, no journal
     body = json.loads(serialize_index(list(entries), time.time()))
     body["index_version"] = 3  # exactly what 0.2 wrote: no journal id
     for entry in body["files"]:  # settled long ago (a hash left would be cleared, and written, by the query)
         entry.pop("content_hash", None)
-    (data / "memory_index.json").write_text(json.dumps(body))
+    (data / INDEX_NAME).write_text(json.dumps(body))
     old = _fresh(tmp_path)
     events.records.clear()
     assert old.bm25_search("tok7x", user_id="alice") == ["alice_n7.md"]
-    assert "INDEX_REBUILT" not in events.names()  # read as it is, not rebuilt from the notes
-    assert json.loads((data / "memory_index.json").read_bytes())["index_version"] == 3
+    assert "INDEX_REBUILT" not in events.names()  # alice's rows read as they are, not rebuilt from the notes
+    assert not (data / ALICE_INDEX).exists()  # a query writes nothing
     old.write_file("knowledge/alice_new.md", _note(500))
-    migrated = json.loads((data / "memory_index.json").read_bytes())
+    migrated = json.loads((data / ALICE_INDEX).read_bytes())
     assert migrated["index_version"] == 4
     assert isinstance(migrated["journal"], str)
-    assert len(_stored(tmp_path)) == 21
+    assert {e["filename"] for e in migrated["files"]} == {f"alice_n{n}.md" for n in range(20)} | {"alice_new.md"}
+    assert json.loads((data / INDEX_NAME).read_bytes())["index_version"] == 3  # bob's rows still read from there
+    assert not (data / JOURNAL_NAME).exists()
     assert _fresh(tmp_path).bm25_search("tok500x", user_id="alice") == ["alice_new.md"]
+    assert _fresh(tmp_path).bm25_search("tok1007x", user_id="bob") == ["bob_n7.md"]
 
 
 # -- crashes -----------------------------------------------------------------------------------
@@ -342,8 +357,8 @@ def _check_consistent(store: MemoryStore, on_disk: dict[str, str]) -> None:
 def test_kills_during_writes_leave_the_file_index_consistent(tmp_path: Path) -> None:
     def check() -> None:
         data = tmp_path / "memory_data"
-        if (data / "memory_index.json").exists():
-            assert parse_index((data / "memory_index.json").read_bytes())[0] == "ok"
+        if (data / CRASH_INDEX).exists():
+            assert parse_index((data / CRASH_INDEX).read_bytes())[0] == "ok"
             _stored(tmp_path)  # snapshot plus journal always load
         folder = data / "knowledge"
         on_disk = {p.name: p.read_text() for p in folder.glob("*.md")} if folder.exists() else {}
@@ -358,10 +373,10 @@ def test_kills_during_writes_leave_the_postgres_index_consistent(postgres_url: s
     def check() -> None:
         backend = PostgresKnowledgeBackend(postgres_url, schema=postgres_schema)
         try:
-            snapshot = backend.read_blob("memory_index.json")
+            snapshot = backend.read_blob(CRASH_INDEX)
             if snapshot is not None:
                 assert parse_index(snapshot)[0] == "ok"
-                stored_entries(snapshot, backend.read_blob(JOURNAL_NAME))
+                stored_entries(snapshot, backend.read_blob(CRASH_JOURNAL))
             on_disk = {}
             for name in backend.list_notes("knowledge"):
                 on_disk[name] = (backend.read_note("knowledge", name) or b"").decode()
@@ -464,9 +479,9 @@ def test_a_kill_inside_a_postgres_note_write_leaves_note_and_line_together(
         assert done.returncode == -signal.SIGKILL, (done.stdout, done.stderr)
         backend = PostgresKnowledgeBackend(postgres_url, schema=postgres_schema)
         try:
-            snapshot = backend.read_blob("memory_index.json")
+            snapshot = backend.read_blob(CRASH_INDEX)
             assert snapshot is not None
-            stored = stored_entries(snapshot, backend.read_blob(JOURNAL_NAME))
+            stored = stored_entries(snapshot, backend.read_blob(CRASH_JOURNAL))
             notes = backend.list_notes("knowledge")
             assert {e.filename: e.mtime_ns for e in stored} == {name: info.version for name, info in notes.items()}
             on_disk = {name: (backend.read_note("knowledge", name) or b"").decode() for name in notes}
@@ -491,7 +506,7 @@ def test_a_write_stores_its_line_with_its_note() -> None:
     assert calls == ["write_note_with"] * 10 + ["update_note_with"]
     stored = {
         e.filename: e
-        for e in stored_entries(backend.read_blob("memory_index.json") or b"", backend.read_blob(JOURNAL_NAME))
+        for e in stored_entries(backend.read_blob(ALICE_INDEX) or b"", backend.read_blob(ALICE_JOURNAL))
     }
     assert set(stored) == {f"alice_n{n}.md" for n in range(11)}
     info = backend.note_info("knowledge", "alice_n3.md")
@@ -527,7 +542,7 @@ def test_a_delete_stores_its_line_with_its_delete() -> None:
     assert store.delete_file("knowledge/alice_n1.md") is False  # gone: nothing to append
     assert calls == ["delete_note_with"] * 3
     assert not store.dirty
-    stored = stored_entries(backend.read_blob("memory_index.json") or b"", backend.read_blob(JOURNAL_NAME))
+    stored = stored_entries(backend.read_blob(ALICE_INDEX) or b"", backend.read_blob(ALICE_JOURNAL))
     assert {e.filename for e in stored} == {f"alice_n{n}.md" for n in (0, 3, 4, 5)}
     fresh = MemoryStore(backend, CONFIG, categories=["knowledge"])
     assert fresh.bm25_search("tok1x", user_id="alice") == []
@@ -662,8 +677,8 @@ def test_a_new_process_takes_the_metadata_checksums_from_the_snapshot(
     # re-checked, and so changed and checksummed, by the fresh store's first query.
     time.sleep(store.backend.racy_window_ns / 1e9 + 0.01)
     store.settle()
-    assert not store._index.racy
-    store._index.compact()  # a snapshot with every entry's checksum, and the ranker's
+    assert not store._owner("alice").index.racy
+    store._owner("alice").index.compact()  # a snapshot with every entry's checksum, and the ranker's
     store.save_rankers()
     queries = ["tea gardens", "tok7x", "ordinary words", "handset"]
     before = _ranked(store, queries)
@@ -705,11 +720,11 @@ def test_snapshot_checksums_that_do_not_fit_are_not_trusted(tmp_path: Path, dama
     for n in range(30):
         store.write_file(f"knowledge/alice_n{n}.md", _note(n))
     store.bm25_search("tea", user_id="alice")
-    store._index.compact()
+    store._owner("alice").index.compact()
     store.save_rankers()
     queries = ["tea gardens", "tok7x", "note 12"]
     before = _ranked(store, queries)
-    path = tmp_path / "memory_data" / "memory_index.json"
+    path = tmp_path / "memory_data" / ALICE_INDEX
     body = json.loads(path.read_bytes())
     assert len(body["meta"]) == len(body["files"])
     if damage == "short":

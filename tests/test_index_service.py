@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -10,13 +11,15 @@ from pathlib import Path
 import pytest
 
 from local_ai_memory._contracts.knowledge import NoteInfo
-from local_ai_memory._knowledge.index_file import stored_entries
 from local_ai_memory._knowledge.service import MemoryIndexService
 from local_ai_memory._knowledge.store import MemoryStore
 from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.errors import InvalidInputError
 from local_ai_memory._shared.naming import DirectoryGuard
 from local_ai_memory.backends import FileKnowledgeBackend
+
+sys.path.insert(0, str(Path(__file__).parent))  # the helpers the test files share
+from index_support import stored_index
 
 
 def make_store(root: Path) -> MemoryStore:
@@ -75,7 +78,7 @@ def test_watcher_picks_up_create_modify_rename_delete(tmp_path: Path) -> None:
         # Queries while the service runs never scan the folder.
         assert scans == scans_at_start
     assert not service.running
-    on_disk = {e.filename for e in stored_entries(store.index_path.read_bytes(), _journal(store.index_path))}
+    on_disk = {e.filename for e in stored_index(store.data_dir)}
     assert on_disk == {"alice_renamed.md"}
 
 
@@ -107,7 +110,7 @@ def test_burst_of_files_is_indexed(tmp_path: Path) -> None:
         assert service.batches < 1500
         writes_before = store.index_writes
     assert store.index_writes <= writes_before + 1
-    assert len(stored_entries(store.index_path.read_bytes(), _journal(store.index_path))) == 1500
+    assert len(stored_index(store.data_dir)) == 1500
 
 
 def test_start_builds_missing_index_and_catches_up(tmp_path: Path) -> None:
@@ -148,9 +151,3 @@ async def test_async_context_manager(tmp_path: Path) -> None:
 def test_bad_arguments() -> None:
     with pytest.raises(InvalidInputError):
         MemoryIndexService(None, mode="inotify")  # type: ignore[arg-type]
-
-
-def _journal(index_path: Path) -> bytes | None:
-    """The index journal stored beside ``memory_index.json`` (``None``: none)."""
-    journal = index_path.with_name("memory_index.journal")
-    return journal.read_bytes() if journal.exists() else None

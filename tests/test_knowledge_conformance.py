@@ -14,6 +14,7 @@ import pytest
 from local_ai_memory._backends.files.knowledge import FileKnowledgeBackend
 from local_ai_memory._backends.memory.knowledge import InMemoryKnowledgeBackend
 from local_ai_memory._contracts.knowledge import KnowledgeBackend
+from local_ai_memory._knowledge.index import index_names
 from local_ai_memory._knowledge.store import MemoryStore
 from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.naming import DirectoryGuard
@@ -174,7 +175,8 @@ async def test_apply_changes_indexes_what_the_feed_names(tmp_path: Path) -> None
     backend = InMemoryKnowledgeBackend()
     store = MemoryStore(backend, categories=["knowledge"])
     store.ensure_index()
-    assert store.apply_changes() == 0  # first look: compares the listing once
+    assert store.bm25_search("apples", user_id="alice") == []  # alice's index is held from now on
+    assert store.apply_changes() == 0  # the feed of the owners held: nothing new
     backend.write_note("knowledge", "alice_a.md", b"# A\n\napples")
     backend.write_note("knowledge", "alice_b.md", b"# B\n\nbananas")
     assert await store.aapply_changes() == 2
@@ -193,13 +195,20 @@ def test_the_whole_store_surface_runs_on_the_in_memory_backend(tmp_path: Path) -
     store = MemoryStore(backend, MemoryConfig(fsync=False), categories=["knowledge"])
     assert store.populate_index_from_files("alice") == 3  # the binary note is skipped
     assert store.index_exists()
-    assert {s.filename for s in store.get_stale_entries()} == {"bob_x.md"}
+    # bob has no index yet: it is built from his notes when he is first asked for, here by the
+    # stale check over every owner (so nothing is stale), and never while only alice is asked for.
+    assert {parts.index.owner for parts in store._parts.held()} == {"alice"}
+    backend.write_note("knowledge", "alice_new.md", b"# New\n\nkiwi, written behind the index")
+    assert {s.filename for s in store.get_stale_entries()} == {"alice_new.md"}
+    assert store.find_entry("bob_x.md") is not None
     assert store.refresh_stale_entries() == 1
     assert store.update_index_entry("alice_n0.md", "Fruit", "about fruit", ["mango"], "knowledge").title == "Fruit"
     assert store.bm25_search("mango", user_id="alice") == ["alice_n0.md"]
     assert store.remove_index_entry("alice_n1.md", "knowledge") is True
-    assert store.stats()["users"] == {"alice": 2, "bob": 1}
-    assert store.stats()["index_bytes"] == backend.blob_size("memory_index.json")
+    assert store.stats()["users"] == {"alice": 3, "bob": 1}
+    assert store.stats()["index_bytes"] == sum(
+        backend.blob_size(name) or 0 for user in ("alice", "bob") for name in index_names(user)
+    )
     assert repr(store).startswith("MemoryStore(InMemoryKnowledgeBackend(")
     assert [p for p in tmp_path.rglob("*") if p.is_file()] == []  # nothing reached the disk
 

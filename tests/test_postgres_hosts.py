@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from local_ai_memory import Memory, MemoryConfig
+from local_ai_memory._backends.postgres.schema import SCHEMA_VERSION
 from local_ai_memory._shared.errors import StorageError
 
 PRELUDE = textwrap.dedent(
@@ -241,4 +242,5 @@ def test_two_hosts_setting_up_the_schema_at_once_both_succeed(
     hosts = [host(script, postgres_url, postgres_schema, tmp_path / f"h{i}", prelude=False) for i in range(3)]
     outputs = [process.communicate(timeout=60)[0] for process in hosts]
     assert [process.returncode for process in hosts] == [0, 0, 0]
-    assert sorted(int(out.split()[-1]) for out in outputs) == [0, 0, 1]  # one ran the migration, the others waited
+    # one ran the migrations, the others waited
+    assert sorted(int(out.split()[-1]) for out in outputs) == [0, 0, SCHEMA_VERSION]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import random
+import sys
 import time
 from pathlib import Path
 
@@ -14,7 +15,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from local_ai_memory._knowledge.bm25 import BM25Index, Vocabulary, rank, read_snapshot, unpack_texts
-from local_ai_memory._knowledge.index_file import stored_entries
 from local_ai_memory._knowledge.rankers import SnapshotMeta
 from local_ai_memory._knowledge.store import MemoryStore
 from local_ai_memory._shared.config import MemoryConfig
@@ -23,6 +23,9 @@ from local_ai_memory._shared.naming import DirectoryGuard, user_file_prefix
 from local_ai_memory._shared.text import EXACT, LEAD, Analyzer
 from local_ai_memory.backends import FileKnowledgeBackend
 from local_ai_memory.testing._knowledge import reference_bm25
+
+sys.path.insert(0, str(Path(__file__).parent))  # the helpers the test files share
+from index_support import stored_index
 
 WORDS = [f"w{i}" for i in range(12)]
 TERMS = [*WORDS, LEAD + "w1", LEAD + "w2", EXACT + "w1", EXACT + "w3"]
@@ -372,7 +375,7 @@ def test_titles_and_descriptions_are_stored_and_shown_verbatim(tmp_path: Path) -
     # Ranking still splits what is shown: the words of the file name find the note.
     assert store.bm25_search("gcloud endpoints", user_id="alice") == ["alice_gcloud_ai_index-endpoints.md"]
     store.flush()
-    on_disk = stored_entries(store.index_path.read_bytes(), _journal(store.index_path))
+    on_disk = stored_index(store.data_dir)
     assert "my_snake_case_func and __init__" in {e.title for e in on_disk}
 
 
@@ -462,12 +465,6 @@ def test_ranker_snapshot_is_not_reused_after_the_analysis_changes(tmp_path: Path
     other = _store(tmp_path, stemmer_language=None)
     assert other.bm25_search("melons", user_id="alice") == ["alice_a.md"]
     assert _snapshot_meta(snapshot).analyzer == Analyzer(None).signature
-
-
-def _journal(index_path: Path) -> bytes | None:
-    """The index journal stored beside ``memory_index.json`` (``None``: none)."""
-    journal = index_path.with_name("memory_index.journal")
-    return journal.read_bytes() if journal.exists() else None
 
 
 def test_a_snapshot_loads_into_a_vocabulary_that_numbers_its_first_and_last_terms_alike() -> None:

@@ -285,7 +285,7 @@ def test_a_note_too_long_for_what_is_left_is_skipped_unread(tmp_path: Path, monk
 def test_counts_are_kept_in_the_index_and_old_indexes_still_answer(tmp_path: Path) -> None:
     store = make_store(tmp_path)
     fill(store, random.Random(6))
-    store.flush()
+    store._owner("alice").index.compact()  # every entry in the snapshot, none in the journal
     query = ("shared words", "alice")
     before = MemoryRetriever(store).retrieve_result(*query, max_tokens=700)
     # A new process reads the counts back from the index file.
@@ -297,12 +297,12 @@ def test_counts_are_kept_in_the_index_and_old_indexes_still_answer(tmp_path: Pat
     assert MemoryRetriever(again).retrieve_result(*query, max_tokens=700).text == before.text
     close_shared_stores()
     # An index written before the counts existed (no "tk" in its entries) is read as it is.
-    index_path = tmp_path / "memory_data" / "memory_index.json"
+    index_path = tmp_path / "memory_data" / ".index" / "alice_index.json"
     data = json.loads(index_path.read_text(encoding="utf-8"))
     for entry in data["files"]:
         entry.pop("tk", None)
     index_path.write_text(json.dumps(data), encoding="utf-8")
-    for stale in index_path.parent.glob("memory_index.journal*"):
+    for stale in index_path.parent.glob("alice_index.journal*"):
         stale.unlink()
     old = make_store(tmp_path)
     assert entries_of(old)
@@ -394,7 +394,7 @@ def test_damaged_packed_marks_in_a_stored_index_are_counted_again(tmp_path: Path
     before = [MemoryRetriever(store).retrieve_result(q, "alice", max_tokens=b) for q, b in cases]
     ranked = _ranked(store)
     close_shared_stores()
-    index_path = tmp_path / "memory_data" / "memory_index.json"
+    index_path = tmp_path / "memory_data" / ".index" / "alice_index.json"
     data = json.loads(index_path.read_text(encoding="utf-8"))
     for entry in data["files"]:
         # Marks of another text under a matching checksum: only the shape checks and the CRCs
@@ -439,24 +439,26 @@ def test_an_index_with_unpacked_marks_opens_and_its_first_write_packs_them(tmp_p
     is, answers the same, and the first write rewrites it packed (a snapshot, not a journal line)."""
     store = make_store(tmp_path)
     fill(store, random.Random(11))
+    store._owner("alice").index.compact()  # the notes in the snapshot, one more in the journal
+    store.write_file("knowledge/alice_journaled.md", "# journaled\n\nshared words, a journal line")
     # Past the notes' timestamp tick, settled: no entry keeps a content hash, which the next
     # store's first query would otherwise settle (a real change it may store at once on a
     # loaded machine, where the tick is measured longer than settle() waits).
     time.sleep(store.backend.racy_window_ns / 1e9 + 0.01)
     store.settle()
     store.flush()
-    assert not store._index.racy
+    assert not store._owner("alice").index.racy
     query = ("shared words", "alice")
     before = MemoryRetriever(store).retrieve_result(*query, max_tokens=700)
     ranked = _ranked(store)
     close_shared_stores()
     data_dir = tmp_path / "memory_data"
-    index_path = data_dir / "memory_index.json"
+    index_path = data_dir / ".index" / "alice_index.json"
     data = json.loads(index_path.read_text(encoding="utf-8"))
     for entry in data["files"]:
         _unpacked(entry)
     index_path.write_text(json.dumps(data), encoding="utf-8")
-    journal_path = data_dir / "memory_index.journal"
+    journal_path = data_dir / ".index" / "alice_index.journal"
     header, *lines = journal_path.read_text(encoding="utf-8").split("\n")
     assert lines  # the journal's entries are in the old form too
     changed = [json.loads(line) for line in lines]

@@ -182,7 +182,7 @@ def test_processes_and_threads_mixing_every_path(tmp_path: Path, seconds: int) -
     rs.LOSSES.extend(f"lost tool result {k}" for k in lost_results)
     assert (lost_state, lost_plans, lost_results) == ([], [], [])
 
-    index = tmp_path / "data/memory_data/memory_index.json"
+    index = tmp_path / "data/memory_data/.index/u_index.json"
     assert parse_index(index.read_bytes())[0] == "ok"
     store = MemoryStore(
         FileKnowledgeBackend(DirectoryGuard(tmp_path / "data"), MemoryConfig()),

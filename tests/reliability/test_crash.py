@@ -130,8 +130,7 @@ _VERSION = re.compile(r"version tok(\d+)x slot(\d)")
 
 def check_knowledge(root: Path) -> None:
     folder = root / "data/memory_data/knowledge"
-    index = root / "data/memory_data/memory_index.json"
-    if index.exists():
+    for index in (root / "data/memory_data/.index").glob("*_index.json"):
         status, _, why = parse_index(index.read_bytes())
         assert status == "ok", why
     current = {}

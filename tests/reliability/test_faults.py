@@ -94,7 +94,7 @@ def _setup_checkpoint(root: Path) -> CheckpointRun:
 
 def _knowledge_view(root: Path) -> tuple[str, list[str], list[str], str]:
     store = _store(root)
-    index = (root / "memory_data/memory_index.json").read_bytes()
+    index = (root / "memory_data/.index/alice_index.json").read_bytes()
     status = parse_index(index)[0]
     text = store.read_file("knowledge/alice_notes.md")
     return text, store.bm25_search("alphaold", user_id="alice"), store.bm25_search("betanew", user_id="alice"), status
@@ -124,12 +124,12 @@ def _setup_refresh(root: Path) -> MemoryStore:
 def _disk_index_view(root: Path) -> str:
     """The description of alice_notes.md in the stored index (snapshot and journal; no refresh)."""
     data = root / "memory_data"
-    status, index, why = parse_index((data / "memory_index.json").read_bytes())
+    status, index, why = parse_index((data / ".index/alice_index.json").read_bytes())
     assert status == "ok", why
     assert index is not None, why
-    journal = data / "memory_index.journal"
+    journal = data / ".index/alice_index.journal"
     tail = journal.read_bytes() if journal.exists() else None
-    stored = stored_entries((data / "memory_index.json").read_bytes(), tail)
+    stored = stored_entries((data / ".index/alice_index.json").read_bytes(), tail)
     (entry,) = [e for e in stored if e.filename == "alice_notes.md"]
     return entry.description
 

@@ -286,7 +286,7 @@ def test_hostile_index_files(
     first = MemoryStore(FileKnowledgeBackend(guard, CONFIG), CONFIG, categories=["knowledge"])
     first.write_file("knowledge/alice_n.md", "# N\n\nneedle here\n")
     first.write_file("knowledge/bob_secret.md", "# Bob\n\nbob private needle\n")
-    index = root / "memory_data/memory_index.json"
+    index = root / "memory_data/.index/alice_index.json"
     original = index.read_bytes()
     index.write_bytes(original[: len(original) // 2] if data is None else data)
     rs.COUNTS["hostile_inputs"] += 1

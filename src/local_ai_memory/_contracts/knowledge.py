@@ -538,6 +538,7 @@ class KnowledgeBackend(ABC):
     alist_notes = thread_twin(list_notes)
     alist_versions = thread_twin(list_versions)
     achanges = thread_twin(changes)
+    aowner_changes = thread_twin(owner_changes)
     aread_blob = thread_twin(read_blob)
     awrite_blob = thread_twin(write_blob)
     aappend_blob = thread_twin(append_blob)

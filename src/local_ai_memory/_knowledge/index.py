@@ -652,6 +652,12 @@ class KnowledgeIndex:
                 if not self.dirty or self.entries is None:
                     return False
                 entries = self.entries
+                if not entries and not self.skipped and self.journal is None:
+                    # Nothing stored and nothing to store (a user without notes, one just
+                    # forgotten): no blob is written, which leaves no trace of the user's id.
+                    self._pending, self._own, self._full = set(), set(), True
+                    self.dirty = False
+                    return False
                 if self._full or self._migrate or self.journal is None or (compact and self.compaction_due()):
                     return self._compact_locked()
                 keys = sorted(self._pending)
@@ -670,6 +676,20 @@ class KnowledgeIndex:
             self.last_write = time.time()
             self.appends += 1
             return True
+
+    def erase(self) -> None:
+        """Forget this owner's index: empty in memory, and no blob of it left in storage (their
+        notes are gone). A store not yet moved to an index per owner loses the index of every
+        owner that 0.2 and 0.3 kept too, since it held this owner's rows: the other owners build
+        theirs from their notes when next asked for."""
+        with self._write_lock, self.lock:
+            self.replace({})
+            self._full = False
+            names = [self.name, self.journal_name]
+            if self.backend.blob_size(INDEX_NAME) is not None:
+                names += [INDEX_NAME, JOURNAL_NAME]
+            for name in names:
+                self.backend.delete_blob(name)
 
     def compact(self) -> bool:
         """Write a snapshot of every entry and start a fresh journal, whatever changed."""

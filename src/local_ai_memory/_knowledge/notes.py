@@ -559,11 +559,11 @@ class KnowledgeNotes:
             vectors = 0
             if self.embedder is not None:
                 vectors = self._vector_cache(self.embedder).discard(embedded)
-        # A snapshot, not journal lines: the forgotten names leave the stored index at once. Taken
-        # outside the store's lock, as every index write is: the index takes its write lock and
-        # then this one, and a watcher's flush holding the write lock waited for us while we
-        # waited for it (a deadlock seen in test_auto_watch).
-        parts.index.compact()
+        # The owner's stored index goes whole, at once. Outside the store's lock, as every index
+        # write is: the index takes its write lock and then this one, and a watcher's flush
+        # holding the write lock waited for us while we waited for it (a deadlock seen in
+        # test_auto_watch).
+        parts.index.erase()
         self.backend.forget_feed(prefix)
         return ForgottenNotes(notes, size, snapshots, vectors)
 
@@ -950,21 +950,36 @@ class KnowledgeNotes:
             total += changed
         return total
 
-    def refresh_paths(self, paths: Iterable[str | os.PathLike[str]]) -> int:
-        """Re-index the given files (created, changed or deleted), ignoring non-knowledge paths
-        and owners this process does not hold (they compare their listing when next loaded).
-
-        It reads only the files named. Returns the number of changes.
-        """
+    def _note_keys(self, paths: Iterable[str | os.PathLike[str]]) -> set[tuple[str, str]]:
+        """``(category, name)`` of the paths that are notes of a configured category."""
         targets: set[tuple[str, str]] = set()
         for raw in paths:
             try:
                 rel = Path(os.fspath(raw)).relative_to(self.data_dir)
             except ValueError:
                 continue
-            if len(rel.parts) != 2 or rel.parts[0] not in self.categories or not is_note_name(rel.parts[1]):
-                continue
-            targets.add((rel.parts[0], rel.parts[1]))
+            if len(rel.parts) == 2 and rel.parts[0] in self.categories and is_note_name(rel.parts[1]):
+                targets.add((rel.parts[0], rel.parts[1]))
+        return targets
+
+    def hold_owners_of(self, paths: Iterable[str | os.PathLike[str]]) -> int:
+        """Load the owners of the notes named by ``paths`` that this process does not hold (an
+        owner loaded compares their listing once, which takes the change in); return how many."""
+        owners = {owner for _, name in self._note_keys(paths) if (owner := owner_of(name)) is not None}
+        with self._lock:
+            missing = sorted(o for o in owners if o not in self._parts.owners or not self._parts.owners[o].index.loaded)
+        for owner in missing:
+            self._owner(owner)
+        self._parts.release_evicted()
+        return len(missing)
+
+    def refresh_paths(self, paths: Iterable[str | os.PathLike[str]]) -> int:
+        """Re-index the given files (created, changed or deleted), ignoring non-knowledge paths
+        and owners this process does not hold (they compare their listing when next loaded).
+
+        It reads only the files named. Returns the number of changes.
+        """
+        targets = self._note_keys(paths)
         changed = 0
         touched: list[OwnerParts] = []
         with self._lock:

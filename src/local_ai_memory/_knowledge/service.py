@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -70,6 +71,8 @@ class WatchedNotes(Protocol):
 
     def refresh_held(self) -> int: ...
 
+    def hold_owners_of(self, paths: Iterable[str | os.PathLike[str]]) -> int: ...
+
     def follow_watcher(self, active: bool, *, coalesce: bool = True) -> None: ...
 
     def stop_watching(self) -> None: ...
@@ -80,7 +83,14 @@ class WatchedNotes(Protocol):
 
 
 class MemoryIndexService:
-    """Builds or refreshes the index at start, then keeps it current from file-system events."""
+    """Builds or refreshes the index at start, then keeps it current from file-system events.
+
+    It keeps every owner's stored index current (the owner of each changed note is loaded if
+    this process did not hold them), so other processes find their indexes up to date."""
+
+    every_owner = True
+    """Whether a change of an owner this process does not hold loads that owner (an explicit
+    service: yes; a store's automatic watcher keeps only the owners its queries hold)."""
 
     def __init__(
         self,
@@ -212,13 +222,18 @@ class MemoryIndexService:
             backend.request_rescan()
         else:
             backend.record_paths(paths)
+            if self.every_owner:
+                self.store.hold_owners_of(paths)
         self.store.apply_changes()
         self.batches += 1
 
     def _safe(self, paths: set[str] | None) -> None:
         try:
             if paths is None:
-                self.store.refresh_held()
+                if self.every_owner:
+                    self.store.refresh_stale_entries()
+                else:
+                    self.store.refresh_held()
             elif paths:
                 self._apply(paths)
             self._maybe_flush()
@@ -275,8 +290,11 @@ class AutoWatch(MemoryIndexService):
     the change feed only once native watching is registered, and until then queries compare
     listings as before. Index writes are not coalesced (each change is written as without a
     watcher). Where native watching is unavailable it ends, and queries keep comparing
-    listings (the polling fallback without a thread).
+    listings (the polling fallback without a thread). It keeps the owners the process holds
+    current, no others: an owner loaded later compares their listing once as they load.
     """
+
+    every_owner = False
 
     def __init__(self, store: WatchedNotes, parts: RootParts) -> None:
         super().__init__(store, mode="watch", flush_interval=0.0, debounce_ms=100)

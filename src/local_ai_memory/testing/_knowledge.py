@@ -18,8 +18,9 @@ and once through their async twins (no pytest-asyncio setting needed)::
 Optional capabilities (:data:`CAPABILITIES`) are claimed in ``capabilities``; the tests of an
 unclaimed one skip, saying so:
 
-* ``"change_feed"``: :meth:`~KnowledgeBackend.changes` never answers ``None`` (after
-  :meth:`KnowledgeBackendTests.open_feed`) and keeps every promise of ``NoteChanges``.
+* ``"change_feed"``: :meth:`~KnowledgeBackend.owner_changes` never answers ``None`` (after
+  :meth:`KnowledgeBackendTests.open_feed`) and keeps every promise of ``NoteChanges`` for each
+  owner (what the engines follow; the default derives it from :meth:`~KnowledgeBackend.changes`).
 * ``"durable"``: what was written survives closing the backend and opening the store again
   with ``opener``, erasure markers included (checked in a new process).
 * ``"cross_process"``: several processes opening the same store with ``opener``
@@ -377,37 +378,58 @@ class KnowledgeBackendTests:
     def test_change_feed_sees_inserts_modifications_and_deletes(self, backend: KnowledgeBackend, twin: Twin) -> None:
         self.require("change_feed")
         self.open_feed(backend)
-        start = twin(backend, "changes", None)
+        alice, bob = user_file_prefix("alice"), user_file_prefix("bob")
+        start = twin(backend, "owner_changes", alice, None)
         assert start is not None, "a backend claiming 'change_feed' never answers None"
         assert not start.complete  # nothing to compare with yet: the caller lists everything once
+        bob_start = twin(backend, "owner_changes", bob, None)
         a, b = ("knowledge", _note("alice", "a")), ("work", _note("bob", "b"))
         twin(backend, "write_note", *a, b"one")
-        inserted = twin(backend, "changes", start.cursor)
+        inserted = twin(backend, "owner_changes", alice, start.cursor)
         assert inserted.complete
         assert inserted.keys == {a}
         twin(backend, "write_note", *a, b"two")
         twin(backend, "write_note", *b, b"three")
-        modified = twin(backend, "changes", inserted.cursor)
+        modified = twin(backend, "owner_changes", alice, inserted.cursor)
         assert modified.complete
-        assert modified.keys == {a, b}
+        assert modified.keys == {a}, "an owner's feed names that owner's notes only"
+        bobs = twin(backend, "owner_changes", bob, bob_start.cursor)
+        assert bobs.complete
+        assert bobs.keys == {b}
         assert twin(backend, "delete_note", *a)
-        deleted = twin(backend, "changes", modified.cursor)
+        deleted = twin(backend, "owner_changes", alice, modified.cursor)
         assert deleted.complete
         assert deleted.keys == {a}, "a delete must reach the change feed"
         assert not twin(backend, "delete_note", *a)  # nothing deleted: the feed may stay quiet
-        quiet = twin(backend, "changes", deleted.cursor)
+        quiet = twin(backend, "owner_changes", alice, deleted.cursor)
         assert quiet.complete
         assert quiet.keys <= {a}
-        again = twin(backend, "changes", quiet.cursor)
+        again = twin(backend, "owner_changes", alice, quiet.cursor)
         assert (again.keys, again.cursor) == (frozenset(), quiet.cursor)
-        everything = twin(backend, "changes", start.cursor)
+        everything = twin(backend, "owner_changes", alice, start.cursor)
         assert everything.complete
-        assert everything.keys >= {a, b}
+        assert everything.keys >= {a}
+
+    def test_change_feed_refuses_a_cursor_it_never_handed_out(self, backend: KnowledgeBackend, twin: Twin) -> None:
+        self.require("change_feed")
+        self.open_feed(backend)
+        alice = user_file_prefix("alice")
+        twin(backend, "write_note", "knowledge", _note("alice", "a"), b"one")
+        start = twin(backend, "owner_changes", alice, None)
+        twin(backend, "write_note", "knowledge", _note("alice", "b"), b"two")
+        current = twin(backend, "owner_changes", alice, start.cursor)
+        assert current.complete
+        beyond = twin(backend, "owner_changes", alice, current.cursor + (1 << 40))
+        assert not beyond.complete, (
+            "a cursor larger than any the feed handed out (a restored or another store's) must be "
+            "answered incomplete, so the caller compares its listing"
+        )
 
     def test_change_feed_misses_nothing_while_threads_write(self, backend: KnowledgeBackend, twin: Twin) -> None:
         self.require("change_feed")
         self.open_feed(backend)
-        cursor = twin(backend, "changes", None).cursor
+        prefixes = [user_file_prefix(f"w{t}") for t in range(4)]
+        cursors = {prefix: twin(backend, "owner_changes", prefix, None).cursor for prefix in prefixes}
         written: set[NoteKey] = {("knowledge", _note(f"w{t}", f"n{i}")) for t in range(4) for i in range(25)}
         done = threading.Event()
 
@@ -427,12 +449,13 @@ class KnowledgeBackendTests:
         waiter = threading.Thread(target=wait_for_writers)
         waiter.start()
         seen: set[NoteKey] = set()
-        while True:  # a reader following the feed while others write sees every write, at last
+        while True:  # a reader following the feeds while others write sees every write, at last
             finished = done.is_set()
-            changes = twin(backend, "changes", cursor)
-            assert changes.complete
-            seen |= changes.keys
-            cursor = changes.cursor
+            for prefix in prefixes:
+                changes = twin(backend, "owner_changes", prefix, cursors[prefix])
+                assert changes.complete
+                seen |= changes.keys
+                cursors[prefix] = changes.cursor
             if finished:
                 break
         waiter.join()
@@ -652,9 +675,9 @@ class KnowledgeBackendTests:
             assert twin(reopened, "blob_size", erasure_marker("carol")) == 0
             assert twin(reopened, "list_categories") == ["knowledge", "work"]
             if "change_feed" in self.capabilities:  # the reopened store's feed follows its writes
-                start = twin(reopened, "changes", None)
+                start = twin(reopened, "owner_changes", user_file_prefix("alice"), None)
                 twin(reopened, "write_note", "knowledge", _note("alice", "later"), b"later")
-                assert twin(reopened, "changes", start.cursor).keys == {("knowledge", _note("alice", "later"))}
+                assert twin(reopened, "owner_changes", user_file_prefix("alice"), start.cursor).keys == {("knowledge", _note("alice", "later"))}
         finally:
             reopened.close()
 
@@ -878,9 +901,10 @@ class KnowledgeBackendTests:
     ) -> None:
         self.require("cross_process")
         self.open_feed(backend)
-        feed = backend.changes(None) if "change_feed" in self.capabilities else None
-        cursor = feed.cursor if feed is not None else 0
         users, count, hot = ("p0", "p1", "p2"), 40, _note("shared", "hot")
+        following = "change_feed" in self.capabilities
+        prefixes = [user_file_prefix(owner) for owner in (*users, "shared")]
+        cursors = {p: backend.owner_changes(p, None) for p in prefixes} if following else {}
         barrier = Barrier(tmp_path / "barrier", len(users))
         barrier.folder.mkdir()
         children = [
@@ -889,13 +913,15 @@ class KnowledgeBackendTests:
         ]
         barrier.release()
         seen: set[NoteKey] = set()
-        while feed is not None:  # follow the feed while the others write: it must miss nothing
+        positions = {p: feed.cursor for p, feed in cursors.items() if feed is not None}
+        while following:  # follow the feeds while the others write: they must miss nothing
             finished = all(child.poll() is not None for child in children)
-            changes = twin(backend, "changes", cursor)
-            assert changes is not None
-            assert changes.complete
-            seen |= changes.keys
-            cursor = changes.cursor
+            for prefix in prefixes:
+                changes = twin(backend, "owner_changes", prefix, positions[prefix])
+                assert changes is not None
+                assert changes.complete
+                seen |= changes.keys
+                positions[prefix] = changes.cursor
             if finished:
                 break
             time.sleep(0.002)
@@ -911,7 +937,7 @@ class KnowledgeBackendTests:
         if backend.exact_versions:  # every write of the shared note got its own version
             assert len(set(versions)) == len(versions), "two processes' writes got the same version"
             assert listed[hot].version == max(versions)
-        if feed is not None:
+        if following:
             assert {("knowledge", name) for name in expected} - seen == set()
 
     def test_processes_writing_through_the_engine_lose_nothing(

@@ -450,7 +450,10 @@ class FileKnowledgeBackend(KnowledgeBackend):
         return st.st_size if stat_module.S_ISREG(st.st_mode) else None
 
     def delete_blob(self, name: str) -> bool:
-        removed = _fs.remove(self._blob_path(name), durable=self.config.fsync)
+        """Delete the blob and the file that carried its lock (its name may be a user's id)."""
+        path = self._blob_path(name)
+        removed = _fs.remove(path, durable=self.config.fsync)
+        _fs.remove(_fs.lock_path(path), durable=False)
         marker = _marker_name(name)
         if marker is not None:
             self._marker_changed(marker)

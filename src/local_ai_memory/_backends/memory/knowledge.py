@@ -223,7 +223,7 @@ class InMemoryKnowledgeBackend(KnowledgeBackend):
 
     def changes(self, since: int | None) -> NoteChanges | None:
         with self._lock:
-            if since is None:
+            if since is None or since > self._cursor:  # first look, or a cursor this feed never gave
                 return NoteChanges(self._cursor, frozenset(), complete=False)
             if since == self._cursor:
                 quiet = self._quiet
