@@ -127,6 +127,11 @@ def third_party_imports(path: Path) -> set[str]:
     return found
 
 
+def _private(name: str) -> bool:
+    """A private part of a dotted name: ``_x``, not a dunder such as ``__version__``."""
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
 def mcp_rules_broken(me: str, targets: set[str], third_party: set[str]) -> list[str]:
     """The MCP server is an adapter: it sees only public names of the core (no ``_x`` module but
     its own), and no module outside it (and the command line that starts it) imports ``mcp``."""
@@ -135,7 +140,7 @@ def mcp_rules_broken(me: str, targets: set[str], third_party: set[str]) -> list[
     if mine:
         for target in sorted(targets):
             own = target == MCP or target.startswith(MCP + ".")
-            if not own and any(part.startswith("_") for part in target.split(".")[1:]):
+            if not own and any(_private(part) for part in target.split(".")[1:]):
                 wrong.append(f"{me} -> {target}: the MCP server imports only public names")
     elif "mcp" in third_party and not me.startswith(f"{PACKAGE}._cli."):
         wrong.append(f"{me} imports mcp: only local_ai_memory.mcp may (importing the core must not)")
