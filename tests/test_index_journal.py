@@ -505,8 +505,7 @@ def test_a_write_stores_its_line_with_its_note() -> None:
     store.update_file("knowledge/alice_n3.md", lambda old: _note(1003))
     assert calls == ["write_note_with"] * 10 + ["update_note_with"]
     stored = {
-        e.filename: e
-        for e in stored_entries(backend.read_blob(ALICE_INDEX) or b"", backend.read_blob(ALICE_JOURNAL))
+        e.filename: e for e in stored_entries(backend.read_blob(ALICE_INDEX) or b"", backend.read_blob(ALICE_JOURNAL))
     }
     assert set(stored) == {f"alice_n{n}.md" for n in range(11)}
     info = backend.note_info("knowledge", "alice_n3.md")

@@ -677,7 +677,9 @@ class KnowledgeBackendTests:
             if "change_feed" in self.capabilities:  # the reopened store's feed follows its writes
                 start = twin(reopened, "owner_changes", user_file_prefix("alice"), None)
                 twin(reopened, "write_note", "knowledge", _note("alice", "later"), b"later")
-                assert twin(reopened, "owner_changes", user_file_prefix("alice"), start.cursor).keys == {("knowledge", _note("alice", "later"))}
+                assert twin(reopened, "owner_changes", user_file_prefix("alice"), start.cursor).keys == {
+                    ("knowledge", _note("alice", "later"))
+                }
         finally:
             reopened.close()
 
