@@ -48,6 +48,7 @@ import json
 import os
 import random
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -160,8 +161,7 @@ def child_ours(size: int) -> dict[str, Any]:
     root = corpus_dir(size)
     queries = queries_for(root)
     config = MemoryConfig(fsync=False, auto_watch=False)  # the stat-scan path and the explicit service
-    index_path = root / "memory_data" / "memory_index.json"
-    index_path.unlink(missing_ok=True)
+    shutil.rmtree(root / "memory_data" / ".index", ignore_errors=True)  # every user's index: built anew
     result: dict[str, Any] = {"engine": "ours", "size": size}
 
     store = MemoryStore(FileKnowledgeBackend(DirectoryGuard(root), config), config)
@@ -292,7 +292,7 @@ def _existing_index(root: Path) -> float:
     """Build the index once if missing (as ``local-ai-memory index`` would); seconds spent."""
     from local_ai_memory import DirectoryGuard, MemoryConfig, MemoryStore, close_shared_stores
 
-    if (root / "memory_data" / "memory_index.json").exists():
+    if (root / "memory_data" / ".index" / "manifest.json").exists():
         return 0.0
     start = time.perf_counter()
     MemoryStore(

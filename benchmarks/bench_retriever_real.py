@@ -77,7 +77,7 @@ def prepare(notes: int, reindex: bool) -> dict[str, Any]:
         path = target / name
         if not path.exists() or path.read_text(encoding="utf-8") != text:
             path.write_text(text, encoding="utf-8")
-    index = root / "memory_data" / "memory_index.json"
+    index = root / "memory_data" / ".index" / f"{USER}_index.json"
     out: dict[str, Any] = {"notes": len(wanted), "bytes": sum(len(t.encode()) for t in wanted.values())}
     if reindex or not index.exists():
         for stale in (index, index.with_suffix(".journal")):

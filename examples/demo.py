@@ -178,18 +178,20 @@ def show_files(root: Path) -> None:
         "memory/tool_results": "L3 tool results",
         "memory/tool_index": "L3 ownership marker",
         "memory_data/.bm25": "ranker cache",
-        "memory_data/memory_index.json": "knowledge index",
-        "memory_data/memory_index.journal": "index journal",
+        "memory_data/.index/": "knowledge index",
     }
     table = Table("level", "path", "bytes", title=f"files under {root}", title_justify="left")
     notes = 0
-    for path in sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith(".")):
+    for path in sorted(
+        p for p in root.rglob("*") if p.is_file() and not p.name.startswith(".") and "lock" not in p.name
+    ):
         relative = path.relative_to(root).as_posix()
         if relative.startswith("memory_data/knowledge/"):
             notes += 1
             continue
         level = next((name for prefix, name in levels.items() if relative.startswith(prefix)), "")
-        if level == "knowledge index":  # the snapshot says its own format version
+        if level == "knowledge index" and path.suffix == ".json" and path.name != "manifest.json":
+            # the snapshot of one user's index says its own format version (its journal is beside it)
             level += f" v{json.loads(path.read_bytes()).get('index_version', '?')}"
         table.add_row(level, relative, f"{path.stat().st_size:,}")
     table.add_row("knowledge", f"memory_data/knowledge/{USER}_*.md ({notes} notes)", "")

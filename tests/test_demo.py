@@ -64,7 +64,7 @@ def test_demo_runs_offline_and_writes_every_level(tmp_path: Path) -> None:
     assert list((memory / "working").glob("*.md"))
     assert list((memory / "plans").glob("*.json"))
     assert list((memory / "tool_results").glob("*.json"))
-    assert (tmp_path / "memory_data" / "memory_index.json").is_file()
+    assert list((tmp_path / "memory_data" / ".index").glob("*_index.json"))
     assert "# Current Goal" in next((memory / "working").glob("*.md")).read_text()
 
 
@@ -99,7 +99,7 @@ def test_demo_keep_keeps_the_folder_after_exit(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     (kept,) = scratch.iterdir()
     assert f"kept the demo's data in {kept}" in " ".join(result.stdout.split())
-    assert (kept / "memory_data" / "memory_index.json").is_file()
+    assert list((kept / "memory_data" / ".index").glob("*_index.json"))
     assert list((kept / "memory" / "state").glob("*.json"))
 
 

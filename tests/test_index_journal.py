@@ -68,13 +68,13 @@ def _note(n: int) -> str:
 
 def test_a_write_appends_its_entry_and_writes_no_snapshot(tmp_path: Path) -> None:
     store = _store(tmp_path)
-    store.write_file("knowledge/alice_n0.md", _note(0))  # the first write of a folder writes its (empty) snapshot
+    store.write_file("knowledge/alice_n0.md", _note(0))  # a user's first write writes their snapshot
     snapshots, journal = store.index_writes, tmp_path / "memory_data" / ALICE_JOURNAL
     size = journal.stat().st_size
     for n in range(1, 40):
         store.write_file(f"knowledge/alice_n{n}.md", _note(n))
     assert store.index_writes == snapshots  # 39 more writes, 39 more lines, no snapshot
-    assert len(journal.read_bytes().split(b"\n")) == 41  # the header and one line per write
+    assert len(journal.read_bytes().split(b"\n")) == 40  # the header and one line per later write
     assert journal.stat().st_size > size
     assert {e.filename for e in _stored(tmp_path)} == {f"alice_n{n}.md" for n in range(40)}
 
@@ -287,6 +287,28 @@ def test_a_0_2_folder_opens_as_it_is_and_its_first_write_migrates_it(tmp_path: P
     assert not (data / JOURNAL_NAME).exists()
     assert _fresh(tmp_path).bm25_search("tok500x", user_id="alice") == ["alice_new.md"]
     assert _fresh(tmp_path).bm25_search("tok1007x", user_id="bob") == ["bob_n7.md"]
+
+
+def test_migrate_moves_every_owner_of_a_0_3_folder_and_deletes_the_shared_index(tmp_path: Path, events: Any) -> None:
+    store = _store(tmp_path)
+    for n in range(15):
+        store.write_file(f"knowledge/alice_n{n}.md", _note(n))
+        store.write_file(f"knowledge/bob_n{n}.md", _note(1000 + n))
+    entries = store.read_index().files
+    close_shared_stores()
+    data = tmp_path / "memory_data"
+    for blob in (data / ".index").iterdir():
+        blob.unlink()
+    (data / INDEX_NAME).write_bytes(serialize_index(list(entries), time.time()))  # the 0.3 layout
+    events.records.clear()
+    assert _fresh(tmp_path).migrate_index() == 2
+    assert "INDEX_REBUILT" not in events.names()  # moved from the shared index, not rebuilt from the notes
+    assert not (data / INDEX_NAME).exists()
+    assert {e.filename for e in _stored(tmp_path)} == {e.filename for e in entries}
+    assert _fresh(tmp_path).migrate_index() == 0  # nothing left to move
+    fresh = _fresh(tmp_path)
+    assert fresh.bm25_search("tok1007x", user_id="bob") == ["bob_n7.md"]
+    assert fresh.bm25_search("tok7x", user_id="alice") == ["alice_n7.md"]
 
 
 # -- crashes -----------------------------------------------------------------------------------

@@ -464,6 +464,15 @@ def stats(data_dir: DataDir = None, config: ConfigFile = None, as_json: JsonFlag
         out.print(table)
 
 
+@app.command()
+def migrate(data_dir: DataDir = None, config: ConfigFile = None) -> None:
+    """Store each user's index of their own now, from the one index of every user that 0.2 and
+    0.3 kept (otherwise each user moves at their first write), then delete that one."""
+    with errors(), _open(data_dir, config, read_only=True) as memory:
+        moved = memory.knowledge.store.migrate_index()
+        err.print(f"{moved} user(s) moved to an index of their own" if moved else "nothing to migrate")
+
+
 _cli_data.register()
 _cli_mcp.register()
 

@@ -42,7 +42,14 @@ from local_ai_memory._contracts.knowledge import (
     erasure_marker,
     is_note_name,
 )
-from local_ai_memory._knowledge.index import INDEX_NAME, MANIFEST, MANIFEST_NAME, KnowledgeIndex, index_names
+from local_ai_memory._knowledge.index import (
+    INDEX_NAME,
+    JOURNAL_NAME,
+    MANIFEST,
+    MANIFEST_NAME,
+    KnowledgeIndex,
+    index_names,
+)
 from local_ai_memory._knowledge.index_file import (
     INDEX_VERSION,
     IndexEntry,
@@ -598,6 +605,23 @@ class KnowledgeNotes:
         if not self.index_exists():
             self.populate_index_from_files(None, None, llm=llm, progress=progress)
 
+    def migrate_index(self) -> int:
+        """Move a store that 0.2 or 0.3 wrote (one index of every owner) to an index per owner
+        now, instead of owner by owner at each one's first write: each owner's rows are stored as
+        their own index, then the shared one is deleted. Returns how many owners were moved."""
+        if self.backend.blob_size(INDEX_NAME) is None:
+            return 0
+        owners = self._owners(None)
+        for owner in owners:
+            parts = self._owner(owner)
+            parts.index.compact()
+            self._snapshot_rankers(parts)
+            self._parts.release_evicted()
+        for name in (INDEX_NAME, JOURNAL_NAME):
+            self.backend.delete_blob(name)
+        self._write_manifest()
+        return len(owners)
+
     def index_loaded(self) -> bool:
         """Whether some owner's index is in memory already."""
         with self._lock:
@@ -1006,7 +1030,7 @@ class KnowledgeNotes:
         self._parts.watched = active
         self._parts.defer_writes = active and coalesce
 
-    def _start_watching(self) -> None:
+    def _start_watching(self, epoch: int | None = None) -> None:
         """Start the folder's automatic watcher (see :func:`.service.watch_automatically`)."""
         watch_automatically(
             self._parts,
@@ -1016,6 +1040,7 @@ class KnowledgeNotes:
                 categories=self.categories,
                 ranking_field=self.ranking_field,
             ),
+            epoch,
         )
 
     def _start_watching_soon(self) -> None:
@@ -1029,10 +1054,11 @@ class KnowledgeNotes:
         :func:`.service.watch_automatically`)."""
         parts = self._parts
         parts.auto_pending = True
+        epoch = parts.epoch
 
         def start() -> None:
             try:
-                self._start_watching()
+                self._start_watching(epoch)
             except Exception as exc:  # queries keep comparing listings
                 parts.auto_failed = True
                 log_event(
@@ -1049,7 +1075,10 @@ class KnowledgeNotes:
     def stop_watching(self) -> None:
         """Stop the automatic watcher of this store's folder, if one runs (queries then compare
         listings again until the next query starts it anew, unless ``auto_watch`` is off)."""
-        watcher, self._parts.auto = self._parts.auto, None
+        parts = self._parts
+        with parts.start_lock:  # a start scheduled before this (a query's timer) is dropped
+            parts.epoch += 1
+            watcher, parts.auto = parts.auto, None
         if watcher is not None:
             watcher.stop()
 

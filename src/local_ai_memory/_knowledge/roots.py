@@ -119,6 +119,9 @@ class RootParts:
     auto_pending: bool = False
     """A query scheduled the automatic watcher's start (it starts a moment after that query)."""
     start_lock: threading.Lock = field(default_factory=threading.Lock)
+    epoch: int = 0
+    """Counted up (under :attr:`start_lock`) when the automatic watcher is stopped: a start
+    scheduled before that is dropped (see :func:`~.service.watch_automatically`)."""
     hybrid_corpora: dict[tuple[str, tuple[str, ...]], tuple[int, HybridCorpus]] = field(default_factory=dict)
     """Hybrid search's corpus per ``(user, categories)``, with the index generation it was built at."""
     note_texts: NoteTexts = field(default_factory=NoteTexts)

@@ -360,16 +360,22 @@ class AutoWatch(MemoryIndexService):
             log_event(Event.INDEX_WRITE_DEFERRED, level=logging.WARNING, path="at watcher stop", reason=repr(exc))
 
 
-def watch_automatically(parts: RootParts, view: Callable[[], WatchedNotes]) -> AutoWatch | None:
+def watch_automatically(
+    parts: RootParts, view: Callable[[], WatchedNotes], epoch: int | None = None
+) -> AutoWatch | None:
     """Start the automatic watcher of a shared folder (once; thread-safe); ``None`` if not started.
 
     The watcher works through a store of its own over the shared ``parts`` (``view`` makes
-    it), so it keeps no user's store (or embedder) alive.
+    it), so it keeps no user's store (or embedder) alive. ``epoch``: the folder's
+    :attr:`~.roots.RootParts.epoch` when the start was scheduled; a stop since (a closed
+    ``Memory``) drops it, so nothing the library started writes into a closed folder.
     """
     if parts.backend.folder is None or not isinstance(parts.backend, WatchedFolder):
         return None
     with parts.start_lock:
         if parts.auto is not None or parts.auto_failed or parts.watched or not registered(parts):
+            return None
+        if epoch is not None and epoch != parts.epoch:
             return None
         watcher = AutoWatch(view(), parts)
         if not registered(parts):  # the registry moved on meanwhile: the view has other parts
