@@ -18,6 +18,10 @@ Printed, in one run on an embedded PostgreSQL 18 (as the test suite starts it):
 * the same queries answered by PostgreSQL's own full-text search (a ``tsvector`` column with a
   GIN index, ranked by ``ts_rank``: what a user would build instead), side by side, as ratios.
 
+Then, on files: a folder with every user's notes, indexed, and fresh processes each asking one
+random user's first query (ours beside reading that user's notes and ranking them with
+rank_bm25), and whether any process loaded another user's index.
+
 Defaults finish in a few minutes on 2 cores; ``--large`` is 1,000 users x 200 notes.
 
 Run: ``.venv/bin/python benchmarks/bench_multitenant.py [--users 100 --notes 200 --hosts 4 --ops 1500]``
@@ -267,6 +271,74 @@ def serve(
     return [json.loads(out) for out in run_processes(HOST, argv)]
 
 
+FIRST_QUERY = textwrap.dedent(
+    """
+    import json, sys, time
+    start = time.perf_counter()
+    root, user, query, engine = sys.argv[1:5]
+    if engine == "ours":
+        from local_ai_memory import Memory, MemoryConfig
+
+        memory = Memory(MemoryConfig(runtime_data_dir=root, fsync=False, auto_watch=False))
+        opened = time.perf_counter()
+        hits = [hit.filename for hit in memory.knowledge.search(query, user, k=5)]
+        loaded = sorted(p.index.owner for p in memory.knowledge.store._parts.held())
+    else:  # what a user would write instead: read the user's notes, rank them with rank_bm25
+        from pathlib import Path
+
+        from rank_bm25 import BM25Okapi
+
+        opened = time.perf_counter()
+        files = sorted((Path(root) / "memory_data" / "knowledge").glob(f"{user}_*.md"))
+        docs = [f.read_text(encoding="utf-8").lower().split() for f in files]
+        scores = BM25Okapi(docs).get_scores(query.lower().split())
+        hits = [files[i].name for i in sorted(range(len(files)), key=lambda i: -scores[i])[:5]]
+        loaded = [user]
+    done = time.perf_counter()
+    print(json.dumps({"open": opened - start, "first": done - opened, "hits": hits, "loaded": loaded}))
+    """
+)
+
+
+def files_first_queries(work: Path, notes: list[tuple[str, str, str]], trials: int) -> None:
+    """A folder of every user's notes, indexed; then fresh processes each asking one random
+    user's first query: ours (``Memory.open`` then ``search``) beside reading that user's notes
+    and ranking them with rank_bm25, as ratios."""
+    from local_ai_memory import Memory, MemoryConfig
+
+    root = work / "files"
+    folder = root / "memory_data" / "knowledge"
+    folder.mkdir(parents=True)
+    for user, title, text in notes:
+        (folder / f"{user}_{title}.md").write_text(text, encoding="utf-8")
+    start = time.perf_counter()
+    with Memory(MemoryConfig(runtime_data_dir=root, fsync=False, auto_watch=False)) as memory:
+        memory.knowledge.build_index()
+    built = time.perf_counter() - start
+    print(f"\nfiles: {len(notes):,} notes in one folder, indexed in {built:.0f} s; a user's first query"
+          " in a new process (the query after opening the memory):")  # fmt: skip
+    rng = random.Random(11)
+    by_user: dict[str, list[str]] = {}
+    for user, _, text in notes:
+        by_user.setdefault(user, []).append(text)
+    times: dict[str, list[float]] = {"ours": [], "rank_bm25": []}
+    foreign = 0
+    for _ in range(trials):
+        user = rng.choice(sorted(by_user))
+        query = query_of(rng.choice(by_user[user]), rng)
+        for engine in ("ours", "rank_bm25"):
+            out = subprocess.run(
+                [sys.executable, "-c", FIRST_QUERY, str(root), user, query, engine],
+                capture_output=True, text=True, timeout=300, check=True,
+            )  # fmt: skip
+            result = json.loads(out.stdout.strip().splitlines()[-1])
+            times[engine].append(result["first"] * 1000)
+            foreign += engine == "ours" and result["loaded"] != [user]
+    ours, peer = statistics.median(times["ours"]), statistics.median(times["rank_bm25"])
+    print(f"  ours p50 {ours:.1f} ms (max {max(times['ours']):.1f}), rank_bm25 over the user's files p50 {peer:.1f} ms:"
+          f" {ours / peer:.2f}x; processes that loaded another user's index: {foreign} of {trials}")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--users", type=int, default=100)
@@ -277,17 +349,23 @@ def main() -> None:
     parser.add_argument("--sample-users", type=int, default=20, help="users loaded by the 1- and 2-writer runs")
     parser.add_argument("--large", action="store_true", help="1,000 users x 200 notes")
     parser.add_argument("--url", default="", help="a PostgreSQL URL (default: start an embedded server)")
+    parser.add_argument("--files-trials", type=int, default=12, help="new processes asking a first query on files")
+    parser.add_argument("--skip-postgres", action="store_true", help="only the files part")
     args = parser.parse_args()
     if args.large:
         args.users, args.notes = 1000, 200
     work = Path(tempfile.mkdtemp(prefix="laim-multitenant-"))
     stop: Callable[[], None] = lambda: None  # noqa: E731
     try:
+        notes = corpus(args.users, args.notes)
+        print(f"{args.users} users x {args.notes} notes = {len(notes):,} notes of stdlib text; {args.hosts} hosts")
+        if args.files_trials:
+            files_first_queries(work, notes, args.files_trials)
+        if args.skip_postgres:
+            return
         url = args.url
         if not url:
             url, stop = embedded_server(work / "pg")
-        notes = corpus(args.users, args.notes)
-        print(f"{args.users} users x {args.notes} notes = {len(notes):,} notes of stdlib text; {args.hosts} hosts")
         sample = [n for n in notes if int(n[0][4:]) < args.sample_users]
         rates = {}
         for writers in (1, 2):
