@@ -58,9 +58,9 @@ if TYPE_CHECKING:  # what the checkers see; at run time each name is imported on
         make_reference,
         parse_reference,
     )
+    from local_ai_memory._shared.caller import caller_message
     from local_ai_memory._shared.collector import collector_paused
     from local_ai_memory._shared.drive import adrive, drive
-    from local_ai_memory._shared.errors import caller_message
     from local_ai_memory._shared.events import log_event
     from local_ai_memory._shared.fs import atomic_write
     from local_ai_memory._shared.naming import note_filename, scope_name, validate_id, validate_name
@@ -92,7 +92,7 @@ _EXPORTS: dict[str, str] = {
     "collector_paused": "local_ai_memory._shared.collector",
     "adrive": "local_ai_memory._shared.drive",
     "drive": "local_ai_memory._shared.drive",
-    "caller_message": "local_ai_memory._shared.errors",
+    "caller_message": "local_ai_memory._shared.caller",
     "log_event": "local_ai_memory._shared.events",
     "atomic_write": "local_ai_memory._shared.fs",
     "note_filename": "local_ai_memory._shared.naming",
