@@ -145,6 +145,8 @@ HOST = textwrap.dedent(
         for n in range(int(ops)):
             shared.seek(offset)
             for line in shared.readlines():
+                if not line.endswith("\\n"):  # another host is writing it: read it next time
+                    break
                 offset += len(line.encode())
                 host, user, token, title = line.split()
                 if host != me:
@@ -166,17 +168,20 @@ HOST = textwrap.dedent(
             if written is not None:  # another host wrote it: this query must find it
                 checked += 1
                 missed += not any(written[1] in hit for hit in hits)
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    try:  # the peak of this process's own memory (ru_maxrss would keep the forking parent's peak)
+        rss = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM")) / 1024
+    except (OSError, StopIteration):
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps({"lat": latencies, "first": firsts, "rss": rss, "users": len(seen_users),
                       "missed": missed, "checked": checked}), flush=True)
     """
 )
 
 
-def run_processes(script: str, argv_list: list[list[str]]) -> list[str]:
-    """Start one process per argument list, wait until all are ready, let them go together, and
-    return each one's last line of output."""
-    env = {**os.environ, "LOCAL_AI_MEMORY_AUTO_WATCH": "false"}
+def run_processes(script: str, argv_list: list[list[str]], **settings: str) -> list[str]:
+    """Start one process per argument list (``settings``: more environment), wait until all are
+    ready, let them go together, and return each one's last line of output."""
+    env = {**os.environ, "LOCAL_AI_MEMORY_AUTO_WATCH": "false", **settings}
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", script, *argv],
@@ -259,7 +264,8 @@ def serve(
         ]
         for h in range(args.hosts)
     ]
-    return [json.loads(out) for out in run_processes(HOST, argv)]
+    settings = {"LOCAL_AI_MEMORY_OWNER_CACHE_NOTES": str(args.cache_notes)} if args.cache_notes else {}
+    return [json.loads(out) for out in run_processes(HOST, argv, **settings)]
 
 
 FIRST_QUERY = textwrap.dedent(
@@ -342,6 +348,7 @@ def main() -> None:
     parser.add_argument("--url", default="", help="a PostgreSQL URL (default: start an embedded server)")
     parser.add_argument("--files-trials", type=int, default=12, help="new processes asking a first query on files")
     parser.add_argument("--skip-postgres", action="store_true", help="only the files part")
+    parser.add_argument("--cache-notes", type=int, default=0, help="the hosts' owner_cache_notes (0: the default)")
     args = parser.parse_args()
     if args.large:
         args.users, args.notes = 1000, 200
