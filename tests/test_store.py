@@ -676,3 +676,24 @@ def _on_disk(store: MemoryStore, *users: str) -> set[str]:
         path = store.index_path_of(user)
         found |= {e.filename for e in stored_entries(path.read_bytes(), _journal(path))}
     return found
+
+
+def test_a_build_of_every_user_keeps_only_the_owners_the_budget_allows(tmp_path: Path) -> None:
+    config = MemoryConfig(fsync=False, owner_cache_notes=10)
+    store = MemoryStore(FileKnowledgeBackend(DirectoryGuard(tmp_path), config), config, categories=CATS)  # type: ignore[arg-type]
+    for user in ("u1", "u2", "u3", "u4", "u5"):
+        for n in range(4):
+            put(store, user, f"n{n}", f"# {user} {n}\n\nwords of {user}")
+    done: list[tuple[int, int]] = []
+    assert store.populate_index_from_files(progress=lambda d, t: done.append((d, t))) == 20
+    assert done[-1] == (20, 20)  # one run over every user's notes
+    held = store._parts.held()
+    assert sum(len(parts.index.current()) for parts in held) <= 10 + 4  # the budget, and the last one
+    assert not store._parts.evicted  # what was let go was stored first
+    assert {e.filename for e in stored_index_of(store, "u1")} == {f"u1_n{n}.md" for n in range(4)}
+    assert store.bm25_search("u1", user_id="u1")  # let go, and read again from storage
+
+
+def stored_index_of(store: MemoryStore, user: str) -> list[Any]:
+    path = store.index_path_of(user)
+    return stored_entries(path.read_bytes(), _journal(path))

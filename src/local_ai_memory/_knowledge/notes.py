@@ -29,6 +29,7 @@ import logging
 import os
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -245,12 +246,24 @@ class KnowledgeNotes:
         what a whole-folder operation (a build, a stale check, stats) goes through one by one."""
         if user_id is not None:
             return [validate_name(user_id, "user_id")]
-        found: set[str] = set()
-        for category in self.categories:
-            found.update(owner for owner in map(owner_of, self.backend.list_notes(category)) if owner is not None)
+        found = set(self._note_counts(None, self.categories))
         with self._lock:
             found.update(parts.index.owner for parts in self._parts.held())
         return sorted(found)
+
+    def _note_counts(self, user_id: str | None, categories: tuple[str, ...]) -> Counter[str]:
+        """Notes per owner in ``categories`` (``user_id``: that user's only), from one listing
+        of each category."""
+        prefix = user_file_prefix(user_id) if user_id is not None else None
+        counts: Counter[str] = Counter()
+        for category in categories:
+            counts.update(owner for owner in map(owner_of, self.backend.list_notes(category, prefix)) if owner)
+        return counts
+
+    def _taken(self, owner: str) -> OwnerParts:
+        """``owner``'s parts, made or held (not loaded), now the most recent: what a build fills."""
+        with self._lock:
+            return self._parts.owner(owner)
 
     @property
     def watched(self) -> bool:
@@ -846,22 +859,22 @@ class KnowledgeNotes:
 
     def _population_plan(
         self, user_id: str | None, categories: Iterable[str] | None, progress: Progress | None
-    ) -> tuple[tuple[str, ...], list[tuple[OwnerParts, Progress | None]]]:
-        """The categories and, per owner to build, their parts and a progress callback that
-        counts every owner's notes as one run (``progress(done, total)`` over all of them)."""
+    ) -> tuple[tuple[str, ...], list[tuple[str, Progress | None]]]:
+        """The categories and the owners to build, each with a progress callback that counts
+        every owner's notes as one run (``progress(done, total)`` over all of them). The owners'
+        parts are taken one at a time as they are built, so a build of every user keeps only
+        ``owner_cache_notes`` of them in memory."""
         cats = self._categories(categories)
         owners = self._owners(user_id)
-        with self._lock:
-            parts = [self._parts.owner(owner) for owner in owners]
         if progress is None:
-            return cats, [(p, None) for p in parts]
-        counts = [sum(len(p.indexer.listing(c)) for c in cats) for p in parts]
-        total, offset = sum(counts), 0
-        plan: list[tuple[OwnerParts, Progress | None]] = []
-        for p, count in zip(parts, counts, strict=True):
-            plan.append((p, functools.partial(_progress_from, progress, offset, total)))
-            offset += count
-        if not parts:
+            return cats, [(owner, None) for owner in owners]
+        counts = self._note_counts(user_id, cats)
+        total, offset = sum(counts.values()), 0
+        plan: list[tuple[str, Progress | None]] = []
+        for owner in owners:
+            plan.append((owner, functools.partial(_progress_from, progress, offset, total)))
+            offset += counts[owner]
+        if not owners:
             progress(0, 0)
         return cats, plan
 
@@ -897,8 +910,10 @@ class KnowledgeNotes:
         Returns the number of files indexed.
         """
         cats, plan = self._population_plan(user_id, categories, progress)
-        count = sum(self._populate(parts, cats, owner_progress, llm) for parts, owner_progress in plan)
-        self._parts.release_evicted()
+        count = 0
+        for owner, owner_progress in plan:
+            count += self._populate(self._taken(owner), cats, owner_progress, llm)
+            self._parts.release_evicted()
         return count
 
     async def apopulate_index_from_files(
@@ -911,7 +926,8 @@ class KnowledgeNotes:
         """Async twin of :meth:`populate_index_from_files` (uses ``llm.acomplete``)."""
         cats, plan = await asyncio.to_thread(self._population_plan, user_id, categories, progress)
         count = 0
-        for parts, owner_progress in plan:
+        for owner, owner_progress in plan:
+            parts = await asyncio.to_thread(self._taken, owner)
             scanned = await asyncio.to_thread(
                 parts.indexer.collect, cats, precount=llm is None, progress=owner_progress
             )
@@ -922,7 +938,7 @@ class KnowledgeNotes:
                     except Exception as exc:
                         log_event(Event.FILE_SKIPPED, path=item.filename, reason=f"keyword LLM failed: {exc!r}")
             count += await asyncio.to_thread(self._apply_population, parts, cats, scanned)
-        await asyncio.to_thread(self._parts.release_evicted)
+            await asyncio.to_thread(self._parts.release_evicted)
         return count
 
     def get_stale_entries(
