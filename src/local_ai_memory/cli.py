@@ -11,8 +11,8 @@ when it fails, ``retrieve`` says so on stderr and keeps Stage 1's order.
 ``search``, ``retrieve`` and ``stats`` only read: they create no folder (a data folder
 without ``memory_data/`` is an error, so a typo in ``--data-dir`` is reported, and a
 configured category without a folder counts as empty). What they may still write is the
-index cache ``memory_data/memory_index.json``, and only when it is missing or older than
-the notes, so the next command does not re-read them. Output that is not a terminal is
+index cache (``memory_data/.index/``, each user's), and only when it is missing or older
+than the notes, so the next command does not re-read them. Output that is not a terminal is
 never wrapped (log lines and tables stay one line each).
 
 Examples::

@@ -1,20 +1,23 @@
 """``KnowledgeIndex``: the index entries in memory, stored as a snapshot and a journal.
 
-Stored as ``memory_index.json`` (v4: the snapshot of every entry) and
-``memory_index.journal`` (the entries changed since, one JSON line per note; see
-:mod:`.index_file`). The blobs are read once, when first needed. After a batch of changes
+One index per owner (the user the notes belong to), stored as ``.index/{user}_index.json``
+(v4: the snapshot of the owner's entries) and ``.index/{user}_index.journal`` (the entries
+changed since, one JSON line per note; see :mod:`.index_file`). The blobs are read once, when
+the owner is first asked for. After a batch of changes
 :meth:`KnowledgeIndex.flush` appends the changed notes' lines to the journal, so a write costs
 its note, not the index; when the journal passes :func:`journal_bound` lines (or the entries
 were replaced wholesale) it writes a new snapshot and a fresh journal instead (a compaction).
-Compaction keeps the lines of other processes for the notes this one did not change, so their
-writes stay in the snapshot. A written note's line goes to the backend with the note
-(:meth:`~local_ai_memory._contracts.knowledge.KnowledgeBackend.write_note_with`, see
+Compaction folds what is stored (the snapshot and journal as they are at that moment, under a
+lock that appends wait for) with the notes this process changed, so another writer's entries
+stay in the snapshot even where this process never loaded them. A written note's line goes to
+the backend with the note (:meth:`~local_ai_memory._contracts.knowledge.KnowledgeBackend.write_note_with`, see
 :meth:`KnowledgeIndex.line_slot`): one transaction on a database. Where the two are separate
 (files, or a write that indexes after its note), a crash between them leaves the note
 unindexed in storage; the listing comparison (or the change feed) after the next load finds
 it, as it found any change made behind the index's back. A broken snapshot is quarantined and
-an outdated one ignored: the caller rebuilds from the notes. A version 3 snapshot (0.2) is read
-as it is and rewritten as version 4 by the first write (it has no journal to append to).
+an outdated one ignored: the caller rebuilds from the notes. An owner with no index of their
+own is read from the one index of every owner that 0.2 (version 3) and 0.3 kept, their rows
+only, and their first write stores their own (see :meth:`KnowledgeIndex.load_stored`).
 
 The entries are an :class:`EntryMap`: a snapshot's entries stay undecoded until read, and what
 a fresh process compares for all of them comes from the snapshot's columns (see

@@ -1,4 +1,4 @@
-"""The knowledge index (``memory_index.json`` v3) and metadata extraction from Markdown.
+"""The knowledge index (one per user, ``.index/{user}_index.json``, v4) and metadata extraction from Markdown.
 
 Everything here is pure: parse and serialize the index, pull a title, a description and
 heuristic keywords out of a Markdown text, build the Stage 1 terms of an entry, and the prompt
@@ -300,7 +300,8 @@ def parse_index(data: bytes) -> ParsedIndex:
         return "corrupt", None, "index_version is not an integer"
     if version > INDEX_VERSION:
         raise UnsupportedFormatError(
-            f"memory_index.json has index_version {version}; this library reads up to {INDEX_VERSION}"
+            f"the knowledge index has index_version {version}; this library reads up to {INDEX_VERSION}:"
+            " upgrade local-ai-memory"
         )
     if version not in READABLE_VERSIONS:
         return "outdated", None, f"index_version {version} < {READABLE_VERSIONS[0]}"

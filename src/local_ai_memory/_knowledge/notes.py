@@ -4,8 +4,10 @@ The base of :class:`~.store.MemoryStore` (which adds search). It wires the parts
 own module and each seeing storage only through the
 :class:`~local_ai_memory._contracts.knowledge.KnowledgeBackend` contract:
 
-* :class:`~.index.KnowledgeIndex`: the entries in memory and ``memory_index.json``
-  (v3), read once when first needed and written after each batch of changes, never per query.
+* :class:`~.index.KnowledgeIndex`: one user's entries in memory and their index blobs
+  (``.index/{user}_index.json`` and its journal), read when that user is first asked for and
+  written after each batch of changes, never per query. A process holds the users it serves
+  within ``owner_cache_notes`` (:class:`~.roots.RootParts`).
   While a :class:`~.service.MemoryIndexService` runs, writes are coalesced further.
 * :class:`~.indexer.NoteIndexer`: notes into entries, and what changed since (the
   backend's change feed, else a listing comparison: ``stat()`` only on files). A crash between
@@ -13,9 +15,9 @@ own module and each seeing storage only through the
 * :class:`~.rankers.RankerCache`: one BM25 ranker per ``(user, category)``, updated in
   place and snapshotted under ``.bm25/`` so a new process does not re-read unchanged notes.
 
-Before each query :meth:`KnowledgeNotes._prepare` brings the index up to date: it applies the
-backend's change feed when there is one, else (unless a watcher runs) compares the asking
-user's listing with the index. A store over a folder (its backend's ``folder`` is set) shares
+Before each query :meth:`KnowledgeNotes._prepare` brings the asking user's index up to date:
+it applies that user's change feed when the backend keeps one, else (unless a watcher runs)
+compares the user's listing with the index. A store over a folder (its backend's ``folder`` is set) shares
 these parts with every other store of that folder in the process (:mod:`.roots`), and its first query
 starts the folder's automatic watcher (config ``auto_watch``), after which queries compare no
 listings at all.

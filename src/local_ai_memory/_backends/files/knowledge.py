@@ -3,7 +3,7 @@
 Under ``{root}/memory_data/``::
 
     {category}/{user prefix}{name}.md    one note per file (edit them with any editor)
-    memory_index.json                    the index (v3), a blob
+    .index/{prefix}index.json            each user's index (v4) and its .journal, blobs
     .bm25/{category}/{prefix}bm25.npz    ranker snapshots, blobs
     .embeddings/                         the embedding cache (see :mod:`.vectors`)
 
