@@ -237,8 +237,6 @@ class SqliteKnowledgeBackend(KnowledgeBackend):
                 )
             }
             new = change([found.get(name) for name in names])
-            if len(new) != len(names):
-                raise ValueError("rewrite_blobs: change must return one blob per name")
             db.executemany(
                 "INSERT OR REPLACE INTO blobs (name, data) VALUES (?, ?)",
                 [(name, bytes(data)) for name, data in zip(names, new, strict=True)],

@@ -68,6 +68,9 @@ __all__ = [
 
 _PROCESS_UPDATES = threading.Lock()
 """What the default :meth:`KnowledgeBackend.update_note` holds (one process only)."""
+_PROCESS_BLOBS = threading.RLock()
+"""What the default :meth:`KnowledgeBackend.append_blob` and :meth:`~KnowledgeBackend.rewrite_blobs`
+hold (one process only): a default rewrite holds off default appends."""
 
 NoteKey = tuple[str, str]
 """``(category, name)`` of one note."""
@@ -466,24 +469,24 @@ class KnowledgeBackend(ABC):
         be lost, which the index tolerates: it re-reads what its journal misses); backends
         that can append natively (a file, an SQL concatenation) override it.
         """
-        old = self.read_blob(name)
-        self.write_blob(name, (old or b"") + data)
+        with _PROCESS_BLOBS:
+            old = self.read_blob(name)
+            self.write_blob(name, (old or b"") + data)
 
     def rewrite_blobs(self, names: Sequence[str], change: Callable[[list[bytes | None]], list[bytes]]) -> None:
         """Replace the blobs ``names`` by ``change(their current contents)`` (``None`` for a
-        missing one), one result per name, written in the order named: how an owner's index
+        missing one), one result per name, written in the order named: how a user's index
         journal is folded into a new snapshot without dropping what another writer stored.
 
         The read and the writes hold off every other :meth:`rewrite_blobs` and
         :meth:`append_blob` of these blobs (across processes, for a backend shared by several),
         so no append lands between the read and the write and is lost. ``change`` is pure and
-        may raise, which writes nothing. The default holds a lock of this process only; a
-        backend shared by processes overrides it (a file lock, a transaction with row locks)."""
-        with _PROCESS_UPDATES:
+        may raise, which writes nothing. The default holds the lock of this process that the
+        default :meth:`append_blob` holds; a backend that appends natively, or is shared by
+        processes, overrides both (a file lock, a transaction with row locks)."""
+        with _PROCESS_BLOBS:
             current = [self.read_blob(name) for name in names]
             new = change(current)
-            if len(new) != len(names):
-                raise ValueError("rewrite_blobs: change must return one blob per name")
             for name, data in zip(names, new, strict=True):
                 self.write_blob(name, data)
 

@@ -359,6 +359,9 @@ class PostgresKnowledgeBackend(PgStorage, KnowledgeBackend):
     def owner_changes(self, user_prefix: str, since: int | None) -> NoteChanges | None:
         return self.run("changes", self._owner_changes(user_prefix, since))
 
+    async def aowner_changes(self, user_prefix: str, since: int | None) -> NoteChanges | None:
+        return await self.arun("changes", self._owner_changes(user_prefix, since))
+
     def _forget_feed(self, prefix: str) -> Op[None]:
         yield Stmt(self.db.q("DELETE FROM {s}.note_changes WHERE owner = %s"), (prefix,))
         yield Stmt(self.db.q("DELETE FROM {s}.note_owners WHERE owner = %s"), (prefix,))
@@ -438,8 +441,6 @@ class PostgresKnowledgeBackend(PgStorage, KnowledgeBackend):
         )
         found = {row[0]: bytes(row[1]) for row in rows}
         new = change([found.get(name) for name in names])
-        if len(new) != len(names):
-            raise ValueError("rewrite_blobs: change must return one blob per name")
         for name, data in zip(names, new, strict=True):
             yield from self._write_blob(name, data)
 
