@@ -384,3 +384,19 @@ def test_a_listing_comparison_taken_in_chunks_finds_every_change(
     }
     assert store.refresh_stale_entries() == 4
     assert store.get_stale_entries() == []
+
+
+def test_a_watcher_start_scheduled_before_a_stop_never_starts(tmp_path: Path) -> None:
+    """The query that starts the watcher schedules it a moment later; a close (which stops the
+    watcher) in between must drop that start, or the watcher writes into a closed folder."""
+    store = make_store(tmp_path)
+    store.write_file("knowledge/alice_a.md", "# A\n\napples")
+    assert store.bm25_search("apples", user_id="alice") == ["alice_a.md"]  # schedules the start
+    assert store._parts.auto_pending
+    store.stop_watching()  # what Memory.close() does, before the timer fires
+    wait_for(lambda: not store._parts.auto_pending)
+    assert store._parts.auto is None
+    assert not store.watched
+    assert store.bm25_search("apples", user_id="alice") == ["alice_a.md"]  # a later query starts it anew
+    wait_for(lambda: store.watched)
+    store.stop_watching()

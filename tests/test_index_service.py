@@ -151,3 +151,22 @@ async def test_async_context_manager(tmp_path: Path) -> None:
 def test_bad_arguments() -> None:
     with pytest.raises(InvalidInputError):
         MemoryIndexService(None, mode="inotify")  # type: ignore[arg-type]
+
+
+def test_an_explicit_service_keeps_the_stored_index_of_users_no_query_asked_for(tmp_path: Path) -> None:
+    """`local-ai-memory watch` keeps every user's stored index current for other processes,
+    including users this process never held: the owner of a changed note is loaded first."""
+    folder = tmp_path / "memory_data" / "knowledge"
+    folder.mkdir(parents=True)
+    (folder / "alice_a.md").write_text("# A\n\napples")
+    (folder / "bob_b.md").write_text("# B\n\nbananas")
+    make_store(tmp_path).ensure_index()  # both users' indexes stored
+    from local_ai_memory import close_shared_stores
+
+    close_shared_stores()
+    store = make_store(tmp_path)
+    with MemoryIndexService(store):
+        assert store._parts.held() == []  # nobody asked for yet
+        (folder / "bob_new.md").write_text("# New\n\ncherries")
+        wait_for(lambda: "bob_new.md" in {e.filename for e in stored_index(store.data_dir)}, 3.0)
+    assert "bob_new.md" in {e.filename for e in stored_index(tmp_path / "memory_data")}
