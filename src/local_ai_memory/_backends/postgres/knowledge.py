@@ -51,6 +51,8 @@ _NOW = "extract(epoch FROM clock_timestamp())"
 _COUNT_BITS = 32
 """An owner's cursor is ``incarnation << 32 | count`` (see the module's docstring)."""
 _COUNT_MASK = (1 << _COUNT_BITS) - 1
+_REWRITE_LOCKS = 0x4C41494F
+"""The advisory-lock class of blob rewrites (the schema's and the scopes' are the two below)."""
 
 
 def _owner(name: str) -> str:
@@ -434,15 +436,21 @@ class PostgresKnowledgeBackend(PgStorage, KnowledgeBackend):
         await self.arun("append_blob", self._append_blob(name, data))
 
     def _rewrite(self, names: Sequence[str], change: Callable[[list[bytes | None]], list[bytes]]) -> Op[None]:
+        # Rewrites of the same blobs wait for each other first (a row that does not exist yet
+        # cannot be locked FOR UPDATE: two rewrites inserting it in different orders deadlocked),
+        # then the rows are locked and written in one order, the names sorted, as appends are.
+        yield Stmt(
+            self.db.q("SELECT pg_advisory_xact_lock(%s, hashtext(%s))"), (_REWRITE_LOCKS, "/".join(sorted(names)))
+        )
         rows = yield Stmt(
             self.db.q("SELECT name, data FROM {s}.blobs WHERE name = ANY(%s) ORDER BY name FOR UPDATE"),
             (list(names),),
             "all",
         )
         found = {row[0]: bytes(row[1]) for row in rows}
-        new = change([found.get(name) for name in names])
-        for name, data in zip(names, new, strict=True):
-            yield from self._write_blob(name, data)
+        new = dict(zip(names, change([found.get(name) for name in names]), strict=True))
+        for name in sorted(new):  # one transaction: the order of the writes is not seen, only of the locks
+            yield from self._write_blob(name, new[name])
 
     def rewrite_blobs(self, names: Sequence[str], change: Callable[[list[bytes | None]], list[bytes]]) -> None:
         """One transaction holding the blobs' rows: appends to them wait for it, and a crash
