@@ -145,8 +145,11 @@ def test_delete_session_and_forget_user_leave_no_trace_of_the_ids(
     fill(memory, "alice")
     memory.session(USER_ID, SESSION_ID).update_state({"step": 1})
     memory.session(USER_ID, SESSION_ID).externalize("grep", "x\n" * 5000)
+    memory.session(USER_ID, SESSION_ID).finish_run([{"role": "user", "content": "my tea is oolong"}])
+    assert memory.knowledge.notes(USER_ID, category="conversations") == [(SESSION_ID, "conversations")]
     assert traces(memory, SESSION_ID) or memory.root is None or not (tmp_path / "memory").exists()
     memory.delete_session(USER_ID, SESSION_ID)
+    assert memory.recall("oolong", USER_ID).passages == []
     assert traces(memory, SESSION_ID) == []
     memory.knowledge.search("tea", USER_ID)
     memory.forget_user(USER_ID)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Callable, Iterable, Sequence
 from functools import cached_property
 from pathlib import Path
@@ -30,16 +31,18 @@ from local_ai_memory._composition import compose, in_memory_backends
 from local_ai_memory._contracts.knowledge import KnowledgeBackend, NoteInfo
 from local_ai_memory._contracts.runtime import Erasure, RuntimeBackend, ScopeInfo
 from local_ai_memory._knowledge.edits import check_expected, insert_lines, note_hash, replace_unique
+from local_ai_memory._knowledge.recall import Recall
 from local_ai_memory._knowledge.retriever import MemoryRetriever, RetrievalResult
 from local_ai_memory._knowledge.store import Candidate, MemoryStore
 from local_ai_memory._runtime.messages import MessageLike, SessionMessageStore
 from local_ai_memory._runtime.scope import MemoryManager
 from local_ai_memory._runtime.tool_results import DEFAULT_PAGE_CHARS, DEFAULT_PAGE_LINES, ToolResultStore
 from local_ai_memory._shared.config import MemoryConfig
-from local_ai_memory._shared.errors import ConflictError, InvalidInputError, RecordNotFoundError
+from local_ai_memory._shared.errors import ConfigError, ConflictError, InvalidInputError, RecordNotFoundError
 from local_ai_memory._shared.models import LLM, Embedder
 from local_ai_memory._shared.naming import DirectoryGuard, note_filename, user_file_prefix, validate_name
 from local_ai_memory._shared.records import ToolResultPage
+from local_ai_memory._shared.text import Analyzer
 from local_ai_memory._shared.tokens import TokenCounter
 from local_ai_memory._shared.twins import thread_twin
 
@@ -70,6 +73,10 @@ class Session(MemoryManager):
     def __init__(self, memory: Memory, user_id: str, session_id: str) -> None:
         super().__init__(memory.runtime, memory.config, user_id=user_id, session_id=session_id)
         self.memory = memory
+        self._ids = (user_id, session_id)
+        self.remember_conversation = memory.config.remember_conversations
+        """Whether finished runs of this session go to the user's conversation log (set it
+        ``False`` to keep one session out of it; ``memory.remember_conversations`` is the default)."""
         self.tool_results = ToolResultStore(self)
         self.messages = SessionMessageStore.for_manager(self)
 
@@ -95,6 +102,14 @@ class Session(MemoryManager):
         from local_ai_memory._runtime.context import ContextBuilder
 
         return ContextBuilder(self, self.memory.token_counter, message_store=self.messages)
+
+    def log_turns(self, messages: Sequence[MessageLike]) -> int:
+        """Append a run's ``messages`` to the user's log of this session, if this session
+        remembers (:attr:`remember_conversation`); return the turns logged. The compressor calls
+        it for what it merges, so each message is logged once (:mod:`.merge_cursor`)."""
+        if not self.remember_conversation:
+            return 0
+        return self.memory.knowledge.remember_conversation(*self._ids, messages)
 
     # -- L3 ----------------------------------------------------------------------------
 
@@ -430,6 +445,68 @@ class Knowledge:
         }
         return {folder: count for folder, count in found.items() if count}
 
+    def remember_conversation(self, user_id: str, session_id: str, messages: Iterable[MessageLike]) -> int:
+        """Append ``messages`` as one run to ``user_id``'s log of session ``session_id``; return
+        how many turns were logged.
+
+        The log is the note ``session_id`` in the ``conversations`` category (created with its
+        header on the first run), so it is searched, exported and erased like any note; see
+        :mod:`local_ai_memory._knowledge.conversations` for its format. A message's own
+        ``timestamp`` dates its turn (an imported chat keeps its dates), else the time of the
+        call. A finished run calls this for you (``memory.remember_conversations``); call it
+        to import past conversations::
+
+            memory.knowledge.remember_conversation("alice", "2026-03-02", [
+                {"role": "user", "content": "I moved to Lyon", "timestamp": "2026-03-02T09:15:00"},
+            ])
+        """
+        from local_ai_memory._knowledge.conversations import CONVERSATIONS, header_text, render_run, turns_of
+        from local_ai_memory._runtime.messages import to_messages
+
+        validate_name(session_id, "session_id")
+        turns = turns_of(to_messages(messages), time.time())
+        section = render_run(turns)
+        if not section:
+            return 0
+        if CONVERSATIONS not in self.store.categories:
+            raise ConfigError("conversation logs are off (memory.remember_conversations: false)")
+
+        def appended(current: str | None) -> str:
+            return (current if current is not None else header_text(session_id)).rstrip("\n") + "\n\n" + section
+
+        self.store.update_file(self._path(user_id, session_id, CONVERSATIONS), appended)
+        return len(turns)
+
+    def recall(self, query: str, user_id: str, *, max_tokens: int = 1000) -> Recall:
+        """The passages of ``user_id``'s notes and past conversations that best answer ``query``,
+        within ``max_tokens`` (see :mod:`local_ai_memory._knowledge.recall`).
+
+        >>> memory = Memory.in_memory()
+        >>> _ = memory.knowledge.remember_conversation("ann", "s1", [{"role": "user", "content": "My cat is Miso"}])
+        >>> memory.knowledge.recall("what is my cat called?", "ann").passages[0].text
+        'My cat is Miso'
+        """
+        from local_ai_memory._knowledge.recall import CANDIDATE_NOTES, cut_note, rank_passages, recalled
+
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens <= 0:
+            raise InvalidInputError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+        store = self.store
+        candidates = store.stage1(query, CANDIDATE_NOTES, user_id=user_id, categories=store.categories)
+        analyzer = Analyzer(store.config.stemmer_language)
+        prefix = user_file_prefix(user_id)
+        notes = []
+        for candidate in candidates:
+            text = store.backend.read_note(candidate.category, candidate.filename)
+            if text is not None:
+                cuts = cut_note(
+                    candidate.category, candidate.filename, prefix, text.decode("utf-8", "replace"), analyzer
+                )
+                notes.append((cuts, candidate.score))
+        ranked = rank_passages(notes, query, analyzer)
+        return recalled(ranked, self.memory.token_counter.count, max_tokens)
+
+    aremember_conversation = thread_twin(remember_conversation)
+    arecall = thread_twin(recall)
     awrite_note = thread_twin(write_note)
     aedit_note = thread_twin(edit_note)
     ainsert_into_note = thread_twin(insert_into_note)
@@ -637,6 +714,15 @@ class Memory:
         """The runtime memory of ``(user_id, session_id)``; ids are checked before anything is stored."""
         self._recover()
         return Session(self, user_id, session_id)
+
+    def recall(self, query: str, user_id: str, *, max_tokens: int = 1000) -> Recall:
+        """What ``user_id`` said or noted that answers ``query``: the best passages of their
+        notes and past conversations within ``max_tokens`` (:meth:`Knowledge.recall`)."""
+        return self.knowledge.recall(query, user_id, max_tokens=max_tokens)
+
+    async def arecall(self, query: str, user_id: str, *, max_tokens: int = 1000) -> Recall:
+        """Async twin of :meth:`recall`."""
+        return await self.knowledge.arecall(query, user_id, max_tokens=max_tokens)
 
     def sessions(self) -> list[ScopeInfo]:
         """Every scope that holds runtime data, with its size and last change."""

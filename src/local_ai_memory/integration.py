@@ -37,6 +37,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what the checkers see; at run time each name is imported on first use
+    from local_ai_memory._knowledge.recall import RECALL_DESCRIPTION
     from local_ai_memory._knowledge.selection import (
         SelectionCandidate,
         build_selection_prompt,
@@ -66,6 +67,7 @@ if TYPE_CHECKING:  # what the checkers see; at run time each name is imported on
     from local_ai_memory._shared.naming import note_filename, scope_name, validate_id, validate_name
 
 _EXPORTS: dict[str, str] = {
+    "RECALL_DESCRIPTION": "local_ai_memory._knowledge.recall",
     "SelectionCandidate": "local_ai_memory._knowledge.selection",
     "build_selection_prompt": "local_ai_memory._knowledge.selection",
     "parse_selection": "local_ai_memory._knowledge.selection",
@@ -112,6 +114,7 @@ __all__ = [
     "DEFAULT_SEARCH_MATCHES",
     "MAX_CONTEXT_LINES",
     "MAX_SEARCH_MATCHES",
+    "RECALL_DESCRIPTION",
     "SelectionCandidate",
     "adiscard_if_empty",
     "adrive",

@@ -1,5 +1,6 @@
 """The result and record types the library hands back (for type hints and ``isinstance``)."""
 
+from local_ai_memory._knowledge.recall import Recall, RecalledPassage
 from local_ai_memory._knowledge.retriever import RetrievalResult, RetrievedFile
 from local_ai_memory._knowledge.store import Candidate
 from local_ai_memory._memory import NoteName
@@ -23,6 +24,8 @@ __all__ = [
     "ImportReport",
     "Message",
     "NoteName",
+    "Recall",
+    "RecalledPassage",
     "RetrievalResult",
     "RetrievedFile",
     "RunOutcome",

@@ -446,9 +446,11 @@ class KnowledgeBackend(ABC):
         return NoteChanges(feed.cursor, frozenset(k for k in feed.keys if k[1].startswith(user_prefix)), True)
 
     def forget_feed(self, user_prefix: str) -> None:  # noqa: B027 (optional: most feeds keep nothing per owner)
-        """Forget what the change feed keeps about the owner of ``user_prefix``, whose notes have
-        all been deleted (forgetting a user leaves no trace). Later :meth:`owner_changes` with a
-        cursor from before answer incomplete. The default keeps nothing per owner."""
+        """Forget what the change feed keeps about the owner of ``user_prefix``: after their notes
+        were all deleted (forgetting a user), or one whose name must not stay behind (an erased
+        session's conversation log), so no trace is left. Later :meth:`owner_changes` with a
+        cursor from before answer incomplete, and hosts reload the owner's stored index. The
+        default keeps nothing per owner."""
 
     # -- derived data --------------------------------------------------------------------------
     @abstractmethod

@@ -45,6 +45,7 @@ from local_ai_memory._contracts.knowledge import (
     erasure_marker,
     is_note_name,
 )
+from local_ai_memory._knowledge.conversations import CONVERSATIONS
 from local_ai_memory._knowledge.index import (
     INDEX_NAME,
     JOURNAL_NAME,
@@ -161,7 +162,12 @@ class KnowledgeNotes:
         cats = tuple(categories) if categories is not None else self.config.categories
         if not cats:
             raise InvalidInputError("at least one category is required")
-        self.categories: tuple[str, ...] = tuple(validate_id(c, "category") for c in cats)
+        self.searched: tuple[str, ...] = tuple(validate_id(c, "category") for c in cats)
+        """The categories a search covers when it names none: the configured ones."""
+        logs = (CONVERSATIONS,) if categories is None and self.config.remember_conversations else ()
+        self.categories: tuple[str, ...] = tuple(dict.fromkeys((*self.searched, *logs)))
+        """Every category the store indexes: :attr:`searched`, and the conversation logs
+        (:mod:`.conversations`) when ``memory.remember_conversations`` is on; a recall covers all."""
         if ranking_field not in ("metadata", "content", "both"):
             raise InvalidInputError(f"ranking_field must be metadata, content or both, got {ranking_field!r}")
         self.embedder = embedder
@@ -714,6 +720,13 @@ class KnowledgeNotes:
         self._parts.release_evicted()
         return wrote
 
+    def compact_owner(self, user_id: str) -> None:
+        """Write ``user_id``'s index as a fresh snapshot now, and the rankers it changed: what an
+        erasure of one of their notes does, so no journal line keeps the erased note's name."""
+        parts = self._owner(user_id)
+        parts.index.compact()
+        self._snapshot_rankers(parts)
+
     def _flush(self, parts: OwnerParts, *, compact: bool) -> bool:
         index = parts.index
         snapshots = index.writes
@@ -1117,7 +1130,7 @@ class KnowledgeNotes:
         """Bring ``user_id``'s index up to date for a query; return the categories asked and the
         owner's parts (loaded, the most recently used)."""
         validate_name(user_id, "user_id")
-        cats = self._categories(categories)
+        cats = self._categories(categories if categories is not None else self.searched)
         root = self._parts
         with self._lock:
             parts = root.owner(user_id)

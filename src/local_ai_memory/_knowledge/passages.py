@@ -32,7 +32,15 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-__all__ = ["MAX_PASSAGES", "PASSAGE_PIECES", "PASSAGE_WORDS", "PieceCounter", "body_passages", "passages_of"]
+__all__ = [
+    "MAX_PASSAGES",
+    "PASSAGE_PIECES",
+    "PASSAGE_WORDS",
+    "PieceCounter",
+    "blocks",
+    "body_passages",
+    "passages_of",
+]
 
 PieceCounter = Callable[[Sequence[str]], list[int]]
 """How many word pieces the embedding model makes of each word (an embedder's ``count_pieces``)."""
@@ -67,7 +75,7 @@ _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
 _FRONT_MATTER = re.compile(r"\A---\s*\n.*?\n---\s*\n", re.DOTALL)
 
 
-def _blocks(text: str) -> list[tuple[str, str]]:
+def blocks(text: str) -> list[tuple[str, str]]:
     """``(heading, paragraph)`` pairs in order: paragraphs split at blank lines and headings."""
     text = _FRONT_MATTER.sub("", text, count=1)
     out: list[tuple[str, str]] = []
@@ -124,7 +132,7 @@ def body_passages(
             current.clear()
         used = 0
 
-    for heading, paragraph in _blocks(text):
+    for heading, paragraph in blocks(text):
         if len(out) >= limit:
             break
         if lead and paragraph in lead:

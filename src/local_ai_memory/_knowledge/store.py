@@ -112,7 +112,7 @@ class MemoryStore(KnowledgeNotes):
         if dense is None:
             log_event(Event.EMBEDDINGS_FALLBACK, reason="no embedder configured")
             return None
-        cats = self._categories(categories)
+        cats = self._categories(categories if categories is not None else self.searched)
         kept = self._kept_matrix(dense, user_id, cats)
         if kept is not None:
             return kept, dense.cache
@@ -143,7 +143,7 @@ class MemoryStore(KnowledgeNotes):
         if dense is None:
             log_event(Event.EMBEDDINGS_FALLBACK, reason="no embedder configured")
             return None
-        cats = self._categories(categories)
+        cats = self._categories(categories if categories is not None else self.searched)
         kept = self._kept_matrix(dense, user_id, cats)
         if kept is not None:
             return kept, dense.cache

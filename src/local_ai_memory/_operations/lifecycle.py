@@ -21,11 +21,12 @@ from typing import Any
 
 from local_ai_memory._contracts.knowledge import KnowledgeBackend, erasure_marker
 from local_ai_memory._contracts.runtime import Erasure, RuntimeBackend, Scope, ScopeInfo
+from local_ai_memory._knowledge.conversations import CONVERSATIONS
 from local_ai_memory._knowledge.store import MemoryStore
 from local_ai_memory._runtime import checkpoint_log
 from local_ai_memory._runtime.checkpoints import list_checkpoints
 from local_ai_memory._runtime.scope import MemoryManager
-from local_ai_memory._shared.naming import owner_of
+from local_ai_memory._shared.naming import note_filename, owner_of, user_file_prefix
 from local_ai_memory._shared.records import AgentCheckpoint, ToolIndexEntry, visible_state
 
 __all__ = [
@@ -298,6 +299,23 @@ def _scopes_of(runtime: RuntimeBackend, erasure: Erasure) -> list[Scope]:
     return [info.scope for info in runtime.list_scopes(include_erased=True) if erasure.covers(info.scope)]
 
 
+def _erase_log(store: MemoryStore, user_id: str, session_id: str) -> list[str]:
+    """Delete the session's conversation log (:mod:`local_ai_memory._knowledge.conversations`),
+    also when logging was switched off since it was written; return its path if there was one."""
+    filename = note_filename(user_id, session_id)
+    if CONVERSATIONS in store.categories:
+        found = store.delete_file(f"{CONVERSATIONS}/{filename}")
+    else:
+        found = store.backend.delete_note(CONVERSATIONS, filename)
+    if not found:
+        return []
+    # The index journal's delete line and the change feed still name the session: the owner's
+    # index is stored afresh, and hosts that follow the feed reload it.
+    store.compact_owner(user_id)
+    store.backend.forget_feed(user_file_prefix(user_id))
+    return [f"{CONVERSATIONS}/{filename}"]
+
+
 def erase(runtime: RuntimeBackend, store: MemoryStore | None, erasure: Erasure) -> ErasureReport:
     """Delete what ``erasure`` covers (see the module docstring); return what was removed.
 
@@ -318,6 +336,8 @@ def erase(runtime: RuntimeBackend, store: MemoryStore | None, erasure: Erasure) 
         # Listed or not (a backend may list no empty scope), the named session leaves no trace.
         runtime_bytes += runtime.delete_scope(Scope.of(erasure.user_id, erasure.session_id))
     report = ErasureReport(erasure.user_id, erasure.session_id, sorted(sessions), runtime_bytes)
+    if erasure.session_id is not None and store is not None:
+        report = replace(report, notes=_erase_log(store, erasure.user_id, erasure.session_id))
     if whole_user and store is not None:
         forgotten = store.forget_user(erasure.user_id)
         report = replace(

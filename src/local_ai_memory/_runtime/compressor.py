@@ -146,7 +146,14 @@ class _SetState:
     patch: dict[str, Any]
 
 
-_Op = _Read | _Ask | _Save | _ReadState | _SetState
+@dataclass(frozen=True)
+class _Log:
+    """Op: append merged ``messages`` to the session's conversation log (when it keeps one)."""
+
+    messages: list[Message]
+
+
+_Op = _Read | _Ask | _Save | _ReadState | _SetState | _Log
 _Flow = Generator[_Op, Any, CompressionResult]
 _MergeFlow = Generator[_Op, Any, "CompressionResult | None"]
 Outcome = TypeVar("Outcome")
@@ -199,8 +206,9 @@ class WorkingMemoryCompressor:
         return self._run_sync(self._flow(to_messages(messages), incremental=False))
 
     def update_summary(self, new_messages: Iterable[MessageLike]) -> CompressionResult:
-        """Merge ``new_messages`` into the existing L1."""
-        return self._run_sync(self._flow(to_messages(new_messages), incremental=True))
+        """Merge ``new_messages`` into the existing L1 (and, once merged, into the session's
+        conversation log when the manager keeps one: a :class:`~local_ai_memory.Session`)."""
+        return self._run_sync(self._update_flow(to_messages(new_messages)))
 
     async def acompress(self, messages: Iterable[MessageLike]) -> CompressionResult:
         """Async twin of :meth:`compress`."""
@@ -208,7 +216,7 @@ class WorkingMemoryCompressor:
 
     async def aupdate_summary(self, new_messages: Iterable[MessageLike]) -> CompressionResult:
         """Async twin of :meth:`update_summary`."""
-        return await self._run_async(self._flow(to_messages(new_messages), incremental=True))
+        return await self._run_async(self._update_flow(to_messages(new_messages)))
 
     def merge_new(self, conversation: Iterable[MessageLike]) -> CompressionResult | None:
         """Merge the part of ``conversation`` that L1 has not seen yet, and remember how far it got.
@@ -266,6 +274,9 @@ class WorkingMemoryCompressor:
             return self.manager.swap_working_memory(op.expected, op.text)
         if isinstance(op, _ReadState):
             return self.manager.get_state()
+        if isinstance(op, _Log):
+            log = getattr(self.manager, "log_turns", None)
+            return log(op.messages) if log is not None else 0
         return self.manager.update_state(op.patch)
 
     async def _aanswer(self, op: _Op) -> Any:
@@ -278,6 +289,9 @@ class WorkingMemoryCompressor:
             return await self.manager.aswap_working_memory(op.expected, op.text)
         if isinstance(op, _ReadState):
             return await self.manager.aget_state()
+        if isinstance(op, _Log):
+            log = getattr(self.manager, "log_turns", None)
+            return await asyncio.to_thread(log, op.messages) if log is not None else 0
         return await self.manager.aupdate_state(op.patch)
 
     # ---- the shared flows
@@ -288,12 +302,23 @@ class WorkingMemoryCompressor:
         books = state.get(BOOKKEEPING_KEY)
         known = books.get("merge_cursor") if isinstance(books, dict) else None
         plan = plan_merge(items, MergeCursor.from_json(known))
-        result = (yield from self._flow(list(plan.messages), incremental=True)) if plan.messages else None
+        result = (yield from self._update_flow(list(plan.messages))) if plan.messages else None
         if (result is None or result.ok) and known != plan.cursor.to_json():
             try:  # a merge patch: the rest of the bookkeeping stays as it is
                 yield _SetState({BOOKKEEPING_KEY: {"merge_cursor": plan.cursor.to_json()}})
             except LocalMemoryError as exc:  # L1 is stored; the next call may offer these messages again
                 log_event(Event.WORKING_MEMORY_FAILED, level=30, mode="incremental", method="cursor", reason=str(exc))
+        return result
+
+    def _update_flow(self, messages: list[Message]) -> _Flow:
+        """An incremental merge of ``messages``; once it succeeded they are logged (a failed
+        merge logs nothing: :meth:`merge_new` offers the same messages again)."""
+        result = yield from self._flow(messages, incremental=True)
+        if result.ok and messages:
+            try:
+                yield _Log(messages)
+            except LocalMemoryError as exc:  # L1 is stored; the log misses this run, which is said
+                log_event(Event.CONVERSATION_LOG_FAILED, level=30, reason=str(exc))
         return result
 
     def _fail(self, mode: Literal["full", "incremental"], method: str, existing: str, reason: str) -> CompressionResult:

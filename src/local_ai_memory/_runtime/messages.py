@@ -24,7 +24,8 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
 from local_ai_memory._contracts.runtime import RuntimeBackend, Scope
@@ -75,6 +76,11 @@ class Message:
     ``tool_arguments`` what it passed to each, as JSON text, in the same order (``""`` for a
     call given without arguments; ``()`` when no call had any). The arguments are often what
     a run did ("read_file path=src/app.py"), which a summary of the run wants to say.
+
+    ``time`` is when the message was said (seconds since the epoch) when the caller gave one
+    (a ``timestamp`` key or attribute, epoch seconds or ISO 8601; LangChain's
+    ``additional_kwargs["timestamp"]``): a conversation log records it instead of the time of
+    logging, so an imported chat keeps its dates. It is not part of a message's identity.
     """
 
     role: str
@@ -83,6 +89,7 @@ class Message:
     tool_call_id: str | None = None
     tool_calls: tuple[str, ...] = ()
     tool_arguments: tuple[str, ...] = ()
+    time: float | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         """A plain ``{"role", "content", ...}`` dict (optional keys only when set)."""
@@ -117,6 +124,26 @@ def _text_of(content: Any) -> str:
         parts = [_text_of(part) for part in content]
         return "\n".join(part for part in parts if part)
     return str(content)
+
+
+def _time_of(item: Any) -> float | None:
+    """When ``item`` was said, if it says (see :attr:`Message.time`); a value that is no time is refused."""
+    raw = _get(item, "timestamp")
+    if raw is None:
+        extra = _get(item, "additional_kwargs")
+        raw = extra.get("timestamp") if isinstance(extra, Mapping) else None
+    if raw is None:
+        return None
+    if isinstance(raw, datetime):
+        return raw.timestamp()
+    if isinstance(raw, (int, float)) and not isinstance(raw, bool):
+        return float(raw)
+    if isinstance(raw, str):
+        try:
+            return datetime.fromisoformat(raw).timestamp()
+        except ValueError:
+            pass
+    raise InvalidInputError(f"a message's timestamp must be epoch seconds or ISO 8601 text, got {raw!r}")
 
 
 def _role_of(item: Any) -> str:
@@ -215,6 +242,7 @@ def to_message(item: MessageLike) -> Message:
         tool_call_id=tool_call_id if isinstance(tool_call_id, str) and tool_call_id else None,
         tool_calls=names,
         tool_arguments=arguments,
+        time=_time_of(item),
     )
 
 

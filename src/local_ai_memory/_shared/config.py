@@ -90,6 +90,11 @@ class MemoryConfig(BaseSettings):
         "(least recently asked users are let go first; the last one asked always stays).",
         ge=1,
     )
+    remember_conversations: bool = _memory(
+        True,
+        "Append each finished run's turns to the user's conversation log (a note per session in "
+        "the conversations category), which recall searches in later sessions.",
+    )
     working_memory_enabled: bool = _memory(True, "Read and compress L1 working memory.")
     working_memory_target_tokens: int = _memory(768, "Token budget of the L1 summary.", ge=32, le=100_000)
     working_memory_compact_keep_last: int = _memory(6, "Messages kept in the session after compaction.", ge=0)

@@ -249,13 +249,14 @@ class _Tools:
         found = await self._call(lambda: self.knowledge.search(query, who, k=max(1, min(k, 50))), who)
         return SearchOut(hits=[Hit(id=_id_of(c.category, c.filename), title=c.title, score=c.score) for c in found])
 
-    async def recall(self, query: str, max_tokens: int = 2000, user: User = None) -> RecallOut:
-        """What your notes say about a query, loaded within max_tokens."""
+    async def recall(self, query: str, max_tokens: int = 1000, user: User = None) -> RecallOut:
+        """What you said in earlier conversations or saved in notes that answers a question: the
+        best passages, each labelled with where and when, within max_tokens."""
         who = self.identity.caller(user, READ).user
         budget = max(100, min(max_tokens, MAX_CHARS // 2))
-        result = await self._call(lambda: self.knowledge.retrieve(query, who, max_tokens=budget), who)
-        ids = [_id_of(f.category, f.filename) for f in result.files]
-        return RecallOut(text=result.for_model(), ids=ids, tokens=result.used_tokens)
+        result = await self._call(lambda: self.memory.recall(query, who, max_tokens=budget), who)
+        ids = list(dict.fromkeys(_id_of(p.category, p.filename) for p in result.passages))
+        return RecallOut(text=result.answer, ids=ids, tokens=result.tokens)
 
     async def read_note(self, id: Id, offset: int = 0, limit: int = MAX_CHARS, user: User = None) -> NoteOut:
         """Read a note (paged by characters); gives the hash to pass to writes."""

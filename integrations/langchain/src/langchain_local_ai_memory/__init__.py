@@ -25,6 +25,7 @@ from ._retriever import LocalMemoryRetriever
 from ._tools import (
     KnowledgeSearchTool,
     LoadToolResultTool,
+    RecallTool,
     SearchToolResultTool,
     create_memory_tools,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "LocalMemorySaver",
     "LocalMemoryStore",
     "MemoryPromptMiddleware",
+    "RecallTool",
     "SearchToolResultTool",
     "ToolResultMiddleware",
     "WorkingMemoryMiddleware",

@@ -12,6 +12,8 @@
   scope check answers another scope's id as not found.
 * :class:`KnowledgeSearchTool` (``search_memory``): runs the three retrieval stages for the
   bound user and returns the loaded files as text.
+* :class:`RecallTool` (``recall``): the passages of the user's notes and past conversations
+  that answer a question (:meth:`local_ai_memory.Memory.recall`).
 
 Both work on a :class:`~local_ai_memory.Memory` (``memory=``; ``config=`` is a shortcut that
 builds ``Memory(config)``): the load tool reads the memory's sessions, the search tool its
@@ -37,21 +39,25 @@ from local_ai_memory.integration import (
     DEFAULT_SEARCH_MATCHES,
     MAX_CONTEXT_LINES,
     MAX_SEARCH_MATCHES,
+    RECALL_DESCRIPTION,
 )
 
-from ._scope import MemoryLocation, memory_of, resolve_scope
+from ._scope import MemoryLocation, memory_of, resolve_scope, resolve_user
 
 if TYPE_CHECKING:
     from ._retriever import LocalMemoryRetriever
 
 __all__ = [
     "LOAD_TOOL_RESULT",
+    "RECALL",
     "SEARCH_MEMORY",
     "SEARCH_TOOL_RESULT",
     "KnowledgeSearchInput",
     "KnowledgeSearchTool",
     "LoadToolResultInput",
     "LoadToolResultTool",
+    "RecallInput",
+    "RecallTool",
     "SearchToolResultInput",
     "SearchToolResultTool",
     "create_memory_tools",
@@ -60,6 +66,7 @@ __all__ = [
 LOAD_TOOL_RESULT = "load_tool_result"
 SEARCH_TOOL_RESULT = "search_tool_result"
 SEARCH_MEMORY = "search_memory"
+RECALL = "recall"
 MAX_PAGE_CHARS = 20_000
 MAX_PAGE_LINES = 1_000
 
@@ -321,6 +328,49 @@ class KnowledgeSearchTool(BaseTool):
             raise ToolException(f"Memory search failed: {exc}") from exc
 
 
+class RecallInput(BaseModel):
+    """Arguments of ``recall``."""
+
+    query: str = Field(description="A question, or the words of what to recall (a name, a date, a preference).")
+
+
+class RecallTool(BaseTool):
+    """Recalls the passages of the bound user's notes and past conversations that answer a question
+    (:meth:`local_ai_memory.Memory.recall`), within ``max_tokens``."""
+
+    name: str = RECALL
+    description: str = RECALL_DESCRIPTION
+    args_schema: type[BaseModel] = RecallInput
+    handle_tool_error: bool = True
+
+    memory: Memory = Field(exclude=True, description="The Memory whose notes and conversations are recalled.")
+    user_id: str | None = Field(default=None, description="Bound user (else read from the runtime context per call).")
+    max_tokens: int = Field(default=1000, ge=1, description="Tokens of recalled passages at most.")
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+
+    def __init__(self, *, memory: Memory | None = None, config: MemoryConfig | None = None, **fields: Any) -> None:
+        """``memory`` (or ``config``, a shortcut for ``Memory(config)``; not both), then the fields."""
+        super().__init__(memory=memory_of(memory, config), **fields)
+
+    def _run(self, query: str, run_manager: CallbackManagerForToolRun | None = None, *, config: RunnableConfig) -> str:
+        try:
+            return self.memory.recall(
+                query, resolve_user(self.user_id, None, config), max_tokens=self.max_tokens
+            ).answer
+        except LocalMemoryError as exc:
+            raise ToolException(f"Recall failed: {exc}") from exc
+
+    async def _arun(
+        self, query: str, run_manager: AsyncCallbackManagerForToolRun | None = None, *, config: RunnableConfig
+    ) -> str:
+        try:
+            user = resolve_user(self.user_id, None, config)
+            return (await self.memory.arecall(query, user, max_tokens=self.max_tokens)).answer
+        except LocalMemoryError as exc:
+            raise ToolException(f"Recall failed: {exc}") from exc
+
+
 def create_memory_tools(
     user_id: str | None = None,
     session_id: str | None = None,
@@ -329,9 +379,11 @@ def create_memory_tools(
     config: MemoryConfig | None = None,
     retriever: LocalMemoryRetriever | None = None,
     search_results: bool = False,
+    recall: bool = False,
 ) -> list[BaseTool]:
     """The memory tools for one user and session: ``load_tool_result``, ``search_memory`` with a
-    retriever, and ``search_tool_result`` last with ``search_results=True``.
+    retriever, ``search_tool_result`` with ``search_results=True``, and ``recall`` (past
+    conversations and notes, :class:`RecallTool`) last with ``recall=True``.
 
     ``search_tool_result`` is opt-in here so that code unpacking the two tools keeps working;
     the :class:`~langchain_local_ai_memory.ToolResultMiddleware` registers it with
@@ -340,8 +392,9 @@ def create_memory_tools(
     Leave ``user_id`` / ``session_id`` out to read them per call from the runtime context
     (``agent.invoke(..., context={"user_id": ..., "session_id": ...})``) or from ``config["configurable"]``.
     """
-    if not isinstance(search_results, bool):
-        raise InvalidInputError(f"search_results must be True or False, got {search_results!r}")
+    for flag, value in (("search_results", search_results), ("recall", recall)):
+        if not isinstance(value, bool):
+            raise InvalidInputError(f"{flag} must be True or False, got {value!r}")
     if memory is None and config is None and retriever is not None:
         memory = retriever.memory
     memory = memory_of(memory, config)
@@ -350,4 +403,6 @@ def create_memory_tools(
         tools.append(KnowledgeSearchTool(retriever=retriever, user_id=user_id))
     if search_results:
         tools.append(SearchToolResultTool(memory=memory, user_id=user_id, session_id=session_id))
+    if recall:
+        tools.append(RecallTool(memory=memory, user_id=user_id))
     return tools

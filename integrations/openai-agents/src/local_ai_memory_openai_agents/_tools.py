@@ -6,6 +6,8 @@
   ``(user_id, session_id)`` are reachable: the core answers another session's id as not found.
 * ``search_memory``: the three retrieval stages over the bound user's notes, within a token
   budget, returned as fenced data.
+* ``recall`` (with ``recall=True``): the passages of the user's notes and past conversations
+  that answer a question (:meth:`local_ai_memory.Memory.recall`).
 
 The user and session are bound when the tools are made (:func:`memory_tools`); the model
 never names them. Errors of the library (an unknown id, a bad page) reach the model as the
@@ -20,21 +22,31 @@ from agents import FunctionTool, function_tool
 from pydantic import Field
 
 from local_ai_memory import LocalMemoryError, Memory
-from local_ai_memory.integration import DEFAULT_PAGE_CHARS, DEFAULT_PAGE_LINES
+from local_ai_memory.integration import DEFAULT_PAGE_CHARS, DEFAULT_PAGE_LINES, RECALL_DESCRIPTION
 
-__all__ = ["LOAD_TOOL_RESULT", "SEARCH_MEMORY", "memory_tools"]
+__all__ = ["LOAD_TOOL_RESULT", "RECALL", "SEARCH_MEMORY", "memory_tools"]
 
 LOAD_TOOL_RESULT = "load_tool_result"
 SEARCH_MEMORY = "search_memory"
+RECALL = "recall"
 MAX_PAGE_CHARS = 20_000
 MAX_PAGE_LINES = 1_000
 MAX_SEARCH_TOKENS = 8_000
 
 
-def memory_tools(memory: Memory, user_id: str, session_id: str, *, search_tokens: int = 2000) -> list[FunctionTool]:
-    """``[load_tool_result, search_memory]`` bound to one user and session of ``memory``.
+def memory_tools(
+    memory: Memory,
+    user_id: str,
+    session_id: str,
+    *,
+    search_tokens: int = 2000,
+    recall: bool = False,
+    recall_tokens: int = 1000,
+) -> list[FunctionTool]:
+    """``[load_tool_result, search_memory]`` bound to one user and session of ``memory``, and
+    ``recall`` last with ``recall=True``.
 
-    ``search_tokens``: the budget of one ``search_memory`` answer (the model may ask for less).
+    ``search_tokens`` / ``recall_tokens``: the budget of one ``search_memory`` / ``recall`` answer.
     """
     session = memory.session(user_id, session_id)  # ids checked here, before any tool exists
     knowledge = memory.knowledge
@@ -77,4 +89,13 @@ def memory_tools(memory: Memory, user_id: str, session_id: str, *, search_tokens
             return f"Cannot search memory: {error}"
         return found.for_model()
 
-    return [load_tool_result, search_memory]
+    async def recall_passages(
+        query: Annotated[str, "A question, or the words of what to recall (a name, a date, a preference)."],
+    ) -> str:
+        try:
+            return (await memory.arecall(query, user_id, max_tokens=recall_tokens)).answer
+        except LocalMemoryError as error:
+            return f"Cannot recall: {error}"
+
+    recall_tool = function_tool(recall_passages, name_override=RECALL, description_override=RECALL_DESCRIPTION)
+    return [load_tool_result, search_memory, *([recall_tool] if recall else [])]

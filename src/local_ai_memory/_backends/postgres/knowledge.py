@@ -369,7 +369,7 @@ class PostgresKnowledgeBackend(PgStorage, KnowledgeBackend):
         yield Stmt(self.db.q("DELETE FROM {s}.note_owners WHERE owner = %s"), (prefix,))
 
     def forget_feed(self, user_prefix: str) -> None:
-        """Delete the owner's change counter and log (their notes are gone): no trace is left."""
+        """Delete the owner's change counter and log: no name of a note they erased is left."""
         self.run("forget_feed", self._forget_feed(user_prefix))
 
     # -- derived data --------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """``LocalMemoryToolSpec``: the memory tools an agent calls, bound to one user and session.
 
-Up to three tools, each with a sync and an async implementation (``FunctionTool`` picks the one
+Up to four tools, each with a sync and an async implementation (``FunctionTool`` picks the one
 the agent needs):
 
 * ``load_tool_result(result_id, offset=0, limit=8000, line=None, lines=200)`` pages an
@@ -13,6 +13,8 @@ the agent needs):
 * ``search_memory(query)`` (with ``search=True``) runs ``memory.knowledge.retrieve``
   (Stage 1, Stage 2 when the memory has an LLM, Stage 3 within ``max_tokens``) over the bound
   user's notes.
+* ``recall(query)`` (with ``recall=True``) runs ``memory.recall``: the passages of the bound
+  user's notes and past conversations that answer a question, within ``recall_tokens``.
 
 ``user_id`` and ``session_id`` are fixed when the spec is built and are not parameters of the
 tools, so the model can neither see nor change whose memory it reads. The spec works through
@@ -32,7 +34,12 @@ from llama_index.retrievers.local_ai_memory._adapters import resolve_memory
 from llama_index.retrievers.local_ai_memory.base import known_categories
 
 from local_ai_memory import InvalidInputError, Memory, MemoryConfig, RetentionPolicy, ToolResultStore
-from local_ai_memory.integration import DEFAULT_PAGE_CHARS, DEFAULT_PAGE_LINES, DEFAULT_SEARCH_MATCHES
+from local_ai_memory.integration import (
+    DEFAULT_PAGE_CHARS,
+    DEFAULT_PAGE_LINES,
+    DEFAULT_SEARCH_MATCHES,
+    RECALL_DESCRIPTION,
+)
 
 from ._externalize import externalize_tools
 
@@ -87,15 +94,19 @@ class LocalMemoryToolSpec(BaseToolSpec):
         llm: Any = None,
         embed_model: Any = None,
         search: bool = False,
+        recall: bool = False,
         categories: Sequence[str] | None = None,
         max_tokens: int = 2000,
+        recall_tokens: int = 1000,
         max_page_chars: int = 20_000,
         retention: RetentionPolicy | None = None,
     ) -> None:
-        if not isinstance(search, bool):
-            raise InvalidInputError(f"search must be True or False, got {search!r}")
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise InvalidInputError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+        for flag, value in (("search", search), ("recall", recall)):
+            if not isinstance(value, bool):
+                raise InvalidInputError(f"{flag} must be True or False, got {value!r}")
+        for size, number in (("max_tokens", max_tokens), ("recall_tokens", recall_tokens)):
+            if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+                raise InvalidInputError(f"{size} must be a positive integer, got {number!r}")
         if isinstance(max_page_chars, bool) or not isinstance(max_page_chars, int) or max_page_chars < 1:
             raise InvalidInputError(f"max_page_chars must be a positive integer, got {max_page_chars!r}")
         if retention is not None and not isinstance(retention, RetentionPolicy):
@@ -109,6 +120,7 @@ class LocalMemoryToolSpec(BaseToolSpec):
         self.search_enabled = search
         self.categories = known_categories(self.memory, categories) if search else None
         self.max_tokens = max_tokens
+        self.recall_tokens = recall_tokens
         self.max_page_chars = max_page_chars
         self.spec_functions = [
             ("load_tool_result", "aload_tool_result"),
@@ -116,6 +128,8 @@ class LocalMemoryToolSpec(BaseToolSpec):
         ]
         if search:
             self.spec_functions.append(("search_memory", "asearch_memory"))
+        if recall:
+            self.spec_functions.append(("recall", "arecall"))
 
     @classmethod
     def from_config(
@@ -222,6 +236,16 @@ class LocalMemoryToolSpec(BaseToolSpec):
         result = await knowledge.aretrieve(query, self.user_id, categories=self.categories, max_tokens=self.max_tokens)
         return result.for_model()
 
+    # -- recall
+
+    def recall(self, query: str) -> str:
+        """The passages of the bound user's notes and past conversations that answer ``query``."""
+        return self.memory.recall(query, self.user_id, max_tokens=self.recall_tokens).answer
+
+    async def arecall(self, query: str) -> str:
+        """Async twin of :meth:`recall`."""
+        return (await self.memory.arecall(query, self.user_id, max_tokens=self.recall_tokens)).answer
+
     # -- tools
 
     def to_tool_list(
@@ -245,6 +269,11 @@ class LocalMemoryToolSpec(BaseToolSpec):
                 name="search_memory",
                 description=_SEARCH_DESCRIPTION,
                 fn_schema=FunctionTool.from_defaults(fn=self.search_memory).metadata.fn_schema,
+            ),
+            "recall": ToolMetadata(
+                name="recall",
+                description=f"recall(query: str) -> str\n{RECALL_DESCRIPTION}",
+                fn_schema=FunctionTool.from_defaults(fn=self.recall).metadata.fn_schema,
             ),
         }
         mapping.update(func_to_metadata_mapping or {})
