@@ -460,7 +460,13 @@ class Knowledge:
                 {"role": "user", "content": "I moved to Lyon", "timestamp": "2026-03-02T09:15:00"},
             ])
         """
-        from local_ai_memory._knowledge.conversations import CONVERSATIONS, header_text, render_run, turns_of
+        from local_ai_memory._knowledge.conversations import (
+            CONVERSATIONS,
+            header_text,
+            parse_turns,
+            render_run,
+            turns_of,
+        )
         from local_ai_memory._runtime.messages import to_messages
 
         validate_name(session_id, "session_id")
@@ -471,10 +477,17 @@ class Knowledge:
         if CONVERSATIONS not in self.store.categories:
             raise ConfigError("conversation logs are off (memory.remember_conversations: false)")
 
+        logged = 0  # turns already in the log: the new ones' ordinals follow
+
         def appended(current: str | None) -> str:
+            nonlocal logged
+            logged = len(parse_turns(current)) if current is not None else 0
             return (current if current is not None else header_text(session_id)).rstrip("\n") + "\n\n" + section
 
-        self.store.update_file(self._path(user_id, session_id, CONVERSATIONS), appended)
+        path = self._path(user_id, session_id, CONVERSATIONS)
+        self.store.update_file(path, appended)
+        new = parse_turns(section)
+        self.store.embed_passages([(f"{path}#{logged + turn.ordinal}", turn.text) for turn in new])
         return len(turns)
 
     def recall(self, query: str, user_id: str, *, max_tokens: int = 1000) -> Recall:
@@ -502,7 +515,9 @@ class Knowledge:
                     candidate.category, candidate.filename, prefix, text.decode("utf-8", "replace"), analyzer
                 )
                 notes.append((cuts, candidate.score))
-        ranked = rank_passages(notes, query, analyzer)
+        pool = [cut.passage for cuts, _ in notes for cut in cuts]
+        similarity = store.similarity(query, [(p.key, p.text) for p in pool])
+        ranked = rank_passages(notes, query, analyzer, similarity)
         return recalled(ranked, self.memory.token_counter.count, max_tokens)
 
     aremember_conversation = thread_twin(remember_conversation)

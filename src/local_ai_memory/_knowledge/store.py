@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
 from local_ai_memory._contracts.knowledge import NoteInfo, VectorCache
@@ -100,6 +100,32 @@ class MemoryStore(KnowledgeNotes):
                 dense = DenseIndex(self.backend, cache, embedder)
                 self.__dict__["_dense_index"] = dense
             return dense
+
+    def _passage_cache(self) -> VectorCache | None:
+        """The vector cache of hybrid search (``None`` unless it is on)."""
+        if not self.embeds_at_index:
+            return None
+        assert self.embedder is not None
+        with self._lock:
+            return self._vector_cache(self.embedder)
+
+    def embed_passages(self, items: Sequence[tuple[str, str]]) -> None:
+        """Embed the ``(key, text)`` passages now (cached by content) if hybrid search is on, so
+        a later :meth:`similarity` finds them: what logging a conversation does."""
+        cache = self._passage_cache()
+        if cache is not None and items:
+            cache.vectors_for(items)
+
+    def similarity(self, query: str, items: Sequence[tuple[str, str]]) -> list[float] | None:
+        """The cosine of ``query`` with each ``(key, text)`` of ``items`` (a text is embedded
+        once, then cached by content), or ``None`` unless hybrid search is on: what recall
+        fuses with its word ranking of passages."""
+        cache = self._passage_cache()
+        if cache is None:
+            return None
+        if not items:
+            return []
+        return [float(x) for x in cache.vectors_for(items) @ cache.embed_query(query)]
 
     def _read_text(self, category: str, name: str) -> str | None:
         data = self.backend.read_note(category, name)
