@@ -19,12 +19,13 @@ retriever per request costs next to nothing.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from functools import cached_property
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Concatenate, Literal, NamedTuple, ParamSpec, TypeVar
 
 from local_ai_memory._composition import compose, in_memory_backends
 from local_ai_memory._contracts.knowledge import KnowledgeBackend, NoteInfo
@@ -36,7 +37,7 @@ from local_ai_memory._runtime.messages import MessageLike, SessionMessageStore
 from local_ai_memory._runtime.scope import MemoryManager
 from local_ai_memory._runtime.tool_results import DEFAULT_PAGE_CHARS, DEFAULT_PAGE_LINES, ToolResultStore
 from local_ai_memory._shared.config import MemoryConfig
-from local_ai_memory._shared.errors import ConflictError, InvalidInputError, RecordNotFoundError
+from local_ai_memory._shared.errors import ConflictError, RecordNotFoundError
 from local_ai_memory._shared.models import LLM, Embedder
 from local_ai_memory._shared.naming import DirectoryGuard, note_filename, user_file_prefix, validate_name
 from local_ai_memory._shared.records import ToolResultPage
@@ -55,48 +56,104 @@ if TYPE_CHECKING:  # imported where used: a search loads no compressor, archive 
 
 __all__ = ["Knowledge", "Memory", "NoteName", "Session"]
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
 _PARTS = ("runtime", "knowledge", "llm", "embedder", "token_counter")
 
 
-class Session(MemoryManager):
+def _engine_call(method: Callable[Concatenate[MemoryManager, P], R]) -> Callable[Concatenate[Session, P], R]:
+    """A :class:`Session` method that runs the engine's ``method`` (same parameters and docstring),
+    so the session's surface is chosen name by name while the rule stays in the engine, once."""
+
+    def call(self: Session, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return method(self.engine, *args, **kwargs)
+
+    _named_after(call, method)
+    return call
+
+
+def _engine_acall(
+    method: Callable[Concatenate[MemoryManager, P], Awaitable[R]],
+) -> Callable[Concatenate[Session, P], Coroutine[Any, Any, R]]:
+    """:func:`_engine_call` for an async method: the session's twin is a coroutine function too."""
+
+    async def call(self: Session, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return await method(self.engine, *args, **kwargs)
+
+    _named_after(call, method)
+    return call
+
+
+def _named_after(call: Callable[..., Any], method: Callable[..., Any]) -> None:
+    functools.update_wrapper(call, method)  # name, docstring, inspect.signature()
+    call.__module__ = __name__
+    call.__qualname__ = f"Session.{method.__name__}"
+
+
+class Session:
     """One ``(user_id, session_id)`` scope's runtime memory: L0-L3, messages, compression, context.
 
-    A :class:`MemoryManager` (state, working memory, plans, tool results) plus the parts that
-    work on the same scope: :attr:`tool_results` (externalize, page back, retention),
-    :attr:`messages` (the session log), :attr:`compressor` (L1) and :attr:`context` (the
-    prompt material for a model call). Get one from :meth:`Memory.session`.
+    A session holds its engine (:attr:`engine`, the scope's :class:`MemoryManager`) and exposes
+    what a session means: state (L0), working memory (L1, with compression), checkpoints (L2),
+    tool results (L3: externalize, page back, search inside, list), the message log and context
+    building, plus the parts behind them: :attr:`tool_results`, :attr:`messages`,
+    :attr:`compressor` and :attr:`context`. Raw plans, raw tool-result payloads, locks and the
+    library's bookkeeping writes are the engine's (``session.engine``), not the session's.
+    Get one from :meth:`Memory.session`.
     """
 
     def __init__(self, memory: Memory, user_id: str, session_id: str) -> None:
-        super().__init__(memory.runtime, memory.config, user_id=user_id, session_id=session_id)
         self.memory = memory
-        self.tool_results = ToolResultStore(self)
-        self.messages = SessionMessageStore.for_manager(self)
+        self.engine = MemoryManager(memory.runtime, memory.config, user_id=user_id, session_id=session_id)
+        self.user_id = user_id  # checked by the engine above, before anything is stored
+        self.session_id = session_id
+        self.tool_results = ToolResultStore(self.engine)
+        self.messages = SessionMessageStore.for_manager(self.engine)
 
     def __repr__(self) -> str:
         return f"Session(user_id={self.user_id!r}, session_id={self.session_id!r})"
 
-    def scoped(self, user_id: str, session_id: str) -> MemoryManager:
-        """Refused: a session is bound to its one scope (ask the memory for another one)."""
-        raise InvalidInputError(
-            f"{self!r} is bound to its scope; use memory.session({user_id!r}, {session_id!r}) for another one"
-        )
+    # -- L0 ----------------------------------------------------------------------------
+
+    get_state = _engine_call(MemoryManager.get_state)
+    update_state = _engine_call(MemoryManager.update_state)
+    replace_state = _engine_call(MemoryManager.replace_state)
+    bookkeeping = _engine_call(MemoryManager.bookkeeping)
+    aget_state = _engine_acall(MemoryManager.aget_state)
+    aupdate_state = _engine_acall(MemoryManager.aupdate_state)
+    areplace_state = _engine_acall(MemoryManager.areplace_state)
+    abookkeeping = _engine_acall(MemoryManager.abookkeeping)
+
+    # -- L1 storage ----------------------------------------------------------------------
+
+    get_working_memory = _engine_call(MemoryManager.get_working_memory)
+    update_working_memory = _engine_call(MemoryManager.update_working_memory)
+    swap_working_memory = _engine_call(MemoryManager.swap_working_memory)
+    aget_working_memory = _engine_acall(MemoryManager.aget_working_memory)
+    aupdate_working_memory = _engine_acall(MemoryManager.aupdate_working_memory)
+    aswap_working_memory = _engine_acall(MemoryManager.aswap_working_memory)
 
     @cached_property
     def compressor(self) -> WorkingMemoryCompressor:
         """Keeps L1 under its token budget (with the memory's LLM, or extractive without one)."""
         from local_ai_memory._runtime.compressor import WorkingMemoryCompressor
 
-        return WorkingMemoryCompressor(self, self.memory.llm, self.memory.token_counter)
+        return WorkingMemoryCompressor(self.engine, self.memory.llm, self.memory.token_counter)
 
     @cached_property
     def context(self) -> ContextBuilder:
         """Assembles state, working memory, knowledge and recent messages within a budget."""
         from local_ai_memory._runtime.context import ContextBuilder
 
-        return ContextBuilder(self, self.memory.token_counter, message_store=self.messages)
+        return ContextBuilder(self.engine, self.memory.token_counter, message_store=self.messages)
 
     # -- L3 ----------------------------------------------------------------------------
+
+    list_tool_results = _engine_call(MemoryManager.list_tool_results)
+    count_tool_results = _engine_call(MemoryManager.count_tool_results)
+    alist_tool_results = _engine_acall(MemoryManager.alist_tool_results)
+    acount_tool_results = _engine_acall(MemoryManager.acount_tool_results)
 
     def externalize(self, tool_name: str, content: str, *, is_error: bool = False) -> str:
         """``content`` if small or an error, else a ``{result_id, summary, size}`` reference.
@@ -166,31 +223,31 @@ class Session(MemoryManager):
         """A :class:`CheckpointRun` for ``plan_id`` in this session (resumes a resumable one)."""
         from local_ai_memory._runtime.checkpoints import CheckpointRun
 
-        return CheckpointRun(self, plan_id, task=task, plan=plan, **options)
+        return CheckpointRun(self.engine, plan_id, task=task, plan=plan, **options)
 
     def checkpoints(self) -> list[AgentCheckpoint]:
         """Every checkpoint of the session, newest first."""
         from local_ai_memory._runtime.checkpoints import list_checkpoints
 
-        return list_checkpoints(self)
+        return list_checkpoints(self.engine)
 
     def resumable(self) -> AgentCheckpoint | None:
         """The newest ``in_progress`` or ``interrupted`` checkpoint, or ``None``."""
         from local_ai_memory._runtime.checkpoints import find_resumable
 
-        return find_resumable(self)
+        return find_resumable(self.engine)
 
     async def acheckpoints(self) -> list[AgentCheckpoint]:
         """Async twin of :meth:`checkpoints`."""
         from local_ai_memory._runtime.checkpoints import alist_checkpoints
 
-        return await alist_checkpoints(self)
+        return await alist_checkpoints(self.engine)
 
     async def aresumable(self) -> AgentCheckpoint | None:
         """Async twin of :meth:`resumable`."""
         from local_ai_memory._runtime.checkpoints import afind_resumable
 
-        return await afind_resumable(self)
+        return await afind_resumable(self.engine)
 
     # -- L1 ----------------------------------------------------------------------------
 
@@ -226,7 +283,11 @@ class Session(MemoryManager):
         from local_ai_memory._shared.display import memory_html
 
         return memory_html(
-            self.stem, self.get_state(), self.get_working_memory(), self.checkpoints(), self.count_tool_results()
+            self.engine.stem,
+            self.get_state(),
+            self.get_working_memory(),
+            self.checkpoints(),
+            self.count_tool_results(),
         )
 
 
@@ -686,7 +747,7 @@ class Memory:
         self._known(user_id, session_id)
         from local_ai_memory._operations.lifecycle import show_scope
 
-        return show_scope(self.session(user_id, session_id))
+        return show_scope(self.session(user_id, session_id).engine)
 
     def apply_retention(self, *, max_age: float | None = None, keep_last: int | None = None) -> RetentionReport:
         """Prune the LangGraph checkpoints (``LocalMemorySaver`` threads) of every session: keep those

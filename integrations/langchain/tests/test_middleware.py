@@ -65,7 +65,7 @@ def test_only_large_successful_results_are_externalized(memory: Memory) -> None:
     reference = json.loads(str(seen["large"].content))
     assert reference["size"] == 10_000
     assert reference["summary"] == "x" * 1000 + "…"
-    assert memory.session("alice", "s1").load_tool_result(reference["result_id"])["content"] == LARGE
+    assert memory.session("alice", "s1").engine.load_tool_result(reference["result_id"])["content"] == LARGE
     assert seen["small"].content == "tiny"
     assert seen["failing"].status == "error"
     assert "EEEE" in str(seen["failing"].content)  # error results stay inline, whatever their size
@@ -125,7 +125,7 @@ def test_checkpoint_and_state_each_step(memory: Memory) -> None:
     )
     agent.invoke({"messages": [HumanMessage("Count twice")]})
     manager = memory.session("alice", "s1")
-    checkpoint = load_checkpoint(manager, "job-1")
+    checkpoint = load_checkpoint(manager.engine, "job-1")
     assert checkpoint.status == "completed"
     assert checkpoint.step == 3
     assert checkpoint.task == "Count twice"
@@ -151,7 +151,7 @@ async def test_async_resume_restores_the_conversation(memory: Memory) -> None:
     first = create_agent(boom, tools=[small], middleware=middleware)
     with pytest.raises(RuntimeError, match="model crashed"):
         await first.ainvoke({"messages": [HumanMessage("Task A")]})
-    assert load_checkpoint(memory.session("alice", "s1"), "agent").status == "in_progress"
+    assert load_checkpoint(memory.session("alice", "s1").engine, "agent").status == "in_progress"
     # ...and a new run with the same task continues from it instead of starting over.
     model = ScriptedChatModel(script=[AIMessage(content="finished")])
     second = create_agent(model, tools=[small], middleware=middleware)
@@ -160,7 +160,7 @@ async def test_async_resume_restores_the_conversation(memory: Memory) -> None:
     assert [type(m) for m in received] == [HumanMessage, AIMessage, ToolMessage]
     assert received[2].content == "tiny"
     assert [type(m) for m in result["messages"]] == [HumanMessage, AIMessage, ToolMessage, AIMessage]
-    assert load_checkpoint(memory.session("alice", "s1"), "agent").status == "completed"
+    assert load_checkpoint(memory.session("alice", "s1").engine, "agent").status == "completed"
     assert memory.session("alice", "s1").get_state()[BOOKKEEPING_KEY]["resumed_from_step"] == 1
 
 
@@ -198,7 +198,7 @@ def test_combined_middleware_parts_and_switches(memory: Memory) -> None:
     agent = create_agent(model, tools=[large], middleware=both.parts())
     agent.invoke({"messages": [HumanMessage("go")]})
     assert json.loads(str(_tool_messages(model)["large"].content))["size"] == 10_000
-    assert load_checkpoint(memory.session("alice", "s1"), "agent").status == "completed"
+    assert load_checkpoint(memory.session("alice", "s1").engine, "agent").status == "completed"
     only_prompt = LocalMemoryMiddleware("alice", "s1", memory=memory, externalize=False, checkpoint=False)
     assert [type(p).__name__ for p in only_prompt.parts()] == ["MemoryPromptMiddleware", "WorkingMemoryMiddleware"]
     assert list(only_prompt.tools) == []

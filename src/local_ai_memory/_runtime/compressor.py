@@ -76,6 +76,7 @@ from local_ai_memory._runtime.prompts import (
     build_update_prompt,
     render_transcript,
 )
+from local_ai_memory._runtime.scope import MemoryManager
 from local_ai_memory._runtime.summary import (
     Summary,
     cap_summary,
@@ -163,7 +164,7 @@ class WorkingMemoryCompressor:
 
     def __init__(
         self,
-        manager: Any,
+        manager: MemoryManager,
         llm: LLM | None = None,
         token_counter: TokenCounter | None = None,
         target_tokens: int | None = None,

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from local_ai_memory._runtime.messages import Message, MessageLike, SessionMessageStore, to_messages
+from local_ai_memory._runtime.scope import MemoryManager
 from local_ai_memory._shared.errors import InvalidInputError
 from local_ai_memory._shared.fencing import fence
 from local_ai_memory._shared.records import visible_state
@@ -204,7 +205,7 @@ class ContextBuilder:
 
     def __init__(
         self,
-        manager: Any,
+        manager: MemoryManager,
         token_counter: TokenCounter | None = None,
         *,
         max_tokens: int = 4096,

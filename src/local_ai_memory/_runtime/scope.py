@@ -177,6 +177,11 @@ class MemoryManager:
         found = self.get_state().get(BOOKKEEPING_KEY)
         return dict(found) if isinstance(found, dict) else {}
 
+    async def abookkeeping(self) -> dict[str, Any]:
+        """Async twin of :meth:`bookkeeping`."""
+        found = (await self.aget_state()).get(BOOKKEEPING_KEY)
+        return dict(found) if isinstance(found, dict) else {}
+
     def update_bookkeeping(self, patch: Mapping[str, Any]) -> dict[str, Any]:
         """Merge ``patch`` into the library's own L0 entries (:data:`BOOKKEEPING_KEY`), atomically.
 
@@ -335,6 +340,14 @@ class MemoryManager:
     async def aload_tool_result(self, result_id: str) -> Any:
         """Async twin of :meth:`load_tool_result`."""
         return await self.backend.aload_tool_result(self.scope_info, validate_id(result_id, "tool result id"))
+
+    async def alist_tool_results(self) -> dict[str, ToolIndexEntry]:
+        """Async twin of :meth:`list_tool_results`."""
+        return await self.backend.alist_tool_results(self.scope_info)
+
+    async def acount_tool_results(self) -> int:
+        """Async twin of :meth:`count_tool_results`."""
+        return await self.backend.acount_tool_results(self.scope_info)
 
     async def aload_tool_result_page(self, result_id: str, offset: int, limit: int) -> ToolResultPage:
         """Async twin of :meth:`load_tool_result_page`."""

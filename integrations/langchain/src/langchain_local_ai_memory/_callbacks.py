@@ -101,7 +101,7 @@ class LocalMemoryCallbackHandler(BaseCallbackHandler):
         self.session: Session = self.memory.session(self.user_id, self.session_id)
         self.tool_results = self.session.tool_results
         self.compressor = WorkingMemoryCompressor(
-            self.session,
+            self.session.engine,
             as_llm(llm) if llm is not None else self.memory.llm,
             token_counter or self.memory.token_counter,
         )

@@ -89,7 +89,7 @@ class LocalMemoryChatMessageHistory(BaseChatMessageHistory):
         self.store = self.session.messages
         self.counter = token_counter or self.memory.token_counter
         self.compressor = WorkingMemoryCompressor(
-            self.session, as_llm(llm) if llm is not None else self.memory.llm, self.counter
+            self.session.engine, as_llm(llm) if llm is not None else self.memory.llm, self.counter
         )
         self.max_memory_tokens = max_memory_tokens
         self.keep_last = keep_last if keep_last is not None else self.memory.config.working_memory_compact_keep_last
@@ -103,7 +103,7 @@ class LocalMemoryChatMessageHistory(BaseChatMessageHistory):
         return self.session
 
     def _read(self) -> list[BaseMessage]:
-        working = self.session.get_working_memory() if self.session.config.working_memory_enabled else ""
+        working = self.session.get_working_memory() if self.session.memory.config.working_memory_enabled else ""
         memory = assemble_context({}, working, "", [], self.counter, self.max_memory_tokens).text
         head: list[BaseMessage] = [SystemMessage(content=memory)] if memory else []
         return head + [to_langchain(m) for m in self.store.messages()]
