@@ -146,7 +146,7 @@ def test_killed_run_resumes_from_checkpoint(
     finished = load_checkpoint(manager.engine, "agent")
     assert finished.status == "completed"
     assert finished.step == 13
-    assert manager.get_state()[BOOKKEEPING_KEY]["resumed_from_step"] == 5
+    assert manager.bookkeeping()["resumed_from_step"] == 5
 
 
 def test_scope_from_runtime_context_reaches_the_load_tool(config: MemoryConfig, memory: Memory) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +20,7 @@ from langchain_local_ai_memory import (
 )
 from lc_fakes import ScriptedChatModel, TextLLM, add_notes
 
-from local_ai_memory import InvalidInputError, Memory
+from local_ai_memory import InvalidInputError, Memory, MemoryConfig
 from local_ai_memory._shared.records import BOOKKEEPING_KEY
 from local_ai_memory.integration import load_checkpoint
 
@@ -130,11 +131,8 @@ def test_checkpoint_and_state_each_step(memory: Memory) -> None:
     assert checkpoint.step == 3
     assert checkpoint.task == "Count twice"
     assert len(checkpoint.messages) == 6
-    assert manager.get_state() == {
-        "current_task": "Count twice",
-        "current_step": 3,
-        BOOKKEEPING_KEY: {"plan_id": "job-1"},  # the middleware's own record, never shown to the model
-    }
+    assert manager.get_state() == {"current_task": "Count twice", "current_step": 3}
+    assert manager.bookkeeping() == {"plan_id": "job-1"}  # the middleware's own record, never shown to the model
 
 
 async def test_async_resume_restores_the_conversation(memory: Memory) -> None:
@@ -161,7 +159,7 @@ async def test_async_resume_restores_the_conversation(memory: Memory) -> None:
     assert received[2].content == "tiny"
     assert [type(m) for m in result["messages"]] == [HumanMessage, AIMessage, ToolMessage, AIMessage]
     assert load_checkpoint(memory.session("alice", "s1").engine, "agent").status == "completed"
-    assert memory.session("alice", "s1").get_state()[BOOKKEEPING_KEY]["resumed_from_step"] == 1
+    assert memory.session("alice", "s1").bookkeeping()["resumed_from_step"] == 1
 
 
 def test_working_memory_after_run_sync_and_no_double_merge(memory: Memory) -> None:
@@ -273,7 +271,7 @@ async def test_prompt_shows_the_agents_state_not_the_bookkeeping(memory: Memory)
         {"messages": [HumanMessage("Count again")]}
     )
 
-    books = memory.session("alice", "s1").get_state()[BOOKKEEPING_KEY]
+    books = memory.session("alice", "s1").bookkeeping()
     assert books["plan_id"] == "job-7"  # the records exist, so their absence below means something
     assert books["resumed_from_step"] == 1
     assert "merge_cursor" in books
@@ -333,3 +331,39 @@ def test_agent_finds_the_error_line_with_one_search_instead_of_paging(memory: Me
     assert " 1902: " in answer
     assert len(answer) < 1_000  # a few hundred characters instead of 200 KB of pages
     assert search.status == "success"
+
+
+@pytest.mark.parametrize("backend", ["files", "in memory", "postgres"])
+async def test_the_users_state_never_holds_the_librarys_bookkeeping(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """After a middleware run (plan id, run status, merge cursor recorded), the user's state is the
+    user's, sync and async, on every backend, and a user's patch or replacement neither sees nor clobbers
+    the records the library still reads."""
+    if backend == "postgres":
+        url, schema = request.getfixturevalue("postgres_url"), request.getfixturevalue("postgres_schema")
+        memory = Memory(MemoryConfig(runtime_data_dir=tmp_path, fsync=False, database_url=url, database_schema=schema))
+    else:
+        memory = Memory.open(tmp_path, fsync=False) if backend == "files" else Memory.in_memory()
+    with memory:
+        middleware = LocalMemoryMiddleware("alice", "s1", memory=memory, plan_id="job-9")
+        model = ScriptedChatModel(script=[_calls("small"), AIMessage(content="done")])
+        create_agent(model, tools=[small], middleware=[middleware]).invoke({"messages": [HumanMessage("Count once")]})
+        session = memory.session("alice", "s1")
+        books = session.bookkeeping()
+        assert books["plan_id"] == "job-9"  # the records exist, so their absence below means something
+        assert "merge_cursor" in books
+        user_state = {"current_task": "Count once", "current_step": 2}
+        assert session.get_state() == user_state
+        assert await session.aget_state() == user_state
+        assert memory.show("alice", "s1").state == user_state
+        assert session.update_state({"mood": "calm"}) == {**user_state, "mood": "calm"}
+        assert await session.areplace_state({"fresh": True}) == {"fresh": True}
+        assert session.replace_state({"fresh": 1}) == {"fresh": 1}
+        for write in (session.update_state, session.replace_state):
+            with pytest.raises(InvalidInputError, match="bookkeeping"):
+                write({BOOKKEEPING_KEY: None})
+        with pytest.raises(InvalidInputError, match="bookkeeping"):
+            await session.aupdate_state({BOOKKEEPING_KEY: {"merge_cursor": None}})
+        assert session.bookkeeping() == books
+        assert await session.abookkeeping() == books

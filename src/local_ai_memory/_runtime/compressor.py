@@ -91,7 +91,6 @@ from local_ai_memory._shared.drive import adrive, drive
 from local_ai_memory._shared.errors import InvalidInputError, LocalMemoryError
 from local_ai_memory._shared.events import Event, log_event
 from local_ai_memory._shared.models import LLM
-from local_ai_memory._shared.records import BOOKKEEPING_KEY
 from local_ai_memory._shared.tokens import TokenCounter
 
 __all__ = ["CompressionResult", "WorkingMemoryCompressor"]
@@ -136,8 +135,8 @@ class _Save:
 
 
 @dataclass(frozen=True)
-class _ReadState:
-    """Op: read the L0 state."""
+class _ReadBooks:
+    """Op: read the library's L0 bookkeeping (where the merge cursor is kept)."""
 
 
 @dataclass(frozen=True)
@@ -147,7 +146,14 @@ class _SetState:
     patch: dict[str, Any]
 
 
-_Op = _Read | _Ask | _Save | _ReadState | _SetState
+@dataclass(frozen=True)
+class _SetBooks:
+    """Op: merge ``patch`` into the library's L0 bookkeeping."""
+
+    patch: dict[str, Any]
+
+
+_Op = _Read | _Ask | _Save | _ReadBooks | _SetState | _SetBooks
 _Flow = Generator[_Op, Any, CompressionResult]
 _MergeFlow = Generator[_Op, Any, "CompressionResult | None"]
 Outcome = TypeVar("Outcome")
@@ -223,7 +229,7 @@ class WorkingMemoryCompressor:
 
     def forget_merged(self) -> None:
         """Forget what was merged (the conversation was cleared): the next :meth:`merge_new` starts over."""
-        self.manager.update_state({BOOKKEEPING_KEY: {"merge_cursor": None}})
+        self.manager.update_bookkeeping({"merge_cursor": None})
 
     async def amerge_new(self, conversation: Iterable[MessageLike]) -> CompressionResult | None:
         """Async twin of :meth:`merge_new`."""
@@ -265,8 +271,10 @@ class WorkingMemoryCompressor:
             return self._call_sync(op.prompt)
         if isinstance(op, _Save):
             return self.manager.swap_working_memory(op.expected, op.text)
-        if isinstance(op, _ReadState):
-            return self.manager.get_state()
+        if isinstance(op, _ReadBooks):
+            return self.manager.bookkeeping()
+        if isinstance(op, _SetBooks):
+            return self.manager.update_bookkeeping(op.patch)
         return self.manager.update_state(op.patch)
 
     async def _aanswer(self, op: _Op) -> Any:
@@ -277,22 +285,23 @@ class WorkingMemoryCompressor:
             return await asyncio.wait_for(self.llm.acomplete(op.prompt), self.timeout)
         if isinstance(op, _Save):
             return await self.manager.aswap_working_memory(op.expected, op.text)
-        if isinstance(op, _ReadState):
-            return await self.manager.aget_state()
+        if isinstance(op, _ReadBooks):
+            return await self.manager.abookkeeping()
+        if isinstance(op, _SetBooks):
+            return await self.manager.aupdate_bookkeeping(op.patch)
         return await self.manager.aupdate_state(op.patch)
 
     # ---- the shared flows
 
     def _merge_flow(self, conversation: Iterable[MessageLike]) -> _MergeFlow:
         items = list(conversation) if not isinstance(conversation, (str, bytes, Mapping)) else conversation
-        state = yield _ReadState()
-        books = state.get(BOOKKEEPING_KEY)
-        known = books.get("merge_cursor") if isinstance(books, dict) else None
+        books = yield _ReadBooks()
+        known = books.get("merge_cursor")
         plan = plan_merge(items, MergeCursor.from_json(known))
         result = (yield from self._flow(list(plan.messages), incremental=True)) if plan.messages else None
         if (result is None or result.ok) and known != plan.cursor.to_json():
             try:  # a merge patch: the rest of the bookkeeping stays as it is
-                yield _SetState({BOOKKEEPING_KEY: {"merge_cursor": plan.cursor.to_json()}})
+                yield _SetBooks({"merge_cursor": plan.cursor.to_json()})
             except LocalMemoryError as exc:  # L1 is stored; the next call may offer these messages again
                 log_event(Event.WORKING_MEMORY_FAILED, level=30, mode="incremental", method="cursor", reason=str(exc))
         return result

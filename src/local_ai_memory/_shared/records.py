@@ -68,12 +68,15 @@ CheckpointStatus = Literal["in_progress", "completed", "interrupted"]
 BOOKKEEPING_KEY = "_local_ai_memory"
 """The one L0 key the library keeps its own bookkeeping under (e.g. what L1 already merged).
 
-It is part of the stored state but never shown to a model: prompts use :func:`visible_state`.
+It is stored with the state (one record, one lock, so its writers and the user's never lose
+each other's updates) but is not the user's: ``MemoryManager.get_state`` returns the state
+without it, a user's patch or replacement can neither set nor remove it, and the library reads
+and writes it with ``bookkeeping()`` / ``update_bookkeeping()``. Prompts never show it.
 """
 
 
 def visible_state(state: Mapping[str, Any]) -> dict[str, Any]:
-    """The L0 state as prompts show it: without the library's bookkeeping."""
+    """The user's L0 state: the stored record without the library's bookkeeping."""
     return {key: value for key, value in state.items() if key != BOOKKEEPING_KEY}
 
 
