@@ -884,8 +884,6 @@ def _asks_after(text: str) -> bool:
     return False
 
 
-
-
 def _asks(text: str) -> bool:
     """Whether a user text asks for something (a request, a change of task, a question), not only states things."""
     return any(classify_user_sentence(s) in _ASKING for s in _all_sentences(text))
