@@ -27,6 +27,7 @@ from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.errors import InvalidInputError, RecordNotFoundError
 from local_ai_memory._shared.naming import validate_id
 from local_ai_memory._shared.records import BOOKKEEPING_KEY, ToolIndexEntry, ToolResultPage, check_json_value
+from local_ai_memory._shared.unicode import check_text
 
 __all__ = ["GLOBAL_STEM", "MemoryManager", "merge_patch"]
 
@@ -61,10 +62,7 @@ def _replaced(state: Mapping[str, Any]) -> StateChange:
 def _checked_text(text: object) -> str:
     if not isinstance(text, str):
         raise InvalidInputError(f"working memory must be a string, got {type(text).__name__}")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidInputError(f"working memory is not valid Unicode text: {exc}") from None
+    check_text(text, "working memory")
     return text
 
 
