@@ -33,6 +33,7 @@ from local_ai_memory._shared.records import (
     check_json_value,
     visible_state,
 )
+from local_ai_memory._shared.unicode import check_text
 
 __all__ = ["GLOBAL_STEM", "MemoryManager", "merge_patch"]
 
@@ -97,10 +98,7 @@ def _books_of(state: Mapping[str, Any]) -> dict[str, Any]:
 def _checked_text(text: object) -> str:
     if not isinstance(text, str):
         raise InvalidInputError(f"working memory must be a string, got {type(text).__name__}")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidInputError(f"working memory is not valid Unicode text: {exc}") from None
+    check_text(text, "working memory")
     return text
 
 

@@ -34,6 +34,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from local_ai_memory._shared.errors import InvalidInputError, UnsupportedFormatError
+from local_ai_memory._shared.unicode import check_texts_in
 
 __all__ = [
     "BOOKKEEPING_KEY",
@@ -299,9 +300,10 @@ def encode_model(value: BaseModel) -> bytes:
 
 
 def check_json_value(value: object, what: str = "value") -> None:
-    """Raise :class:`InvalidInputError` unless ``value`` is plain JSON (str keys, finite numbers).
+    """Raise :class:`InvalidInputError` unless ``value`` is plain JSON (str keys, finite numbers)
+    whose strings are Unicode text (no lone surrogate: :mod:`local_ai_memory._shared.unicode`).
 
-    Walks the structure without serializing it, so checking a 100 MB string costs nothing.
+    Walks the structure without serializing it, so checking a 100 MB ASCII string costs nothing.
     """
     stack: list[tuple[object, int]] = [(value, 0)]
     while stack:
@@ -324,6 +326,7 @@ def check_json_value(value: object, what: str = "value") -> None:
             stack.extend((child, depth + 1) for child in item)
             continue
         raise InvalidInputError(f"{what} contains a {type(item).__name__}, which is not JSON")
+    check_texts_in(value, what)
 
 
 def _escape(text: str) -> bytes:
