@@ -103,7 +103,7 @@ class RewriteEveryStep(Measured):
         messages = list(state["messages"])
         self._previous(manager)
         save_checkpoint(
-            manager,
+            manager.engine,
             AgentCheckpoint(plan_id=self.plan_id, messages=messages_to_dict(messages), step=len(messages) // 2),
         )
         manager.update_state({"current_step": len(messages) // 2, "plan_id": self.plan_id})

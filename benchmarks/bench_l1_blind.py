@@ -181,7 +181,7 @@ def l1_of(case: dict[str, Any], budget: int, method: str) -> tuple[str, int, int
     memory = Memory.in_memory()
     session = memory.session("bench", case["id"])
     llm = ScriptedLLM(case) if method == "scripted LLM" else None
-    compressor = WorkingMemoryCompressor(session, llm=llm, target_tokens=budget)
+    compressor = WorkingMemoryCompressor(session.engine, llm=llm, target_tokens=budget)
     messages = messages_of(case)
     runs = runs_of(messages) if method == "per-turn" else [messages]
     for run in runs:

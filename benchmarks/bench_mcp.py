@@ -84,7 +84,10 @@ def ours(user: str, root: Path, *extra: str) -> StdioServerParameters:
     path = os.pathsep.join([SOURCE, *(p for p in sys.path if p)])
     return StdioServerParameters(
         command=sys.executable,
-        args=["-c", "from local_ai_memory.cli import main; main()", "mcp", "-d", str(root), "--user", user, *extra],
+        args=[
+            *("-c", "from local_ai_memory.cli import main; main()"),
+            *("mcp", "-d", str(root), "--create", "--user", user, *extra),
+        ],
         env={"PYTHONPATH": path},
     )
 

@@ -247,9 +247,8 @@ def main() -> None:
         for label, hybrid in (("recall", False), ("recall, hybrid", True)) if args.dense else (("recall", False),):
             ranker, seconds = ours(root, hybrid)
             methods[f"ours: {label}"] = ranker
-            print(
-                f"ours, {label}: {sessions} sessions finished in {seconds:.1f} s ({1000 * seconds / sessions:.1f} ms each)"
-            )
+            each = 1000 * seconds / sessions
+            print(f"ours, {label}: {sessions} sessions finished in {seconds:.1f} s ({each:.1f} ms each)")
         methods["ours: one note per turn"] = note_per_turn(root)
         methods["rank_bm25 (BM25Okapi)"] = rank_bm25_peer()
         llama = llama_bm25_peer()

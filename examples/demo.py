@@ -160,7 +160,7 @@ def agent_run(session: Session) -> None:
     assert summary is not None, "the transcript is new to L1"
     if not summary.ok:
         console.print(f"the model's summary was unusable ({summary.error}): L1 left as it was; extractive summary:")
-        summary = WorkingMemoryCompressor(session, None, target_tokens=300).update_summary(transcript)
+        summary = WorkingMemoryCompressor(session.engine, None, target_tokens=300).update_summary(transcript)
     console.print(
         f"L1 working memory ({summary.method}): {summary.tokens_before:,} tokens of transcript -> "
         f"{summary.tokens_after} tokens"

@@ -30,28 +30,49 @@ def manager(tmp_path: Path) -> MemoryManager:
 
 
 def test_a_damaged_bookkeeping_value_is_replaced(manager: MemoryManager) -> None:
-    manager.replace_state({"current_task": "ship", BOOKKEEPING_KEY: "damaged"})
-    assert manager.update_bookkeeping({"plan_id": "p"}) == {"current_task": "ship", BOOKKEEPING_KEY: {"plan_id": "p"}}
+    manager.backend.update_state(manager.scope_info, lambda _: {"current_task": "ship", BOOKKEEPING_KEY: "damaged"})
+    assert manager.bookkeeping() == {}
+    assert manager.update_bookkeeping({"plan_id": "p"}) == {"plan_id": "p"}
+    assert manager.get_state() == {"current_task": "ship"}
 
 
 def test_manager_updates_bookkeeping_beside_the_state(manager: MemoryManager) -> None:
     manager.update_state({"current_task": "ship", "current_step": 2})
-    state = manager.update_bookkeeping({"plan_id": "job-1"})
-    assert state == {"current_task": "ship", "current_step": 2, BOOKKEEPING_KEY: {"plan_id": "job-1"}}
+    assert manager.update_bookkeeping({"plan_id": "job-1"}) == {"plan_id": "job-1"}
     manager.update_bookkeeping({"resumed_from_step": 4})
-    assert manager.get_state()[BOOKKEEPING_KEY] == {"plan_id": "job-1", "resumed_from_step": 4}
+    assert manager.bookkeeping() == {"plan_id": "job-1", "resumed_from_step": 4}
+    assert manager.get_state() == {"current_task": "ship", "current_step": 2}
     assert format_state(manager.get_state()) == "current_task: ship\ncurrent_step: 2"
     manager.update_bookkeeping({"plan_id": None, "resumed_from_step": None})
-    assert manager.get_state() == {"current_task": "ship", "current_step": 2, BOOKKEEPING_KEY: {}}
+    assert manager.bookkeeping() == {}
+    assert manager.get_state() == {"current_task": "ship", "current_step": 2}
     with pytest.raises(InvalidInputError):
         manager.update_bookkeeping({"plan_id": float("nan")})
     with pytest.raises(InvalidInputError):
         manager.update_bookkeeping(["plan_id"])  # type: ignore[arg-type]
 
 
-async def test_async_twin(manager: MemoryManager) -> None:
-    await manager.aupdate_bookkeeping({"plan_id": "a"})
-    assert (await manager.aget_state()) == {BOOKKEEPING_KEY: {"plan_id": "a"}}
+def test_the_users_writes_neither_see_nor_clobber_the_bookkeeping(manager: MemoryManager) -> None:
+    manager.update_bookkeeping({"plan_id": "job-1"})
+    assert manager.replace_state({"current_task": "ship"}) == {"current_task": "ship"}
+    assert manager.update_state({"current_task": None}) == {}
+    for bad in ({BOOKKEEPING_KEY: None}, {BOOKKEEPING_KEY: {"plan_id": "mine"}, "current_task": "x"}):
+        with pytest.raises(InvalidInputError, match="bookkeeping"):
+            manager.update_state(bad)
+        with pytest.raises(InvalidInputError, match="bookkeeping"):
+            manager.replace_state(bad)
+    assert manager.get_state() == {}
+    assert manager.bookkeeping() == {"plan_id": "job-1"}
+
+
+async def test_async_twins(manager: MemoryManager) -> None:
+    assert await manager.aupdate_bookkeeping({"plan_id": "a"}) == {"plan_id": "a"}
+    assert await manager.aupdate_state({"current_task": "ship"}) == {"current_task": "ship"}
+    assert await manager.areplace_state({"current_step": 1}) == {"current_step": 1}
+    with pytest.raises(InvalidInputError, match="bookkeeping"):
+        await manager.areplace_state({BOOKKEEPING_KEY: {}})
+    assert await manager.aget_state() == {"current_step": 1}
+    assert await manager.abookkeeping() == {"plan_id": "a"}
 
 
 WRITER = textwrap.dedent(
@@ -78,11 +99,8 @@ def test_processes_writing_state_and_bookkeeping_lose_nothing(tmp_path: Path) ->
     workers = [subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), f"p{i}"]) for i in range(3)]
     for worker in workers:
         assert worker.wait(timeout=120) == 0
-    state = (
-        MemoryManager(FileRuntimeBackend.from_config(MemoryConfig(), DirectoryGuard(tmp_path)))
-        .scoped("alice", "s1")
-        .get_state()
+    manager = MemoryManager(FileRuntimeBackend.from_config(MemoryConfig(), DirectoryGuard(tmp_path))).scoped(
+        "alice", "s1"
     )
-    books = state.pop(BOOKKEEPING_KEY)
-    assert books == {f"p{i}-{n}": n for i in range(3) for n in range(1, 100, 2)}
-    assert state == {f"p{i}-{n}": n for i in range(3) for n in range(0, 100, 2)}
+    assert manager.bookkeeping() == {f"p{i}-{n}": n for i in range(3) for n in range(1, 100, 2)}
+    assert manager.get_state() == {f"p{i}-{n}": n for i in range(3) for n in range(0, 100, 2)}

@@ -69,6 +69,19 @@ def test_writing_commands_start_no_memory_at_a_mistyped_folder(data: Path, tmp_p
     assert (typo / "memory_data").is_dir()
 
 
+def test_the_mcp_server_starts_no_memory_at_a_mistyped_folder(tmp_path: Path) -> None:
+    """``mcp -d ./typo`` served (and let a model fill) a new, empty memory; like every writing
+    command it now needs --create. Over stdio with nothing on stdin the server ends at once."""
+    pytest.importorskip("mcp")
+    typo = tmp_path / "dta"
+    for transport in ([], ["--http"]):
+        one_line_error(run("mcp", *transport, "-u", "alice", "-d", str(typo)), "--create")
+        assert not typo.exists()
+    created = run("mcp", "-u", "alice", "-d", str(typo), "--create")
+    assert created.returncode == 0, created.stderr
+    assert (typo / "memory_data").is_dir()
+
+
 def test_replace_names_every_conflict_as_the_user_names_it(data: Path, tmp_path: Path) -> None:
     archive = tmp_path / "alice.zip"
     assert run("export", "-u", "alice", "-o", str(archive), "-d", str(data)).returncode == 0

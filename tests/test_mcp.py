@@ -9,14 +9,13 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
 
 pytest.importorskip("mcp")
 
-from mcp import Client
+from mcp import Client, MCPError
 from mcp.types import TextResourceContents
 
 from local_ai_memory import ConfigError, Memory, MemoryConfig, note_hash
@@ -245,36 +244,17 @@ async def test_a_note_write_reaches_resource_listeners(tmp_path: Path) -> None:
 
 
 @pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # legacy on purpose
-async def test_legacy_resource_subscriptions_hear_of_their_own_notes_only(tmp_path: Path) -> None:
-    heard: list[str] = []
-
-    async def handler(message: Any) -> None:
-        uri = getattr(getattr(message, "params", None), "uri", None)
-        if getattr(message, "method", None) == "notifications/resources/updated" and uri is not None:
-            heard.append(str(uri))
-
+async def test_legacy_clients_are_told_there_is_no_resources_subscribe(tmp_path: Path) -> None:
+    """``resources/subscribe`` (protocols before 2026-07-28) would need the SDK's private low-level
+    server: it is not served, and an older client learns it from the capabilities, not by silence."""
     with Memory.open(tmp_path) as memory:
-        server = create_server(memory, user="alice")
-        async with Client(server, mode="legacy", message_handler=handler) as client:
-            deploy, other = "memory://notes/knowledge/deploy.md", "memory://notes/knowledge/other.md"
-            await client.subscribe_resource(deploy)
-            await call(client, "write_note", id="knowledge/other.md", text="# Other")  # not subscribed
-            await call(client, "write_note", id="knowledge/deploy.md", text="# Deploy")
-            await call(client, "edit_note", id="knowledge/deploy.md", old="Deploy", new="Deploys")
-            with anyio.fail_after(10):
-                while len(heard) < 2:
-                    await anyio.sleep(0.01)
-            assert heard == [deploy, deploy]
-            await client.unsubscribe_resource(deploy)
-            await call(client, "delete_note", id="knowledge/deploy.md")
-            await call(client, "read_note", id="knowledge/other.md")  # a round trip after the delete
-            assert heard == [deploy, deploy]
-            assert other not in heard
-        async with Client(create_server(memory, user="bob"), mode="legacy", message_handler=handler) as bob:
-            await bob.subscribe_resource(deploy)  # bob's own deploy.md, not alice's
-        async with Client(server, mode="legacy") as client:
-            await call(client, "write_note", id="knowledge/deploy.md", text="# Deploy again")
-        assert heard == [deploy, deploy]
+        async with Client(create_server(memory, user="alice"), mode="legacy") as client:
+            resources = client.server_capabilities.resources
+            assert resources is not None
+            assert not resources.subscribe
+            with pytest.raises(MCPError, match=r"[Mm]ethod not found"):
+                await client.subscribe_resource("memory://notes/knowledge/deploy.md")
+            await call(client, "write_note", id="knowledge/deploy.md", text="# Deploy")  # still served
 
 
 async def test_the_api_key_file_holds_hashes_and_is_reread(tmp_path: Path) -> None:

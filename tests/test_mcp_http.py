@@ -77,6 +77,7 @@ def start_server(root: Path, *options: str) -> tuple[str, subprocess.Popen[bytes
             str(port),
             "-d",
             str(root),
+            "--create",  # some tests start on an empty folder
             *options,
         ],
         env={**os.environ, "PYTHONPATH": path},
@@ -206,7 +207,7 @@ async def test_an_admin_key_may_name_any_user(server: Running) -> None:
 def test_an_unauthenticated_server_binds_only_to_loopback(tmp_path: Path) -> None:
     path = os.pathsep.join([SOURCE, *(p for p in sys.path if p)])
     command = "from local_ai_memory.cli import main; main()"
-    options = ["mcp", "--http", "--host", "0.0.0.0", "--user", "alice", "-d", str(tmp_path)]
+    options = ["mcp", "--http", "--host", "0.0.0.0", "--user", "alice", "-d", str(tmp_path), "--create"]
     result = subprocess.run(
         [sys.executable, "-c", command, *options],
         env={**os.environ, "PYTHONPATH": path, "COLUMNS": "200"},

@@ -33,7 +33,7 @@ def server_params(root: Path, user: str, *extra: str, env: dict[str, str] | None
     path = os.pathsep.join([SOURCE, *(p for p in sys.path if p)])
     return StdioServerParameters(
         command=sys.executable,
-        args=["-c", "from local_ai_memory.cli import main; main()", "mcp", "-d", str(root), *extra],
+        args=["-c", "from local_ai_memory.cli import main; main()", "mcp", "-d", str(root), "--create", *extra],
         env={
             "PYTHONPATH": path,
             "LOCAL_AI_MEMORY_USER": user,

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 import pytest
 
-from local_ai_memory import InvalidInputError, Memory, MemoryConfig, PathEscapeError, RecordNotFoundError, Session
+from local_ai_memory import (
+    InvalidInputError,
+    Memory,
+    MemoryConfig,
+    MemoryManager,
+    PathEscapeError,
+    RecordNotFoundError,
+    Session,
+)
 from local_ai_memory.backends import InMemoryKnowledgeBackend, InMemoryRuntimeBackend
 from local_ai_memory.types import NoteName
 
@@ -140,11 +149,44 @@ def test_engines_take_a_backend_not_a_folder(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_session_cannot_be_turned_into_another_scope() -> None:
-    """A ``Session`` is bound to its scope: ``scoped`` is refused, the memory hands out others."""
-    memory = Memory.in_memory()
-    session = memory.session("alice", "s1")
-    session.update_state({"mine": True})
-    with pytest.raises(InvalidInputError, match=r"memory\.session\('bob', 's1'\)"):
-        session.scoped("bob", "s1")
-    assert memory.session("bob", "s1").get_state() == {}
+SESSION_METHODS = {
+    # L0: the agent's state; the library's own run status is read-only here
+    *("get_state", "update_state", "replace_state", "bookkeeping"),
+    *("aget_state", "aupdate_state", "areplace_state", "abookkeeping"),
+    # L1: working memory, its compression, and the context for the next model call
+    *("get_working_memory", "update_working_memory", "swap_working_memory"),
+    *("aget_working_memory", "aupdate_working_memory", "aswap_working_memory"),
+    *("compress", "finish_run", "build_context", "acompress", "afinish_run", "abuild_context"),
+    "compressor_with",  # a compressor with an adapter's own model, logging to the conversation log
+    # L2: checkpoints of agent runs
+    *("checkpoint_run", "checkpoints", "resumable", "acheckpoints", "aresumable"),
+    # L3: stored tool outputs, scope-checked
+    *("externalize", "load_page", "read_tool_result", "search_tool_result", "list_tool_results", "count_tool_results"),
+    *("aexternalize", "aload_page", "aread_tool_result", "asearch_tool_result"),
+    *("alist_tool_results", "acount_tool_results"),
+}
+SESSION_ATTRIBUTES = {
+    *("memory", "engine", "user_id", "session_id", "tool_results", "messages", "compressor", "context"),
+    "remember_conversation",
+}
+
+
+def test_a_session_exposes_exactly_what_a_session_means() -> None:
+    """The public surface of ``Session``, listed: a new name is a deliberate change to these sets.
+
+    The engine's internals (raw plans and payloads, locks, ``scoped``, bookkeeping writes) stay
+    behind ``session.engine``; a session is not a ``MemoryManager`` and cannot become another scope.
+    """
+    session = Memory.in_memory().session("alice", "s1")
+    public = {name for name in dir(session) if not name.startswith("_")}
+    assert public - SESSION_ATTRIBUTES == SESSION_METHODS
+    assert public == SESSION_METHODS | SESSION_ATTRIBUTES
+    assert all(callable(getattr(session, name)) for name in SESSION_METHODS)
+    assert not isinstance(session, MemoryManager)
+    assert isinstance(session.engine, MemoryManager)
+    assert session.engine.scope == "alice_s1"
+    for name in SESSION_METHODS - {"checkpoint_run", "compressor_with"}:  # neither does I/O itself
+        if not name.startswith("a") or name[1:] not in SESSION_METHODS:
+            assert inspect.iscoroutinefunction(getattr(session, f"a{name}", None)), f"{name} has no async twin"
+    assert list(inspect.signature(session.update_state).parameters) == ["patch"]
+    assert session.update_state.__doc__ == MemoryManager.update_state.__doc__

@@ -156,7 +156,7 @@ KILLED = """
     n = 0
     while True:
         session.update_state({label: {"n": n, "body": blobs[n % 2]}})
-        session.save_tool_result(
+        session.engine.save_tool_result(
             f"{label}-{n}", {"id": f"{label}-{n}", "tool": "t", "created_at": "", "content": blobs[n % 2] * 3}
         )
         session.messages.append([{"role": "user", "content": f"{label}:{n}"}])
@@ -202,7 +202,7 @@ def test_hosts_killed_mid_write_lose_nothing_acknowledged(
                 assert {f"{label}:{n}" for n in range(last + 1)} <= contents
         for result_id in session.list_tool_results():  # every stored output is whole
             label, n = result_id.split("-")
-            payload = session.load_tool_result(result_id)
+            payload = session.engine.load_tool_result(result_id)
             assert payload["content"] == ("A", "B")[int(n) % 2] * 150_000
     assert kills >= 100
     assert len(acked) > 50  # most hosts were killed after acknowledging writes, not before

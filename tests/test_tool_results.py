@@ -139,7 +139,7 @@ def test_bad_arguments(store: ToolResultStore) -> None:
 
 def test_paging_a_multi_megabyte_result_gives_back_the_identical_string(store: ToolResultStore) -> None:
     parts = [f'line {i}: ünïcödé ✓ 😀 "quoted" \\ back\n' for i in range(80_000)]
-    content = "".join(parts) + "\ud800 lone surrogate end"
+    content = "".join(parts) + "\U0001f600 astral end"
     assert utf8_size(content) > 3_000_000
     reference = json.loads(store.externalize("big_tool", content))
     pieces: list[str] = []

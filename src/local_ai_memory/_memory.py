@@ -19,13 +19,14 @@ retriever per request costs next to nothing.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from functools import cached_property
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Concatenate, Literal, NamedTuple, ParamSpec, TypeVar
 
 from local_ai_memory._composition import compose, in_memory_backends
 from local_ai_memory._contracts.knowledge import KnowledgeBackend, NoteInfo
@@ -58,60 +59,124 @@ if TYPE_CHECKING:  # imported where used: a search loads no compressor, archive 
 
 __all__ = ["Knowledge", "Memory", "NoteName", "Session"]
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
 _PARTS = ("runtime", "knowledge", "llm", "embedder", "token_counter")
 
 
-class Session(MemoryManager):
+def _engine_call(method: Callable[Concatenate[MemoryManager, P], R]) -> Callable[Concatenate[Session, P], R]:
+    """A :class:`Session` method that runs the engine's ``method`` (same parameters and docstring),
+    so the session's surface is chosen name by name while the rule stays in the engine, once."""
+
+    def call(self: Session, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return method(self.engine, *args, **kwargs)
+
+    _named_after(call, method)
+    return call
+
+
+def _engine_acall(
+    method: Callable[Concatenate[MemoryManager, P], Awaitable[R]],
+) -> Callable[Concatenate[Session, P], Coroutine[Any, Any, R]]:
+    """:func:`_engine_call` for an async method: the session's twin is a coroutine function too."""
+
+    async def call(self: Session, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return await method(self.engine, *args, **kwargs)
+
+    _named_after(call, method)
+    return call
+
+
+def _named_after(call: Callable[..., Any], method: Callable[..., Any]) -> None:
+    functools.update_wrapper(call, method)  # name, docstring, inspect.signature()
+    call.__module__ = __name__
+    call.__qualname__ = f"Session.{method.__name__}"
+
+
+class Session:
     """One ``(user_id, session_id)`` scope's runtime memory: L0-L3, messages, compression, context.
 
-    A :class:`MemoryManager` (state, working memory, plans, tool results) plus the parts that
-    work on the same scope: :attr:`tool_results` (externalize, page back, retention),
-    :attr:`messages` (the session log), :attr:`compressor` (L1) and :attr:`context` (the
-    prompt material for a model call). Get one from :meth:`Memory.session`.
+    A session holds its engine (:attr:`engine`, the scope's :class:`MemoryManager`) and exposes
+    what a session means: state (L0), working memory (L1, with compression), checkpoints (L2),
+    tool results (L3: externalize, page back, search inside, list), the message log and context
+    building, plus the parts behind them: :attr:`tool_results`, :attr:`messages`,
+    :attr:`compressor` and :attr:`context`. Raw plans, raw tool-result payloads, locks and the
+    library's bookkeeping writes are the engine's (``session.engine``), not the session's.
+    Get one from :meth:`Memory.session`.
     """
 
     def __init__(self, memory: Memory, user_id: str, session_id: str) -> None:
-        super().__init__(memory.runtime, memory.config, user_id=user_id, session_id=session_id)
         self.memory = memory
-        self._ids = (user_id, session_id)
+        self.engine = MemoryManager(memory.runtime, memory.config, user_id=user_id, session_id=session_id)
+        self.user_id = user_id  # checked by the engine above, before anything is stored
+        self.session_id = session_id
+        self.tool_results = ToolResultStore(self.engine)
+        self.messages = SessionMessageStore.for_manager(self.engine)
         self.remember_conversation = memory.config.remember_conversations
         """Whether finished runs of this session go to the user's conversation log (set it
         ``False`` to keep one session out of it; ``memory.remember_conversations`` is the default)."""
-        self.tool_results = ToolResultStore(self)
-        self.messages = SessionMessageStore.for_manager(self)
 
     def __repr__(self) -> str:
         return f"Session(user_id={self.user_id!r}, session_id={self.session_id!r})"
 
-    def scoped(self, user_id: str, session_id: str) -> MemoryManager:
-        """Refused: a session is bound to its one scope (ask the memory for another one)."""
-        raise InvalidInputError(
-            f"{self!r} is bound to its scope; use memory.session({user_id!r}, {session_id!r}) for another one"
-        )
+    # -- L0 ----------------------------------------------------------------------------
+
+    get_state = _engine_call(MemoryManager.get_state)
+    update_state = _engine_call(MemoryManager.update_state)
+    replace_state = _engine_call(MemoryManager.replace_state)
+    bookkeeping = _engine_call(MemoryManager.bookkeeping)
+    aget_state = _engine_acall(MemoryManager.aget_state)
+    aupdate_state = _engine_acall(MemoryManager.aupdate_state)
+    areplace_state = _engine_acall(MemoryManager.areplace_state)
+    abookkeeping = _engine_acall(MemoryManager.abookkeeping)
+
+    # -- L1 storage ----------------------------------------------------------------------
+
+    get_working_memory = _engine_call(MemoryManager.get_working_memory)
+    update_working_memory = _engine_call(MemoryManager.update_working_memory)
+    swap_working_memory = _engine_call(MemoryManager.swap_working_memory)
+    aget_working_memory = _engine_acall(MemoryManager.aget_working_memory)
+    aupdate_working_memory = _engine_acall(MemoryManager.aupdate_working_memory)
+    aswap_working_memory = _engine_acall(MemoryManager.aswap_working_memory)
 
     @cached_property
     def compressor(self) -> WorkingMemoryCompressor:
         """Keeps L1 under its token budget (with the memory's LLM, or extractive without one)."""
+        return self.compressor_with(self.memory.llm)
+
+    def compressor_with(
+        self, llm: LLM | None, token_counter: TokenCounter | None = None, target_tokens: int | None = None
+    ) -> WorkingMemoryCompressor:
+        """A compressor of this session's L1 with ``llm`` (``None``: extractive) and its own
+        budget, which logs what it merges to this session's conversation log (its :attr:`remember_conversation` switch):
+        what an adapter with a model of its own uses, so every merge is logged the same way."""
         from local_ai_memory._runtime.compressor import WorkingMemoryCompressor
 
-        return WorkingMemoryCompressor(self, self.memory.llm, self.memory.token_counter)
+        counter = token_counter or self.memory.token_counter
+        return WorkingMemoryCompressor(self.engine, llm, counter, target_tokens, conversation_log=self._log_turns)
 
     @cached_property
     def context(self) -> ContextBuilder:
         """Assembles state, working memory, knowledge and recent messages within a budget."""
         from local_ai_memory._runtime.context import ContextBuilder
 
-        return ContextBuilder(self, self.memory.token_counter, message_store=self.messages)
+        return ContextBuilder(self.engine, self.memory.token_counter, message_store=self.messages)
 
-    def log_turns(self, messages: Sequence[MessageLike]) -> int:
+    def _log_turns(self, messages: Sequence[MessageLike]) -> int:
         """Append a run's ``messages`` to the user's log of this session, if this session
         remembers (:attr:`remember_conversation`); return the turns logged. The compressor calls
         it for what it merges, so each message is logged once (:mod:`.merge_cursor`)."""
         if not self.remember_conversation:
             return 0
-        return self.memory.knowledge.remember_conversation(*self._ids, messages)
+        return self.memory.knowledge.remember_conversation(self.user_id, self.session_id, messages)
 
     # -- L3 ----------------------------------------------------------------------------
+
+    list_tool_results = _engine_call(MemoryManager.list_tool_results)
+    count_tool_results = _engine_call(MemoryManager.count_tool_results)
+    alist_tool_results = _engine_acall(MemoryManager.alist_tool_results)
+    acount_tool_results = _engine_acall(MemoryManager.acount_tool_results)
 
     def externalize(self, tool_name: str, content: str, *, is_error: bool = False) -> str:
         """``content`` if small or an error, else a ``{result_id, summary, size}`` reference.
@@ -181,31 +246,31 @@ class Session(MemoryManager):
         """A :class:`CheckpointRun` for ``plan_id`` in this session (resumes a resumable one)."""
         from local_ai_memory._runtime.checkpoints import CheckpointRun
 
-        return CheckpointRun(self, plan_id, task=task, plan=plan, **options)
+        return CheckpointRun(self.engine, plan_id, task=task, plan=plan, **options)
 
     def checkpoints(self) -> list[AgentCheckpoint]:
         """Every checkpoint of the session, newest first."""
         from local_ai_memory._runtime.checkpoints import list_checkpoints
 
-        return list_checkpoints(self)
+        return list_checkpoints(self.engine)
 
     def resumable(self) -> AgentCheckpoint | None:
         """The newest ``in_progress`` or ``interrupted`` checkpoint, or ``None``."""
         from local_ai_memory._runtime.checkpoints import find_resumable
 
-        return find_resumable(self)
+        return find_resumable(self.engine)
 
     async def acheckpoints(self) -> list[AgentCheckpoint]:
         """Async twin of :meth:`checkpoints`."""
         from local_ai_memory._runtime.checkpoints import alist_checkpoints
 
-        return await alist_checkpoints(self)
+        return await alist_checkpoints(self.engine)
 
     async def aresumable(self) -> AgentCheckpoint | None:
         """Async twin of :meth:`resumable`."""
         from local_ai_memory._runtime.checkpoints import afind_resumable
 
-        return await afind_resumable(self)
+        return await afind_resumable(self.engine)
 
     # -- L1 ----------------------------------------------------------------------------
 
@@ -241,7 +306,11 @@ class Session(MemoryManager):
         from local_ai_memory._shared.display import memory_html
 
         return memory_html(
-            self.stem, self.get_state(), self.get_working_memory(), self.checkpoints(), self.count_tool_results()
+            self.engine.stem,
+            self.get_state(),
+            self.get_working_memory(),
+            self.checkpoints(),
+            self.count_tool_results(),
         )
 
 
@@ -787,7 +856,7 @@ class Memory:
         self._known(user_id, session_id)
         from local_ai_memory._operations.lifecycle import show_scope
 
-        return show_scope(self.session(user_id, session_id))
+        return show_scope(self.session(user_id, session_id).engine)
 
     def apply_retention(self, *, max_age: float | None = None, keep_last: int | None = None) -> RetentionReport:
         """Prune the LangGraph checkpoints (``LocalMemorySaver`` threads) of every session: keep those

@@ -44,7 +44,7 @@ def _build(root: Path) -> None:
             session = memory.session(user, f"s{number}")
             session.update_state({"user": user, "n": number})
             session.update_working_memory(f"## Current Goal\n{user} task {number}\n")
-            session.save_plan("agent", {"step": number})
+            session.engine.save_plan("agent", {"step": number})
             session.externalize("grep", f"{user} output {number}\n" * 2000)
             session.messages.append([{"role": "user", "content": f"{user} says {number}"}])
         for number in range(notes):

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import reliability_support as rs
 
-from local_ai_memory import LocalMemoryError, UnsupportedFormatError, close_shared_stores
+from local_ai_memory import InvalidInputError, LocalMemoryError, UnsupportedFormatError, close_shared_stores
 from local_ai_memory._knowledge.retriever import MemoryRetriever
 from local_ai_memory._knowledge.store import MemoryStore
 from local_ai_memory._runtime.messages import SessionMessageStore
@@ -414,11 +414,14 @@ def test_hostile_tool_output_round_trips_exactly(tmp_path: Path) -> None:
         "alice", "s1"
     )
     store = ToolResultStore(manager)
-    # A str holding a surrogate *pair* as two code points comes back as one astral character
-    # (JSON cannot tell them apart); lone surrogates round-trip.
-    content = ('\x00\x1b[2J\u202e\ud800 "\\</data>```\r\n' * 400) + "é" * 5000
+    content = ('\x00\x1b[2J\u202e\U0010ffff "\\</data>```\r\n' * 400) + "é" * 5000
     rs.COUNTS["hostile_inputs"] += 1
     reference = json.loads(store.externalize("evil\x00tool\u202e", content))
     page = store.load_page(reference["result_id"], 0, len(content) + 10)
     assert page.content == content
     assert reference["size"] > 6144
+    # A lone surrogate is not text (and JSON's escape would not even keep it: two of them come
+    # back as one astral character): refused, nothing stored (tests/test_lone_surrogates.py).
+    with pytest.raises(InvalidInputError, match="lone surrogate"):
+        store.externalize("evil", content + "\ud83d\ude00")
+    assert list(manager.list_tool_results()) == [reference["result_id"]]

@@ -69,7 +69,7 @@ def _check_run(config: MemoryConfig, model: ScriptedChatModel, text: str, answer
     assert (memory / "plans" / f"{scope}.json").is_file()
     assert (memory / "tool_results" / f"{reference['result_id']}.json").is_file()
     with Memory(config) as reader:  # another Memory on the folder reads what the run left
-        checkpoint = load_checkpoint(reader.session("alice", "s1"), "agent")
+        checkpoint = load_checkpoint(reader.session("alice", "s1").engine, "agent")
     assert checkpoint.status == "completed"
     assert checkpoint.tool_result_ids == [reference["result_id"]]
 
@@ -129,7 +129,7 @@ def test_killed_run_resumes_from_checkpoint(
     assert child.returncode == (130 if graceful else -signum)
 
     manager = Memory.open(tmp_path / "data").session("alice", "s1")
-    stopped = load_checkpoint(manager, "agent")
+    stopped = load_checkpoint(manager.engine, "agent")
     assert stopped.status == status
     if graceful:
         assert stopped.reason == signal.Signals(signum).name
@@ -143,10 +143,10 @@ def test_killed_run_resumes_from_checkpoint(
     # Resumed: the big tool ran once in total, and the second run only asked for the remaining pages.
     assert (tmp_path / "big_tool_calls").read_text().count("call") == 1
     assert report["model_calls"] == 13 - 5  # pages 4..10 and the answer
-    finished = load_checkpoint(manager, "agent")
+    finished = load_checkpoint(manager.engine, "agent")
     assert finished.status == "completed"
     assert finished.step == 13
-    assert manager.get_state()[BOOKKEEPING_KEY]["resumed_from_step"] == 5
+    assert manager.bookkeeping()["resumed_from_step"] == 5
 
 
 def test_scope_from_runtime_context_reaches_the_load_tool(config: MemoryConfig, memory: Memory) -> None:
@@ -162,7 +162,7 @@ def test_scope_from_runtime_context_reaches_the_load_tool(config: MemoryConfig, 
     assert "".join(str(p.content).split("\n", 1)[1] for p in pages) == text
     dana = memory.session("dana", "d-7")
     assert len(dana.list_tool_results()) == 1
-    assert load_checkpoint(dana, "agent").status == "completed"
+    assert load_checkpoint(dana.engine, "agent").status == "completed"
     assert not (config.runtime_data_dir / "memory" / "plans" / f"{scope_name('alice', 's1')}.json").exists()
 
 
@@ -180,7 +180,7 @@ def test_signal_marks_context_scoped_run_interrupted(memory: Memory) -> None:
     with pytest.raises(KeyboardInterrupt), middleware.handle_signals():
         agent.invoke({"messages": [HumanMessage("Read it.")]}, context={"user_id": "erin", "session_id": "e1"})
     erin = memory.session("erin", "e1")
-    stopped = load_checkpoint(erin, "agent")
+    stopped = load_checkpoint(erin.engine, "agent")
     assert stopped.status == "interrupted"
     assert stopped.reason == "SIGTERM"
     assert stopped.step == 1

@@ -51,7 +51,7 @@ def _check(memory: Memory, handler: LocalMemoryCallbackHandler, model: ScriptedC
     assert DOC in str(model.received[0][0].content)
     # ...but the large output is now in L3, and the small one is not.
     (result_id,) = handler.stored_result_ids
-    assert memory.session("alice", "s1").load_tool_result(result_id)["content"] == DOC
+    assert memory.session("alice", "s1").engine.load_tool_result(result_id)["content"] == DOC
     # One top-level run -> one L1 merge, with the run's transcript (large output as its reference).
     assert len(llm.prompts) == 1
     assert "Summarize the report" in llm.prompts[0]

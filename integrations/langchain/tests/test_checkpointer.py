@@ -333,7 +333,7 @@ def test_middleware_under_a_checkpointer_counts_steps_and_marks_interruptions(tm
     assert memory.show("alice", "s1").checkpoints == []
     assert middleware.checkpoints is not None
     assert middleware.checkpoints.mark_interrupted("alice", "s1") is False  # nothing runs
-    session.update_bookkeeping({"run_status": "in_progress"})
+    session.engine.update_bookkeeping({"run_status": "in_progress"})
     assert middleware.checkpoints.mark_interrupted("alice", "s1", reason="SIGTERM") is True
     assert session.bookkeeping()["run_status"] == "interrupted"
     assert session.bookkeeping()["stop_reason"] == "SIGTERM"

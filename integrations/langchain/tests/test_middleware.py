@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +20,7 @@ from langchain_local_ai_memory import (
 )
 from lc_fakes import ScriptedChatModel, TextLLM, add_notes
 
-from local_ai_memory import InvalidInputError, Memory
+from local_ai_memory import InvalidInputError, Memory, MemoryConfig
 from local_ai_memory._shared.records import BOOKKEEPING_KEY
 from local_ai_memory.integration import load_checkpoint
 
@@ -65,7 +66,7 @@ def test_only_large_successful_results_are_externalized(memory: Memory) -> None:
     reference = json.loads(str(seen["large"].content))
     assert reference["size"] == 10_000
     assert reference["summary"] == "x" * 1000 + "…"
-    assert memory.session("alice", "s1").load_tool_result(reference["result_id"])["content"] == LARGE
+    assert memory.session("alice", "s1").engine.load_tool_result(reference["result_id"])["content"] == LARGE
     assert seen["small"].content == "tiny"
     assert seen["failing"].status == "error"
     assert "EEEE" in str(seen["failing"].content)  # error results stay inline, whatever their size
@@ -125,16 +126,13 @@ def test_checkpoint_and_state_each_step(memory: Memory) -> None:
     )
     agent.invoke({"messages": [HumanMessage("Count twice")]})
     manager = memory.session("alice", "s1")
-    checkpoint = load_checkpoint(manager, "job-1")
+    checkpoint = load_checkpoint(manager.engine, "job-1")
     assert checkpoint.status == "completed"
     assert checkpoint.step == 3
     assert checkpoint.task == "Count twice"
     assert len(checkpoint.messages) == 6
-    assert manager.get_state() == {
-        "current_task": "Count twice",
-        "current_step": 3,
-        BOOKKEEPING_KEY: {"plan_id": "job-1"},  # the middleware's own record, never shown to the model
-    }
+    assert manager.get_state() == {"current_task": "Count twice", "current_step": 3}
+    assert manager.bookkeeping() == {"plan_id": "job-1"}  # the middleware's own record, never shown to the model
 
 
 async def test_async_resume_restores_the_conversation(memory: Memory) -> None:
@@ -151,7 +149,7 @@ async def test_async_resume_restores_the_conversation(memory: Memory) -> None:
     first = create_agent(boom, tools=[small], middleware=middleware)
     with pytest.raises(RuntimeError, match="model crashed"):
         await first.ainvoke({"messages": [HumanMessage("Task A")]})
-    assert load_checkpoint(memory.session("alice", "s1"), "agent").status == "in_progress"
+    assert load_checkpoint(memory.session("alice", "s1").engine, "agent").status == "in_progress"
     # ...and a new run with the same task continues from it instead of starting over.
     model = ScriptedChatModel(script=[AIMessage(content="finished")])
     second = create_agent(model, tools=[small], middleware=middleware)
@@ -160,8 +158,8 @@ async def test_async_resume_restores_the_conversation(memory: Memory) -> None:
     assert [type(m) for m in received] == [HumanMessage, AIMessage, ToolMessage]
     assert received[2].content == "tiny"
     assert [type(m) for m in result["messages"]] == [HumanMessage, AIMessage, ToolMessage, AIMessage]
-    assert load_checkpoint(memory.session("alice", "s1"), "agent").status == "completed"
-    assert memory.session("alice", "s1").get_state()[BOOKKEEPING_KEY]["resumed_from_step"] == 1
+    assert load_checkpoint(memory.session("alice", "s1").engine, "agent").status == "completed"
+    assert memory.session("alice", "s1").bookkeeping()["resumed_from_step"] == 1
 
 
 def test_working_memory_after_run_sync_and_no_double_merge(memory: Memory) -> None:
@@ -198,7 +196,7 @@ def test_combined_middleware_parts_and_switches(memory: Memory) -> None:
     agent = create_agent(model, tools=[large], middleware=both.parts())
     agent.invoke({"messages": [HumanMessage("go")]})
     assert json.loads(str(_tool_messages(model)["large"].content))["size"] == 10_000
-    assert load_checkpoint(memory.session("alice", "s1"), "agent").status == "completed"
+    assert load_checkpoint(memory.session("alice", "s1").engine, "agent").status == "completed"
     only_prompt = LocalMemoryMiddleware("alice", "s1", memory=memory, externalize=False, checkpoint=False)
     assert [type(p).__name__ for p in only_prompt.parts()] == ["MemoryPromptMiddleware", "WorkingMemoryMiddleware"]
     assert list(only_prompt.tools) == []
@@ -273,7 +271,7 @@ async def test_prompt_shows_the_agents_state_not_the_bookkeeping(memory: Memory)
         {"messages": [HumanMessage("Count again")]}
     )
 
-    books = memory.session("alice", "s1").get_state()[BOOKKEEPING_KEY]
+    books = memory.session("alice", "s1").bookkeeping()
     assert books["plan_id"] == "job-7"  # the records exist, so their absence below means something
     assert books["resumed_from_step"] == 1
     assert "merge_cursor" in books
@@ -333,3 +331,39 @@ def test_agent_finds_the_error_line_with_one_search_instead_of_paging(memory: Me
     assert " 1902: " in answer
     assert len(answer) < 1_000  # a few hundred characters instead of 200 KB of pages
     assert search.status == "success"
+
+
+@pytest.mark.parametrize("backend", ["files", "in memory", "postgres"])
+async def test_the_users_state_never_holds_the_librarys_bookkeeping(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """After a middleware run (plan id, run status, merge cursor recorded), the user's state is the
+    user's, sync and async, on every backend, and a user's patch or replacement neither sees nor clobbers
+    the records the library still reads."""
+    if backend == "postgres":
+        url, schema = request.getfixturevalue("postgres_url"), request.getfixturevalue("postgres_schema")
+        memory = Memory(MemoryConfig(runtime_data_dir=tmp_path, fsync=False, database_url=url, database_schema=schema))
+    else:
+        memory = Memory.open(tmp_path, fsync=False) if backend == "files" else Memory.in_memory()
+    with memory:
+        middleware = LocalMemoryMiddleware("alice", "s1", memory=memory, plan_id="job-9")
+        model = ScriptedChatModel(script=[_calls("small"), AIMessage(content="done")])
+        create_agent(model, tools=[small], middleware=[middleware]).invoke({"messages": [HumanMessage("Count once")]})
+        session = memory.session("alice", "s1")
+        books = session.bookkeeping()
+        assert books["plan_id"] == "job-9"  # the records exist, so their absence below means something
+        assert "merge_cursor" in books
+        user_state = {"current_task": "Count once", "current_step": 2}
+        assert session.get_state() == user_state
+        assert await session.aget_state() == user_state
+        assert memory.show("alice", "s1").state == user_state
+        assert session.update_state({"mood": "calm"}) == {**user_state, "mood": "calm"}
+        assert await session.areplace_state({"fresh": True}) == {"fresh": True}
+        assert session.replace_state({"fresh": 1}) == {"fresh": 1}
+        for write in (session.update_state, session.replace_state):
+            with pytest.raises(InvalidInputError, match="bookkeeping"):
+                write({BOOKKEEPING_KEY: None})
+        with pytest.raises(InvalidInputError, match="bookkeeping"):
+            await session.aupdate_state({BOOKKEEPING_KEY: {"merge_cursor": None}})
+        assert session.bookkeeping() == books
+        assert await session.abookkeeping() == books

@@ -246,7 +246,7 @@ async def test_block_with_a_llama_index_llm_and_disabled_memory(
 async def test_from_config_builds_the_same_scope(notes: Memory, session: Session) -> None:
     spec = LocalMemoryToolSpec.from_config(notes.config, user_id="alice", session_id="s1", search=True)
     assert spec.memory is not notes
-    assert spec.session.scope == session.scope
+    assert spec.session.engine.scope == session.engine.scope
     assert "## alice_rust.md" in await spec.asearch_memory("rust ownership")
     session.update_working_memory("# Current Goal\nShip it\n")
     block = LocalWorkingMemoryBlock.from_config(notes.config, user_id="alice", session_id="s1")

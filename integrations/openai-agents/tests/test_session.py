@@ -18,7 +18,7 @@ from agents.memory import Session, SessionSettings, is_openai_responses_compacti
 from agents.testing import ScriptedModel, assistant_message, function_call
 from local_ai_memory_openai_agents import LocalMemorySession, memory_tools, safe_keep
 
-from local_ai_memory import InvalidInputError, Memory
+from local_ai_memory import InvalidInputError, Memory, MemoryConfig
 
 set_tracing_disabled(True)  # nothing leaves the machine: no trace export
 
@@ -339,3 +339,31 @@ def test_run_sync_uses_the_session_too(memory: Memory) -> None:
     assert last is not None
     assert last.input[0] == {"role": "user", "content": "first"}
     assert len(memory.session("alice", "sync").messages.items()) == 4
+
+
+@pytest.mark.parametrize("backend", ["files", "in_memory", "postgres"])
+async def test_a_lone_surrogate_is_refused_whole_and_the_session_stays_usable(
+    backend: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """``SQLiteSession`` stores ``"a\\ud800b"``, and then every later run sends it to the model
+    again; the core's rule refuses it (``InvalidInputError``, not a raw ``UnicodeEncodeError``)
+    before anything of the batch is written, on every backend."""
+    if backend == "files":
+        opened = Memory.open(tmp_path / "data", fsync=False)
+    elif backend == "in_memory":
+        opened = Memory.in_memory()
+    else:
+        url, schema = request.getfixturevalue("postgres_url"), request.getfixturevalue("postgres_schema")
+        opened = Memory(MemoryConfig(runtime_data_dir=tmp_path / "pg", database_url=url, database_schema=schema))
+    with opened as memory:
+        session = LocalMemorySession(memory, "alice", "s1")
+        await session.add_items(ITEMS[:2])
+        for hostile in (
+            [{"role": "user", "content": "fine"}, {"role": "user", "content": "a\ud800b"}],
+            [{"type": "function_call_output", "call_id": "c1", "output": "\udcff"}],
+        ):
+            with pytest.raises(InvalidInputError, match="lone surrogate"):
+                await session.add_items(hostile)
+        assert await session.get_items() == ITEMS[:2]
+        await session.add_items(ITEMS[2:])
+        assert await session.get_items() == ITEMS

@@ -3,6 +3,7 @@
 Examples::
 
     local-ai-memory mcp --user alice -d ~/.local-ai                 # stdio, for Claude Desktop / Cursor
+    local-ai-memory mcp --user alice -d ~/new-memory --create       # the first time, in a new folder
     local-ai-memory mcp --http --user alice                         # loopback HTTP, no auth
     local-ai-memory mcp --http --host 0.0.0.0 --keys-file keys.json --public-url https://mem.example.org
     local-ai-memory mcp-key --subject alice --scope memory:read --scope memory:write
@@ -17,7 +18,17 @@ from typing import Annotated
 
 import typer
 
-from local_ai_memory._cli.common import ConfigFile, DataDir, app, config_of, errors, fail, print_json
+from local_ai_memory._cli.common import (
+    ConfigFile,
+    CreateFlag,
+    DataDir,
+    app,
+    config_of,
+    errors,
+    fail,
+    print_json,
+    require_memory,
+)
 from local_ai_memory._shared.collector import collector_paused
 
 __all__ = ["register"]
@@ -53,8 +64,9 @@ def mcp(
     public_url: Annotated[
         str | None, typer.Option("--public-url", help="The server's public base URL (for the OAuth metadata).")
     ] = None,
+    create: CreateFlag = False,
 ) -> None:
-    """Serve this memory over the Model Context Protocol (stdio by default)."""
+    """Serve this memory over the Model Context Protocol (stdio by default; a new memory needs --create)."""
     _require_mcp()
     user = user or os.environ.get(USER_ENV) or None
     with errors():
@@ -63,18 +75,20 @@ def mcp(
                 fail("--keys-file and --jwks-url protect the HTTP server: add --http")
             if not user:
                 fail(f"name the user: --user NAME or ${USER_ENV}")
+        settings = config_of(data_dir, config)
+        require_memory(settings, create)  # a mistyped --data-dir must not serve (and fill) a new memory
         with collector_paused():  # the engines and the SDK: ~0.5 s of imports whose objects live as long as the process
             from local_ai_memory import Memory
             from local_ai_memory.mcp import serve_http, serve_stdio, verifier_from
         if not http:
             assert user is not None  # refused above
-            with Memory(config_of(data_dir, config)) as memory:
+            with Memory(settings) as memory:
                 serve_stdio(memory, user=user, read_only=read_only)
             return
         verifier = verifier_from(
             keys_file=str(keys_file) if keys_file else None, jwks_url=jwks_url, issuer=issuer, audience=audience
         )
-        with Memory(config_of(data_dir, config)) as memory:
+        with Memory(settings) as memory:
             serve_http(
                 memory,
                 host=host,

@@ -92,6 +92,7 @@ from local_ai_memory._shared.naming import (
 )
 from local_ai_memory._shared.text import Analyzer
 from local_ai_memory._shared.twins import thread_twin
+from local_ai_memory._shared.unicode import check_text
 
 __all__ = ["KnowledgeNotes"]
 
@@ -422,6 +423,7 @@ class KnowledgeNotes:
             raise InvalidInputError(
                 f"knowledge file name {name!r} must be '{{user prefix}}_{{name}}.md' (see user_file_prefix)"
             )
+        check_text(content, "note text")
         data = content.encode("utf-8")
         parts = self._owner_of_note(name)
         assert parts is not None  # a note name has an owner
@@ -485,6 +487,7 @@ class KnowledgeNotes:
                 raise UnsupportedFormatError(f"{os.fspath(path)} is not UTF-8 text") from None
             if not isinstance(text, str):
                 raise InvalidInputError(f"content must be str, got {type(text).__name__}")
+            check_text(text, "note text")
             return text.encode("utf-8")
 
         category, name = self._note_key(path)

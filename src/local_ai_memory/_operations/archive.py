@@ -41,6 +41,7 @@ from local_ai_memory._shared import fs as _fs
 from local_ai_memory._shared.errors import InvalidInputError, UnsupportedFormatError
 from local_ai_memory._shared.naming import encode_name, owner_of, validate_id, validate_name
 from local_ai_memory._shared.records import StoredMessage
+from local_ai_memory._shared.unicode import check_texts_in
 
 __all__ = ["ARCHIVE_VERSION", "ArchiveManifest", "ImportReport", "export_archive", "import_archive"]
 
@@ -236,6 +237,10 @@ def _read(path: str | os.PathLike[str]) -> tuple[ArchiveManifest, dict[str, _Ses
         for session_id, session in sessions.items():
             if not isinstance(session.state, dict) or not isinstance(session.plans, dict):
                 raise InvalidInputError(f"session {session_id!r}: state and plans must be JSON objects")
+            kept: dict[str, object] = {"state": session.state, "working memory": session.working}
+            kept |= {"plans": session.plans, "steps": session.steps, "tool results": session.results}
+            kept["messages"] = [message.model_dump() for message in session.messages]
+            check_texts_in(kept, f"session {session_id!r} of the archive")  # refused before anything is written
         if sorted(f"{c}/{n}" for c, n in notes) != sorted(manifest.notes):
             raise InvalidInputError("the notes in the archive do not match its manifest")
     return manifest, sessions, notes

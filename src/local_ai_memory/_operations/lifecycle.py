@@ -27,7 +27,7 @@ from local_ai_memory._runtime import checkpoint_log
 from local_ai_memory._runtime.checkpoints import list_checkpoints
 from local_ai_memory._runtime.scope import MemoryManager
 from local_ai_memory._shared.naming import note_filename, owner_of, user_file_prefix
-from local_ai_memory._shared.records import AgentCheckpoint, ToolIndexEntry, visible_state
+from local_ai_memory._shared.records import AgentCheckpoint, ToolIndexEntry
 
 __all__ = [
     "ErasureReport",
@@ -182,14 +182,14 @@ def _thread_figures(runtime: RuntimeBackend, scope: Scope) -> checkpoint_log.Thr
 
 
 def show_scope(manager: MemoryManager) -> ScopeReport:
-    """What the scope of ``manager`` holds (bookkeeping keys of the library are left out of the state),
+    """What the scope of ``manager`` holds (the user's state, without the library's bookkeeping),
     a LangGraph thread's checkpoints, messages and log bytes included."""
     assert manager.user_id is not None
     assert manager.session_id is not None
     return ScopeReport(
         manager.user_id,
         manager.session_id,
-        visible_state(manager.get_state()),
+        manager.get_state(),
         manager.get_working_memory(),
         list_checkpoints(manager),
         manager.list_tool_results(),

@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Generator, Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -76,6 +76,7 @@ from local_ai_memory._runtime.prompts import (
     build_update_prompt,
     render_transcript,
 )
+from local_ai_memory._runtime.scope import MemoryManager
 from local_ai_memory._runtime.summary import (
     Summary,
     cap_summary,
@@ -90,7 +91,6 @@ from local_ai_memory._shared.drive import adrive, drive
 from local_ai_memory._shared.errors import InvalidInputError, LocalMemoryError
 from local_ai_memory._shared.events import Event, log_event
 from local_ai_memory._shared.models import LLM
-from local_ai_memory._shared.records import BOOKKEEPING_KEY
 from local_ai_memory._shared.tokens import TokenCounter
 
 __all__ = ["CompressionResult", "WorkingMemoryCompressor"]
@@ -135,13 +135,20 @@ class _Save:
 
 
 @dataclass(frozen=True)
-class _ReadState:
-    """Op: read the L0 state."""
+class _ReadBooks:
+    """Op: read the library's L0 bookkeeping (where the merge cursor is kept)."""
 
 
 @dataclass(frozen=True)
 class _SetState:
     """Op: merge ``patch`` into the L0 state."""
+
+    patch: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class _SetBooks:
+    """Op: merge ``patch`` into the library's L0 bookkeeping."""
 
     patch: dict[str, Any]
 
@@ -153,7 +160,7 @@ class _Log:
     messages: list[Message]
 
 
-_Op = _Read | _Ask | _Save | _ReadState | _SetState | _Log
+_Op = _Read | _Ask | _Save | _ReadBooks | _SetState | _SetBooks | _Log
 _Flow = Generator[_Op, Any, CompressionResult]
 _MergeFlow = Generator[_Op, Any, "CompressionResult | None"]
 Outcome = TypeVar("Outcome")
@@ -170,15 +177,18 @@ class WorkingMemoryCompressor:
 
     def __init__(
         self,
-        manager: Any,
+        manager: MemoryManager,
         llm: LLM | None = None,
         token_counter: TokenCounter | None = None,
         target_tokens: int | None = None,
         *,
         max_input_tokens: int = DEFAULT_INPUT_TOKENS,
         timeout: float | None = None,
+        conversation_log: Callable[[list[Message]], int] | None = None,
     ) -> None:
         self.manager = manager
+        self.conversation_log = conversation_log
+        """Where merged messages are logged (a session (see :meth:`~local_ai_memory.Session.compressor_with`))."""
         self.llm = llm
         self.counter = token_counter or TokenCounter(manager.config.token_encoding)
         self.target_tokens = target_tokens if target_tokens is not None else manager.config.working_memory_target_tokens
@@ -206,8 +216,8 @@ class WorkingMemoryCompressor:
         return self._run_sync(self._flow(to_messages(messages), incremental=False))
 
     def update_summary(self, new_messages: Iterable[MessageLike]) -> CompressionResult:
-        """Merge ``new_messages`` into the existing L1 (and, once merged, into the session's
-        conversation log when the manager keeps one: a :class:`~local_ai_memory.Session`)."""
+        """Merge ``new_messages`` into the existing L1 (and, once merged, into the conversation
+        log when the compressor has one: see :meth:`~local_ai_memory.Session.compressor_with`)."""
         return self._run_sync(self._update_flow(to_messages(new_messages)))
 
     async def acompress(self, messages: Iterable[MessageLike]) -> CompressionResult:
@@ -230,7 +240,7 @@ class WorkingMemoryCompressor:
 
     def forget_merged(self) -> None:
         """Forget what was merged (the conversation was cleared): the next :meth:`merge_new` starts over."""
-        self.manager.update_state({BOOKKEEPING_KEY: {"merge_cursor": None}})
+        self.manager.update_bookkeeping({"merge_cursor": None})
 
     async def amerge_new(self, conversation: Iterable[MessageLike]) -> CompressionResult | None:
         """Async twin of :meth:`merge_new`."""
@@ -272,11 +282,12 @@ class WorkingMemoryCompressor:
             return self._call_sync(op.prompt)
         if isinstance(op, _Save):
             return self.manager.swap_working_memory(op.expected, op.text)
-        if isinstance(op, _ReadState):
-            return self.manager.get_state()
+        if isinstance(op, _ReadBooks):
+            return self.manager.bookkeeping()
+        if isinstance(op, _SetBooks):
+            return self.manager.update_bookkeeping(op.patch)
         if isinstance(op, _Log):
-            log = getattr(self.manager, "log_turns", None)
-            return log(op.messages) if log is not None else 0
+            return self.conversation_log(op.messages) if self.conversation_log is not None else 0
         return self.manager.update_state(op.patch)
 
     async def _aanswer(self, op: _Op) -> Any:
@@ -287,10 +298,12 @@ class WorkingMemoryCompressor:
             return await asyncio.wait_for(self.llm.acomplete(op.prompt), self.timeout)
         if isinstance(op, _Save):
             return await self.manager.aswap_working_memory(op.expected, op.text)
-        if isinstance(op, _ReadState):
-            return await self.manager.aget_state()
+        if isinstance(op, _ReadBooks):
+            return await self.manager.abookkeeping()
+        if isinstance(op, _SetBooks):
+            return await self.manager.aupdate_bookkeeping(op.patch)
         if isinstance(op, _Log):
-            log = getattr(self.manager, "log_turns", None)
+            log = self.conversation_log
             return await asyncio.to_thread(log, op.messages) if log is not None else 0
         return await self.manager.aupdate_state(op.patch)
 
@@ -298,14 +311,13 @@ class WorkingMemoryCompressor:
 
     def _merge_flow(self, conversation: Iterable[MessageLike]) -> _MergeFlow:
         items = list(conversation) if not isinstance(conversation, (str, bytes, Mapping)) else conversation
-        state = yield _ReadState()
-        books = state.get(BOOKKEEPING_KEY)
-        known = books.get("merge_cursor") if isinstance(books, dict) else None
+        books = yield _ReadBooks()
+        known = books.get("merge_cursor")
         plan = plan_merge(items, MergeCursor.from_json(known))
         result = (yield from self._update_flow(list(plan.messages))) if plan.messages else None
         if (result is None or result.ok) and known != plan.cursor.to_json():
             try:  # a merge patch: the rest of the bookkeeping stays as it is
-                yield _SetState({BOOKKEEPING_KEY: {"merge_cursor": plan.cursor.to_json()}})
+                yield _SetBooks({"merge_cursor": plan.cursor.to_json()})
             except LocalMemoryError as exc:  # L1 is stored; the next call may offer these messages again
                 log_event(Event.WORKING_MEMORY_FAILED, level=30, mode="incremental", method="cursor", reason=str(exc))
         return result

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from local_ai_memory._runtime.messages import Message, MessageLike, SessionMessageStore, to_messages
+from local_ai_memory._runtime.scope import MemoryManager
 from local_ai_memory._shared.errors import InvalidInputError
 from local_ai_memory._shared.fencing import fence
-from local_ai_memory._shared.records import visible_state
 from local_ai_memory._shared.tokens import TokenCounter
 
 __all__ = [
@@ -53,9 +53,9 @@ _STATE_ORDER = ("current_task", "current_step", "plan_id")
 def format_state(state: Mapping[str, Any]) -> str:
     """L0 state as ``key: value`` lines: the task, step and plan first, then the rest by name.
 
-    The library's bookkeeping (:data:`BOOKKEEPING_KEY`) is left out.
+    ``state`` is the user's (:meth:`MemoryManager.get_state`, which never holds the library's
+    bookkeeping).
     """
-    state = visible_state(state)
     keys = [key for key in _STATE_ORDER if key in state]
     keys += sorted(key for key in state if key not in _STATE_ORDER)
     lines = []
@@ -204,7 +204,7 @@ class ContextBuilder:
 
     def __init__(
         self,
-        manager: Any,
+        manager: MemoryManager,
         token_counter: TokenCounter | None = None,
         *,
         max_tokens: int = 4096,

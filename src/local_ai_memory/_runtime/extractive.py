@@ -73,7 +73,6 @@ _DISCOVERY_CUE = re.compile(
     r"is defined|returns|requires|depends on|note that|important|means)\b",
     re.IGNORECASE,
 )
-_DONE_CUE = re.compile(r"\b(done|completed|finished|fixed|created|updated|wrote|added|removed|implemented)\b", re.I)
 _TOOL_ERROR = re.compile(r"^\W*(error|exception|traceback|failed|failure|fatal)\b", re.IGNORECASE)
 
 # ---- how a user sentence is read (lower-cased text, leading discourse words removed first)
@@ -109,11 +108,6 @@ _RULE_START = re.compile(
     r"^(?:always|never|don't|do not|dont|avoid|make sure|ensure|be sure|stick (?:with|to)|only use|use|keep using|"
     r"no more|stop using|prefer|we (?:always|never|use|are using|don't use|do not use|prefer|only|stick)|"
     r"we're using|i (?:always|never|prefer|use|like|don't like|hate|would rather)|i'd rather|we'd rather)\b"
-)
-_RULE_ANYWHERE = re.compile(
-    r"\b(?:must(?: not)?|mustn't|shall not|should (?:always|never)|has to|have to|(?:is|are) not allowed|"
-    r"(?:is|are) (?:required|mandatory|forbidden)|our (?:convention|policy|rule)|the (?:convention|policy|rule) is|"
-    r"my preference|our preference|(?:i|we) (?:prefer|always|never))\b"
 )
 _PREFERENCE = re.compile(
     r"^(?:i|we)(?: would|'d)? (?:like|want|need) (?!to\b|you\b|us\b|help\b|an? \w+ (?:to|for|of|on)\b)"
@@ -167,7 +161,6 @@ _TASK_VERB = re.compile(
     r"propose|write up|clean up|turn|"
     r"summari[sz]e|support|test|trace|translate|try|tune|update|upgrade|validate|verify|wire|work on|write)\b"
 )
-_NAMING = re.compile(r"\b(?:(?:is|are|was|were|'s)\s+(?:called|named)|named|called|known as|codename)\b")
 _STEP_VERB = re.compile(
     r"^(?:show|explain|list|check|look at|run|try|tell|describe|print|open|read|get|give|remind|paste|send)\b"
 )
@@ -176,10 +169,6 @@ _LINKING = re.compile(
     r"requires?|expects?|depends?|listens?|contains?|deploys?|hosts?|stores?|owns?|handles?|works?|costs?|takes?|"
     r"supports?|targets?|goes|meets?|reads?|writes?|ships?|starts?|ends?|expires?|lasts?|holds?|serves?|"
     r"manages?|leads?|reports?|limits?|allows?|caps?|happens?|(?:should|must|will|can|could|would|may|might) be)\b"
-)
-_TIME_OR_AMOUNT = re.compile(
-    r"\b(?:deadline|due|by (?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|tomorrow|eod|the end)|"
-    r"until|version|v\d|port|\d)",
 )
 _VAGUE_SUBJECT = re.compile(r"^(?:that|this|it|it's|that's|there|i|i'm|we|we're|you|you're)\b")
 _SPECIFIC = re.compile(r"\d|[`'\"]|\w[_./:=@-]\w")
@@ -224,8 +213,6 @@ def _is_fact(text: str, original: str) -> bool:
     """A declarative sentence that states something specific (a name, a value, a date, an owner)."""
     if _words(text) < 3:
         return False
-    if _NAMING.search(text):
-        return True
     if not _LINKING.search(text):
         return False
     specific = bool(_SPECIFIC.search(original) or re.search(r"\s[A-Z]", original))
@@ -278,8 +265,6 @@ def classify_user_sentence(sentence: str) -> SentenceKind:
         return "step" if _STEP_VERB.match(rest) else "request"  # asked for, whatever "instead of" it also says
     if _DECISION_CUE.search(text) or _RULE_START.match(rest) or _PREFERENCE.match(text):
         return "decision"
-    if (_RULE_START.match(text) or _RULE_ANYWHERE.search(text)) and not (polite and _TASK_VERB.match(rest)):
-        return "decision"
     if _CONTINUE.match(rest):
         return "continue"
     if _CJK_ASK.search(original) and not _CJK_NOT.search(original):
@@ -293,8 +278,6 @@ def classify_user_sentence(sentence: str) -> SentenceKind:
     if _is_question(text, original):
         return "question"
     if _is_fact(text, original):
-        return "fact"
-    if _TIME_OR_AMOUNT.search(text) and _LINKING.search(text):
         return "fact"
     if _LABELLED.match(text) and _SPECIFIC.search(original):  # "Budget: 2 engineers, 3 weeks."
         return "fact"
@@ -726,8 +709,6 @@ def _assistant_candidates(text: str, order: int, counter: TokenCounter, cap: int
                 section, score = DECISIONS, 2.5 + specific
             elif _FAILURE.search(part) and not _CONCLUSION.search(part):
                 section, score = OPEN_ISSUES, 1.5 + specific
-            elif _DONE_CUE.search(part) and not specific:
-                section, score = COMPLETED, 0.5
             else:
                 section = DISCOVERIES
                 score = 0.5 + specific + (1.5 if _CONCLUSION.search(part) else 0.0)
@@ -898,16 +879,9 @@ def _asks_after(text: str) -> bool:
         after = opening[cue.end() :].strip(" ,:;-") if cue else ""  # "Change of plan: primeiro quero ..."
         if _ADDED.search(rest) or _FOLLOW_UP.match(opening):
             continue
-        if any(part and classify_user_sentence(part) in _ASKING for part in (rest, after)) or _REPLACES.search(after):
+        if any(part and classify_user_sentence(part) in _ASKING for part in (rest, after)):
             return True
     return False
-
-
-_REPLACES = re.compile(
-    r"\b(?:instead|rather than|in place of|au lieu d|plut[ôo]t que|statt|anstatt|en lugar de|en vez de|em vez de|"
-    r"ao inv[ée]s de|invece d|anzich[ée]|zamiast|in plaats van)|代わりに|改成|改为|换成"
-)
-"""What a change of plan puts in place of the old work ("zamiast łatać moment, przechodzimy na useFormatter")."""
 
 
 def _asks(text: str) -> bool:

@@ -33,6 +33,7 @@ from local_ai_memory._runtime.scope import MemoryManager
 from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.errors import InvalidInputError
 from local_ai_memory._shared.records import StoredMessage
+from local_ai_memory._shared.unicode import check_texts_in
 
 Item = Any
 """A framework's own JSON-able item (a dict), kept exactly by :meth:`SessionMessageStore.append_items`."""
@@ -286,6 +287,14 @@ def stored(message: Message, now: float) -> StoredMessage:
     )
 
 
+def stored_messages(messages: Sequence[Message], now: float) -> list[StoredMessage]:
+    """The stored forms of ``messages``, each checked to be Unicode text first (nothing is
+    written when one is not: :mod:`local_ai_memory._shared.unicode`)."""
+    for index, message in enumerate(messages):
+        check_texts_in(message.to_dict(), f"message {index}")
+    return [stored(message, now) for message in messages]
+
+
 def from_stored(record: StoredMessage) -> Message:
     """The normal form of a stored message."""
     return Message(
@@ -298,7 +307,8 @@ def stored_items(items: Sequence[Item], now: float) -> list[StoredMessage]:
     if isinstance(items, (str, bytes, Mapping)):
         raise InvalidInputError("expected a list of items, got a single " + type(items).__name__)
     raws = []
-    for item in items:
+    for index, item in enumerate(items):
+        check_texts_in(item, f"item {index}")  # kept exactly, so refused whole (see _shared.unicode)
         try:
             raws.append(json.dumps(item))
         except (TypeError, ValueError) as error:
@@ -368,8 +378,7 @@ class SessionMessageStore:
         normalized = to_messages(messages)
         if not normalized:
             return 0
-        now = time.time()
-        return len(self.backend.append_messages(self.scope_info, [stored(message, now) for message in normalized]))
+        return len(self.backend.append_messages(self.scope_info, stored_messages(normalized, time.time())))
 
     def compact(self, keep_last: int | None = None) -> int:
         """Keep only the last ``keep_last`` messages (default: the config's); return how many were dropped."""
@@ -434,10 +443,7 @@ class SessionMessageStore:
         normalized = to_messages(messages)
         if not normalized:
             return 0
-        now = time.time()
-        return len(
-            await self.backend.aappend_messages(self.scope_info, [stored(message, now) for message in normalized])
-        )
+        return len(await self.backend.aappend_messages(self.scope_info, stored_messages(normalized, time.time())))
 
     async def acompact(self, keep_last: int | None = None) -> int:
         """Async twin of :meth:`compact`."""

@@ -26,7 +26,14 @@ from local_ai_memory._contracts.runtime import GLOBAL_STEM, RuntimeBackend, Scop
 from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.errors import InvalidInputError, RecordNotFoundError
 from local_ai_memory._shared.naming import validate_id
-from local_ai_memory._shared.records import BOOKKEEPING_KEY, ToolIndexEntry, ToolResultPage, check_json_value
+from local_ai_memory._shared.records import (
+    BOOKKEEPING_KEY,
+    ToolIndexEntry,
+    ToolResultPage,
+    check_json_value,
+    visible_state,
+)
+from local_ai_memory._shared.unicode import check_text
 
 __all__ = ["GLOBAL_STEM", "MemoryManager", "merge_patch"]
 
@@ -50,28 +57,55 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return merged
 
 
-def _patched(patch: Mapping[str, Any]) -> StateChange:
-    return lambda state: merge_patch(state, patch)
+def _patched(patch: object) -> StateChange:
+    """The change of a user's state patch: merged, with the library's bookkeeping out of its reach."""
+    checked = _users(patch, "state patch")
+    return lambda state: merge_patch(state, checked)
 
 
-def _replaced(state: Mapping[str, Any]) -> StateChange:
-    return lambda _: dict(state)
+def _replaced(new: object) -> StateChange:
+    """The change of a user's whole new state: the library's bookkeeping stays as it was."""
+    checked = _users(new, "state")
+
+    def change(state: dict[str, Any]) -> dict[str, Any]:
+        books = {BOOKKEEPING_KEY: state[BOOKKEEPING_KEY]} if BOOKKEEPING_KEY in state else {}
+        return {**checked, **books}
+
+    return change
+
+
+def _users(state: object, what: str) -> Mapping[str, Any]:
+    checked = _checked_patch(state, what)
+    if BOOKKEEPING_KEY in checked:
+        raise InvalidInputError(
+            f"{BOOKKEEPING_KEY!r} is the library's own entry of the state: a {what} cannot set it "
+            "(the library reads it with bookkeeping())"
+        )
+    return checked
+
+
+def _books_patched(patch: object) -> StateChange:
+    """The change merging ``patch`` into the library's bookkeeping (a damaged value is replaced)."""
+    checked = _checked_patch(patch, "bookkeeping patch")
+    return lambda state: merge_patch(state, {BOOKKEEPING_KEY: checked})
+
+
+def _books_of(state: Mapping[str, Any]) -> dict[str, Any]:
+    found = state.get(BOOKKEEPING_KEY)
+    return dict(found) if isinstance(found, dict) else {}
 
 
 def _checked_text(text: object) -> str:
     if not isinstance(text, str):
         raise InvalidInputError(f"working memory must be a string, got {type(text).__name__}")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidInputError(f"working memory is not valid Unicode text: {exc}") from None
+    check_text(text, "working memory")
     return text
 
 
-def _checked_patch(patch: object) -> Mapping[str, Any]:
+def _checked_patch(patch: object, what: str) -> Mapping[str, Any]:
     if not isinstance(patch, Mapping):
-        raise InvalidInputError(f"state patch must be a mapping, got {type(patch).__name__}")
-    check_json_value(patch, "state patch")
+        raise InvalidInputError(f"{what} must be a mapping, got {type(patch).__name__}")
+    check_json_value(patch, what)
     return patch
 
 
@@ -143,8 +177,11 @@ class MemoryManager:
     # -- L0 state -----------------------------------------------------------------------
 
     def get_state(self) -> dict[str, Any]:
-        """The L0 state of this scope (``{}`` when none is stored or the record was corrupt)."""
-        return self.backend.get_state(self.scope_info)
+        """The L0 state of this scope (``{}`` when none is stored or the record was corrupt).
+
+        The user's state only: the library's own entry (:meth:`bookkeeping`) is never in it.
+        """
+        return visible_state(self.backend.get_state(self.scope_info))
 
     def update_state(self, patch: Mapping[str, Any]) -> dict[str, Any]:
         """Apply ``patch`` to the L0 state as a JSON Merge Patch (RFC 7396) and return the new state.
@@ -152,42 +189,49 @@ class MemoryManager:
         Nested objects merge, ``None`` removes a key, any other value replaces: after
         ``{"task": "x", "opts": {"a": 1}}``, the patch ``{"opts": {"b": 2}, "task": None}`` leaves
         ``{"opts": {"a": 1, "b": 2}}``. Use :meth:`replace_state` to set the whole state. Atomic
-        across threads, tasks and processes: concurrent updates are never lost.
+        across threads, tasks and processes: concurrent updates are never lost. The library's
+        own entry (:data:`BOOKKEEPING_KEY`) is refused in ``patch`` and kept as it is.
         """
-        return self.backend.update_state(self.scope_info, _patched(_checked_patch(patch)))
+        return visible_state(self.backend.update_state(self.scope_info, _patched(patch)))
 
     def replace_state(self, state: Mapping[str, Any]) -> dict[str, Any]:
-        """Replace the whole L0 state with ``state`` (no merging); return it."""
-        return self.backend.update_state(self.scope_info, _replaced(_checked_patch(state)))
+        """Replace the whole L0 state with ``state`` (no merging); return it. The library's own
+        entry is kept as it is."""
+        return visible_state(self.backend.update_state(self.scope_info, _replaced(state)))
 
     async def aget_state(self) -> dict[str, Any]:
         """Async twin of :meth:`get_state`."""
-        return await self.backend.aget_state(self.scope_info)
+        return visible_state(await self.backend.aget_state(self.scope_info))
 
     async def aupdate_state(self, patch: Mapping[str, Any]) -> dict[str, Any]:
         """Async twin of :meth:`update_state`."""
-        return await self.backend.aupdate_state(self.scope_info, _patched(_checked_patch(patch)))
+        return visible_state(await self.backend.aupdate_state(self.scope_info, _patched(patch)))
 
     async def areplace_state(self, state: Mapping[str, Any]) -> dict[str, Any]:
         """Async twin of :meth:`replace_state`."""
-        return await self.backend.aupdate_state(self.scope_info, _replaced(_checked_patch(state)))
+        return visible_state(await self.backend.aupdate_state(self.scope_info, _replaced(state)))
 
     def bookkeeping(self) -> dict[str, Any]:
-        """The library's own L0 entries (:data:`BOOKKEEPING_KEY`), e.g. the status of an agent run."""
-        found = self.get_state().get(BOOKKEEPING_KEY)
-        return dict(found) if isinstance(found, dict) else {}
+        """The library's own L0 entries, kept beside the user's state but never in it (e.g. the
+        status of an agent run, the plan it uses, what L1 already merged)."""
+        return _books_of(self.backend.get_state(self.scope_info))
+
+    async def abookkeeping(self) -> dict[str, Any]:
+        """Async twin of :meth:`bookkeeping`."""
+        return _books_of(await self.backend.aget_state(self.scope_info))
 
     def update_bookkeeping(self, patch: Mapping[str, Any]) -> dict[str, Any]:
-        """Merge ``patch`` into the library's own L0 entries (:data:`BOOKKEEPING_KEY`), atomically.
+        """Merge ``patch`` into the library's own L0 entries, atomically with the state's writers.
 
         For integrations recording what is not the agent's state (which plan a run uses, where
-        it resumed): prompts never show it. ``None`` removes an entry. Returns the new state.
+        it resumed): prompts and :meth:`get_state` never show it. ``None`` removes an entry.
+        Returns the new bookkeeping.
         """
-        return self.update_state({BOOKKEEPING_KEY: _checked_patch(patch)})
+        return _books_of(self.backend.update_state(self.scope_info, _books_patched(patch)))
 
     async def aupdate_bookkeeping(self, patch: Mapping[str, Any]) -> dict[str, Any]:
         """Async twin of :meth:`update_bookkeeping`."""
-        return await self.aupdate_state({BOOKKEEPING_KEY: _checked_patch(patch)})
+        return _books_of(await self.backend.aupdate_state(self.scope_info, _books_patched(patch)))
 
     # -- L1 working memory --------------------------------------------------------------
 
@@ -335,6 +379,14 @@ class MemoryManager:
     async def aload_tool_result(self, result_id: str) -> Any:
         """Async twin of :meth:`load_tool_result`."""
         return await self.backend.aload_tool_result(self.scope_info, validate_id(result_id, "tool result id"))
+
+    async def alist_tool_results(self) -> dict[str, ToolIndexEntry]:
+        """Async twin of :meth:`list_tool_results`."""
+        return await self.backend.alist_tool_results(self.scope_info)
+
+    async def acount_tool_results(self) -> int:
+        """Async twin of :meth:`count_tool_results`."""
+        return await self.backend.acount_tool_results(self.scope_info)
 
     async def aload_tool_result_page(self, result_id: str, offset: int, limit: int) -> ToolResultPage:
         """Async twin of :meth:`load_tool_result_page`."""

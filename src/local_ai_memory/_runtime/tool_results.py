@@ -399,6 +399,10 @@ class ToolResultStore:
         )
         self._unchecked_bytes = 0
 
+    def with_retention(self, retention: RetentionPolicy | None) -> ToolResultStore:
+        """A store over the same scope that prunes by ``retention`` instead (``None``: this store)."""
+        return self if retention is None else ToolResultStore(self.manager, retention)
+
     def _new_id(self) -> str:
         for _ in range(8):
             result_id = secrets.token_hex(_ID_BYTES)

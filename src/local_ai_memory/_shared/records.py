@@ -34,6 +34,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from local_ai_memory._shared.errors import InvalidInputError, UnsupportedFormatError
+from local_ai_memory._shared.unicode import check_texts_in
 
 __all__ = [
     "BOOKKEEPING_KEY",
@@ -68,12 +69,15 @@ CheckpointStatus = Literal["in_progress", "completed", "interrupted"]
 BOOKKEEPING_KEY = "_local_ai_memory"
 """The one L0 key the library keeps its own bookkeeping under (e.g. what L1 already merged).
 
-It is part of the stored state but never shown to a model: prompts use :func:`visible_state`.
+It is stored with the state (one record, one lock, so its writers and the user's never lose
+each other's updates) but is not the user's: ``MemoryManager.get_state`` returns the state
+without it, a user's patch or replacement can neither set nor remove it, and the library reads
+and writes it with ``bookkeeping()`` / ``update_bookkeeping()``. Prompts never show it.
 """
 
 
 def visible_state(state: Mapping[str, Any]) -> dict[str, Any]:
-    """The L0 state as prompts show it: without the library's bookkeeping."""
+    """The user's L0 state: the stored record without the library's bookkeeping."""
     return {key: value for key, value in state.items() if key != BOOKKEEPING_KEY}
 
 
@@ -296,9 +300,10 @@ def encode_model(value: BaseModel) -> bytes:
 
 
 def check_json_value(value: object, what: str = "value") -> None:
-    """Raise :class:`InvalidInputError` unless ``value`` is plain JSON (str keys, finite numbers).
+    """Raise :class:`InvalidInputError` unless ``value`` is plain JSON (str keys, finite numbers)
+    whose strings are Unicode text (no lone surrogate: :mod:`local_ai_memory._shared.unicode`).
 
-    Walks the structure without serializing it, so checking a 100 MB string costs nothing.
+    Walks the structure without serializing it, so checking a 100 MB ASCII string costs nothing.
     """
     stack: list[tuple[object, int]] = [(value, 0)]
     while stack:
@@ -321,6 +326,7 @@ def check_json_value(value: object, what: str = "value") -> None:
             stack.extend((child, depth + 1) for child in item)
             continue
         raise InvalidInputError(f"{what} contains a {type(item).__name__}, which is not JSON")
+    check_texts_in(value, what)
 
 
 def _escape(text: str) -> bytes:

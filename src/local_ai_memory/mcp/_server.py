@@ -21,11 +21,10 @@ from typing import Annotated, Any, TypeVar
 import anyio
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.settings import AuthSettings
-from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.server.mcpserver.tools import Tool
-from mcp.types import EmptyResult, SubscribeRequestParams, ToolAnnotations, UnsubscribeRequestParams
+from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from local_ai_memory import ConflictError, InvalidInputError, Memory, RecordNotFoundError, __version__, note_hash
@@ -215,7 +214,6 @@ class _Tools:
         self.identity = identity
         self.knowledge = memory.knowledge
         self.offload = offload
-        self.subscribers = _Subscribers(identity)
 
     async def _call(self, fn: Callable[[], T], user: str, error: type[Exception] = ToolError) -> T:
         return await _run(fn, error, user=user, memory=self.memory, offload=self.offload)
@@ -233,14 +231,16 @@ class _Tools:
             raise ToolError(caller_message(problem, None, self.memory.config.runtime_data_dir))
         return (category if sep else None), name
 
-    async def _notify(self, ctx: Context[Any, Any] | None, note_id: str, user: str) -> None:
-        """Tell whoever listens that ``user``'s note ``note_id`` changed: ``subscriptions/listen``
-        streams (2026-07-28) and the sessions of that user subscribed with ``resources/subscribe``."""
-        uri = f"memory://notes/{note_id}"
+    async def _notify(self, ctx: Context[Any, Any] | None, note_id: str) -> None:
+        """Tell ``subscriptions/listen`` streams (protocol 2026-07-28) that the note ``note_id`` changed.
+
+        Older clients' ``resources/subscribe`` is not served: the SDK's ``MCPServer`` offers no
+        public way to register it (only its private low-level server), and those clients are told
+        so by the capabilities they receive (``resources.subscribe`` false).
+        """
         if ctx is not None:
             with contextlib.suppress(ValueError):  # outside a request: nobody is listening
-                await ctx.notify_resource_updated(uri)
-        await self.subscribers.notify(uri, user)
+                await ctx.notify_resource_updated(f"memory://notes/{note_id}")
 
     # -- knowledge ---------------------------------------------------------------------------
     async def search(self, query: str, k: int = 5, user: User = None) -> SearchOut:
@@ -292,7 +292,7 @@ class _Tools:
             lambda: self.knowledge.write_note(who, name, text, category=category, expected_hash=expected_hash), who
         )
         id = _id_of(category or self.knowledge.store.categories[0], filename)
-        await self._notify(ctx, id, who)
+        await self._notify(ctx, id)
         return WriteOut(id=id, hash=note_hash(text))
 
     async def edit_note(
@@ -310,7 +310,7 @@ class _Tools:
         digest = await self._call(
             lambda: self.knowledge.edit_note(who, name, old, new, category=category, expected_hash=expected_hash), who
         )
-        await self._notify(ctx, id, who)
+        await self._notify(ctx, id)
         return WriteOut(id=id, hash=digest)
 
     async def delete_note(
@@ -322,7 +322,7 @@ class _Tools:
         deleted = await self._call(
             lambda: self.knowledge.delete_note(who, name, category=category, expected_hash=expected_hash), who
         )
-        await self._notify(ctx, id, who)
+        await self._notify(ctx, id)
         return DeleteOut(id=id, deleted=deleted)
 
     # -- runtime -----------------------------------------------------------------------------
@@ -409,51 +409,6 @@ class _Tools:
         )
 
 
-def _channel(session: Any) -> Any:
-    """What a legacy subscription is kept on: the client's connection, which outlives the
-    request that subscribed (the SDK makes a session object per request and offers the
-    connection only privately, hence the fallback to the session itself)."""
-    return getattr(session, "_connection", session)
-
-
-class _Subscribers:
-    """Legacy ``resources/subscribe`` (protocols before 2026-07-28): which client sessions asked
-    to hear about which resource URI. A URI names a resource of the subscriber's own user, so
-    a change is told only to the sessions subscribed as the user whose note changed."""
-
-    def __init__(self, identity: Identity) -> None:
-        self.identity = identity
-        self._sessions: dict[tuple[str, str], list[Any]] = {}  # (user, uri) -> connections
-
-    async def subscribe(self, ctx: ServerRequestContext[Any, Any], params: SubscribeRequestParams) -> EmptyResult:
-        key = (self.identity.caller(None, READ).user, str(params.uri))
-        channels = self._sessions.setdefault(key, [])
-        channel = _channel(ctx.session)
-        if not any(known is channel for known in channels):
-            channels.append(channel)
-        return EmptyResult()
-
-    async def unsubscribe(self, ctx: ServerRequestContext[Any, Any], params: UnsubscribeRequestParams) -> EmptyResult:
-        key = (self.identity.caller(None, READ).user, str(params.uri))
-        channel = _channel(ctx.session)
-        kept = [known for known in self._sessions.get(key, []) if known is not channel]
-        if kept:
-            self._sessions[key] = kept
-        else:
-            self._sessions.pop(key, None)
-        return EmptyResult()
-
-    async def notify(self, uri: str, user: str) -> None:
-        """Send ``notifications/resources/updated`` to the sessions subscribed to ``uri`` as
-        ``user``; a session that can no longer be reached is forgotten."""
-        sessions = self._sessions.get((user, uri), [])
-        for session in list(sessions):
-            try:
-                await session.send_resource_updated(uri)
-            except Exception:  # a closed connection: it will not ask again
-                sessions.remove(session)
-
-
 def create_server(
     memory: Memory,
     *,
@@ -513,9 +468,6 @@ def create_server(
         tools=listed,
     )
     _add_resources(server, tools)
-    lowlevel = server._lowlevel_server  # the SDK's own in-process client reads it too; no public hook
-    lowlevel.add_request_handler("resources/subscribe", SubscribeRequestParams, tools.subscribers.subscribe)
-    lowlevel.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, tools.subscribers.unsubscribe)
     return server
 
 

@@ -33,7 +33,6 @@ from local_ai_memory import (
     MemoryConfig,
     Session,
     TokenCounter,
-    WorkingMemoryCompressor,
 )
 from local_ai_memory.integration import parse_reference
 
@@ -100,10 +99,8 @@ class LocalMemoryCallbackHandler(BaseCallbackHandler):
         self.user_id, self.session_id = resolve_scope(user_id, session_id)
         self.session: Session = self.memory.session(self.user_id, self.session_id)
         self.tool_results = self.session.tool_results
-        self.compressor = WorkingMemoryCompressor(
-            self.session,
-            as_llm(llm) if llm is not None else self.memory.llm,
-            token_counter or self.memory.token_counter,
+        self.compressor = self.session.compressor_with(
+            as_llm(llm) if llm is not None else self.memory.llm, token_counter or self.memory.token_counter
         )
         self.persist_tool_outputs = persist_tool_outputs
         self.compress = compress

@@ -34,7 +34,6 @@ from local_ai_memory import (
     MemoryConfig,
     Session,
     TokenCounter,
-    WorkingMemoryCompressor,
 )
 from local_ai_memory.integration import afinish_run, assemble_context, finish_run
 from local_ai_memory.types import Message
@@ -88,8 +87,8 @@ class LocalMemoryChatMessageHistory(BaseChatMessageHistory):
         self.session: Session = self.memory.session(self.user_id, self.session_id)
         self.store = self.session.messages
         self.counter = token_counter or self.memory.token_counter
-        self.compressor = WorkingMemoryCompressor(
-            self.session, as_llm(llm) if llm is not None else self.memory.llm, self.counter
+        self.compressor = self.session.compressor_with(
+            as_llm(llm) if llm is not None else self.memory.llm, self.counter
         )
         self.max_memory_tokens = max_memory_tokens
         self.keep_last = keep_last if keep_last is not None else self.memory.config.working_memory_compact_keep_last
@@ -103,7 +102,7 @@ class LocalMemoryChatMessageHistory(BaseChatMessageHistory):
         return self.session
 
     def _read(self) -> list[BaseMessage]:
-        working = self.session.get_working_memory() if self.session.config.working_memory_enabled else ""
+        working = self.session.get_working_memory() if self.session.memory.config.working_memory_enabled else ""
         memory = assemble_context({}, working, "", [], self.counter, self.max_memory_tokens).text
         head: list[BaseMessage] = [SystemMessage(content=memory)] if memory else []
         return head + [to_langchain(m) for m in self.store.messages()]

@@ -208,7 +208,7 @@ class ToolResultMiddleware(_MemoryPart):
         )
 
     def _store(self, session: Session) -> ToolResultStore:
-        return session.tool_results if self.retention is None else ToolResultStore(session, self.retention)
+        return session.tool_results.with_retention(self.retention)
 
     def _shrink(self, request: ToolCallRequest, result: ToolMessage | Command[Any]) -> ToolMessage | Command[Any]:
         if not isinstance(result, ToolMessage) or result.status == "error":
@@ -287,7 +287,7 @@ class MemoryPromptMiddleware(_MemoryPart):
 
     def memory_text(self, runtime: Any, knowledge: str = "") -> str:
         """The fenced memory block for this scope ("" when there is nothing to show)."""
-        builder = ContextBuilder(self._scope.manager(runtime), self.counter, max_tokens=self.max_tokens)
+        builder = ContextBuilder(self._scope.manager(runtime).engine, self.counter, max_tokens=self.max_tokens)
         return builder.build(messages=[], knowledge=knowledge).text
 
     def _query(self, request: ModelRequest[Any]) -> tuple[str, str] | None:
@@ -425,16 +425,16 @@ class CheckpointMiddleware(_MemoryPart):
 
     def _previous(self, manager: Session) -> AgentCheckpoint | None:
         try:
-            checkpoint = load_checkpoint(manager, self.plan_id)
+            checkpoint = load_checkpoint(manager.engine, self.plan_id)
         except RecordNotFoundError:
             return None
         return checkpoint if checkpoint.resumable else None
 
     def _begin(self, manager: Session, messages: Sequence[BaseMessage]) -> _TrackedRun:
         """Start (or resume) this scope's run; a resumable checkpoint is continued unless ``resume`` is off."""
-        run = CheckpointRun(manager, self.plan_id, task=_task_of(messages), resume=self.resume, handle_signals=False)
+        run = manager.checkpoint_run(self.plan_id, task=_task_of(messages), resume=self.resume, handle_signals=False)
         run.start()
-        manager.update_bookkeeping({"plan_id": self.plan_id})
+        manager.engine.update_bookkeeping({"plan_id": self.plan_id})
         tracked = _TrackedRun(run)
         with self._running_lock:
             self._runs[(manager.user_id, manager.session_id)] = tracked
@@ -475,9 +475,9 @@ class CheckpointMiddleware(_MemoryPart):
         if self._previous(manager) is None:
             if manager.bookkeeping().get("run_status") != "in_progress":
                 return False
-            manager.update_bookkeeping({"run_status": "interrupted", "stop_reason": reason})
+            manager.engine.update_bookkeeping({"run_status": "interrupted", "stop_reason": reason})
             return True
-        mark_status(manager, self.plan_id, "interrupted", reason=reason)
+        mark_status(manager.engine, self.plan_id, "interrupted", reason=reason)
         return True
 
     @contextlib.contextmanager
@@ -505,7 +505,7 @@ class CheckpointMiddleware(_MemoryPart):
     def _count_steps(self, manager: Session, messages: Sequence[BaseMessage], status: str) -> None:
         """L0 and the run status when LangGraph's checkpointer keeps the run."""
         manager.update_state({"current_task": _task_of(messages), "current_step": _step_of(messages)})
-        manager.update_bookkeeping({"run_status": status, "stop_reason": None})
+        manager.engine.update_bookkeeping({"run_status": status, "stop_reason": None})
 
     def before_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Resume a stored unfinished run or start a fresh checkpoint (under a LangGraph checkpointer: count)."""
@@ -530,7 +530,7 @@ class CheckpointMiddleware(_MemoryPart):
         fresh = [m for m in messages if m.id not in restored_ids and (type(m).__name__, message_text(m)) not in seen]
         merged = [*restored, *fresh]
         self._save(manager, tracked, merged)
-        manager.update_bookkeeping({"resumed_from_step": previous.step})
+        manager.engine.update_bookkeeping({"resumed_from_step": previous.step})
         return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *merged]}
 
     def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
@@ -598,7 +598,7 @@ class WorkingMemoryMiddleware(_MemoryPart):
         self.target_tokens = target_tokens
 
     def _compressor(self, manager: Session) -> WorkingMemoryCompressor:
-        return WorkingMemoryCompressor(manager, self.llm, self.counter, self.target_tokens)
+        return manager.compressor_with(self.llm, self.counter, self.target_tokens)
 
     def after_agent(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Merge what the run added into L1 (failures are logged by the core and leave L1 unchanged)."""

@@ -367,7 +367,7 @@ class FileRuntimeBackend(RuntimeBackend):
         steps = parse_lines(complete, folder.location(plan_id)) if complete else []
         if complete:
             start = complete.rfind(b"\n", 0, len(complete) - 1) + 1
-            mark = _LogMark(identity, base + start, base + len(complete), _digest(complete[start:]))
+            mark = _LogMark(identity, base + start, base + len(complete), _digest(complete, start))
         elif mark is None or restarted:
             mark = _LogMark(identity, 0, 0, _digest(b""))
         return PlanSteps(steps, mark.text(), restarted)
@@ -652,8 +652,26 @@ class FileRuntimeBackend(RuntimeBackend):
         return [erasure for _, erasure in sorted(found, key=lambda pair: pair[0])]
 
 
-def _digest(line: bytes) -> str:
-    return hashlib.blake2b(line, digest_size=16).hexdigest()
+_WINDOW = 4096
+"""Bytes hashed at each end of a long line a log mark names (see :func:`_digest`)."""
+_WINDOWED = "w"
+
+
+def _digest(data: bytes, start: int = 0, end: int | None = None, *, whole: bool = False) -> str:
+    """What a log mark keeps of the last line it read (``data[start:end]``): a hash of the line,
+    or of a long line's first and last :data:`_WINDOW` bytes (prefixed ``w``). A line of a
+    checkpoint log begins with its checkpoint's unique id, so its ends tell it from any other
+    line at the same place; hashing a whole snapshot-sized line (megabytes: a checkpoint that
+    stores every value) was a fifth of a new process's first read. ``whole``: the whole-line
+    form older marks hold (still checked as such; an older reader, finding a windowed one,
+    reads the log from its start, as for any mark that does not match)."""
+    end = len(data) if end is None else end
+    view = memoryview(data)
+    if whole or end - start <= 2 * _WINDOW:
+        return hashlib.blake2b(view[start:end], digest_size=16).hexdigest()
+    ends = hashlib.blake2b(view[start : start + _WINDOW], digest_size=16)
+    ends.update(view[end - _WINDOW : end])
+    return _WINDOWED + ends.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -679,7 +697,9 @@ class _LogMark:
     def continues(self, identity: tuple[int, int], data: bytes) -> bool:
         """Whether ``data`` (read from :attr:`start`) still begins with the line this mark read."""
         size = self.end - self.start
-        return identity == self.identity and len(data) >= size and _digest(data[:size]) == self.digest
+        if identity != self.identity or len(data) < size:
+            return False
+        return _digest(data, 0, size, whole=not self.digest.startswith(_WINDOWED)) == self.digest
 
 
 def _subfolders(folder: Path) -> list[str]:

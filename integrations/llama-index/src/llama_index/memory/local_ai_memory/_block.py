@@ -150,12 +150,12 @@ class LocalWorkingMemoryBlock(BaseMemoryBlock[str]):
 
     def get_text(self) -> str:
         """The L1 text the block serves (``""`` when none, or when working memory is disabled)."""
-        if not self.session.config.working_memory_enabled:
+        if not self.session.memory.config.working_memory_enabled:
             return ""
         return self.session.get_working_memory()
 
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
-        if not self.session.config.working_memory_enabled:
+        if not self.session.memory.config.working_memory_enabled:
             return ""
         return await self.session.aget_working_memory()
 
@@ -167,14 +167,14 @@ class LocalWorkingMemoryBlock(BaseMemoryBlock[str]):
 
     def summarize_messages(self, messages: Sequence[ChatMessage]) -> CompressionResult | None:
         """Merge the messages L1 has not seen yet; ``None`` when there was nothing new."""
-        if not self.session.config.working_memory_enabled:
+        if not self.session.memory.config.working_memory_enabled:
             return None
         with self._lock:  # one merge at a time per block: the cursor is read, then advanced
             return self.compressor.merge_new(self._worth_merging(messages))
 
     async def asummarize_messages(self, messages: Sequence[ChatMessage]) -> CompressionResult | None:
         """Async twin of :meth:`summarize_messages`."""
-        if not self.session.config.working_memory_enabled:
+        if not self.session.memory.config.working_memory_enabled:
             return None
         return await self.compressor.amerge_new(self._worth_merging(messages))
 
@@ -190,4 +190,4 @@ class LocalWorkingMemoryBlock(BaseMemoryBlock[str]):
         await self.asummarize_messages(messages)
 
     def __repr__(self) -> str:
-        return f"LocalWorkingMemoryBlock(name={self.name!r}, scope={self.session.scope!r})"
+        return f"LocalWorkingMemoryBlock(name={self.name!r}, scope={self.session.engine.scope!r})"

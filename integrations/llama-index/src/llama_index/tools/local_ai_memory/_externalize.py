@@ -24,7 +24,7 @@ from llama_index.core.base.llms.types import TextBlock
 from llama_index.core.tools import BaseTool, FunctionTool, ToolOutput, adapt_to_async_tool
 from llama_index.retrievers.local_ai_memory._adapters import resolve_memory
 
-from local_ai_memory import InvalidInputError, Memory, MemoryConfig, RetentionPolicy, ToolResultStore
+from local_ai_memory import InvalidInputError, Memory, MemoryConfig, RetentionPolicy
 
 __all__ = ["ExternalizingTool", "externalizable_text", "externalize_tools", "replace_output"]
 
@@ -87,7 +87,7 @@ class ExternalizingTool(FunctionTool):
         self.memory = resolve_memory(memory, config)
         self.session = self.memory.session(user_id, session_id)
         self.wrapped = tool
-        self.store = self.session.tool_results if retention is None else ToolResultStore(self.session, retention)
+        self.store = self.session.tool_results.with_retention(retention)
         self._inner = adapt_to_async_tool(tool)
         super().__init__(fn=self._run_text, async_fn=self._arun_text, metadata=tool.metadata)
         # Agents inject the workflow Context only into FunctionTools that declare it: mirror the wrapped tool.

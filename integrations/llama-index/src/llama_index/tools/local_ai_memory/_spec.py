@@ -33,7 +33,7 @@ from llama_index.core.tools.types import ToolMetadata
 from llama_index.retrievers.local_ai_memory._adapters import resolve_memory
 from llama_index.retrievers.local_ai_memory.base import known_categories
 
-from local_ai_memory import InvalidInputError, Memory, MemoryConfig, RetentionPolicy, ToolResultStore
+from local_ai_memory import InvalidInputError, Memory, MemoryConfig, RetentionPolicy
 from local_ai_memory.integration import (
     DEFAULT_PAGE_CHARS,
     DEFAULT_PAGE_LINES,
@@ -116,7 +116,7 @@ class LocalMemoryToolSpec(BaseToolSpec):
         self.user_id: str = user_id
         self.session_id: str = session_id
         self.retention = retention
-        self.store = self.session.tool_results if retention is None else ToolResultStore(self.session, retention)
+        self.store = self.session.tool_results.with_retention(retention)
         self.search_enabled = search
         self.categories = known_categories(self.memory, categories) if search else None
         self.max_tokens = max_tokens
@@ -139,7 +139,7 @@ class LocalMemoryToolSpec(BaseToolSpec):
         return cls(config=config, user_id=user_id, session_id=session_id, **kwargs)
 
     def __repr__(self) -> str:
-        return f"LocalMemoryToolSpec(scope={self.session.scope!r}, search={self.search_enabled})"
+        return f"LocalMemoryToolSpec(scope={self.session.engine.scope!r}, search={self.search_enabled})"
 
     # -- load_tool_result
 
