@@ -293,3 +293,17 @@ async def test_the_api_key_file_holds_hashes_and_is_reread(tmp_path: Path) -> No
 def test_loopback_addresses() -> None:
     assert all(is_loopback(host) for host in ("127.0.0.1", "127.8.0.1", "::1", "[::1]", "localhost"))
     assert not any(is_loopback(host) for host in ("0.0.0.0", "::", "192.168.1.2", "example.org", ""))
+
+
+async def test_recall_finds_what_a_finished_session_said(mode: str, memory: Memory) -> None:
+    fact = "My passport expires on 14 March 2029, renew it in the autumn before."
+    memory.session("alice", "s1").finish_run([{"role": "user", "content": fact}])
+    for n in range(2, 5):
+        memory.session("alice", f"s{n}").finish_run([{"role": "user", "content": f"Groceries for week {n}."}])
+    memory.session("bob", "s1").finish_run([{"role": "user", "content": "My passport expires in 2031."}])
+    async with Client(create_server(memory, user="alice"), mode=mode) as client:
+        recalled = await call(client, "recall", query="when does my passport expire?", max_tokens=200)
+    assert fact in recalled["text"]
+    assert recalled["ids"][0] == "conversations/s1.md"
+    assert "2031" not in recalled["text"]
+    assert 0 < recalled["tokens"] <= 200

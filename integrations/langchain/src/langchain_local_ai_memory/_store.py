@@ -95,7 +95,8 @@ class LocalMemoryStore(BaseStore):
         self.ttl_config = ttl
         self.memory = memory_of(memory, config)
         self.knowledge = self.memory.knowledge
-        self.categories: tuple[str, ...] = tuple(self.knowledge.store.categories)
+        # The configured categories: the conversation logs beside them are the library's, not items.
+        self.categories: tuple[str, ...] = self.knowledge.store.searched
 
     def __repr__(self) -> str:
         return f"LocalMemoryStore({self.memory!r})"
