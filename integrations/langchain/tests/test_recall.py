@@ -42,3 +42,15 @@ async def test_the_recall_tool_reads_the_user_from_the_runtime_config(memory: Me
     config = {"configurable": {"user_id": "bob"}}
     assert FACT in await tool.ainvoke({"query": "swimming lessons"}, config=config)  # type: ignore[arg-type]
     assert tool.invoke({"query": "swimming lessons"}, config={"configurable": {"user_id": "eve"}}).startswith("Nothing")
+
+
+def test_the_middleware_puts_what_was_said_before_into_the_first_prompt_when_asked(memory: Memory) -> None:
+    _run(memory, "s1", FACT, "Got it, Thursdays at 5.")
+    for recall_tokens, expected in ((0, False), (300, True)):
+        model = ScriptedChatModel(script=[AIMessage(content="Thursdays.")])
+        middleware = LocalMemoryMiddleware("ann", f"later-{recall_tokens}", memory=memory, recall_tokens=recall_tokens)
+        create_agent(model, middleware=[middleware]).invoke(
+            {"messages": [HumanMessage("When are the swimming lessons?")]}
+        )
+        system = str(model.received[0][0].content)
+        assert (FACT in system) is expected

@@ -261,9 +261,11 @@ class MemoryPromptMiddleware(_MemoryPart):
     """Adds the L0 state and L1 working memory (and, with a retriever, knowledge) to the system message.
 
     With ``retriever`` (a :class:`~langchain_local_ai_memory.LocalMemoryRetriever`), the
-    user's knowledge notes matching the latest human message are added too; the search runs
-    once per distinct message, not once per model call. ``max_tokens`` bounds the whole block;
-    the core's ``ContextBuilder`` drops knowledge first and working memory last.
+    user's knowledge notes matching the latest human message are added too; with
+    ``recall_tokens`` (off: 0), the passages of their notes and past conversations that
+    :meth:`~local_ai_memory.Memory.recall` finds for it, within that many tokens. Both run once
+    per distinct message, not once per model call. ``max_tokens`` bounds the whole block; the
+    core's ``ContextBuilder`` drops knowledge first and working memory last.
     """
 
     def __init__(
@@ -276,12 +278,16 @@ class MemoryPromptMiddleware(_MemoryPart):
         max_tokens: int = 1024,
         token_counter: TokenCounter | None = None,
         retriever: LocalMemoryRetriever | None = None,
+        recall_tokens: int = 0,
     ) -> None:
         super().__init__()
+        if isinstance(recall_tokens, bool) or not isinstance(recall_tokens, int) or recall_tokens < 0:
+            raise InvalidInputError(f"recall_tokens must be a non-negative integer, got {recall_tokens!r}")
         self._scope = _Scoped(user_id, session_id, memory, config)
         self.max_tokens = max_tokens
         self.counter = token_counter or self.memory.token_counter
         self.retriever = retriever
+        self.recall_tokens = recall_tokens
         self._found: dict[tuple[str, str], str] = {}
         self._found_lock = threading.Lock()
 
@@ -291,7 +297,7 @@ class MemoryPromptMiddleware(_MemoryPart):
         return builder.build(messages=[], knowledge=knowledge).text
 
     def _query(self, request: ModelRequest[Any]) -> tuple[str, str] | None:
-        if self.retriever is None:
+        if self.retriever is None and not self.recall_tokens:
             return None
         last = next((m for m in reversed(request.messages) if isinstance(m, HumanMessage)), None)
         if last is None or not message_text(last).strip():
@@ -308,19 +314,24 @@ class MemoryPromptMiddleware(_MemoryPart):
 
     def _knowledge(self, request: ModelRequest[Any]) -> str:
         key = self._query(request)
-        if key is None or self.retriever is None:
+        if key is None:
             return ""
         if key in self._found:
             return self._found[key]
-        return self._remember(key, self.retriever.retrieve_result(key[1], user_id=key[0]).text)
+        retrieved = self.retriever.retrieve_result(key[1], user_id=key[0]).text if self.retriever else ""
+        recalled = self.memory.recall(key[1], key[0], max_tokens=self.recall_tokens).text if self.recall_tokens else ""
+        return self._remember(key, "\n\n".join(part for part in (retrieved, recalled) if part))
 
     async def _aknowledge(self, request: ModelRequest[Any]) -> str:
         key = self._query(request)
-        if key is None or self.retriever is None:
+        if key is None:
             return ""
         if key in self._found:
             return self._found[key]
-        return self._remember(key, (await self.retriever.aretrieve_result(key[1], user_id=key[0])).text)
+        retrieved = (await self.retriever.aretrieve_result(key[1], user_id=key[0])).text if self.retriever else ""
+        recall = self.memory.arecall(key[1], key[0], max_tokens=self.recall_tokens) if self.recall_tokens else None
+        recalled = (await recall).text if recall is not None else ""
+        return self._remember(key, "\n\n".join(part for part in (retrieved, recalled) if part))
 
     def _request(self, request: ModelRequest[Any], memory: str) -> ModelRequest[Any]:
         if not memory:
@@ -622,7 +633,8 @@ class LocalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     All parts keep ``memory`` (``config=`` builds ``Memory(config)``), and so does
     :meth:`checkpointer`. ``llm`` (a LangChain chat model or a core ``LLM``; default: the
     memory's) writes the L1 summary; without one the extractive summary is used.
-    ``retriever`` adds matching knowledge notes to the prompt.
+    ``retriever`` adds matching knowledge notes to the prompt, ``recall_tokens`` what the user
+    said in earlier sessions (:meth:`~local_ai_memory.Memory.recall`; off by default).
     Switch parts off with ``externalize``, ``inject``, ``checkpoint`` and ``compress``, or use
     :meth:`parts` to get them as separate middleware. ``plan_id`` names the L2 checkpoint
     (one resumable run per plan id and scope); :meth:`handle_signals` marks a run stopped by
@@ -641,6 +653,7 @@ class LocalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         resume: bool = True,
         prompt_max_tokens: int = 1024,
         retriever: LocalMemoryRetriever | None = None,
+        recall_tokens: int = 0,
         retention: RetentionPolicy | None = None,
         externalize: bool = True,
         inject: bool = True,
@@ -655,7 +668,14 @@ class LocalMemoryMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             ToolResultMiddleware(user_id, session_id, retention=retention, **shared) if externalize else None
         )
         self.prompt = (
-            MemoryPromptMiddleware(user_id, session_id, max_tokens=prompt_max_tokens, retriever=retriever, **shared)
+            MemoryPromptMiddleware(
+                user_id,
+                session_id,
+                max_tokens=prompt_max_tokens,
+                retriever=retriever,
+                recall_tokens=recall_tokens,
+                **shared,
+            )
             if inject
             else None
         )
