@@ -304,9 +304,11 @@ def notes_list(
         memory = _memory(data_dir, config, read_only=True)
         require_user(memory, user)
         knowledge = memory.knowledge
-        found: dict[str, list[str]] = {cat: [] for cat in (category or knowledge.store.categories)}
-        for cat in found:
-            found[cat] = [note.name for note in knowledge.notes(user, category=cat)]
+        found = {
+            cat: [n.name for n in knowledge.notes(user, category=cat)] for cat in category or knowledge.store.categories
+        }
+        # The conversation logs are listed when there are any; the configured categories always.
+        found = {cat: names for cat, names in found.items() if names or category or cat in knowledge.store.searched}
         if as_json:
             print_json(found)
             return

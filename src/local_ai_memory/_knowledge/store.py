@@ -403,9 +403,10 @@ class MemoryStore(KnowledgeNotes):
         return await self.asearch(query, top_n, user_id=user_id, categories=categories)
 
     def stats(self) -> dict[str, Any]:
-        """Counts for humans and the CLI: files per category and per user, index size in storage."""
+        """Counts for humans and the CLI: files per category (every configured one, and the
+        conversation logs when there are any) and per user, index size in storage."""
         entries = self._entries(None)
-        per_category: dict[str, int] = dict.fromkeys(self.categories, 0)
+        per_category: dict[str, int] = dict.fromkeys(self.searched, 0)
         users: dict[str, int] = {}
         for entry in entries:
             per_category[entry.category] = per_category.get(entry.category, 0) + 1
