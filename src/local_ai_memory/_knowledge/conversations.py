@@ -32,12 +32,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
-
-if TYPE_CHECKING:  # the notes import this module; it needs no runtime code
-    from local_ai_memory._runtime.messages import Message
 
 __all__ = [
     "CONVERSATIONS",
@@ -45,6 +42,7 @@ __all__ = [
     "VERSION",
     "ConversationHeader",
     "LoggedTurn",
+    "Said",
     "Turn",
     "header_text",
     "parse_turns",
@@ -70,6 +68,22 @@ class ConversationHeader(BaseModel):
     format: str = FORMAT
     version: int = VERSION
     session: str
+
+
+class Said(Protocol):
+    """A message as a log reads it (the runtime's ``Message`` is one; the knowledge engine does
+    not import the runtime's)."""
+
+    @property
+    def role(self) -> str: ...
+    @property
+    def content(self) -> str: ...
+    @property
+    def name(self) -> str | None: ...
+    @property
+    def tool_calls(self) -> tuple[str, ...]: ...
+    @property
+    def time(self) -> float | None: ...
 
 
 @dataclass(frozen=True)
@@ -106,7 +120,7 @@ def _reference(content: str) -> str | None:
     return f" -> stored result {data['result_id']}" + (f" ({size})" if isinstance(size, str) and size else "")
 
 
-def _turn_text(message: Message) -> str | None:
+def _turn_text(message: Said) -> str | None:
     """What a log keeps of ``message``: the words of users and assistants, a tool's name and
     stored reference (never its output), the tools an assistant called; ``None``: nothing."""
     if message.role == "system":
@@ -120,7 +134,7 @@ def _turn_text(message: Message) -> str | None:
     return text or None
 
 
-def turns_of(messages: Sequence[Message], now: float) -> list[Turn]:
+def turns_of(messages: Sequence[Said], now: float) -> list[Turn]:
     """The turns of ``messages`` to log, each at its own time (``Message.time``), else at the
     time of the turn before it (a reply given without one), else ``now``."""
     turns: list[Turn] = []
