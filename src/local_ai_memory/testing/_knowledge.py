@@ -67,6 +67,7 @@ from local_ai_memory.backends import (
     is_note_name,
     user_file_prefix,
 )
+from local_ai_memory.testing._clock import assert_wall_clock
 from local_ai_memory.testing._kn_process import Barrier, Job, Twin, finish, start
 
 __all__ = ["CAPABILITIES", "KnowledgeBackendTests", "reference_bm25"]
@@ -304,6 +305,24 @@ class KnowledgeBackendTests:
             assert second.version >= first.version
         assert twin(backend, "note_info", "knowledge", name) == second
 
+    def test_note_times_are_wall_clock_seconds_since_the_epoch(self, backend: KnowledgeBackend, twin: Twin) -> None:
+        """``NoteInfo.modified`` is ``time.time()`` of the write, wherever it is reported: user
+        listings and ``show`` compare it with this host's ``time.time()``."""
+        name, category = _note("alice", "when"), "knowledge"
+        before = time.time()
+        written = twin(backend, "write_note", category, name, b"# When")
+        _, updated = twin(backend, "update_note", category, name, lambda old: (old or b"") + b"!")
+        after = time.time()
+        listed = twin(backend, "list_versions", category, user_file_prefix("alice"))
+        for what, info in (
+            ("write_note(...).modified", written),
+            ("update_note(...)[1].modified", updated),
+            ("note_info(...).modified", twin(backend, "note_info", category, name)),
+            ("list_notes(...)[name].modified", twin(backend, "list_notes", category)[name]),
+            ("list_versions(...).modified[i]", listed.info(listed.names.index(name))),
+        ):
+            assert_wall_clock(info.modified, before, after, what)
+
     def test_concurrent_writers_lose_no_note(self, backend: KnowledgeBackend, twin: Twin) -> None:
         start = threading.Barrier(4)
 
@@ -420,10 +439,18 @@ class KnowledgeBackendTests:
         current = twin(backend, "owner_changes", alice, start.cursor)
         assert current.complete
         beyond = twin(backend, "owner_changes", alice, current.cursor + (1 << 40))
+        assert beyond is not None, "a backend claiming 'change_feed' never answers None"
         assert not beyond.complete, (
-            "a cursor larger than any the feed handed out (a restored or another store's) must be "
-            "answered incomplete, so the caller compares its listing"
+            "owner_changes answered a cursor larger than any it handed out (a restored database's, another "
+            "store's) as complete: the contract wants complete=False, so the caller compares its listing"
         )
+        whole = twin(backend, "changes", None)
+        if whole is not None:  # a backend with a feed of every owner keeps the same rule there
+            past = twin(backend, "changes", whole.cursor + (1 << 40))
+            assert past is None or not past.complete, (
+                "changes() answered a cursor larger than any it handed out as complete: the contract wants "
+                "complete=False (or None)"
+            )
 
     def test_change_feed_misses_nothing_while_threads_write(self, backend: KnowledgeBackend, twin: Twin) -> None:
         self.require("change_feed")

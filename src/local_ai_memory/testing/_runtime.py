@@ -54,6 +54,7 @@ from local_ai_memory._contracts.runtime import Erasure, PlanSteps, RuntimeBacken
 from local_ai_memory._shared.errors import InvalidInputError, RecordNotFoundError
 from local_ai_memory._shared.records import StoredMessage
 from local_ai_memory.testing._calls import MODES, Calls, Mode
+from local_ai_memory.testing._clock import assert_wall_clock
 from local_ai_memory.testing._processes import Opener, Workers
 
 __all__ = ["CROSS_PROCESS", "DURABLE", "RUNTIME_CAPABILITIES", "RuntimeBackendTests"]
@@ -526,10 +527,13 @@ class RuntimeBackendTests:
         # Emptied and written anew, longer than before: the old cursor reads the new log whole.
         api.clear_plan_steps(scope, "p1")
         gone = api.read_plan_steps(scope, "p1", third.cursor)
-        assert (gone.steps, gone.restarted) == ([], True)
+        assert (gone.steps, gone.restarted) == ([], True), "an emptied log must read as [] with restarted=True"
         assert api.append_plan_steps(scope, "p1", [{"n": 10 + n} for n in range(8)]) is True
         again = api.read_plan_steps(scope, "p1", third.cursor)
-        assert ([step["n"] for step in again.steps], again.restarted) == (list(range(10, 18)), True)
+        assert ([step["n"] for step in again.steps], again.restarted) == (list(range(10, 18)), True), (
+            "a cursor from before clear_plan_steps was read on into the new log: a cursor this log never "
+            "handed out must read the whole log with restarted=True"
+        )
         assert api.read_plan_steps(scope, "other").steps == []
 
     def test_step_bytes_values_come_back_exactly(self, api: Calls) -> None:
@@ -841,6 +845,37 @@ class RuntimeBackendTests:
         assert listed["result"].size >= api.list_tool_results(Scope.of("result", "s"))["r1"].size
         assert listed["working"].size >= len("wörk".encode())
         assert all(info.size >= 0 and info.modified > 0 for info in listed.values())
+
+    def test_times_are_wall_clock_seconds_since_the_epoch(self, api: Calls) -> None:
+        """A result's save time and a scope's last change are ``time.time()`` of the write: retention
+        compares save times with ``time.time()``, ``show`` and ``sessions`` print them as dates."""
+        scope = Scope.of("alice", "s1")
+        before = time.time()
+        api.save_tool_result(scope, "r1", _output("r1", "x"))
+        api.update_state(scope, lambda state: {"k": 1})
+        after = time.time()
+        saved = api.list_tool_results(scope)["r1"].saved_at
+        assert_wall_clock(saved, before, after, "list_tool_results(scope)[id].saved_at (when the result was saved)")
+        [info] = api.list_scopes()
+        assert_wall_clock(info.modified, before, after, "list_scopes()[i].modified (the scope's last change)")
+
+    def test_a_cursor_of_another_log_reads_the_whole_log(self, api: Calls) -> None:
+        """A cursor handed out for another plan's or scope's log is not this log's: reading on from
+        it gives the whole log, ``restarted``, never the steps after a position it does not name."""
+        scope, other = Scope.of("alice", "s1"), Scope.of("alice", "s2")
+        api.append_plan_steps(scope, "p1", [{"n": n} for n in range(5)])
+        api.append_plan_steps(scope, "p2", [{"n": 10 + n} for n in range(2)])  # shorter: its cursor points inside p1
+        api.append_plan_steps(other, "p1", [{"n": 20 + n} for n in range(8)])  # longer: past p1's end
+        for label, foreign in (
+            ("another plan's", api.read_plan_steps(scope, "p2").cursor),
+            ("another scope's", api.read_plan_steps(other, "p1").cursor),
+        ):
+            found = api.read_plan_steps(scope, "p1", foreign)
+            assert (found.restarted, [step.get("n") for step in found.steps]) == (True, list(range(5))), (
+                f"read_plan_steps trusted {label} cursor: a cursor this log never handed out must read the "
+                f"whole log with restarted=True, got {[step.get('n') for step in found.steps]} "
+                f"(restarted={found.restarted})"
+            )
 
     # -- lifecycle ----------------------------------------------------------------------
 
