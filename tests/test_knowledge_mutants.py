@@ -132,6 +132,36 @@ class PlantedVectors:
             return len(had)
 
 
+class NoteMemoVectors(PlantedVectors):
+    """A correct cache behind a memo of each key's vector (per model), emptied when a key is
+    discarded (a deleted note), not when its text changes: an edited note keeps its old vector."""
+
+    def __init__(self, memo: dict[tuple[str, str], Matrix], *args: Any) -> None:
+        super().__init__(*args)
+        self.memo = memo
+
+    def _missing_keys(self, items: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+        return [item for item in items if (self.model, item[0]) not in self.memo]
+
+    def _from_memo(self, items: Sequence[tuple[str, str]], missing: list[tuple[str, str]], rows: Any) -> Matrix:
+        if missing:
+            self.memo.update(((self.model, key), row) for (key, _), row in zip(missing, rows, strict=True))
+        return np.stack([self.memo[(self.model, key)] for key, _ in items]) if items else np.zeros((0, 0), np.float32)
+
+    def vectors_for(self, items: Sequence[tuple[str, str]]) -> Matrix:
+        missing = self._missing_keys(items)
+        return self._from_memo(items, missing, super().vectors_for(missing) if missing else None)
+
+    async def avectors_for(self, items: Sequence[tuple[str, str]]) -> Matrix:
+        missing = self._missing_keys(items)
+        return self._from_memo(items, missing, await super().avectors_for(missing) if missing else None)
+
+    def discard(self, items: Sequence[tuple[str, str]]) -> int:
+        for key, _ in items:
+            self.memo.pop((self.model, key), None)
+        return super().discard(items)
+
+
 class VectorsBase(InMemoryKnowledgeBackend):
     """The reference backend with :class:`PlantedVectors` (correct while ``bug`` is empty)."""
 
@@ -141,8 +171,11 @@ class VectorsBase(InMemoryKnowledgeBackend):
         super().__init__()
         self._kept: dict[tuple[str, str], Matrix] = {}
         self._vector_keys: dict[str, str] = {}
+        self._memo: dict[tuple[str, str], Matrix] = {}
 
     def vector_cache(self, embedder: Embedder) -> VectorCache:
+        if self.bug == "memo":
+            return NoteMemoVectors(self._memo, self._kept, self._vector_keys, embedder, "")
         return PlantedVectors(self._kept, self._vector_keys, embedder, self.bug)
 
 
@@ -160,6 +193,10 @@ class VectorsIgnoreModel(VectorsBase):
 
 class DiscardDoesNothing(VectorsBase):
     bug = "discard"
+
+
+class VectorMemoByNote(VectorsBase):
+    bug = "memo"
 
 
 # ---- listing, feed and delete mutants of the reference backend ------------------------------------
@@ -331,6 +368,7 @@ MUTANTS: dict[str, tuple[str, set[str]]] = {
     ),
     "VectorsIgnoreModel": ("memory", {"test_vectors_are_kept_per_model_identity"}),
     "DiscardDoesNothing": ("memory", {"test_discard_removes_vectors"}),
+    "VectorMemoByNote": ("memory", {"test_an_edited_text_gets_its_new_vector"}),
     "ListingNotFiltered": ("memory", {"test_unprefixed_listing_holds_only_note_names"}),
     "PrefixAsLikePattern": ("memory", {"test_listing_per_user_is_exact", "test_store_search_isolates_users"}),
     "FeedDropsDeletes": ("memory", {"test_change_feed_sees_inserts_modifications_and_deletes"}),

@@ -567,6 +567,41 @@ class KnowledgeBackendTests:
         assert embedder.texts == ["kilo lima"], "a discarded vector must be embedded again, the other kept"
         assert rows[0] == pytest.approx(embedder.unit("kilo lima"), abs=1e-5)
 
+    def test_an_edited_text_gets_its_new_vector(
+        self, backend: KnowledgeBackend, opener: Callable[[], KnowledgeBackend], twin: Twin
+    ) -> None:
+        """Vectors are kept by text, not by key: when the text under a key changes (a note was
+        edited), :meth:`~VectorCache.vectors_for` answers the new text's vector, and :meth:`~VectorCache.kept`
+        has it under :meth:`~VectorCache.digest_of` the new text; the same through a reopened
+        store (``durable``). The engines ask again after every edit, with the same key."""
+        key, other = "knowledge/alice_a.md#0", "knowledge/alice_b.md#0"
+
+        def check(store: KnowledgeBackend, old: str, new: str) -> None:
+            embedder = WordEmbedder("kit-edits")
+            cache = store.vector_cache(embedder)
+            twin(cache, "vectors_for", [(key, old)])
+            rows = _rows(twin(cache, "vectors_for", [(key, new), (other, old)]))
+            assert rows[0] == pytest.approx(embedder.unit(new), abs=1e-5), (
+                "vectors_for answered the vector of the key's old text after the text changed: vectors are "
+                "kept by text (digest_of), and a key's text may change with every edit of its note"
+            )
+            assert rows[1] == pytest.approx(embedder.unit(old), abs=1e-5)
+            kept = cache.kept([cache.digest_of(new), cache.digest_of(old)])
+            assert kept is not None, "kept() lost a vector vectors_for had just kept"
+            assert _rows(kept) == [
+                pytest.approx(embedder.unit(new), abs=1e-5),
+                pytest.approx(embedder.unit(old), abs=1e-5),
+            ], "kept(digests) must answer each digest's own vector, in the order asked"
+
+        check(backend, "apple apple cherry", "golf hotel")
+        if "durable" in self.capabilities:
+            twin(backend, "close")
+            reopened = opener()
+            try:
+                check(reopened, "golf hotel", "kilo lima india")
+            finally:
+                reopened.close()
+
     def test_a_bad_embedder_answer_is_refused(self, backend: KnowledgeBackend, twin: Twin) -> None:
         cache = backend.vector_cache(_NaNEmbedder("kit-nan"))
         with pytest.raises(ModelError):
