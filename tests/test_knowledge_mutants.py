@@ -315,6 +315,13 @@ class CursorOutsideTheWriteLock(SqliteKnowledgeBackend):
         return NoteInfo(category, name, len(data), version, modified)
 
 
+class UpdateLockInOneProcess(SqliteKnowledgeBackend):
+    """Keeps the contract's default update_note: read, change and write under a lock of this
+    process only (two transactions), which other processes opening the store do not hold."""
+
+    update_note = KnowledgeBackend.update_note
+
+
 # ---- the suites the child pytest runs ------------------------------------------------------------
 def memory_suite(kind: type[KnowledgeBackend]) -> type[KnowledgeBackendTests]:
     """The kit over ``kind()`` (a variant of the reference backend: change feed, no disk)."""
@@ -377,6 +384,7 @@ MUTANTS: dict[str, tuple[str, set[str]]] = {
     "ModifiedInMilliseconds": ("memory", {"test_note_times_are_wall_clock_seconds_since_the_epoch"}),
     "FeedTrustsUnknownCursor": ("memory", {"test_change_feed_refuses_a_cursor_it_never_handed_out"}),
     "CursorOutsideTheWriteLock": ("sqlite_processes", {"test_processes_writing_notes_lose_nothing"}),
+    "UpdateLockInOneProcess": ("sqlite_processes", {"test_processes_updating_one_note_lose_no_update"}),
     "ErasureMarkersInMemory": (
         "sqlite",
         {"test_a_pending_erasure_survives_a_restart", "test_everything_survives_a_reopen"},

@@ -925,7 +925,12 @@ class KnowledgeBackendTests:
         ]
         barrier.release()
         assert [finish(child) for child in children] == [count] * parties
-        assert twin(backend, "read_note", "knowledge", note) == str(parties * count).encode()
+        found = twin(backend, "read_note", "knowledge", note)
+        assert found == str(parties * count).encode(), (
+            f"update_note lost updates across processes: {parties} processes made {parties * count} increments, "
+            f"the note says {found!r}; a backend shared by processes must override update_note (and "
+            "delete_note_if) with a lock every process shares: the contract's default holds one process only"
+        )
 
     @pytest.mark.parametrize("engine", [False, True], ids=["contract", "engine"])
     def test_processes_racing_a_compare_and_swap_have_one_winner(

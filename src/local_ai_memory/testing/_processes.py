@@ -37,21 +37,35 @@ def _scope(args: Sequence[Any]) -> Scope:
     return Scope.of(args[0], args[1])
 
 
+_CHANGE_PAUSE = 0.001
+"""Seconds a racing state change takes: the window between a read and its write, which an
+update without a lock shared by every process loses another process's update in."""
+
+
 def _bump_state(api: Calls, backend: RuntimeBackend, index: int, args: Sequence[Any], barrier: Any) -> None:
-    """Read-modify-write the state ``rounds`` times: a counter, and one key of its own each round."""
+    """Read-modify-write the state ``rounds`` times, every worker's round starting together
+    (the barrier) and each change taking :data:`_CHANGE_PAUSE`: a counter, and one key of its
+    own each round. Without a cross-process lock, the workers read the same state nearly every
+    round and all but one update is lost."""
     scope, rounds = _scope(args), int(args[2])
-    barrier.wait(_START_TIMEOUT)
+
+    def bump(state: dict[str, Any], key: str) -> dict[str, Any]:
+        time.sleep(_CHANGE_PAUSE)
+        return {**state, "n": state.get("n", 0) + 1, key: True}
+
     for number in range(rounds):
-        mine = f"p{index}-{number}"
-        api.update_state(scope, lambda state, key=mine: {**state, "n": state.get("n", 0) + 1, key: True})
+        barrier.wait(_START_TIMEOUT)
+        api.update_state(scope, lambda state, key=f"p{index}-{number}": bump(state, key))
 
 
 def _append_messages(api: Calls, backend: RuntimeBackend, index: int, args: Sequence[Any], barrier: Any) -> list[int]:
-    """Append ``rounds`` messages one call at a time; return the numbers given."""
+    """Append ``rounds`` messages one call at a time, every worker's round starting together
+    (the barrier), so a number read outside the write's lock is read by several at once; return
+    the numbers given."""
     scope, rounds = _scope(args), int(args[2])
-    barrier.wait(_START_TIMEOUT)
     numbers: list[int] = []
     for number in range(rounds):
+        barrier.wait(_START_TIMEOUT)
         numbers += api.append_messages(scope, [StoredMessage(role="user", content=f"{index}:{number}")])
     return numbers
 

@@ -33,7 +33,10 @@ process.
 The races are sized to fail every run when a lock is missing, not once in a while: threads
 and processes start together behind a barrier, and thread races run for a second with a tiny
 interpreter switch interval (:func:`sys.setswitchinterval`), so threads interleave inside any
-unguarded read-modify-write, many times over.
+unguarded read-modify-write, many times over. The process races on the message numbering and
+the state go in lockstep (every process waits at a barrier before each round) and a state
+change takes a millisecond, so a number or a state read outside a lock all processes share is
+read by several of them in most rounds.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ import os
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -83,7 +87,11 @@ _RACERS = min(32, (os.cpu_count() or 1) + 4) + 2
 _RACE_SECONDS = 1.0
 _MIN_ROUNDS = 50  # per thread, however slow the backend
 _MAX_ROUNDS = 20_000  # per thread, to bound what is stored
-_PROCESS_ROUNDS = 300  # per process
+_PROCESS_ROUNDS = 300  # per process, where processes race freely
+# The numbering and state races: this many processes, in lockstep (a barrier before every
+# round), so an unguarded read-modify-write is hit in most rounds, not once in a while.
+_LOCKSTEP_PROCESSES = 3
+_LOCKSTEP_ROUNDS = 30
 
 
 @contextlib.contextmanager
@@ -232,29 +240,42 @@ class RuntimeBackendTests:
 
     @_requires(CROSS_PROCESS)
     def test_processes_lose_no_state_update(self, opener: Opener, mode: Mode) -> None:
-        scope = Scope.of("shared", "s1")
+        scope, count, rounds = Scope.of("shared", "s1"), _LOCKSTEP_PROCESSES, _LOCKSTEP_ROUNDS
         with _opened(opener) as backend:
             backend.update_state(scope, lambda state: {"n": 0})
-            Workers(opener, "bump_state", 2, mode, ("shared", "s1", _PROCESS_ROUNDS)).results()
+            Workers(opener, "bump_state", count, mode, ("shared", "s1", rounds)).results()
             state = backend.get_state(scope)
-        assert state["n"] == 2 * _PROCESS_ROUNDS, "concurrent read-modify-writes of two processes lost updates"
+        assert state.get("n") == count * rounds, (
+            f"update_state lost updates across processes: {count} processes made {count * rounds} read-modify-"
+            f"writes, the counter says {state.get('n')}; the contract wants a lock every process shares "
+            "(a transaction, a file lock), not one of this process"
+        )
         assert {key for key in state if key != "n"} == {
-            f"p{index}-{number}" for index in range(2) for number in range(_PROCESS_ROUNDS)
-        }
+            f"p{index}-{number}" for index in range(count) for number in range(rounds)
+        }, "update_state lost keys another process added"
 
     @_requires(CROSS_PROCESS)
     def test_processes_get_unique_gap_free_message_numbers(self, opener: Opener, mode: Mode) -> None:
-        scope = Scope.of("shared", "s1")
+        scope, count, rounds = Scope.of("shared", "s1"), _LOCKSTEP_PROCESSES, _LOCKSTEP_ROUNDS
         with _opened(opener) as backend:
-            given = Workers(opener, "append_messages", 2, mode, ("shared", "s1", _PROCESS_ROUNDS)).results()
+            given = Workers(opener, "append_messages", count, mode, ("shared", "s1", rounds)).results()
             stored = backend.get_messages(scope)
         numbers = sorted(number for mine in given for number in mine)
-        assert numbers == list(range(2 * _PROCESS_ROUNDS)), "message numbers repeat or skip across processes"
-        assert all(mine == sorted(mine) for mine in given)
-        assert [message.seq for message in stored] == list(range(2 * _PROCESS_ROUNDS))
+        repeated = sorted(number for number, times in Counter(numbers).items() if times > 1)
+        assert numbers == list(range(count * rounds)), (
+            f"append_messages gave numbers that repeat or skip across processes (repeated: {repeated[:10]}): "
+            "the contract wants consecutive, unique numbers however many processes append, so the next "
+            "number must be read and taken under one lock every process shares"
+        )
+        assert all(mine == sorted(mine) for mine in given), "one process's appends got numbers out of order"
+        assert [message.seq for message in stored] == list(range(count * rounds)), (
+            "get_messages does not hold every appended message, numbered 0.. without gaps"
+        )
         for index, mine in enumerate(given):
             by_seq = {message.seq: message.content for message in stored}
-            assert [by_seq[number] for number in mine] == [f"{index}:{n}" for n in range(_PROCESS_ROUNDS)]
+            assert [by_seq[number] for number in mine] == [f"{index}:{n}" for n in range(rounds)], (
+                "a message is stored under another append's number"
+            )
 
     @_requires(CROSS_PROCESS)
     def test_processes_pop_each_message_once(self, opener: Opener, mode: Mode) -> None:
