@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import os
+import pickle
 import re
 import subprocess
 import sys
@@ -315,6 +316,51 @@ class CursorOutsideTheWriteLock(SqliteKnowledgeBackend):
         return NoteInfo(category, name, len(data), version, modified)
 
 
+class InPlaceFileNotes(InMemoryKnowledgeBackend):
+    """The reference backend made durable the naive way: after every change it rewrites one
+    file in place (truncated, then pickled into), and loads it when opened. A clean close
+    keeps everything; a crash in the middle of a rewrite leaves a truncated file, and every
+    note is gone."""
+
+    def __init__(self, path: str | Path) -> None:
+        super().__init__()
+        self._file = Path(path)
+        if self._file.exists():
+            with self._file.open("rb") as stored:
+                self._notes, self._blobs, self._log, self._cursor, self._version = pickle.load(stored)
+
+    def _persist(self) -> None:
+        with self._lock, self._file.open("wb") as stored:  # the bug: truncated first, then written
+            pickle.dump((self._notes, self._blobs, self._log, self._cursor, self._version), stored)
+
+
+def _persisting(name: str) -> Callable[..., Any]:
+    def method(self: InPlaceFileNotes, *args: Any, **kwargs: Any) -> Any:
+        result = getattr(InMemoryKnowledgeBackend, name)(self, *args, **kwargs)
+        self._persist()
+        return result
+
+    method.__name__ = name
+    return method
+
+
+for _name in (
+    "write_note",
+    "write_note_with",
+    "update_note",
+    "update_note_with",
+    "delete_note",
+    "delete_note_if",
+    "delete_note_with",
+    "write_blob",
+    "append_blob",
+    "rewrite_blobs",
+    "delete_blob",
+    "quarantine_blob",
+):
+    setattr(InPlaceFileNotes, _name, _persisting(_name))
+
+
 class UpdateLockInOneProcess(SqliteKnowledgeBackend):
     """Keeps the contract's default update_note: read, change and write under a lock of this
     process only (two transactions), which other processes opening the store do not hold."""
@@ -336,9 +382,10 @@ def memory_suite(kind: type[KnowledgeBackend]) -> type[KnowledgeBackendTests]:
     return Suite
 
 
-def sqlite_suite(kind: type[SqliteKnowledgeBackend]) -> type[KnowledgeBackendTests]:
-    """The kit over a SQLite variant, with what a restart needs (cross-process runs are left to
-    ``test_example_sqlite_knowledge.py``: this harness keeps to its time budget)."""
+def sqlite_suite(kind: Callable[[Path], KnowledgeBackend]) -> type[KnowledgeBackendTests]:
+    """The kit over a variant kept in one file (the SQLite example's, or a file of its own), with
+    what a restart needs (cross-process runs are left to ``test_example_sqlite_knowledge.py``:
+    this harness keeps to its time budget)."""
 
     class Suite(KnowledgeBackendTests):
         capabilities = frozenset({"change_feed", "durable"})
@@ -385,6 +432,7 @@ MUTANTS: dict[str, tuple[str, set[str]]] = {
     "FeedTrustsUnknownCursor": ("memory", {"test_change_feed_refuses_a_cursor_it_never_handed_out"}),
     "CursorOutsideTheWriteLock": ("sqlite_processes", {"test_processes_writing_notes_lose_nothing"}),
     "UpdateLockInOneProcess": ("sqlite_processes", {"test_processes_updating_one_note_lose_no_update"}),
+    "InPlaceFileNotes": ("sqlite", {"test_confirmed_writes_survive_a_killed_writer"}),
     "ErasureMarkersInMemory": (
         "sqlite",
         {"test_a_pending_erasure_survives_a_restart", "test_everything_survives_a_reopen"},

@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import functools
+import itertools
 import json
 import os
+import pickle
 import re
 import subprocess
 import sys
@@ -31,6 +34,7 @@ from typing import Any, ClassVar
 import pytest
 
 from local_ai_memory import RecordNotFoundError
+from local_ai_memory._backends.memory.runtime import _ScopeData
 from local_ai_memory.backends import (
     Erasure,
     InMemoryRuntimeBackend,
@@ -290,6 +294,67 @@ class CursorCountOnly(InMemoryRuntimeBackend):
             return PlanSteps(copy.deepcopy(log[int(count) :]), f"{serial}:{len(log)}", False)
 
 
+class InPlaceFileRuntime(InMemoryRuntimeBackend):
+    """The reference backend made durable the naive way: after every change it rewrites one
+    file in place (truncated, then pickled into), and loads it when opened. A clean close keeps
+    everything; a crash in the middle of a rewrite leaves a truncated file, and all is gone."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self._file = Path(path)
+        if self._file.exists():
+            with self._file.open("rb") as stored:
+                scopes, self._results, erasures, serial = pickle.load(stored)
+            self._scopes = {key: (scope, _ScopeData(**fields)) for key, (scope, fields) in scopes.items()}
+            self._erasures = dict.fromkeys(erasures)
+            self._log_serials = itertools.count(serial)
+
+    def _persist(self) -> None:
+        with contextlib.ExitStack() as held:
+            held.enter_context(self._lock)
+            for _, data in sorted(self._scopes.values(), key=lambda pair: pair[0].key):
+                held.enter_context(data.lock)
+            scopes = {
+                key: (scope, {f.name: getattr(data, f.name) for f in dataclasses.fields(data) if f.name != "lock"})
+                for key, (scope, data) in self._scopes.items()
+            }
+            serial = max((n for _, data in self._scopes.values() for n in data.step_logs.values()), default=0) + 1
+            serial = max(serial, next(self._log_serials))
+            self._log_serials = itertools.count(serial)
+            with self._file.open("wb") as stored:  # the bug: truncated first, then written
+                pickle.dump((scopes, self._results, list(self._erasures), serial), stored)
+
+
+def _persisting(name: str) -> Any:
+    def method(self: InPlaceFileRuntime, *args: Any, **kwargs: Any) -> Any:
+        result = getattr(InMemoryRuntimeBackend, name)(self, *args, **kwargs)
+        self._persist()
+        return result
+
+    method.__name__ = name
+    return method
+
+
+for _name in (
+    "update_state",
+    "swap_working_memory",
+    "update_plans",
+    "append_plan_steps",
+    "clear_plan_steps",
+    "rewrite_plan_steps",
+    "save_tool_result",
+    "delete_tool_results",
+    "append_messages",
+    "compact_messages",
+    "clear_messages",
+    "pop_message",
+    "delete_scope",
+    "begin_erasure",
+    "end_erasure",
+):
+    setattr(InPlaceFileRuntime, _name, _persisting(_name))
+
+
 MEMORY_MUTANTS: dict[str, type[InMemoryRuntimeBackend]] = {
     "cross-scope load of a tool result": CrossScopeLoad,
     "unlocked read-modify-write of the state": UnlockedStateUpdate,
@@ -314,11 +379,16 @@ SQLITE_MUTANTS: dict[str, type[SQLiteRuntimeBackend]] = {
     "message numbers taken outside the write transaction": MessageNumbersOutsideTheTransaction,
     "erasure records in process memory only": ErasuresInProcessMemory,
 }
+FILE_MUTANTS: dict[str, type[InMemoryRuntimeBackend]] = {
+    "store rewritten in place, not atomically": InPlaceFileRuntime,
+}
+"""Durable (a file of their own), not shared by processes."""
 BASES: dict[str, type[Any]] = {"in-memory reference": InMemoryRuntimeBackend, "SQLite example": SQLiteRuntimeBackend}
-TARGETS: dict[str, type[Any]] = {**MEMORY_MUTANTS, **SQLITE_MUTANTS, **BASES}
+TARGETS: dict[str, type[Any]] = {**MEMORY_MUTANTS, **SQLITE_MUTANTS, **FILE_MUTANTS, **BASES}
 CAUGHT_BY: dict[str, set[str]] = {
     "scope's last change from a monotonic clock": {"test_times_are_wall_clock_seconds_since_the_epoch"},
     "tool-result save time in milliseconds": {"test_times_are_wall_clock_seconds_since_the_epoch"},
+    "store rewritten in place, not atomically": {"test_confirmed_writes_survive_a_killed_writer"},
     "step-log cursor read as a count of any log": {
         "test_step_logs_are_read_on_from_a_cursor",
         "test_a_cursor_of_another_log_reads_the_whole_log",
@@ -339,6 +409,16 @@ if _target is not None and issubclass(_target, SQLiteRuntimeBackend):
         def opener(self, tmp_path: Path) -> Any:
             target: Any = _target
             return functools.partial(target, str(tmp_path / "memory.db"))
+
+elif _target is not None and _target in FILE_MUTANTS.values():
+
+    class TestKitOnTarget(RuntimeBackendTests):  # type: ignore[no-redef]
+        capabilities: ClassVar[frozenset[str]] = frozenset({DURABLE})
+
+        @pytest.fixture
+        def opener(self, tmp_path: Path) -> Any:
+            target: Any = _target
+            return functools.partial(target, str(tmp_path / "memory.pickle"))
 
 elif _target is not None:
 
@@ -412,7 +492,7 @@ def test_the_kit_passes_the_unmutated_base(
     assert "failed" not in _summary(run)
 
 
-@pytest.mark.parametrize("name", [*MEMORY_MUTANTS, *SQLITE_MUTANTS])
+@pytest.mark.parametrize("name", [*MEMORY_MUTANTS, *SQLITE_MUTANTS, *FILE_MUTANTS])
 def test_the_kit_catches_the_planted_bug(
     kit_runs: dict[str, list[subprocess.CompletedProcess[str]]], name: str
 ) -> None:

@@ -22,7 +22,8 @@ unclaimed one skip, saying so:
   :meth:`KnowledgeBackendTests.open_feed`) and keeps every promise of ``NoteChanges`` for each
   owner (what the engines follow; the default derives it from :meth:`~KnowledgeBackend.changes`).
 * ``"durable"``: what was written survives closing the backend and opening the store again
-  with ``opener``, erasure markers included (checked in a new process).
+  with ``opener``, erasure markers included (checked in a new process), and a writer process
+  killed (SIGKILL) at random points of its writes loses no write that had returned.
 * ``"cross_process"``: several processes opening the same store with ``opener``
   write concurrently and lose nothing; the change feed of each sees the others' writes.
 * ``"atomic_appends"``: :meth:`~KnowledgeBackend.write_note_with`,
@@ -67,7 +68,9 @@ from local_ai_memory.backends import (
     is_note_name,
     user_file_prefix,
 )
+from local_ai_memory.testing._calls import Mode
 from local_ai_memory.testing._clock import assert_wall_clock
+from local_ai_memory.testing._kill import KILLS, check_knowledge, kill_rounds
 from local_ai_memory.testing._kn_process import Barrier, Job, Twin, finish, start
 
 __all__ = ["CAPABILITIES", "KnowledgeBackendTests", "reference_bm25"]
@@ -765,6 +768,15 @@ class KnowledgeBackendTests:
         answers = finish(start(job, tmp_path / "jobs"))  # a new process: nothing survives but the store
         assert answers["alice"] == ([], []), "after a restart, the search of a user being forgotten found notes"
         assert len(answers["bob"][0]) == len(answers["bob"][1]) == 3
+
+    def test_confirmed_writes_survive_a_killed_writer(
+        self, backend: KnowledgeBackend, opener: Callable[[], KnowledgeBackend], twin: Twin, tmp_path: Path
+    ) -> None:
+        """A writer process killed (SIGKILL) at random points of its writes loses none it had
+        confirmed (notes, blob appends, update_note), and its crash damages nothing stored before."""
+        self.require("durable")
+        mode: Mode = "async" if twin.mode == "async" else "sync"
+        assert kill_rounds(opener, "knowledge", mode, tmp_path / "kills", check_knowledge) >= KILLS
 
     def test_update_note_is_an_atomic_read_modify_write(self, backend: KnowledgeBackend, twin: Twin) -> None:
         name = _note("alice", "counter")

@@ -23,7 +23,7 @@ from local_ai_memory._contracts.runtime import Erasure, RuntimeBackend, Scope
 from local_ai_memory._shared.records import StoredMessage
 from local_ai_memory.testing._calls import Calls, Mode
 
-__all__ = ["TASKS", "Opener", "Workers"]
+__all__ = ["TASKS", "Opener", "Workers", "process_context"]
 
 Opener = Callable[[], RuntimeBackend]
 """A picklable callable that opens the store under test (e.g. ``functools.partial(MyBackend, path)``)."""
@@ -154,13 +154,14 @@ def _child(opener: Opener, task: str, index: int, mode: Mode, args: Sequence[Any
         out.put((index, False, traceback.format_exc()))
 
 
-def _context() -> Any:
+def process_context() -> Any:
     """``forkserver`` where there is one (a fresh interpreter, started once, that forks each
-    worker with this module already imported: workers start in milliseconds), else ``spawn``."""
+    worker with the kit's process modules already imported: workers start in milliseconds),
+    else ``spawn``."""
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([__name__])
+    context.set_forkserver_preload([__name__, "local_ai_memory.testing._kill"])
     return context
 
 
@@ -168,7 +169,7 @@ class Workers:
     """``count`` processes running ``task`` against the store ``opener`` opens, started together."""
 
     def __init__(self, opener: Opener, task: str, count: int, mode: Mode, args: Sequence[Any] = ()) -> None:
-        context = _context()
+        context = process_context()
         self._out = context.Queue()
         # Kept here: a started Process drops its arguments, and a collected barrier unlinks its
         # semaphores before slow-starting children could attach to them.

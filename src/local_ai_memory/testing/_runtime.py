@@ -24,7 +24,8 @@ does not list in :attr:`RuntimeBackendTests.capabilities` is skipped, with the r
   read-modify-write, the message numbering and :meth:`RuntimeBackend.locked` then hold across
   them. Tested with real processes (``multiprocessing`` spawn) started together at a barrier.
 * ``"durable"``: the store outlives the process: data, and pending erasures, are there after
-  a close and a reopen (checked from a fresh process).
+  a close and a reopen (checked from a fresh process), and a writer process killed (SIGKILL)
+  at random points of its writes loses no write that had returned (:mod:`._kill`).
 
 Both need the ``opener`` fixture: a picklable callable (a class or module-level function,
 possibly in a :func:`functools.partial`) that opens the SAME store again, here or in a child
@@ -59,6 +60,7 @@ from local_ai_memory._shared.errors import InvalidInputError, RecordNotFoundErro
 from local_ai_memory._shared.records import StoredMessage
 from local_ai_memory.testing._calls import MODES, Calls, Mode
 from local_ai_memory.testing._clock import assert_wall_clock
+from local_ai_memory.testing._kill import KILLS, check_runtime, kill_rounds
 from local_ai_memory.testing._processes import Opener, Workers
 
 __all__ = ["CROSS_PROCESS", "DURABLE", "RUNTIME_CAPABILITIES", "RuntimeBackendTests"]
@@ -365,6 +367,12 @@ class RuntimeBackendTests:
             Workers(opener, "begin_erasures", 1, mode, begun).results()
         with _opened(opener) as backend:
             assert backend.pending_erasures() == [Erasure(user, session) for user, session in begun]
+
+    @_requires(DURABLE)
+    def test_confirmed_writes_survive_a_killed_writer(self, opener: Opener, mode: Mode, tmp_path: Path) -> None:
+        """A writer process killed (SIGKILL) at random points of its writes loses none it had
+        confirmed, and its crash damages nothing stored before (see :mod:`._kill`)."""
+        assert kill_rounds(opener, "runtime", mode, tmp_path / "kills", check_runtime) >= KILLS
 
     # -- the scope lock -------------------------------------------------------------------
 
