@@ -62,7 +62,7 @@ Matrix = npt.NDArray[np.float32]
 # ---- a vector cache with switchable bugs, for the in-memory mutants ----------------------------
 class PlantedVectors:
     """A correct vector cache (vectors by model identity and digest, kept on the backend) unless
-    ``bug`` names one of: ``not_unit``, ``order``, ``identity``, ``discard``."""
+    ``bug`` names one of: ``not_unit``, ``order``, ``identity``, ``discard``, ``kept_order``."""
 
     def __init__(self, kept: dict[tuple[str, str], Matrix], keys: dict[str, str], embedder: Embedder, bug: str) -> None:
         self.vectors, self.keys, self.embedder, self.bug = kept, keys, embedder, bug
@@ -114,7 +114,8 @@ class PlantedVectors:
         with self.lock:
             if any((self.model, d) not in self.vectors for d in digests):
                 return None
-            rows = [self.vectors[(self.model, d)] for d in digests]
+            asked = sorted(set(digests)) if self.bug == "kept_order" else digests  # the bug: in digest order
+            rows = [self.vectors[(self.model, d)] for d in asked]
         return np.stack(rows) if rows else np.zeros((0, 0), np.float32)
 
     def discard_kept(self, digests: Sequence[str]) -> int:
@@ -198,6 +199,10 @@ class DiscardDoesNothing(VectorsBase):
 
 class VectorMemoByNote(VectorsBase):
     bug = "memo"
+
+
+class KeptInDigestOrder(VectorsBase):
+    bug = "kept_order"
 
 
 # ---- listing, feed and delete mutants of the reference backend ------------------------------------
@@ -423,6 +428,10 @@ MUTANTS: dict[str, tuple[str, set[str]]] = {
     "VectorsIgnoreModel": ("memory", {"test_vectors_are_kept_per_model_identity"}),
     "DiscardDoesNothing": ("memory", {"test_discard_removes_vectors"}),
     "VectorMemoByNote": ("memory", {"test_an_edited_text_gets_its_new_vector"}),
+    "KeptInDigestOrder": (
+        "memory",
+        {"test_an_edited_text_gets_its_new_vector", "test_kept_vectors_are_found_by_digest_in_the_order_asked"},
+    ),
     "ListingNotFiltered": ("memory", {"test_unprefixed_listing_holds_only_note_names"}),
     "PrefixAsLikePattern": ("memory", {"test_listing_per_user_is_exact", "test_store_search_isolates_users"}),
     "FeedDropsDeletes": ("memory", {"test_change_feed_sees_inserts_modifications_and_deletes"}),

@@ -355,6 +355,25 @@ for _name in (
     setattr(InPlaceFileRuntime, _name, _persisting(_name))
 
 
+class CountOfSaves(InMemoryRuntimeBackend):
+    """Counts a scope's tool results as the saves it made (a counter raised by every save, never
+    lowered), not the results it owns: retention's max_count then prunes what it should not."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._saves: dict[str, int] = {}
+
+    def save_tool_result(self, scope: Scope, result_id: str, payload: Any) -> int:
+        size = super().save_tool_result(scope, result_id, payload)
+        with self._lock:
+            self._saves[scope.key] = self._saves.get(scope.key, 0) + 1
+        return size
+
+    def count_tool_results(self, scope: Scope) -> int:
+        with self._lock:
+            return self._saves.get(scope.key, 0) if super().count_tool_results(scope) else 0
+
+
 MEMORY_MUTANTS: dict[str, type[InMemoryRuntimeBackend]] = {
     "cross-scope load of a tool result": CrossScopeLoad,
     "unlocked read-modify-write of the state": UnlockedStateUpdate,
@@ -373,6 +392,7 @@ MEMORY_MUTANTS: dict[str, type[InMemoryRuntimeBackend]] = {
     "scope's last change from a monotonic clock": ScopeChangeFromMonotonicClock,
     "tool-result save time in milliseconds": SaveTimeInMilliseconds,
     "step-log cursor read as a count of any log": CursorCountOnly,
+    "tool results counted as saves made": CountOfSaves,
 }
 SQLITE_MUTANTS: dict[str, type[SQLiteRuntimeBackend]] = {
     "state lock that holds in one process only": StateLockInOneProcess,
@@ -389,6 +409,7 @@ CAUGHT_BY: dict[str, set[str]] = {
     "scope's last change from a monotonic clock": {"test_times_are_wall_clock_seconds_since_the_epoch"},
     "tool-result save time in milliseconds": {"test_times_are_wall_clock_seconds_since_the_epoch"},
     "store rewritten in place, not atomically": {"test_confirmed_writes_survive_a_killed_writer"},
+    "tool results counted as saves made": {"test_count_of_tool_results_follows_saves_and_deletes"},
     "step-log cursor read as a count of any log": {
         "test_step_logs_are_read_on_from_a_cursor",
         "test_a_cursor_of_another_log_reads_the_whole_log",

@@ -605,6 +605,30 @@ class KnowledgeBackendTests:
             finally:
                 reopened.close()
 
+    def test_kept_vectors_are_found_by_digest_in_the_order_asked(self, backend: KnowledgeBackend, twin: Twin) -> None:
+        """What a hybrid query trusts without the texts: :meth:`~VectorCache.digest_of` names a text
+        the same way in every cache of the model (and two texts apart), :meth:`~VectorCache.kept`
+        answers one row per digest in the order asked (duplicates included) or ``None`` when one is
+        not kept, and :meth:`~VectorCache.discard_kept` deletes them and says how many it had."""
+        embedder = WordEmbedder("kit-kept")
+        cache = backend.vector_cache(embedder)
+        texts = ["apple banana", "cherry delta", "echo fox", "golf hotel", "india juliet"]
+        twin(cache, "vectors_for", [(f"knowledge/alice_k{i}.md#0", text) for i, text in enumerate(texts)])
+        digests = [cache.digest_of(text) for text in texts]
+        assert len(set(digests)) == len(texts), "digest_of gave two different texts one digest"
+        other = backend.vector_cache(WordEmbedder("kit-kept"))
+        assert [other.digest_of(text) for text in texts] == digests, "digest_of differs between caches of one model"
+        order = [4, 0, 3, 0, 1, 2]
+        kept = cache.kept([digests[i] for i in order])
+        assert kept is not None, "kept() does not find vectors kept under digest_of of their texts"
+        assert _rows(kept) == [pytest.approx(embedder.unit(texts[i]), abs=1e-5) for i in order], (
+            "kept(digests) must answer row i for digests[i], in the order asked (duplicates included)"
+        )
+        assert cache.kept([digests[0], cache.digest_of("not kept")]) is None, "kept() answered for a digest never kept"
+        assert cache.discard_kept([digests[1], digests[1]]) == 1, "discard_kept must say how many it had"
+        assert cache.kept([digests[1]]) is None, "discard_kept left the vector kept"
+        assert cache.discard_kept([digests[1]]) == 0
+
     def test_a_bad_embedder_answer_is_refused(self, backend: KnowledgeBackend, twin: Twin) -> None:
         cache = backend.vector_cache(_NaNEmbedder("kit-nan"))
         with pytest.raises(ModelError):

@@ -725,6 +725,28 @@ class RuntimeBackendTests:
         with pytest.raises(RecordNotFoundError):
             api.load_tool_result(scope, "r1")
 
+    def test_count_of_tool_results_follows_saves_and_deletes(self, api: Calls) -> None:
+        """``count_tool_results`` is what retention's ``max_count`` trusts: it equals the number of
+        results ``list_tool_results`` lists after saves, a save replacing an id, and deletes."""
+        scope = Scope.of("alice", "s1")
+
+        def agree(when: str, expected: int) -> None:
+            counted, listed = api.count_tool_results(scope), len(api.list_tool_results(scope))
+            assert counted == listed == expected, (
+                f"count_tool_results says {counted} {when}, list_tool_results lists {listed}, {expected} are "
+                "stored: the count must be the number of results the scope owns (retention prunes by it)"
+            )
+
+        for number in range(4):
+            api.save_tool_result(scope, f"r{number}", _output(f"r{number}", "x"))
+        agree("after four saves", 4)
+        api.save_tool_result(scope, "r1", _output("r1", "replaced"))
+        agree("after a save that replaced an id", 4)
+        api.delete_tool_results(scope, ["r0", "r2", "missing"])
+        agree("after two deletes", 2)
+        api.delete_tool_results(scope, ["r1", "r3"])
+        agree("after every result was deleted", 0)
+
     # -- messages -----------------------------------------------------------------------
 
     def test_messages_round_trip_with_gap_free_numbers(self, api: Calls) -> None:
