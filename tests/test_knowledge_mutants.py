@@ -513,6 +513,8 @@ def _missed(kind: str, code: int, output: str) -> str | None:
     failed = _first_failure(output)
     if failed not in MUTANTS[kind][1]:
         return f"{kind} was caught by {failed}, not by a test about its bug:\n{output[-4000:]}"
+    if re.search(r"^E\s+(KeyError|IndexError|TypeError|AttributeError)\b", output, re.MULTILINE):
+        return f"the kit failed with a bare error, not a message naming the contract rule broken:\n{output[-4000:]}"
     return None
 
 

@@ -355,6 +355,15 @@ for _name in (
     setattr(InPlaceFileRuntime, _name, _persisting(_name))
 
 
+class DeleteScopeByPrefix(InMemoryRuntimeBackend):
+    """Deletes every scope whose key starts with the scope's key: ``bob``'s ``s1`` takes ``s1_x`` with it."""
+
+    def delete_scope(self, scope: Scope) -> int:
+        with self._lock:
+            doomed = [owner for owner, _ in self._scopes.values() if owner.key.startswith(scope.key)]
+        return sum(super(DeleteScopeByPrefix, self).delete_scope(owner) for owner in doomed)
+
+
 class CountOfSaves(InMemoryRuntimeBackend):
     """Counts a scope's tool results as the saves it made (a counter raised by every save, never
     lowered), not the results it owns: retention's max_count then prunes what it should not."""
@@ -393,6 +402,7 @@ MEMORY_MUTANTS: dict[str, type[InMemoryRuntimeBackend]] = {
     "tool-result save time in milliseconds": SaveTimeInMilliseconds,
     "step-log cursor read as a count of any log": CursorCountOnly,
     "tool results counted as saves made": CountOfSaves,
+    "delete_scope of every key with the same start": DeleteScopeByPrefix,
 }
 SQLITE_MUTANTS: dict[str, type[SQLiteRuntimeBackend]] = {
     "state lock that holds in one process only": StateLockInOneProcess,
@@ -410,6 +420,7 @@ CAUGHT_BY: dict[str, set[str]] = {
     "tool-result save time in milliseconds": {"test_times_are_wall_clock_seconds_since_the_epoch"},
     "store rewritten in place, not atomically": {"test_confirmed_writes_survive_a_killed_writer"},
     "tool results counted as saves made": {"test_count_of_tool_results_follows_saves_and_deletes"},
+    "delete_scope of every key with the same start": {"test_delete_scope_removes_every_level_and_nothing_else"},
     "step-log cursor read as a count of any log": {
         "test_step_logs_are_read_on_from_a_cursor",
         "test_a_cursor_of_another_log_reads_the_whole_log",
@@ -494,6 +505,8 @@ def _missed(name: str, run: subprocess.CompletedProcess[str]) -> str | None:
         return f"the kit did not catch: {name}\n{output}"
     if "error" in summary:
         return f"the run broke instead of failing a test:\n{output}"
+    if re.search(r"^E\s+(KeyError|IndexError|TypeError|AttributeError)\b", run.stdout, re.MULTILINE):
+        return f"the kit failed with a bare error, not a message naming the contract rule broken:\n{output}"
     first = re.search(r"^FAILED \S*::TestKitOnTarget::(test_\w+)", run.stdout, re.MULTILINE)
     expected = CAUGHT_BY.get(name)
     if expected is not None and (first is None or first.group(1) not in expected):

@@ -203,8 +203,10 @@ class VectorCache(Protocol):
         """One unit vector (a row) per ``(key, text)`` pair, in the order asked.
 
         ``key`` is the caller's name of the item (``"knowledge/alice_tea.md"``); it lets
-        :meth:`discard` find the vectors of a user's notes. Texts not yet kept are embedded
-        (through ``embedder.embed``) and kept."""
+        :meth:`discard` find the vectors of a user's notes, and its text may differ from one
+        call to the next (an edited note): the answer is always the vector of the text given.
+        Texts not yet kept are embedded (through ``embedder.embed``) and kept. No items: an
+        empty matrix (no rows; its width is not specified), and the embedder is not called."""
 
     async def avectors_for(self, items: Sequence[tuple[str, str]]) -> npt.NDArray[np.float32]:
         """Async twin of :meth:`vectors_for` (calls the embedder's ``aembed``)."""
@@ -221,8 +223,9 @@ class VectorCache(Protocol):
         vectors by them without holding the texts."""
 
     def kept(self, digests: Sequence[str]) -> npt.NDArray[np.float32] | None:
-        """The kept unit vectors of ``digests`` (:meth:`digest_of`), one row each in order, or
-        ``None`` if any is not kept (never embeds: the caller decides what to embed)."""
+        """The kept unit vectors of ``digests`` (:meth:`digest_of`), one row each in order
+        (duplicates included; no digests: an empty matrix), or ``None`` if any is not kept
+        (never embeds: the caller decides what to embed)."""
 
     def discard_kept(self, digests: Sequence[str]) -> int:
         """Delete the kept vectors of ``digests`` for good; return how many were kept."""
@@ -265,7 +268,10 @@ class KnowledgeBackend(ABC):
     match ``[A-Za-z0-9_-]{1,128}``; note names are single file-name components (usually note
     names, but a backend must store and return any such name it is given, and list only note
     names, see :meth:`list_notes`); blob names are ``/``-separated components. A backend still
-    refuses anything that would leave its storage.
+    refuses anything that would leave its storage: a store of paths raises
+    :class:`~local_ai_memory.PathEscapeError` (a ``PermissionError``) for a ``..``, a separator
+    in a note name or category, or an absolute blob name, before it writes anything; a store of
+    opaque keys (a database, process memory) cannot be left and keeps such a name as given.
 
     Several backend objects may open the same store (in one process or many, see
     ``docs/architecture.md``): then a write through one is read, listed and reported by the

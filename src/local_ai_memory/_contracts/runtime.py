@@ -33,8 +33,10 @@ The guarantees, checked by :class:`local_ai_memory.testing.RuntimeBackendTests` 
   state, no messages, every tool result not found) and are not listed, so a deletion cut
   half-way by a crash is never seen half done. The record is as durable as the data: a
   backend whose data outlives the process (*durable*) keeps erasure records too, so data
-  erased before a restart stays hidden after it. :meth:`~RuntimeBackend.delete_scope` and the
-  deletes of tool results are idempotent.
+  erased before a restart stays hidden after it. A write to a covered scope while the erasure
+  is pending is accepted (never an error) and hidden with the rest; the erasure's deletes
+  remove it, and if the erasure ends without them it reads again. :meth:`~RuntimeBackend.delete_scope`
+  and the deletes of tool results are idempotent.
 * **Exclusion.** :meth:`~RuntimeBackend.locked` excludes every other holder of the same
   scope's lock: other threads, and for a *cross_process* backend other processes and hosts.
 
@@ -43,6 +45,12 @@ file backend counts file bytes, PostgreSQL the bytes of its rows, the in-memory 
 JSON of a result, and message text in characters). They serve retention and reports, so they
 are comparable within one backend only; the kit checks the lower bounds and equalities
 stated on each method.
+
+Names: the engines check every id before a backend sees it (:meth:`Scope.of` for user and
+session ids, the same rule for tool result ids) and refuse a hostile one (``..``, a separator,
+a control character, an empty or over-long id) with :class:`InvalidInputError`. A backend that
+builds paths from ids still refuses one that would leave its folder (the file backend raises
+:class:`StorageError`); one that keeps ids as opaque keys stores them as given.
 
 Times: every time a backend reports (:attr:`ScopeInfo.modified`, :attr:`ToolIndexEntry.saved_at`)
 is wall-clock time in seconds since the Unix epoch, as a float: what ``time.time()`` answered

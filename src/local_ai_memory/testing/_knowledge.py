@@ -55,7 +55,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
-from local_ai_memory import ConflictError, Memory, MemoryConfig, ModelError, note_hash
+from local_ai_memory import ConflictError, Memory, MemoryConfig, ModelError, PathEscapeError, note_hash
 from local_ai_memory._shared.text import EXACT, LEAD
 from local_ai_memory.backends import (
     BlobAppend,
@@ -245,9 +245,16 @@ class KnowledgeBackendTests:
     def test_delete_is_idempotent(self, backend: KnowledgeBackend, twin: Twin) -> None:
         name = _note("alice", "gone")
         twin(backend, "write_note", "knowledge", name, b"x")
-        assert twin(backend, "delete_note", "knowledge", name) is True
-        assert twin(backend, "delete_note", "knowledge", name) is False
-        assert twin(backend, "delete_note", "knowledge", _note("alice", "never")) is False
+        assert twin(backend, "delete_note", "knowledge", name) is True, "delete_note of a stored note returns True"
+        for missing in (name, _note("alice", "never")):  # deleted already, never written
+            try:
+                answer = twin(backend, "delete_note", "knowledge", missing)
+            except Exception as exc:
+                raise AssertionError(
+                    f"delete_note of a missing note raised {type(exc).__name__}: deleting a missing note is not an "
+                    "error, it returns False (deletes are idempotent)"
+                ) from None
+            assert answer is False, f"delete_note of a missing note returned {answer!r}, the contract wants False"
         assert twin(backend, "read_note", "knowledge", name) is None
         assert name not in twin(backend, "list_notes", "knowledge")
 
@@ -628,6 +635,51 @@ class KnowledgeBackendTests:
         assert cache.discard_kept([digests[1], digests[1]]) == 1, "discard_kept must say how many it had"
         assert cache.kept([digests[1]]) is None, "discard_kept left the vector kept"
         assert cache.discard_kept([digests[1]]) == 0
+
+    def test_no_items_ask_no_embedder(self, backend: KnowledgeBackend, twin: Twin) -> None:
+        """``vectors_for([])`` and ``kept([])`` answer an empty matrix (no rows; its width is not
+        specified) without calling the embedder; ``discard([])`` and ``discard_kept([])`` answer 0."""
+        embedder = WordEmbedder("kit-empty")
+        cache = backend.vector_cache(embedder)
+        empty = np.asarray(twin(cache, "vectors_for", []))
+        assert empty.ndim == 2, f"vectors_for([]) must answer a matrix with no rows, got shape {empty.shape}"
+        assert empty.shape[0] == 0, f"vectors_for([]) must answer no rows, got shape {empty.shape}"
+        assert embedder.texts == [], "vectors_for([]) called the embedder"
+        kept = cache.kept([])
+        assert kept is not None, "kept([]) must answer an empty matrix: nothing asked is missing"
+        assert np.asarray(kept).shape[0] == 0, "kept([]) must answer no rows"
+        assert (cache.discard([]), cache.discard_kept([])) == (0, 0)
+
+    def test_a_name_that_would_leave_the_store_is_refused_or_kept_opaque(
+        self, backend: KnowledgeBackend, twin: Twin
+    ) -> None:
+        """A category, note or blob name with ``..``, a separator or an absolute path is refused
+        with :class:`~local_ai_memory.PathEscapeError` before anything is written (a store of
+        paths), or kept as an opaque key and read back under that exact name (a database):
+        never another error, and never a write outside the store."""
+        for category, name, blob in (
+            ("knowledge", "../alice_x.md", "../../escaped"),
+            ("..", "alice_x.md", "/etc/escaped"),
+            ("knowledge", "a/alice_x.md", ".bm25/../../escaped"),
+        ):
+            for what, write, read in (
+                (
+                    f"write_note({category!r}, {name!r})",
+                    ("write_note", category, name, b"x"),
+                    ("read_note", category, name),
+                ),
+                (f"write_blob({blob!r})", ("write_blob", blob, b"x"), ("read_blob", blob)),
+            ):
+                try:
+                    twin(backend, *write)
+                except PathEscapeError:
+                    continue
+                except Exception as exc:
+                    raise AssertionError(
+                        f"{what} raised {type(exc).__name__}: a name that would leave the store is refused with "
+                        "PathEscapeError, or (a store without paths) kept as an opaque key"
+                    ) from None
+                assert twin(backend, *read) == b"x", f"{what} was accepted but does not read back under that name"
 
     def test_a_bad_embedder_answer_is_refused(self, backend: KnowledgeBackend, twin: Twin) -> None:
         cache = backend.vector_cache(_NaNEmbedder("kit-nan"))

@@ -225,16 +225,17 @@ class RuntimeBackendTests:
         api.append_messages(scope, [_message(text)])
 
     def assert_empty(self, api: Calls, scope: Scope) -> None:
-        """``scope`` reads as empty at every level."""
-        assert api.get_state(scope) == {}
-        assert api.get_working_memory(scope) == ""
-        assert api.get_plans(scope) == {}
-        assert api.get_plan_steps(scope, "p") == []
+        """``scope`` reads as empty at every level (deleted, never written, or under a pending erasure)."""
+        rule = f"{scope.describe()} must read as empty (deleted, or covered by a pending erasure), but"
+        assert api.get_state(scope) == {}, f"{rule} get_state returned {api.get_state(scope)!r}"
+        assert api.get_working_memory(scope) == "", f"{rule} get_working_memory returned text"
+        assert api.get_plans(scope) == {}, f"{rule} get_plans returned {sorted(api.get_plans(scope))}"
+        assert api.get_plan_steps(scope, "p") == [], f"{rule} get_plan_steps returned steps"
         hidden = api.read_plan_steps(scope, "p")
-        assert (hidden.steps, hidden.restarted) == ([], True)
-        assert api.list_tool_results(scope) == {}
-        assert api.count_tool_results(scope) == 0
-        assert api.get_messages(scope) == []
+        assert (hidden.steps, hidden.restarted) == ([], True), f"{rule} read_plan_steps returned steps"
+        assert api.list_tool_results(scope) == {}, f"{rule} list_tool_results lists results"
+        assert api.count_tool_results(scope) == 0, f"{rule} count_tool_results is not 0"
+        assert api.get_messages(scope) == [], f"{rule} get_messages returned messages"
         with pytest.raises(RecordNotFoundError):
             api.load_tool_result(scope, f"r-{scope.key}")
 
@@ -358,7 +359,10 @@ class RuntimeBackendTests:
         assert seen["listed"] == [("bob_admin", "s1")]
         with _opened(opener) as backend:
             backend.end_erasure(Erasure("bob"))  # nothing was deleted: the data shows again
-            assert backend.get_state(Scope.of("bob", "s1"))["owner"] == "bob"
+            assert backend.get_state(Scope.of("bob", "s1")).get("owner") == "bob", (
+                "after end_erasure (nothing deleted) the scope's state must read again: a pending erasure "
+                "hides data, ending it without deleting shows it again"
+            )
 
     @_requires(DURABLE)
     def test_erasure_order_survives_a_restart(self, opener: Opener, mode: Mode) -> None:
@@ -892,7 +896,10 @@ class RuntimeBackendTests:
         for name, write in levels.items():
             write(Scope.of(name, "s"))
         listed = {info.scope.user_id: info for info in api.list_scopes()}
-        assert sorted(listed) == sorted(levels)
+        assert sorted(listed) == sorted(levels), (
+            f"list_scopes lists {sorted(listed)}: a scope holds data when it has a state, working memory, a plan, "
+            f"a tool result or a message ({sorted(levels)}), and reads or a step log alone do not count"
+        )
         assert listed["result"].size >= api.list_tool_results(Scope.of("result", "s"))["r1"].size
         assert listed["working"].size >= len("wörk".encode())
         assert all(info.size >= 0 and info.modified > 0 for info in listed.values())
@@ -943,7 +950,10 @@ class RuntimeBackendTests:
         assert api.delete_scope(gone) == 0
         assert api.delete_scope(Scope.of("never", "s")) == 0
         for scope in kept:
-            assert api.get_state(scope)["owner"] == scope.user_id
+            assert api.get_state(scope).get("owner") == scope.user_id, (
+                f"delete_scope of {gone.describe()} changed the state of {scope.describe()}: it must delete "
+                "that scope only (keys compared whole: bob is not bob_admin, s1 is not s1_x)"
+            )
             assert list(api.list_tool_results(scope)) == [f"r-{scope.key}"]
             assert len(api.get_messages(scope)) == 1
             assert _as_written(api.get_plan_steps(scope, "p"), [{"n": 1, "text": "x"}]) == [{"n": 1, "text": "x"}]
@@ -965,23 +975,48 @@ class RuntimeBackendTests:
         with_erased = {(info.scope.user_id, info.scope.session_id) for info in api.list_scopes(include_erased=True)}
         assert {("bob", "s1"), ("bob", "s2")} <= with_erased
         for other in (Scope.of("bob_admin", "s1"), Scope.of("bo", "s1")):
-            assert api.get_state(other)["owner"] == other.user_id
-            assert api.load_tool_result(other, f"r-{other.key}")["id"] == f"r-{other.key}"
+            assert api.get_state(other).get("owner") == other.user_id, (
+                f"an erasure of user 'bob' hid the state of {other.describe()}: an erasure covers its own "
+                "user's scopes only (user ids compared whole)"
+            )
+            assert api.load_tool_result(other, f"r-{other.key}").get("id") == f"r-{other.key}"
         api.begin_erasure(whole_user)  # beginning again keeps one record
         assert api.pending_erasures() == [whole_user]
         api.end_erasure(whole_user)
         api.end_erasure(whole_user)  # ending twice is harmless
         assert api.pending_erasures() == []
-        assert api.get_state(Scope.of("bob", "s1"))["owner"] == "bob"  # nothing was deleted yet
+        assert api.get_state(Scope.of("bob", "s1")).get("owner") == "bob", (
+            "after end_erasure (nothing deleted yet) the scope's state must read again"
+        )
 
         one_session = Erasure("bob", "s2")
         api.begin_erasure(one_session)
         self.assert_empty(api, Scope.of("bob", "s2"))
-        assert api.get_state(Scope.of("bob", "s1"))["owner"] == "bob"
+        assert api.get_state(Scope.of("bob", "s1")).get("owner") == "bob", (
+            "an erasure of one session ('bob', 's2') hid another session of the user"
+        )
         assert [info.scope.key for info in api.list_scopes()] == sorted(
             Scope.of(*pair).key for pair in [("bob", "s1"), ("bob_admin", "s1"), ("bo", "s1")]
         )
         api.end_erasure(one_session)
+
+    def test_a_write_under_a_pending_erasure_is_kept_hidden(self, api: Calls) -> None:
+        """A write to a scope a pending erasure covers is accepted (never an error), stays hidden
+        like the rest of the scope while the erasure is pending, and reads again once it ends
+        without a delete (the erasure's own deletes remove it with the rest)."""
+        scope = Scope.of("bob", "s1")
+        api.begin_erasure(Erasure("bob"))
+        api.update_state(scope, lambda state: {**state, "late": True})
+        api.append_messages(scope, [_message("late")])
+        api.save_tool_result(scope, "late", _output("late", "late"))
+        self.assert_empty(api, scope)
+        assert api.list_scopes() == [], "a scope written under a pending erasure was listed"
+        api.end_erasure(Erasure("bob"))
+        assert api.get_state(scope) == {"late": True}, (
+            "a write made under a pending erasure was lost: it is stored, hidden until the erasure ends"
+        )
+        assert [message.content for message in api.get_messages(scope)] == ["late"]
+        assert api.count_tool_results(scope) == 1
 
     def test_pending_erasures_are_listed_oldest_first(self, api: Calls) -> None:
         begun = [Erasure("zoe"), Erasure("adam", "s2"), Erasure("mia"), Erasure("adam"), Erasure("bob", "a")]
