@@ -53,7 +53,7 @@ if str(EXAMPLES) not in sys.path:
     sys.path.insert(0, str(EXAMPLES))
 sys.path.insert(0, str(TESTS))  # the helpers the test files share
 
-from mutant_runs import RUNS, selected  # noqa: E402
+from mutant_runs import RUNS, persisting, selected  # noqa: E402
 from sqlite_backend.knowledge import SqliteKnowledgeBackend  # noqa: E402
 
 Matrix = npt.NDArray[np.float32]
@@ -321,6 +321,23 @@ class CursorOutsideTheWriteLock(SqliteKnowledgeBackend):
         return NoteInfo(category, name, len(data), version, modified)
 
 
+@persisting(
+    InMemoryKnowledgeBackend,
+    (
+        "write_note",
+        "write_note_with",
+        "update_note",
+        "update_note_with",
+        "delete_note",
+        "delete_note_if",
+        "delete_note_with",
+        "write_blob",
+        "append_blob",
+        "rewrite_blobs",
+        "delete_blob",
+        "quarantine_blob",
+    ),
+)
 class InPlaceFileNotes(InMemoryKnowledgeBackend):
     """The reference backend made durable the naive way: after every change it rewrites one
     file in place (truncated, then pickled into), and loads it when opened. A clean close
@@ -337,33 +354,6 @@ class InPlaceFileNotes(InMemoryKnowledgeBackend):
     def _persist(self) -> None:
         with self._lock, self._file.open("wb") as stored:  # the bug: truncated first, then written
             pickle.dump((self._notes, self._blobs, self._log, self._cursor, self._version), stored)
-
-
-def _persisting(name: str) -> Callable[..., Any]:
-    def method(self: InPlaceFileNotes, *args: Any, **kwargs: Any) -> Any:
-        result = getattr(InMemoryKnowledgeBackend, name)(self, *args, **kwargs)
-        self._persist()
-        return result
-
-    method.__name__ = name
-    return method
-
-
-for _name in (
-    "write_note",
-    "write_note_with",
-    "update_note",
-    "update_note_with",
-    "delete_note",
-    "delete_note_if",
-    "delete_note_with",
-    "write_blob",
-    "append_blob",
-    "rewrite_blobs",
-    "delete_blob",
-    "quarantine_blob",
-):
-    setattr(InPlaceFileNotes, _name, _persisting(_name))
 
 
 class UpdateLockInOneProcess(SqliteKnowledgeBackend):

@@ -53,7 +53,7 @@ if str(ROOT) not in sys.path:  # the examples live beside src/, not inside the p
     sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))  # the helpers the test files share
 
-from mutant_runs import RUNS, selected  # noqa: E402
+from mutant_runs import RUNS, persisting, selected  # noqa: E402
 
 from examples.sqlite_backend.runtime import SQLiteRuntimeBackend, _pack  # noqa: E402
 
@@ -294,6 +294,26 @@ class CursorCountOnly(InMemoryRuntimeBackend):
             return PlanSteps(copy.deepcopy(log[int(count) :]), f"{serial}:{len(log)}", False)
 
 
+@persisting(
+    InMemoryRuntimeBackend,
+    (
+        "update_state",
+        "swap_working_memory",
+        "update_plans",
+        "append_plan_steps",
+        "clear_plan_steps",
+        "rewrite_plan_steps",
+        "save_tool_result",
+        "delete_tool_results",
+        "append_messages",
+        "compact_messages",
+        "clear_messages",
+        "pop_message",
+        "delete_scope",
+        "begin_erasure",
+        "end_erasure",
+    ),
+)
 class InPlaceFileRuntime(InMemoryRuntimeBackend):
     """The reference backend made durable the naive way: after every change it rewrites one
     file in place (truncated, then pickled into), and loads it when opened. A clean close keeps
@@ -323,36 +343,6 @@ class InPlaceFileRuntime(InMemoryRuntimeBackend):
             self._log_serials = itertools.count(serial)
             with self._file.open("wb") as stored:  # the bug: truncated first, then written
                 pickle.dump((scopes, self._results, list(self._erasures), serial), stored)
-
-
-def _persisting(name: str) -> Any:
-    def method(self: InPlaceFileRuntime, *args: Any, **kwargs: Any) -> Any:
-        result = getattr(InMemoryRuntimeBackend, name)(self, *args, **kwargs)
-        self._persist()
-        return result
-
-    method.__name__ = name
-    return method
-
-
-for _name in (
-    "update_state",
-    "swap_working_memory",
-    "update_plans",
-    "append_plan_steps",
-    "clear_plan_steps",
-    "rewrite_plan_steps",
-    "save_tool_result",
-    "delete_tool_results",
-    "append_messages",
-    "compact_messages",
-    "clear_messages",
-    "pop_message",
-    "delete_scope",
-    "begin_erasure",
-    "end_erasure",
-):
-    setattr(InPlaceFileRuntime, _name, _persisting(_name))
 
 
 class DeleteScopeByPrefix(InMemoryRuntimeBackend):
