@@ -15,13 +15,17 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import functools
+import itertools
 import json
 import os
+import pickle
 import re
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -30,9 +34,11 @@ from typing import Any, ClassVar
 import pytest
 
 from local_ai_memory import RecordNotFoundError
+from local_ai_memory._backends.memory.runtime import _ScopeData
 from local_ai_memory.backends import (
     Erasure,
     InMemoryRuntimeBackend,
+    PlanSteps,
     Scope,
     ScopeInfo,
     StateChange,
@@ -45,6 +51,9 @@ from local_ai_memory.testing import CROSS_PROCESS, DURABLE, RuntimeBackendTests
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # the examples live beside src/, not inside the package
     sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # the helpers the test files share
+
+from mutant_runs import RUNS, persisting, selected  # noqa: E402
 
 from examples.sqlite_backend.runtime import SQLiteRuntimeBackend, _pack  # noqa: E402
 
@@ -250,6 +259,120 @@ class StepBytesOfTheFirstStep(InMemoryRuntimeBackend):
         }
 
 
+class ScopeChangeFromMonotonicClock(InMemoryRuntimeBackend):
+    """Stamps a scope's last change with ``time.monotonic()`` (seconds since boot), not the wall clock."""
+
+    @staticmethod
+    def _touch(data: Any) -> None:
+        data.modified = time.monotonic()
+
+
+class SaveTimeInMilliseconds(InMemoryRuntimeBackend):
+    """Keeps a tool result's save time in milliseconds since the epoch."""
+
+    def save_tool_result(self, scope: Scope, result_id: str, payload: Any) -> int:
+        size = super().save_tool_result(scope, result_id, payload)
+        with self._lock:
+            key, stored, stored_size, saved_at = self._results[result_id]
+            self._results[result_id] = (key, stored, stored_size, saved_at * 1000)
+        return size
+
+
+class CursorCountOnly(InMemoryRuntimeBackend):
+    """Reads a step-log cursor as a bare count of steps, whichever log handed it out."""
+
+    def read_plan_steps(self, scope: Scope, plan_id: str, cursor: str | None = None) -> PlanSteps:
+        data = self._view(scope)
+        with data.lock:
+            log = data.steps.get(plan_id)
+            if log is None:
+                return PlanSteps([], "", True)
+            count = (cursor or "").partition(":")[2]
+            serial = data.step_logs[plan_id]
+            if not count.isdigit() or int(count) > len(log):
+                return PlanSteps(copy.deepcopy(log), f"{serial}:{len(log)}", True)
+            return PlanSteps(copy.deepcopy(log[int(count) :]), f"{serial}:{len(log)}", False)
+
+
+@persisting(
+    InMemoryRuntimeBackend,
+    (
+        "update_state",
+        "swap_working_memory",
+        "update_plans",
+        "append_plan_steps",
+        "clear_plan_steps",
+        "rewrite_plan_steps",
+        "save_tool_result",
+        "delete_tool_results",
+        "append_messages",
+        "compact_messages",
+        "clear_messages",
+        "pop_message",
+        "delete_scope",
+        "begin_erasure",
+        "end_erasure",
+    ),
+)
+class InPlaceFileRuntime(InMemoryRuntimeBackend):
+    """The reference backend made durable the naive way: after every change it rewrites one
+    file in place (truncated, then pickled into), and loads it when opened. A clean close keeps
+    everything; a crash in the middle of a rewrite leaves a truncated file, and all is gone."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self._file = Path(path)
+        if self._file.exists():
+            with self._file.open("rb") as stored:
+                scopes, self._results, erasures, serial = pickle.load(stored)
+            self._scopes = {key: (scope, _ScopeData(**fields)) for key, (scope, fields) in scopes.items()}
+            self._erasures = dict.fromkeys(erasures)
+            self._log_serials = itertools.count(serial)
+
+    def _persist(self) -> None:
+        with contextlib.ExitStack() as held:
+            held.enter_context(self._lock)
+            for _, data in sorted(self._scopes.values(), key=lambda pair: pair[0].key):
+                held.enter_context(data.lock)
+            scopes = {
+                key: (scope, {f.name: getattr(data, f.name) for f in dataclasses.fields(data) if f.name != "lock"})
+                for key, (scope, data) in self._scopes.items()
+            }
+            serial = max((n for _, data in self._scopes.values() for n in data.step_logs.values()), default=0) + 1
+            serial = max(serial, next(self._log_serials))
+            self._log_serials = itertools.count(serial)
+            with self._file.open("wb") as stored:  # the bug: truncated first, then written
+                pickle.dump((scopes, self._results, list(self._erasures), serial), stored)
+
+
+class DeleteScopeByPrefix(InMemoryRuntimeBackend):
+    """Deletes every scope whose key starts with the scope's key: ``bob``'s ``s1`` takes ``s1_x`` with it."""
+
+    def delete_scope(self, scope: Scope) -> int:
+        with self._lock:
+            doomed = [owner for owner, _ in self._scopes.values() if owner.key.startswith(scope.key)]
+        return sum(super(DeleteScopeByPrefix, self).delete_scope(owner) for owner in doomed)
+
+
+class CountOfSaves(InMemoryRuntimeBackend):
+    """Counts a scope's tool results as the saves it made (a counter raised by every save, never
+    lowered), not the results it owns: retention's max_count then prunes what it should not."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._saves: dict[str, int] = {}
+
+    def save_tool_result(self, scope: Scope, result_id: str, payload: Any) -> int:
+        size = super().save_tool_result(scope, result_id, payload)
+        with self._lock:
+            self._saves[scope.key] = self._saves.get(scope.key, 0) + 1
+        return size
+
+    def count_tool_results(self, scope: Scope) -> int:
+        with self._lock:
+            return self._saves.get(scope.key, 0) if super().count_tool_results(scope) else 0
+
+
 MEMORY_MUTANTS: dict[str, type[InMemoryRuntimeBackend]] = {
     "cross-scope load of a tool result": CrossScopeLoad,
     "unlocked read-modify-write of the state": UnlockedStateUpdate,
@@ -265,14 +388,35 @@ MEMORY_MUTANTS: dict[str, type[InMemoryRuntimeBackend]] = {
     "step-log rewrite not stored": RewriteNotStored,
     "step-log rewrite that old cursors read on into": RewriteKeepsCursors,
     "step-log size of the first step only": StepBytesOfTheFirstStep,
+    "scope's last change from a monotonic clock": ScopeChangeFromMonotonicClock,
+    "tool-result save time in milliseconds": SaveTimeInMilliseconds,
+    "step-log cursor read as a count of any log": CursorCountOnly,
+    "tool results counted as saves made": CountOfSaves,
+    "delete_scope of every key with the same start": DeleteScopeByPrefix,
 }
 SQLITE_MUTANTS: dict[str, type[SQLiteRuntimeBackend]] = {
     "state lock that holds in one process only": StateLockInOneProcess,
     "message numbers taken outside the write transaction": MessageNumbersOutsideTheTransaction,
     "erasure records in process memory only": ErasuresInProcessMemory,
 }
+FILE_MUTANTS: dict[str, type[InMemoryRuntimeBackend]] = {
+    "store rewritten in place, not atomically": InPlaceFileRuntime,
+}
+"""Durable (a file of their own), not shared by processes."""
 BASES: dict[str, type[Any]] = {"in-memory reference": InMemoryRuntimeBackend, "SQLite example": SQLiteRuntimeBackend}
-TARGETS: dict[str, type[Any]] = {**MEMORY_MUTANTS, **SQLITE_MUTANTS, **BASES}
+TARGETS: dict[str, type[Any]] = {**MEMORY_MUTANTS, **SQLITE_MUTANTS, **FILE_MUTANTS, **BASES}
+CAUGHT_BY: dict[str, set[str]] = {
+    "scope's last change from a monotonic clock": {"test_times_are_wall_clock_seconds_since_the_epoch"},
+    "tool-result save time in milliseconds": {"test_times_are_wall_clock_seconds_since_the_epoch"},
+    "store rewritten in place, not atomically": {"test_confirmed_writes_survive_a_killed_writer"},
+    "tool results counted as saves made": {"test_count_of_tool_results_follows_saves_and_deletes"},
+    "delete_scope of every key with the same start": {"test_delete_scope_removes_every_level_and_nothing_else"},
+    "step-log cursor read as a count of any log": {
+        "test_step_logs_are_read_on_from_a_cursor",
+        "test_a_cursor_of_another_log_reads_the_whole_log",
+    },
+}
+"""The test that must be the first to fail, for the mutants whose bug one test is about."""
 
 # -- the kit on one target (collected only in the subprocess) -----------------------------
 
@@ -287,6 +431,16 @@ if _target is not None and issubclass(_target, SQLiteRuntimeBackend):
         def opener(self, tmp_path: Path) -> Any:
             target: Any = _target
             return functools.partial(target, str(tmp_path / "memory.db"))
+
+elif _target is not None and _target in FILE_MUTANTS.values():
+
+    class TestKitOnTarget(RuntimeBackendTests):  # type: ignore[no-redef]
+        capabilities: ClassVar[frozenset[str]] = frozenset({DURABLE})
+
+        @pytest.fixture
+        def opener(self, tmp_path: Path) -> Any:
+            target: Any = _target
+            return functools.partial(target, str(tmp_path / "memory.pickle"))
 
 elif _target is not None:
 
@@ -310,13 +464,23 @@ def _run_kit(target: str, config: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
 
 
+def _chosen(name: str) -> bool:
+    return selected(name, TARGETS[name].__name__)
+
+
 @pytest.fixture(scope="module")
-def kit_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.CompletedProcess[str]]:
-    """Every target's run, two at a time."""
+def kit_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[subprocess.CompletedProcess[str]]]:
+    """Every chosen target's runs (a base once, a mutant ``KIT_MUTANT_RUNS`` times), two at a time."""
     config = tmp_path_factory.mktemp("kit") / "pytest.ini"
     config.write_text("[pytest]\nfilterwarnings =\n    error\n", encoding="utf-8")
+    jobs = [(name, 1 if name in BASES else RUNS) for name in TARGETS if _chosen(name)]
+    runs = [name for name, count in jobs for _ in range(count)]
     with ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(zip(TARGETS, pool.map(lambda target: _run_kit(target, config), TARGETS), strict=True))
+        done = list(pool.map(lambda target: _run_kit(target, config), runs))
+    found: dict[str, list[subprocess.CompletedProcess[str]]] = {}
+    for name, run in zip(runs, done, strict=True):
+        found.setdefault(name, []).append(run)
+    return found
 
 
 def _summary(run: subprocess.CompletedProcess[str]) -> str:
@@ -324,18 +488,40 @@ def _summary(run: subprocess.CompletedProcess[str]) -> str:
     return lines[-1] if lines else run.stderr[-2000:]
 
 
+def _missed(name: str, run: subprocess.CompletedProcess[str]) -> str | None:
+    """Why ``run`` does not count as the kit catching mutant ``name`` (``None``: it does)."""
+    summary, output = _summary(run), run.stdout[-4000:] + run.stderr[-2000:]
+    if run.returncode != 1 or "1 failed" not in summary:
+        return f"the kit did not catch: {name}\n{output}"
+    if "error" in summary:
+        return f"the run broke instead of failing a test:\n{output}"
+    if re.search(r"^E\s+(KeyError|IndexError|TypeError|AttributeError)\b", run.stdout, re.MULTILINE):
+        return f"the kit failed with a bare error, not a message naming the contract rule broken:\n{output}"
+    first = re.search(r"^FAILED \S*::TestKitOnTarget::(test_\w+)", run.stdout, re.MULTILINE)
+    expected = CAUGHT_BY.get(name)
+    if expected is not None and (first is None or first.group(1) not in expected):
+        return f"{name} was caught by {first and first.group(1)}, not by a test about its bug:\n{output}"
+    return None
+
+
 @pytest.mark.parametrize("name", list(BASES))
-def test_the_kit_passes_the_unmutated_base(kit_runs: dict[str, subprocess.CompletedProcess[str]], name: str) -> None:
-    run = kit_runs[name]
+def test_the_kit_passes_the_unmutated_base(
+    kit_runs: dict[str, list[subprocess.CompletedProcess[str]]], name: str
+) -> None:
+    if not _chosen(name):
+        pytest.skip("not among KIT_MUTANTS")
+    [run] = kit_runs[name]
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     assert re.search(r"\d+ passed", _summary(run))
     assert "failed" not in _summary(run)
 
 
-@pytest.mark.parametrize("name", [*MEMORY_MUTANTS, *SQLITE_MUTANTS])
-def test_the_kit_catches_the_planted_bug(kit_runs: dict[str, subprocess.CompletedProcess[str]], name: str) -> None:
-    run = kit_runs[name]
-    summary = _summary(run)
-    assert run.returncode == 1, f"the kit did not catch: {name}\n{run.stdout[-4000:]}{run.stderr[-2000:]}"
-    assert "1 failed" in summary, f"the kit did not catch: {name}\n{run.stdout[-4000:]}"
-    assert "error" not in summary, f"the run broke instead of failing a test:\n{run.stdout[-4000:]}"
+@pytest.mark.parametrize("name", [*MEMORY_MUTANTS, *SQLITE_MUTANTS, *FILE_MUTANTS])
+def test_the_kit_catches_the_planted_bug(
+    kit_runs: dict[str, list[subprocess.CompletedProcess[str]]], name: str
+) -> None:
+    if not _chosen(name):
+        pytest.skip("not among KIT_MUTANTS")
+    misses = [reason for run in kit_runs[name] if (reason := _missed(name, run)) is not None]
+    caught = len(kit_runs[name]) - len(misses)
+    assert not misses, f"caught in {caught} of {len(kit_runs[name])} runs; first miss: {misses[0]}"

@@ -7,8 +7,9 @@ levels (L0-L3 and the session log), :class:`KnowledgeBackend` the one of the kno
 holds the conformance suites every backend must pass; ``docs/architecture.md`` explains how to
 write one. Everything a :class:`RuntimeBackend` signature names is exported here
 (:class:`StoredMessage`, :class:`ToolIndexEntry`, :class:`ToolResultPage`, :data:`StateChange`,
-:data:`PlansChange`, and :func:`erased` to test a scope against pending erasures), so a
-backend needs no private module.
+:data:`PlansChange`, :func:`split_step` / :func:`join_step` with :data:`STEP_BYTES_KEY`, and
+:func:`erased` to test a scope against pending erasures), and so is the :class:`Embedder`
+protocol a :meth:`KnowledgeBackend.vector_cache` receives, so a backend needs no private module.
 
 The PostgreSQL backends (:class:`PostgresRuntimeBackend`, :class:`PostgresKnowledgeBackend`)
 need the ``postgres`` extra; they are imported on first use, so this module imports without it.
@@ -33,6 +34,7 @@ from local_ai_memory._contracts.knowledge import (
     is_note_name,
 )
 from local_ai_memory._contracts.runtime import (
+    STEP_BYTES_KEY,
     Erasure,
     PlansChange,
     PlanSteps,
@@ -45,6 +47,7 @@ from local_ai_memory._contracts.runtime import (
     join_step,
     split_step,
 )
+from local_ai_memory._shared.models import Embedder
 from local_ai_memory._shared.naming import note_filename, owner_of, user_file_prefix
 from local_ai_memory._shared.records import StoredMessage, ToolIndexEntry, ToolResultPage
 from local_ai_memory._shared.vectors import model_id_of, text_digest, unit_vectors
@@ -54,7 +57,9 @@ if TYPE_CHECKING:
     from local_ai_memory._backends.postgres.runtime import PostgresRuntimeBackend
 
 __all__ = [
+    "STEP_BYTES_KEY",
     "BlobAppend",
+    "Embedder",
     "Erasure",
     "FileKnowledgeBackend",
     "FileRuntimeBackend",

@@ -101,10 +101,15 @@ class NoteInfo(NamedTuple):
     """What a listing says about one note without reading it.
 
     ``size`` is the note's length in bytes (``len(data)``, not characters). ``version`` changes
-    whenever the note is written and never goes backwards: the file's ``st_mtime_ns``, or a row
-    version in a database, which grows on every write (then declare
-    :attr:`KnowledgeBackend.exact_versions`). ``modified`` is the write time in seconds since
-    the epoch. Together they form the signature the index compares; :meth:`KnowledgeBackend.note_info`,
+    whenever the note is written and never goes backwards: the file's ``st_mtime_ns``
+    (nanoseconds since the epoch, which :attr:`KnowledgeBackend.racy_window_ns` compares with
+    ``time.time_ns()``), or a row version in a database, which grows on every write (then
+    declare :attr:`KnowledgeBackend.exact_versions`). ``modified`` is the wall-clock time of the
+    write: seconds since the Unix epoch as a float, what ``time.time()`` answered when the note
+    was written (a file's ``st_mtime``, a database's ``extract(epoch FROM clock_timestamp())``),
+    never milliseconds and never a monotonic clock (``time.monotonic()`` counts from boot): user
+    listings and ``show`` compare it with ``time.time()`` of this host. Together they form the
+    signature the index compares; :meth:`KnowledgeBackend.note_info`,
     :meth:`~KnowledgeBackend.list_notes` and the return of :meth:`~KnowledgeBackend.write_note`
     agree on it. (A named tuple: a listing makes one per note on every query that compares
     listings, so it must be cheap.)
@@ -164,6 +169,11 @@ class NoteChanges:
     * ``complete`` is false when the feed cannot cover the asked range (first call with
       ``since=None``, a log trimmed, a whole folder moved, a cursor it does not know): the
       caller then compares every listing once. ``keys`` is then not to be relied on.
+    * **A cursor it never handed out is unknown**, never "nothing new": a cursor larger than
+      the newest it gave (a database restored from an older backup, a cursor of another store)
+      or, per owner, one from before :meth:`KnowledgeBackend.forget_feed` gets
+      ``complete=False``. Answering it with an empty complete feed would make a host that
+      restored an old database believe its index is up to date.
     """
 
     cursor: int
@@ -193,8 +203,10 @@ class VectorCache(Protocol):
         """One unit vector (a row) per ``(key, text)`` pair, in the order asked.
 
         ``key`` is the caller's name of the item (``"knowledge/alice_tea.md"``); it lets
-        :meth:`discard` find the vectors of a user's notes. Texts not yet kept are embedded
-        (through ``embedder.embed``) and kept."""
+        :meth:`discard` find the vectors of a user's notes, and its text may differ from one
+        call to the next (an edited note): the answer is always the vector of the text given.
+        Texts not yet kept are embedded (through ``embedder.embed``) and kept. No items: an
+        empty matrix (no rows; its width is not specified), and the embedder is not called."""
 
     async def avectors_for(self, items: Sequence[tuple[str, str]]) -> npt.NDArray[np.float32]:
         """Async twin of :meth:`vectors_for` (calls the embedder's ``aembed``)."""
@@ -211,8 +223,9 @@ class VectorCache(Protocol):
         vectors by them without holding the texts."""
 
     def kept(self, digests: Sequence[str]) -> npt.NDArray[np.float32] | None:
-        """The kept unit vectors of ``digests`` (:meth:`digest_of`), one row each in order, or
-        ``None`` if any is not kept (never embeds: the caller decides what to embed)."""
+        """The kept unit vectors of ``digests`` (:meth:`digest_of`), one row each in order
+        (duplicates included; no digests: an empty matrix), or ``None`` if any is not kept
+        (never embeds: the caller decides what to embed)."""
 
     def discard_kept(self, digests: Sequence[str]) -> int:
         """Delete the kept vectors of ``digests`` for good; return how many were kept."""
@@ -255,7 +268,10 @@ class KnowledgeBackend(ABC):
     match ``[A-Za-z0-9_-]{1,128}``; note names are single file-name components (usually note
     names, but a backend must store and return any such name it is given, and list only note
     names, see :meth:`list_notes`); blob names are ``/``-separated components. A backend still
-    refuses anything that would leave its storage.
+    refuses anything that would leave its storage: a store of paths raises
+    :class:`~local_ai_memory.PathEscapeError` (a ``PermissionError``) for a ``..``, a separator
+    in a note name or category, or an absolute blob name, before it writes anything; a store of
+    opaque keys (a database, process memory) cannot be left and keeps such a name as given.
 
     Several backend objects may open the same store (in one process or many, see
     ``docs/architecture.md``): then a write through one is read, listed and reported by the
@@ -426,7 +442,8 @@ class KnowledgeBackend(ABC):
         """Notes written or deleted after cursor ``since`` (``None``: start following now).
 
         ``None`` means this backend keeps no complete feed right now; compare listings instead.
-        See :class:`NoteChanges` for what a returned feed promises.
+        See :class:`NoteChanges` for what a returned feed promises; a ``since`` this feed never
+        handed out (larger than its newest cursor) is answered with ``complete=False``.
         """
 
     def owner_changes(self, user_prefix: str, since: int | None) -> NoteChanges | None:

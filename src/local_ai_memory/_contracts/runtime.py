@@ -33,8 +33,10 @@ The guarantees, checked by :class:`local_ai_memory.testing.RuntimeBackendTests` 
   state, no messages, every tool result not found) and are not listed, so a deletion cut
   half-way by a crash is never seen half done. The record is as durable as the data: a
   backend whose data outlives the process (*durable*) keeps erasure records too, so data
-  erased before a restart stays hidden after it. :meth:`~RuntimeBackend.delete_scope` and the
-  deletes of tool results are idempotent.
+  erased before a restart stays hidden after it. A write to a covered scope while the erasure
+  is pending is accepted (never an error) and hidden with the rest; the erasure's deletes
+  remove it, and if the erasure ends without them it reads again. :meth:`~RuntimeBackend.delete_scope`
+  and the deletes of tool results are idempotent.
 * **Exclusion.** :meth:`~RuntimeBackend.locked` excludes every other holder of the same
   scope's lock: other threads, and for a *cross_process* backend other processes and hosts.
 
@@ -43,6 +45,24 @@ file backend counts file bytes, PostgreSQL the bytes of its rows, the in-memory 
 JSON of a result, and message text in characters). They serve retention and reports, so they
 are comparable within one backend only; the kit checks the lower bounds and equalities
 stated on each method.
+
+Names: the engines check every id before a backend sees it (:meth:`Scope.of` for user and
+session ids, the same rule for tool result ids) and refuse a hostile one (``..``, a separator,
+a control character, an empty or over-long id) with :class:`InvalidInputError`. A backend that
+builds paths from ids still refuses one that would leave its folder (the file backend raises
+:class:`StorageError`); one that keeps ids as opaque keys stores them as given.
+
+Times: every time a backend reports (:attr:`ScopeInfo.modified`, :attr:`ToolIndexEntry.saved_at`)
+is wall-clock time in seconds since the Unix epoch, as a float: what ``time.time()`` answered
+when the write happened (a file's ``st_mtime``, a database's ``extract(epoch FROM
+clock_timestamp())``). Never milliseconds, never a monotonic clock (``time.monotonic()`` counts
+from boot and means nothing to another process or host): retention compares save times with
+``time.time()`` (``max_age_seconds``), and ``show``, ``sessions`` and the user listing print
+them as dates. The kit allows a few seconds between the backend's clock and the host's.
+
+Cursors (:meth:`RuntimeBackend.read_plan_steps`) are opaque and belong to one log of one store:
+a cursor the backend never handed out for that log (another log's, another store's, one from
+before the log was emptied) is not trusted; the answer is the whole log with ``restarted`` set.
 
 Writing a backend: subclass :class:`RuntimeBackend`, implement the abstract methods, run the
 conformance suite against it (see ``docs/architecture.md``, "Writing a runtime backend").
@@ -198,7 +218,10 @@ class Scope:
 
 @dataclass(frozen=True)
 class ScopeInfo:
-    """A scope that holds data, with its stored bytes and last change (seconds since the epoch).
+    """A scope that holds data, with its stored bytes and last change.
+
+    ``modified`` is the wall-clock time of the scope's last write, in seconds since the Unix
+    epoch (``time.time()`` when it was written; see "Times" in the module docstring).
 
     ``size`` is in the backend's own measure (see the module docstring) and at least the sum of
     the scope's tool-result sizes plus the UTF-8 length of its working memory; the shipped
@@ -326,8 +349,10 @@ class RuntimeBackend(ABC):
         """The steps appended after ``cursor`` (from an earlier answer; ``None``: the whole log).
 
         A reader that keeps what it read so far (a checkpointer folding the log) then pays for
-        the new steps only. When the log was emptied or replaced since ``cursor`` (or the cursor
-        is not this backend's), the answer is the whole log with ``restarted`` set. This
+        the new steps only. When the log was emptied or replaced since ``cursor``, or the cursor
+        is not one this backend handed out for this log (another plan's or scope's, another
+        store's, one counting more steps than the log holds), the answer is the whole log with
+        ``restarted`` set: never the steps "after" a position the cursor does not name. This
         default always answers the whole log; the shipped backends read from the cursor.
         """
         return PlanSteps(self.get_plan_steps(scope, plan_id), "", True)
@@ -405,7 +430,9 @@ class RuntimeBackend(ABC):
     @abstractmethod
     def list_tool_results(self, scope: Scope) -> dict[str, ToolIndexEntry]:
         """The results the scope owns, with their sizes (as :meth:`save_tool_result` returned)
-        and save times; ``{}`` while an erasure covers the scope."""
+        and save times (``saved_at``: wall-clock seconds since the epoch of the save, what
+        ``time.time()`` answered then; retention compares it with ``time.time()``); ``{}`` while
+        an erasure covers the scope."""
 
     @abstractmethod
     def count_tool_results(self, scope: Scope) -> int:

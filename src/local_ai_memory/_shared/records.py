@@ -131,7 +131,10 @@ class ToolIndexEntry(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     size: int = Field(ge=0, description="Bytes of the stored file.")
-    saved_at: float = Field(description="Last change of the stored file, seconds since the epoch.")
+    saved_at: float = Field(
+        description="When the result was saved: wall-clock seconds since the Unix epoch (time.time(), not ms, "
+        "not a monotonic clock); retention compares it with time.time()."
+    )
 
 
 class ToolResultPayload(BaseModel):

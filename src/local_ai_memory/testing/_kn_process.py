@@ -96,6 +96,9 @@ def _memory(backend: KnowledgeBackend, categories: tuple[str, ...]) -> Any:
 
 
 def _increment(current: bytes | None) -> bytes:
+    """One more, slowly: the pause between the read and the write is where an update without
+    a lock every process shares loses another process's increment (hit on most turns)."""
+    time.sleep(0.001)
     return str(int(current or b"0") + 1).encode()
 
 

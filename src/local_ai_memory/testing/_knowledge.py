@@ -22,7 +22,8 @@ unclaimed one skip, saying so:
   :meth:`KnowledgeBackendTests.open_feed`) and keeps every promise of ``NoteChanges`` for each
   owner (what the engines follow; the default derives it from :meth:`~KnowledgeBackend.changes`).
 * ``"durable"``: what was written survives closing the backend and opening the store again
-  with ``opener``, erasure markers included (checked in a new process).
+  with ``opener``, erasure markers included (checked in a new process), and a writer process
+  killed (SIGKILL) at random points of its writes loses no write that had returned.
 * ``"cross_process"``: several processes opening the same store with ``opener``
   write concurrently and lose nothing; the change feed of each sees the others' writes.
 * ``"atomic_appends"``: :meth:`~KnowledgeBackend.write_note_with`,
@@ -54,7 +55,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
-from local_ai_memory import ConflictError, Memory, MemoryConfig, ModelError, note_hash
+from local_ai_memory import ConflictError, Memory, MemoryConfig, ModelError, PathEscapeError, note_hash
 from local_ai_memory._shared.text import EXACT, LEAD
 from local_ai_memory.backends import (
     BlobAppend,
@@ -67,6 +68,9 @@ from local_ai_memory.backends import (
     is_note_name,
     user_file_prefix,
 )
+from local_ai_memory.testing._calls import Mode
+from local_ai_memory.testing._clock import assert_wall_clock
+from local_ai_memory.testing._kill import KILLS, check_knowledge, kill_rounds
 from local_ai_memory.testing._kn_process import Barrier, Job, Twin, finish, start
 
 __all__ = ["CAPABILITIES", "KnowledgeBackendTests", "reference_bm25"]
@@ -241,9 +245,16 @@ class KnowledgeBackendTests:
     def test_delete_is_idempotent(self, backend: KnowledgeBackend, twin: Twin) -> None:
         name = _note("alice", "gone")
         twin(backend, "write_note", "knowledge", name, b"x")
-        assert twin(backend, "delete_note", "knowledge", name) is True
-        assert twin(backend, "delete_note", "knowledge", name) is False
-        assert twin(backend, "delete_note", "knowledge", _note("alice", "never")) is False
+        assert twin(backend, "delete_note", "knowledge", name) is True, "delete_note of a stored note returns True"
+        for missing in (name, _note("alice", "never")):  # deleted already, never written
+            try:
+                answer = twin(backend, "delete_note", "knowledge", missing)
+            except Exception as exc:
+                raise AssertionError(
+                    f"delete_note of a missing note raised {type(exc).__name__}: deleting a missing note is not an "
+                    "error, it returns False (deletes are idempotent)"
+                ) from None
+            assert answer is False, f"delete_note of a missing note returned {answer!r}, the contract wants False"
         assert twin(backend, "read_note", "knowledge", name) is None
         assert name not in twin(backend, "list_notes", "knowledge")
 
@@ -303,6 +314,24 @@ class KnowledgeBackendTests:
         else:  # timestamps may tie within one tick; never go backwards
             assert second.version >= first.version
         assert twin(backend, "note_info", "knowledge", name) == second
+
+    def test_note_times_are_wall_clock_seconds_since_the_epoch(self, backend: KnowledgeBackend, twin: Twin) -> None:
+        """``NoteInfo.modified`` is ``time.time()`` of the write, wherever it is reported: user
+        listings and ``show`` compare it with this host's ``time.time()``."""
+        name, category = _note("alice", "when"), "knowledge"
+        before = time.time()
+        written = twin(backend, "write_note", category, name, b"# When")
+        _, updated = twin(backend, "update_note", category, name, lambda old: (old or b"") + b"!")
+        after = time.time()
+        listed = twin(backend, "list_versions", category, user_file_prefix("alice"))
+        for what, info in (
+            ("write_note(...).modified", written),
+            ("update_note(...)[1].modified", updated),
+            ("note_info(...).modified", twin(backend, "note_info", category, name)),
+            ("list_notes(...)[name].modified", twin(backend, "list_notes", category)[name]),
+            ("list_versions(...).modified[i]", listed.info(listed.names.index(name))),
+        ):
+            assert_wall_clock(info.modified, before, after, what)
 
     def test_concurrent_writers_lose_no_note(self, backend: KnowledgeBackend, twin: Twin) -> None:
         start = threading.Barrier(4)
@@ -420,10 +449,18 @@ class KnowledgeBackendTests:
         current = twin(backend, "owner_changes", alice, start.cursor)
         assert current.complete
         beyond = twin(backend, "owner_changes", alice, current.cursor + (1 << 40))
+        assert beyond is not None, "a backend claiming 'change_feed' never answers None"
         assert not beyond.complete, (
-            "a cursor larger than any the feed handed out (a restored or another store's) must be "
-            "answered incomplete, so the caller compares its listing"
+            "owner_changes answered a cursor larger than any it handed out (a restored database's, another "
+            "store's) as complete: the contract wants complete=False, so the caller compares its listing"
         )
+        whole = twin(backend, "changes", None)
+        if whole is not None:  # a backend with a feed of every owner keeps the same rule there
+            past = twin(backend, "changes", whole.cursor + (1 << 40))
+            assert past is None or not past.complete, (
+                "changes() answered a cursor larger than any it handed out as complete: the contract wants "
+                "complete=False (or None)"
+            )
 
     def test_change_feed_misses_nothing_while_threads_write(self, backend: KnowledgeBackend, twin: Twin) -> None:
         self.require("change_feed")
@@ -539,6 +576,110 @@ class KnowledgeBackendTests:
         rows = _rows(twin(cache, "vectors_for", items))
         assert embedder.texts == ["kilo lima"], "a discarded vector must be embedded again, the other kept"
         assert rows[0] == pytest.approx(embedder.unit("kilo lima"), abs=1e-5)
+
+    def test_an_edited_text_gets_its_new_vector(
+        self, backend: KnowledgeBackend, opener: Callable[[], KnowledgeBackend], twin: Twin
+    ) -> None:
+        """Vectors are kept by text, not by key: when the text under a key changes (a note was
+        edited), :meth:`~VectorCache.vectors_for` answers the new text's vector, and :meth:`~VectorCache.kept`
+        has it under :meth:`~VectorCache.digest_of` the new text; the same through a reopened
+        store (``durable``). The engines ask again after every edit, with the same key."""
+        key, other = "knowledge/alice_a.md#0", "knowledge/alice_b.md#0"
+
+        def check(store: KnowledgeBackend, old: str, new: str) -> None:
+            embedder = WordEmbedder("kit-edits")
+            cache = store.vector_cache(embedder)
+            twin(cache, "vectors_for", [(key, old)])
+            rows = _rows(twin(cache, "vectors_for", [(key, new), (other, old)]))
+            assert rows[0] == pytest.approx(embedder.unit(new), abs=1e-5), (
+                "vectors_for answered the vector of the key's old text after the text changed: vectors are "
+                "kept by text (digest_of), and a key's text may change with every edit of its note"
+            )
+            assert rows[1] == pytest.approx(embedder.unit(old), abs=1e-5)
+            kept = cache.kept([cache.digest_of(new), cache.digest_of(old)])
+            assert kept is not None, "kept() lost a vector vectors_for had just kept"
+            assert _rows(kept) == [
+                pytest.approx(embedder.unit(new), abs=1e-5),
+                pytest.approx(embedder.unit(old), abs=1e-5),
+            ], "kept(digests) must answer each digest's own vector, in the order asked"
+
+        check(backend, "apple apple cherry", "golf hotel")
+        if "durable" in self.capabilities:
+            twin(backend, "close")
+            reopened = opener()
+            try:
+                check(reopened, "golf hotel", "kilo lima india")
+            finally:
+                reopened.close()
+
+    def test_kept_vectors_are_found_by_digest_in_the_order_asked(self, backend: KnowledgeBackend, twin: Twin) -> None:
+        """What a hybrid query trusts without the texts: :meth:`~VectorCache.digest_of` names a text
+        the same way in every cache of the model (and two texts apart), :meth:`~VectorCache.kept`
+        answers one row per digest in the order asked (duplicates included) or ``None`` when one is
+        not kept, and :meth:`~VectorCache.discard_kept` deletes them and says how many it had."""
+        embedder = WordEmbedder("kit-kept")
+        cache = backend.vector_cache(embedder)
+        texts = ["apple banana", "cherry delta", "echo fox", "golf hotel", "india juliet"]
+        twin(cache, "vectors_for", [(f"knowledge/alice_k{i}.md#0", text) for i, text in enumerate(texts)])
+        digests = [cache.digest_of(text) for text in texts]
+        assert len(set(digests)) == len(texts), "digest_of gave two different texts one digest"
+        other = backend.vector_cache(WordEmbedder("kit-kept"))
+        assert [other.digest_of(text) for text in texts] == digests, "digest_of differs between caches of one model"
+        order = [4, 0, 3, 0, 1, 2]
+        kept = cache.kept([digests[i] for i in order])
+        assert kept is not None, "kept() does not find vectors kept under digest_of of their texts"
+        assert _rows(kept) == [pytest.approx(embedder.unit(texts[i]), abs=1e-5) for i in order], (
+            "kept(digests) must answer row i for digests[i], in the order asked (duplicates included)"
+        )
+        assert cache.kept([digests[0], cache.digest_of("not kept")]) is None, "kept() answered for a digest never kept"
+        assert cache.discard_kept([digests[1], digests[1]]) == 1, "discard_kept must say how many it had"
+        assert cache.kept([digests[1]]) is None, "discard_kept left the vector kept"
+        assert cache.discard_kept([digests[1]]) == 0
+
+    def test_no_items_ask_no_embedder(self, backend: KnowledgeBackend, twin: Twin) -> None:
+        """``vectors_for([])`` and ``kept([])`` answer an empty matrix (no rows; its width is not
+        specified) without calling the embedder; ``discard([])`` and ``discard_kept([])`` answer 0."""
+        embedder = WordEmbedder("kit-empty")
+        cache = backend.vector_cache(embedder)
+        empty = np.asarray(twin(cache, "vectors_for", []))
+        assert empty.ndim == 2, f"vectors_for([]) must answer a matrix with no rows, got shape {empty.shape}"
+        assert empty.shape[0] == 0, f"vectors_for([]) must answer no rows, got shape {empty.shape}"
+        assert embedder.texts == [], "vectors_for([]) called the embedder"
+        kept = cache.kept([])
+        assert kept is not None, "kept([]) must answer an empty matrix: nothing asked is missing"
+        assert np.asarray(kept).shape[0] == 0, "kept([]) must answer no rows"
+        assert (cache.discard([]), cache.discard_kept([])) == (0, 0)
+
+    def test_a_name_that_would_leave_the_store_is_refused_or_kept_opaque(
+        self, backend: KnowledgeBackend, twin: Twin
+    ) -> None:
+        """A category, note or blob name with ``..``, a separator or an absolute path is refused
+        with :class:`~local_ai_memory.PathEscapeError` before anything is written (a store of
+        paths), or kept as an opaque key and read back under that exact name (a database):
+        never another error, and never a write outside the store."""
+        for category, name, blob in (
+            ("knowledge", "../alice_x.md", "../../escaped"),
+            ("..", "alice_x.md", "/etc/escaped"),
+            ("knowledge", "a/alice_x.md", ".bm25/../../escaped"),
+        ):
+            for what, write, read in (
+                (
+                    f"write_note({category!r}, {name!r})",
+                    ("write_note", category, name, b"x"),
+                    ("read_note", category, name),
+                ),
+                (f"write_blob({blob!r})", ("write_blob", blob, b"x"), ("read_blob", blob)),
+            ):
+                try:
+                    twin(backend, *write)
+                except PathEscapeError:
+                    continue
+                except Exception as exc:
+                    raise AssertionError(
+                        f"{what} raised {type(exc).__name__}: a name that would leave the store is refused with "
+                        "PathEscapeError, or (a store without paths) kept as an opaque key"
+                    ) from None
+                assert twin(backend, *read) == b"x", f"{what} was accepted but does not read back under that name"
 
     def test_a_bad_embedder_answer_is_refused(self, backend: KnowledgeBackend, twin: Twin) -> None:
         cache = backend.vector_cache(_NaNEmbedder("kit-nan"))
@@ -704,6 +845,15 @@ class KnowledgeBackendTests:
         assert answers["alice"] == ([], []), "after a restart, the search of a user being forgotten found notes"
         assert len(answers["bob"][0]) == len(answers["bob"][1]) == 3
 
+    def test_confirmed_writes_survive_a_killed_writer(
+        self, backend: KnowledgeBackend, opener: Callable[[], KnowledgeBackend], twin: Twin, tmp_path: Path
+    ) -> None:
+        """A writer process killed (SIGKILL) at random points of its writes loses none it had
+        confirmed (notes, blob appends, update_note), and its crash damages nothing stored before."""
+        self.require("durable")
+        mode: Mode = "async" if twin.mode == "async" else "sync"
+        assert kill_rounds(opener, "knowledge", mode, tmp_path / "kills", check_knowledge) >= KILLS
+
     def test_update_note_is_an_atomic_read_modify_write(self, backend: KnowledgeBackend, twin: Twin) -> None:
         name = _note("alice", "counter")
         seen: list[bytes | None] = []
@@ -863,7 +1013,12 @@ class KnowledgeBackendTests:
         ]
         barrier.release()
         assert [finish(child) for child in children] == [count] * parties
-        assert twin(backend, "read_note", "knowledge", note) == str(parties * count).encode()
+        found = twin(backend, "read_note", "knowledge", note)
+        assert found == str(parties * count).encode(), (
+            f"update_note lost updates across processes: {parties} processes made {parties * count} increments, "
+            f"the note says {found!r}; a backend shared by processes must override update_note (and "
+            "delete_note_if) with a lock every process shares: the contract's default holds one process only"
+        )
 
     @pytest.mark.parametrize("engine", [False, True], ids=["contract", "engine"])
     def test_processes_racing_a_compare_and_swap_have_one_winner(

@@ -23,7 +23,7 @@ from local_ai_memory._contracts.runtime import Erasure, RuntimeBackend, Scope
 from local_ai_memory._shared.records import StoredMessage
 from local_ai_memory.testing._calls import Calls, Mode
 
-__all__ = ["TASKS", "Opener", "Workers"]
+__all__ = ["TASKS", "Opener", "Workers", "process_context"]
 
 Opener = Callable[[], RuntimeBackend]
 """A picklable callable that opens the store under test (e.g. ``functools.partial(MyBackend, path)``)."""
@@ -37,21 +37,35 @@ def _scope(args: Sequence[Any]) -> Scope:
     return Scope.of(args[0], args[1])
 
 
+_CHANGE_PAUSE = 0.001
+"""Seconds a racing state change takes: the window between a read and its write, which an
+update without a lock shared by every process loses another process's update in."""
+
+
 def _bump_state(api: Calls, backend: RuntimeBackend, index: int, args: Sequence[Any], barrier: Any) -> None:
-    """Read-modify-write the state ``rounds`` times: a counter, and one key of its own each round."""
+    """Read-modify-write the state ``rounds`` times, every worker's round starting together
+    (the barrier) and each change taking :data:`_CHANGE_PAUSE`: a counter, and one key of its
+    own each round. Without a cross-process lock, the workers read the same state nearly every
+    round and all but one update is lost."""
     scope, rounds = _scope(args), int(args[2])
-    barrier.wait(_START_TIMEOUT)
+
+    def bump(state: dict[str, Any], key: str) -> dict[str, Any]:
+        time.sleep(_CHANGE_PAUSE)
+        return {**state, "n": state.get("n", 0) + 1, key: True}
+
     for number in range(rounds):
-        mine = f"p{index}-{number}"
-        api.update_state(scope, lambda state, key=mine: {**state, "n": state.get("n", 0) + 1, key: True})
+        barrier.wait(_START_TIMEOUT)
+        api.update_state(scope, lambda state, key=f"p{index}-{number}": bump(state, key))
 
 
 def _append_messages(api: Calls, backend: RuntimeBackend, index: int, args: Sequence[Any], barrier: Any) -> list[int]:
-    """Append ``rounds`` messages one call at a time; return the numbers given."""
+    """Append ``rounds`` messages one call at a time, every worker's round starting together
+    (the barrier), so a number read outside the write's lock is read by several at once; return
+    the numbers given."""
     scope, rounds = _scope(args), int(args[2])
-    barrier.wait(_START_TIMEOUT)
     numbers: list[int] = []
     for number in range(rounds):
+        barrier.wait(_START_TIMEOUT)
         numbers += api.append_messages(scope, [StoredMessage(role="user", content=f"{index}:{number}")])
     return numbers
 
@@ -140,13 +154,14 @@ def _child(opener: Opener, task: str, index: int, mode: Mode, args: Sequence[Any
         out.put((index, False, traceback.format_exc()))
 
 
-def _context() -> Any:
+def process_context() -> Any:
     """``forkserver`` where there is one (a fresh interpreter, started once, that forks each
-    worker with this module already imported: workers start in milliseconds), else ``spawn``."""
+    worker with the kit's process modules already imported: workers start in milliseconds),
+    else ``spawn``."""
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([__name__])
+    context.set_forkserver_preload([__name__, "local_ai_memory.testing._kill"])
     return context
 
 
@@ -154,7 +169,7 @@ class Workers:
     """``count`` processes running ``task`` against the store ``opener`` opens, started together."""
 
     def __init__(self, opener: Opener, task: str, count: int, mode: Mode, args: Sequence[Any] = ()) -> None:
-        context = _context()
+        context = process_context()
         self._out = context.Queue()
         # Kept here: a started Process drops its arguments, and a collected barrier unlinks its
         # semaphores before slow-starting children could attach to them.

@@ -24,7 +24,8 @@ does not list in :attr:`RuntimeBackendTests.capabilities` is skipped, with the r
   read-modify-write, the message numbering and :meth:`RuntimeBackend.locked` then hold across
   them. Tested with real processes (``multiprocessing`` spawn) started together at a barrier.
 * ``"durable"``: the store outlives the process: data, and pending erasures, are there after
-  a close and a reopen (checked from a fresh process).
+  a close and a reopen (checked from a fresh process), and a writer process killed (SIGKILL)
+  at random points of its writes loses no write that had returned (:mod:`._kill`).
 
 Both need the ``opener`` fixture: a picklable callable (a class or module-level function,
 possibly in a :func:`functools.partial`) that opens the SAME store again, here or in a child
@@ -33,7 +34,10 @@ process.
 The races are sized to fail every run when a lock is missing, not once in a while: threads
 and processes start together behind a barrier, and thread races run for a second with a tiny
 interpreter switch interval (:func:`sys.setswitchinterval`), so threads interleave inside any
-unguarded read-modify-write, many times over.
+unguarded read-modify-write, many times over. The process races on the message numbering and
+the state go in lockstep (every process waits at a barrier before each round) and a state
+change takes a millisecond, so a number or a state read outside a lock all processes share is
+read by several of them in most rounds.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ import os
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -54,6 +59,8 @@ from local_ai_memory._contracts.runtime import Erasure, PlanSteps, RuntimeBacken
 from local_ai_memory._shared.errors import InvalidInputError, RecordNotFoundError
 from local_ai_memory._shared.records import StoredMessage
 from local_ai_memory.testing._calls import MODES, Calls, Mode
+from local_ai_memory.testing._clock import assert_wall_clock
+from local_ai_memory.testing._kill import KILLS, check_runtime, kill_rounds
 from local_ai_memory.testing._processes import Opener, Workers
 
 __all__ = ["CROSS_PROCESS", "DURABLE", "RUNTIME_CAPABILITIES", "RuntimeBackendTests"]
@@ -82,7 +89,11 @@ _RACERS = min(32, (os.cpu_count() or 1) + 4) + 2
 _RACE_SECONDS = 1.0
 _MIN_ROUNDS = 50  # per thread, however slow the backend
 _MAX_ROUNDS = 20_000  # per thread, to bound what is stored
-_PROCESS_ROUNDS = 300  # per process
+_PROCESS_ROUNDS = 300  # per process, where processes race freely
+# The numbering and state races: this many processes, in lockstep (a barrier before every
+# round), so an unguarded read-modify-write is hit in most rounds, not once in a while.
+_LOCKSTEP_PROCESSES = 3
+_LOCKSTEP_ROUNDS = 30
 
 
 @contextlib.contextmanager
@@ -214,16 +225,17 @@ class RuntimeBackendTests:
         api.append_messages(scope, [_message(text)])
 
     def assert_empty(self, api: Calls, scope: Scope) -> None:
-        """``scope`` reads as empty at every level."""
-        assert api.get_state(scope) == {}
-        assert api.get_working_memory(scope) == ""
-        assert api.get_plans(scope) == {}
-        assert api.get_plan_steps(scope, "p") == []
+        """``scope`` reads as empty at every level (deleted, never written, or under a pending erasure)."""
+        rule = f"{scope.describe()} must read as empty (deleted, or covered by a pending erasure), but"
+        assert api.get_state(scope) == {}, f"{rule} get_state returned {api.get_state(scope)!r}"
+        assert api.get_working_memory(scope) == "", f"{rule} get_working_memory returned text"
+        assert api.get_plans(scope) == {}, f"{rule} get_plans returned {sorted(api.get_plans(scope))}"
+        assert api.get_plan_steps(scope, "p") == [], f"{rule} get_plan_steps returned steps"
         hidden = api.read_plan_steps(scope, "p")
-        assert (hidden.steps, hidden.restarted) == ([], True)
-        assert api.list_tool_results(scope) == {}
-        assert api.count_tool_results(scope) == 0
-        assert api.get_messages(scope) == []
+        assert (hidden.steps, hidden.restarted) == ([], True), f"{rule} read_plan_steps returned steps"
+        assert api.list_tool_results(scope) == {}, f"{rule} list_tool_results lists results"
+        assert api.count_tool_results(scope) == 0, f"{rule} count_tool_results is not 0"
+        assert api.get_messages(scope) == [], f"{rule} get_messages returned messages"
         with pytest.raises(RecordNotFoundError):
             api.load_tool_result(scope, f"r-{scope.key}")
 
@@ -231,29 +243,42 @@ class RuntimeBackendTests:
 
     @_requires(CROSS_PROCESS)
     def test_processes_lose_no_state_update(self, opener: Opener, mode: Mode) -> None:
-        scope = Scope.of("shared", "s1")
+        scope, count, rounds = Scope.of("shared", "s1"), _LOCKSTEP_PROCESSES, _LOCKSTEP_ROUNDS
         with _opened(opener) as backend:
             backend.update_state(scope, lambda state: {"n": 0})
-            Workers(opener, "bump_state", 2, mode, ("shared", "s1", _PROCESS_ROUNDS)).results()
+            Workers(opener, "bump_state", count, mode, ("shared", "s1", rounds)).results()
             state = backend.get_state(scope)
-        assert state["n"] == 2 * _PROCESS_ROUNDS, "concurrent read-modify-writes of two processes lost updates"
+        assert state.get("n") == count * rounds, (
+            f"update_state lost updates across processes: {count} processes made {count * rounds} read-modify-"
+            f"writes, the counter says {state.get('n')}; the contract wants a lock every process shares "
+            "(a transaction, a file lock), not one of this process"
+        )
         assert {key for key in state if key != "n"} == {
-            f"p{index}-{number}" for index in range(2) for number in range(_PROCESS_ROUNDS)
-        }
+            f"p{index}-{number}" for index in range(count) for number in range(rounds)
+        }, "update_state lost keys another process added"
 
     @_requires(CROSS_PROCESS)
     def test_processes_get_unique_gap_free_message_numbers(self, opener: Opener, mode: Mode) -> None:
-        scope = Scope.of("shared", "s1")
+        scope, count, rounds = Scope.of("shared", "s1"), _LOCKSTEP_PROCESSES, _LOCKSTEP_ROUNDS
         with _opened(opener) as backend:
-            given = Workers(opener, "append_messages", 2, mode, ("shared", "s1", _PROCESS_ROUNDS)).results()
+            given = Workers(opener, "append_messages", count, mode, ("shared", "s1", rounds)).results()
             stored = backend.get_messages(scope)
         numbers = sorted(number for mine in given for number in mine)
-        assert numbers == list(range(2 * _PROCESS_ROUNDS)), "message numbers repeat or skip across processes"
-        assert all(mine == sorted(mine) for mine in given)
-        assert [message.seq for message in stored] == list(range(2 * _PROCESS_ROUNDS))
+        repeated = sorted(number for number, times in Counter(numbers).items() if times > 1)
+        assert numbers == list(range(count * rounds)), (
+            f"append_messages gave numbers that repeat or skip across processes (repeated: {repeated[:10]}): "
+            "the contract wants consecutive, unique numbers however many processes append, so the next "
+            "number must be read and taken under one lock every process shares"
+        )
+        assert all(mine == sorted(mine) for mine in given), "one process's appends got numbers out of order"
+        assert [message.seq for message in stored] == list(range(count * rounds)), (
+            "get_messages does not hold every appended message, numbered 0.. without gaps"
+        )
         for index, mine in enumerate(given):
             by_seq = {message.seq: message.content for message in stored}
-            assert [by_seq[number] for number in mine] == [f"{index}:{n}" for n in range(_PROCESS_ROUNDS)]
+            assert [by_seq[number] for number in mine] == [f"{index}:{n}" for n in range(rounds)], (
+                "a message is stored under another append's number"
+            )
 
     @_requires(CROSS_PROCESS)
     def test_processes_pop_each_message_once(self, opener: Opener, mode: Mode) -> None:
@@ -334,7 +359,10 @@ class RuntimeBackendTests:
         assert seen["listed"] == [("bob_admin", "s1")]
         with _opened(opener) as backend:
             backend.end_erasure(Erasure("bob"))  # nothing was deleted: the data shows again
-            assert backend.get_state(Scope.of("bob", "s1"))["owner"] == "bob"
+            assert backend.get_state(Scope.of("bob", "s1")).get("owner") == "bob", (
+                "after end_erasure (nothing deleted) the scope's state must read again: a pending erasure "
+                "hides data, ending it without deleting shows it again"
+            )
 
     @_requires(DURABLE)
     def test_erasure_order_survives_a_restart(self, opener: Opener, mode: Mode) -> None:
@@ -343,6 +371,12 @@ class RuntimeBackendTests:
             Workers(opener, "begin_erasures", 1, mode, begun).results()
         with _opened(opener) as backend:
             assert backend.pending_erasures() == [Erasure(user, session) for user, session in begun]
+
+    @_requires(DURABLE)
+    def test_confirmed_writes_survive_a_killed_writer(self, opener: Opener, mode: Mode, tmp_path: Path) -> None:
+        """A writer process killed (SIGKILL) at random points of its writes loses none it had
+        confirmed, and its crash damages nothing stored before (see :mod:`._kill`)."""
+        assert kill_rounds(opener, "runtime", mode, tmp_path / "kills", check_runtime) >= KILLS
 
     # -- the scope lock -------------------------------------------------------------------
 
@@ -526,10 +560,13 @@ class RuntimeBackendTests:
         # Emptied and written anew, longer than before: the old cursor reads the new log whole.
         api.clear_plan_steps(scope, "p1")
         gone = api.read_plan_steps(scope, "p1", third.cursor)
-        assert (gone.steps, gone.restarted) == ([], True)
+        assert (gone.steps, gone.restarted) == ([], True), "an emptied log must read as [] with restarted=True"
         assert api.append_plan_steps(scope, "p1", [{"n": 10 + n} for n in range(8)]) is True
         again = api.read_plan_steps(scope, "p1", third.cursor)
-        assert ([step["n"] for step in again.steps], again.restarted) == (list(range(10, 18)), True)
+        assert ([step["n"] for step in again.steps], again.restarted) == (list(range(10, 18)), True), (
+            "a cursor from before clear_plan_steps was read on into the new log: a cursor this log never "
+            "handed out must read the whole log with restarted=True"
+        )
         assert api.read_plan_steps(scope, "other").steps == []
 
     def test_step_bytes_values_come_back_exactly(self, api: Calls) -> None:
@@ -692,6 +729,28 @@ class RuntimeBackendTests:
         with pytest.raises(RecordNotFoundError):
             api.load_tool_result(scope, "r1")
 
+    def test_count_of_tool_results_follows_saves_and_deletes(self, api: Calls) -> None:
+        """``count_tool_results`` is what retention's ``max_count`` trusts: it equals the number of
+        results ``list_tool_results`` lists after saves, a save replacing an id, and deletes."""
+        scope = Scope.of("alice", "s1")
+
+        def agree(when: str, expected: int) -> None:
+            counted, listed = api.count_tool_results(scope), len(api.list_tool_results(scope))
+            assert counted == listed == expected, (
+                f"count_tool_results says {counted} {when}, list_tool_results lists {listed}, {expected} are "
+                "stored: the count must be the number of results the scope owns (retention prunes by it)"
+            )
+
+        for number in range(4):
+            api.save_tool_result(scope, f"r{number}", _output(f"r{number}", "x"))
+        agree("after four saves", 4)
+        api.save_tool_result(scope, "r1", _output("r1", "replaced"))
+        agree("after a save that replaced an id", 4)
+        api.delete_tool_results(scope, ["r0", "r2", "missing"])
+        agree("after two deletes", 2)
+        api.delete_tool_results(scope, ["r1", "r3"])
+        agree("after every result was deleted", 0)
+
     # -- messages -----------------------------------------------------------------------
 
     def test_messages_round_trip_with_gap_free_numbers(self, api: Calls) -> None:
@@ -837,10 +896,44 @@ class RuntimeBackendTests:
         for name, write in levels.items():
             write(Scope.of(name, "s"))
         listed = {info.scope.user_id: info for info in api.list_scopes()}
-        assert sorted(listed) == sorted(levels)
+        assert sorted(listed) == sorted(levels), (
+            f"list_scopes lists {sorted(listed)}: a scope holds data when it has a state, working memory, a plan, "
+            f"a tool result or a message ({sorted(levels)}), and reads or a step log alone do not count"
+        )
         assert listed["result"].size >= api.list_tool_results(Scope.of("result", "s"))["r1"].size
         assert listed["working"].size >= len("wörk".encode())
         assert all(info.size >= 0 and info.modified > 0 for info in listed.values())
+
+    def test_times_are_wall_clock_seconds_since_the_epoch(self, api: Calls) -> None:
+        """A result's save time and a scope's last change are ``time.time()`` of the write: retention
+        compares save times with ``time.time()``, ``show`` and ``sessions`` print them as dates."""
+        scope = Scope.of("alice", "s1")
+        before = time.time()
+        api.save_tool_result(scope, "r1", _output("r1", "x"))
+        api.update_state(scope, lambda state: {"k": 1})
+        after = time.time()
+        saved = api.list_tool_results(scope)["r1"].saved_at
+        assert_wall_clock(saved, before, after, "list_tool_results(scope)[id].saved_at (when the result was saved)")
+        [info] = api.list_scopes()
+        assert_wall_clock(info.modified, before, after, "list_scopes()[i].modified (the scope's last change)")
+
+    def test_a_cursor_of_another_log_reads_the_whole_log(self, api: Calls) -> None:
+        """A cursor handed out for another plan's or scope's log is not this log's: reading on from
+        it gives the whole log, ``restarted``, never the steps after a position it does not name."""
+        scope, other = Scope.of("alice", "s1"), Scope.of("alice", "s2")
+        api.append_plan_steps(scope, "p1", [{"n": n} for n in range(5)])
+        api.append_plan_steps(scope, "p2", [{"n": 10 + n} for n in range(2)])  # shorter: its cursor points inside p1
+        api.append_plan_steps(other, "p1", [{"n": 20 + n} for n in range(8)])  # longer: past p1's end
+        for label, foreign in (
+            ("another plan's", api.read_plan_steps(scope, "p2").cursor),
+            ("another scope's", api.read_plan_steps(other, "p1").cursor),
+        ):
+            found = api.read_plan_steps(scope, "p1", foreign)
+            assert (found.restarted, [step.get("n") for step in found.steps]) == (True, list(range(5))), (
+                f"read_plan_steps trusted {label} cursor: a cursor this log never handed out must read the "
+                f"whole log with restarted=True, got {[step.get('n') for step in found.steps]} "
+                f"(restarted={found.restarted})"
+            )
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -857,7 +950,10 @@ class RuntimeBackendTests:
         assert api.delete_scope(gone) == 0
         assert api.delete_scope(Scope.of("never", "s")) == 0
         for scope in kept:
-            assert api.get_state(scope)["owner"] == scope.user_id
+            assert api.get_state(scope).get("owner") == scope.user_id, (
+                f"delete_scope of {gone.describe()} changed the state of {scope.describe()}: it must delete "
+                "that scope only (keys compared whole: bob is not bob_admin, s1 is not s1_x)"
+            )
             assert list(api.list_tool_results(scope)) == [f"r-{scope.key}"]
             assert len(api.get_messages(scope)) == 1
             assert _as_written(api.get_plan_steps(scope, "p"), [{"n": 1, "text": "x"}]) == [{"n": 1, "text": "x"}]
@@ -879,23 +975,48 @@ class RuntimeBackendTests:
         with_erased = {(info.scope.user_id, info.scope.session_id) for info in api.list_scopes(include_erased=True)}
         assert {("bob", "s1"), ("bob", "s2")} <= with_erased
         for other in (Scope.of("bob_admin", "s1"), Scope.of("bo", "s1")):
-            assert api.get_state(other)["owner"] == other.user_id
-            assert api.load_tool_result(other, f"r-{other.key}")["id"] == f"r-{other.key}"
+            assert api.get_state(other).get("owner") == other.user_id, (
+                f"an erasure of user 'bob' hid the state of {other.describe()}: an erasure covers its own "
+                "user's scopes only (user ids compared whole)"
+            )
+            assert api.load_tool_result(other, f"r-{other.key}").get("id") == f"r-{other.key}"
         api.begin_erasure(whole_user)  # beginning again keeps one record
         assert api.pending_erasures() == [whole_user]
         api.end_erasure(whole_user)
         api.end_erasure(whole_user)  # ending twice is harmless
         assert api.pending_erasures() == []
-        assert api.get_state(Scope.of("bob", "s1"))["owner"] == "bob"  # nothing was deleted yet
+        assert api.get_state(Scope.of("bob", "s1")).get("owner") == "bob", (
+            "after end_erasure (nothing deleted yet) the scope's state must read again"
+        )
 
         one_session = Erasure("bob", "s2")
         api.begin_erasure(one_session)
         self.assert_empty(api, Scope.of("bob", "s2"))
-        assert api.get_state(Scope.of("bob", "s1"))["owner"] == "bob"
+        assert api.get_state(Scope.of("bob", "s1")).get("owner") == "bob", (
+            "an erasure of one session ('bob', 's2') hid another session of the user"
+        )
         assert [info.scope.key for info in api.list_scopes()] == sorted(
             Scope.of(*pair).key for pair in [("bob", "s1"), ("bob_admin", "s1"), ("bo", "s1")]
         )
         api.end_erasure(one_session)
+
+    def test_a_write_under_a_pending_erasure_is_kept_hidden(self, api: Calls) -> None:
+        """A write to a scope a pending erasure covers is accepted (never an error), stays hidden
+        like the rest of the scope while the erasure is pending, and reads again once it ends
+        without a delete (the erasure's own deletes remove it with the rest)."""
+        scope = Scope.of("bob", "s1")
+        api.begin_erasure(Erasure("bob"))
+        api.update_state(scope, lambda state: {**state, "late": True})
+        api.append_messages(scope, [_message("late")])
+        api.save_tool_result(scope, "late", _output("late", "late"))
+        self.assert_empty(api, scope)
+        assert api.list_scopes() == [], "a scope written under a pending erasure was listed"
+        api.end_erasure(Erasure("bob"))
+        assert api.get_state(scope) == {"late": True}, (
+            "a write made under a pending erasure was lost: it is stored, hidden until the erasure ends"
+        )
+        assert [message.content for message in api.get_messages(scope)] == ["late"]
+        assert api.count_tool_results(scope) == 1
 
     def test_pending_erasures_are_listed_oldest_first(self, api: Calls) -> None:
         begun = [Erasure("zoe"), Erasure("adam", "s2"), Erasure("mia"), Erasure("adam"), Erasure("bob", "a")]

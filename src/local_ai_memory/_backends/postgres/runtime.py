@@ -263,20 +263,20 @@ class PostgresRuntimeBackend(PgStorage, RuntimeBackend):
 
     def _read_steps(self, scope: Scope, plan_id: str, cursor: str | None) -> Op[PlanSteps]:
         """From the last step read on (``id >= cursor``): step ids are never reused and a log is only
-        ever deleted whole, so while that step is still there nothing before it changed, and once
-        it is gone every remaining step is of the log begun anew."""
+        ever deleted whole, so while that step is still there nothing before it changed. When it
+        is not in this log (the log begun anew, or a cursor of another log or store), the whole
+        log is read again: the steps after a foreign id are not this log's news."""
         u, s = _ids(scope)
         head, _, number = (cursor or "").partition(":")
         after = int(number) if head == "pg" and number.isdigit() else 0
-        rows = yield Stmt(
-            self.db.q(
-                "SELECT id, body FROM {s}.plan_steps WHERE user_id = %s AND session_id = %s AND plan_id = %s"
-                f" AND id >= %s AND {_VISIBLE} ORDER BY id"
-            ),
-            (u, s, plan_id, after, u, s),
-            "all",
+        query = self.db.q(
+            "SELECT id, body FROM {s}.plan_steps WHERE user_id = %s AND session_id = %s AND plan_id = %s"
+            f" AND id >= %s AND {_VISIBLE} ORDER BY id"
         )
+        rows = yield Stmt(query, (u, s, plan_id, after, u, s), "all")
         continued = bool(rows) and after > 0 and rows[0][0] == after
+        if after > 0 and not continued:
+            rows = yield Stmt(query, (u, s, plan_id, 0, u, s), "all")
         found = rows[1:] if continued else rows
         last = rows[-1][0] if rows else 0
         return PlanSteps([_unpack_step(row[1]) for row in found], f"pg:{last}", not continued)
