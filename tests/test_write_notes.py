@@ -51,15 +51,11 @@ def _open(where: dict[str, Any]) -> Memory:
     return Memory(MemoryConfig(**where["config"]))
 
 
-FRESH = textwrap.dedent(
-    """
-    import json, sys, threading
-    from local_ai_memory import Memory, MemoryConfig
-    from local_ai_memory._knowledge.index import KnowledgeIndex
-    config, users, count = json.loads(sys.argv[1]), sys.argv[2].split(","), int(sys.argv[3])
-    memory = Memory(MemoryConfig(**config))
+def check_users(memory: Memory, users: list[str], count: int) -> dict[str, list[str]]:
+    """The notes ``n0``..``n{count-1}`` of each user that the stored index (as a new host loads
+    it, before any query) lacks, and those a search of their token does not find."""
+    out: dict[str, list[str]] = {"unindexed": [], "unfound": []}
     backend = memory.knowledge.store.backend
-    out = {"unindexed": [], "unfound": []}
     for user in users:
         stored = KnowledgeIndex(backend, ("knowledge",), threading.RLock(), user).load_stored()
         entries = stored[0] if stored is not None else {}
@@ -69,33 +65,32 @@ FRESH = textwrap.dedent(
                 out["unindexed"].append(name)
             if [h.filename for h in memory.knowledge.search(f"tok{user}{n}x", user, k=3)] != [name]:
                 out["unfound"].append(name)
-    memory.close()
-    print(json.dumps(out))
+    return out
+
+
+FRESH = textwrap.dedent(
+    """
+    import json, sys
+    sys.path.insert(0, sys.argv[4])
+    from test_write_notes import check_users
+    from local_ai_memory import Memory, MemoryConfig
+    config, users, count = json.loads(sys.argv[1]), sys.argv[2].split(","), int(sys.argv[3])
+    with Memory(MemoryConfig(**config)) as memory:
+        print(json.dumps(check_users(memory, users, count)))
     """
 )
 
 
 def _fresh_check(where: dict[str, Any], users: list[str], count: int) -> dict[str, list[str]]:
-    """In a new process (in memory: a new ``Memory`` on the same backend): the notes each user's
-    stored index lacks, and the notes a search of their token does not find."""
+    """:func:`check_users` in a new process (in memory: a new ``Memory`` on the same backend)."""
     import json
 
     if where["kind"] == "memory":
-        memory = _open(where)
-        out: dict[str, list[str]] = {"unindexed": [], "unfound": []}
-        for user in users:
-            stored = KnowledgeIndex(where["backend"], ("knowledge",), threading.RLock(), user).load_stored()
-            entries = stored[0] if stored is not None else {}
-            for n in range(count):
-                name = f"{user}_n{n}.md"
-                if ("knowledge", name) not in entries:
-                    out["unindexed"].append(name)
-                if [h.filename for h in memory.knowledge.search(f"tok{user}{n}x", user, k=3)] != [name]:
-                    out["unfound"].append(name)
-        return out
+        return check_users(_open(where), users, count)
     env = {**os.environ, "PYTHONPATH": SRC}
+    here = str(Path(__file__).resolve().parent)
     done = subprocess.run(
-        [sys.executable, "-c", FRESH, json.dumps(where["config"]), ",".join(users), str(count)],
+        [sys.executable, "-c", FRESH, json.dumps(where["config"]), ",".join(users), str(count), here],
         capture_output=True,
         text=True,
         env=env,
