@@ -22,7 +22,7 @@ import asyncio
 import functools
 import os
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 from types import TracebackType
@@ -373,6 +373,18 @@ class Knowledge:
             self._change(path, expected_hash, lambda _current: text)
         return path.rpartition("/")[2]
 
+    def write_notes(self, user_id: str, notes: Mapping[str, str], *, category: str | None = None) -> list[str]:
+        """Store many notes of ``user_id`` at once (``{name: text}``), indexed at once; return
+        their file names in the order given. What a service uses to load a new tenant.
+
+        The same naming and text rules as :meth:`write_note`, checked for every note before
+        any is written: one bad name or text refuses the whole batch. On PostgreSQL the notes
+        are one transaction and one statement; on every backend the user's index is written
+        once for the batch (one journal append, or one snapshot), not once per note."""
+        paths = [self._path(user_id, name, category) for name in notes]
+        self.store.write_files(zip(paths, notes.values(), strict=True))
+        return [path.rpartition("/")[2] for path in paths]
+
     def edit_note(
         self,
         user_id: str,
@@ -592,6 +604,7 @@ class Knowledge:
     aremember_conversation = thread_twin(remember_conversation)
     arecall = thread_twin(recall)
     awrite_note = thread_twin(write_note)
+    awrite_notes = thread_twin(write_notes)
     aedit_note = thread_twin(edit_note)
     ainsert_into_note = thread_twin(insert_into_note)
     aread_note = thread_twin(read_note)

@@ -37,7 +37,7 @@ from __future__ import annotations
 import os
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
@@ -330,6 +330,15 @@ class KnowledgeBackend(ABC):
     def write_note(self, category: str, name: str, data: bytes) -> NoteInfo:
         """Create or replace a note atomically (readers see the old or the new bytes, never a mix)."""
 
+    def write_notes(self, category: str, notes: Mapping[str, bytes]) -> dict[str, NoteInfo]:
+        """:meth:`write_note` of many notes of ``category`` (``{name: data}``); return each one's
+        :class:`NoteInfo` by name. How a service loads a new tenant or a migration.
+
+        Each note is written atomically as by :meth:`write_note`. The default writes them one by
+        one (files: an atomic write each; a crash keeps the ones written before it); a database
+        overrides it with one transaction for all of them (a crash stores all or none)."""
+        return {name: self.write_note(category, name, data) for name, data in notes.items()}
+
     def update_note(self, category: str, name: str, change: Callable[[bytes | None], bytes]) -> tuple[bytes, NoteInfo]:
         """Read-modify-write one note atomically; return the bytes written and their :class:`NoteInfo`.
 
@@ -550,6 +559,7 @@ class KnowledgeBackend(ABC):
     # -- async twins: the sync method in a worker thread; a natively async backend overrides them --
     aread_note = thread_twin(read_note)
     awrite_note = thread_twin(write_note)
+    awrite_notes = thread_twin(write_notes)
     adelete_note = thread_twin(delete_note)
     aupdate_note = thread_twin(update_note)
     awrite_note_with = thread_twin(write_note_with)

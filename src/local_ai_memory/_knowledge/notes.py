@@ -409,8 +409,9 @@ class KnowledgeNotes:
         except UnicodeDecodeError:
             raise UnsupportedFormatError(f"{shown} is not UTF-8 text") from None
 
-    def write_file(self, path: str | os.PathLike[str], content: str) -> Path:
-        """Write ``content`` atomically; a knowledge file is indexed right away. Returns the path."""
+    def _checked_note(self, path: str | os.PathLike[str], content: str) -> tuple[str, str, bytes]:
+        """``(category, name, bytes)`` of a note to write at ``path``, or :class:`InvalidInputError`
+        (what :meth:`write_file` and :meth:`write_files` check, before anything is written)."""
         if not isinstance(content, str):
             raise InvalidInputError(f"content must be str, got {type(content).__name__}")
         category, name = self._note_key(path)
@@ -424,7 +425,11 @@ class KnowledgeNotes:
                 f"knowledge file name {name!r} must be '{{user prefix}}_{{name}}.md' (see user_file_prefix)"
             )
         check_text(content, "note text")
-        data = content.encode("utf-8")
+        return category, name, content.encode("utf-8")
+
+    def write_file(self, path: str | os.PathLike[str], content: str) -> Path:
+        """Write ``content`` atomically; a knowledge file is indexed right away. Returns the path."""
+        category, name, data = self._checked_note(path, content)
         parts = self._owner_of_note(name)
         assert parts is not None  # a note name has an owner
         slot = self._line_slot(parts)
@@ -437,6 +442,41 @@ class KnowledgeNotes:
             info = self.backend.write_note_with(category, name, data, line.append())
             self._indexed(category, name, content, info, (line, slot))
         return self.data_dir / category / name
+
+    def write_files(self, notes: Iterable[tuple[str | os.PathLike[str], str]]) -> list[Path]:
+        """Write many notes (``(path, content)`` pairs, paths as :meth:`write_file` takes them)
+        in one go and index them; return their paths, in the order given.
+
+        Every note is checked first (one bad path or text refuses the whole batch, and nothing
+        is written); then each category's notes go to the backend at once
+        (:meth:`~KnowledgeBackend.write_notes`: one transaction on a database, an atomic write
+        per note on files), and each owner's index is written once for all of them (journal
+        lines in one append, or one snapshot), not once per note."""
+        checked = [(*self._checked_note(path, content), content) for path, content in notes]
+        keys = [(category, name) for category, name, _, _ in checked]
+        twice = sorted(f"{c}/{n}" for (c, n), count in Counter(keys).items() if count > 1)
+        if twice:
+            raise InvalidInputError(f"a batch names a note twice: {', '.join(twice)}")
+        owners: dict[str, OwnerParts] = {}
+        for _, name, _, _ in checked:  # loaded (or built) before the write, as write_file does
+            owner = owner_of(name)
+            if owner is not None and owner not in owners:
+                parts = self._owner_of_note(name)
+                assert parts is not None
+                owners[owner] = parts
+        infos: dict[tuple[str, str], NoteInfo] = {}
+        for category in dict.fromkeys(category for category, _ in keys):
+            batch = {name: data for c, name, data, _ in checked if c == category}
+            written = self.backend.write_notes(category, batch)
+            infos.update(((category, name), info) for name, info in written.items())
+        with self._lock:
+            for category, name, _, content in checked:
+                parts = self._owner_of_note(name)
+                assert parts is not None
+                parts.indexer.refresh_one(category, name, content=content, info=infos[(category, name)])
+        for parts in owners.values():
+            self._persist(parts)
+        return [self.data_dir / category / name for category, name in keys]
 
     def _line_slot(self, parts: OwnerParts) -> tuple[str, int] | None:
         """Where a write may store its note's journal line with the note (in the same
@@ -1187,6 +1227,7 @@ class KnowledgeNotes:
     aread_file = thread_twin(read_file)
     aread_head = thread_twin(read_head)
     awrite_file = thread_twin(write_file)
+    awrite_files = thread_twin(write_files)
     adelete_file = thread_twin(delete_file)
     alist_user_files = thread_twin(list_user_files)
     aindex_exists = thread_twin(index_exists)

@@ -16,7 +16,12 @@ from local_ai_memory._shared import fs as _fs
 from local_ai_memory._shared.errors import InvalidInputError
 from local_ai_memory._shared.naming import check_component, owner_of, validate_id
 
-__all__ = ["export_notes", "import_notes"]
+__all__ = ["IMPORT_BATCH", "export_notes", "import_notes"]
+
+IMPORT_BATCH = 500
+"""Notes handed to :meth:`KnowledgeBackend.write_notes` at once by :func:`import_notes` (one
+transaction each on a database: big enough to load at the database's speed, small enough to
+hold in memory and to keep a transaction short)."""
 
 
 def export_notes(knowledge: KnowledgeBackend, folder: str | os.PathLike[str]) -> int:
@@ -70,6 +75,9 @@ def import_notes(knowledge: KnowledgeBackend, folder: str | os.PathLike[str], *,
                 f"{len(taken)} note(s) already exist: {', '.join(taken)}; "
                 "pass replace=True (on the command line: --replace) to overwrite them"
             )
-    for category, name, path in notes:
-        knowledge.write_note(category, name, path.read_bytes())
+    for category in dict.fromkeys(category for category, _, _ in notes):
+        names = [(name, path) for c, name, path in notes if c == category]
+        for start in range(0, len(names), IMPORT_BATCH):
+            batch = names[start : start + IMPORT_BATCH]
+            knowledge.write_notes(category, {name: path.read_bytes() for name, path in batch})
     return len(notes)

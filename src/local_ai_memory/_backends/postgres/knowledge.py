@@ -22,7 +22,7 @@ are the file backend's by construction; embeddings are cached in the ``vectors``
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -154,6 +154,51 @@ class PostgresKnowledgeBackend(PgStorage, KnowledgeBackend):
         yield self._log(cursor, category, name)
         return NoteInfo(category, name, len(data), int(row[0]), float(row[1]))
 
+    def _write_many(self, category: str, notes: Mapping[str, bytes]) -> Op[dict[str, NoteInfo]]:
+        """Many notes in one transaction: each owner's counter taken once for all of its notes
+        (owners in name order, then the notes' rows: the lock order of :meth:`_write`), the notes
+        in one statement, their change-log rows in another."""
+        names = sorted(notes)
+        owners = sorted({_owner(name) for name in names})
+        ids: list[int] = []
+        last: dict[str, int] = {}
+        for owner in owners:
+            count = sum(1 for name in names if _owner(name) == owner)
+            row = yield Stmt(
+                self.db.q(
+                    "INSERT INTO {s}.note_owners AS o (owner, cursor, incarnation)"
+                    " VALUES (%s, %s, nextval('{s}.note_versions'))"
+                    " ON CONFLICT (owner) DO UPDATE SET cursor = o.cursor + EXCLUDED.cursor RETURNING o.cursor"
+                ),
+                (owner, count),
+                "one",
+            )
+            last[owner] = int(row[0]) - count
+        for name in names:
+            last[_owner(name)] += 1
+            ids.append(last[_owner(name)])
+        datas = [bytes(notes[name]) for name in names]
+        rows = yield Stmt(
+            self.db.q(
+                "INSERT INTO {s}.notes AS n (owner, category, name, data, size, version, modified)"
+                f" SELECT o, %s, m, d, octet_length(d), nextval('{{s}}.note_versions'), {_NOW}"
+                " FROM unnest(%s::text[], %s::text[], %s::bytea[]) AS t(o, m, d)"
+                " ON CONFLICT (owner, category, name) DO UPDATE SET"
+                " data = EXCLUDED.data, size = EXCLUDED.size, version = EXCLUDED.version,"
+                " modified = EXCLUDED.modified RETURNING n.name, n.size, n.version, n.modified"
+            ),
+            (category, [_owner(name) for name in names], names, datas),
+            "all",
+        )
+        yield Stmt(
+            self.db.q(
+                "INSERT INTO {s}.note_changes (owner, id, category, name)"
+                " SELECT o, i, %s, m FROM unnest(%s::text[], %s::bigint[], %s::text[]) AS t(o, i, m)"
+            ),
+            (category, [_owner(name) for name in names], ids, names),
+        )
+        return {row[0]: _info(category, row) for row in rows}
+
     def _update(self, category: str, name: str, change: Callable[[bytes | None], bytes]) -> Op[tuple[bytes, NoteInfo]]:
         """Read, change and write in one transaction. The feed row is taken first (as every write
         does), and it stays held until commit: updates of any host run one after the other, and
@@ -259,6 +304,13 @@ class PostgresKnowledgeBackend(PgStorage, KnowledgeBackend):
 
     async def awrite_note(self, category: str, name: str, data: bytes) -> NoteInfo:
         return await self.arun("write_note", self._write(category, name, data))
+
+    def write_notes(self, category: str, notes: Mapping[str, bytes]) -> dict[str, NoteInfo]:
+        """One transaction for all of them: a crash stores every note or none."""
+        return self.run("write_notes", self._write_many(category, notes)) if notes else {}
+
+    async def awrite_notes(self, category: str, notes: Mapping[str, bytes]) -> dict[str, NoteInfo]:
+        return await self.arun("write_notes", self._write_many(category, notes)) if notes else {}
 
     def write_note_with(self, category: str, name: str, data: bytes, append: BlobAppend) -> NoteInfo:
         """One transaction: a crash stores both the note and its line, or neither."""
