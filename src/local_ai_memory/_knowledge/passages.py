@@ -148,7 +148,10 @@ def body_passages(
     return out[:limit]
 
 
-def passages_of(lead: str, title: str, text: str, pieces: PieceCounter | None = None) -> list[str]:
+def passages_of(
+    lead: str, title: str, text: str, pieces: PieceCounter | None = None, max_passages: int = MAX_PASSAGES
+) -> list[str]:
     """A note's passages: its ``lead`` first, then :func:`body_passages` of ``text`` (cut by
-    the model's word pieces when ``pieces`` is given)."""
-    return [lead, *body_passages(title, text, lead=lead, pieces=pieces)]
+    the model's word pieces when ``pieces`` is given), ``max_passages`` in all at most. The
+    body passages under a lower bound are the first of those under a higher one."""
+    return [lead, *body_passages(title, text, limit=max_passages - 1, lead=lead, pieces=pieces)]
