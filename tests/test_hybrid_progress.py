@@ -94,9 +94,7 @@ CHILD = textwrap.dedent(
 )
 
 
-def test_ctrl_c_while_embedding_keeps_what_was_done_and_the_next_run_continues(
-    model_dir: Path, tmp_path: Path
-) -> None:
+def test_ctrl_c_while_embedding_keeps_what_was_done_and_the_next_run_continues(model_dir: Path, tmp_path: Path) -> None:
     folder = tmp_path / "memory_data" / "knowledge"
     folder.mkdir(parents=True)
     for name, text in _notes(40).items():
