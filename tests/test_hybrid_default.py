@@ -178,3 +178,23 @@ def test_notes_indexed_by_torch_before_the_onnx_model_existed_are_not_embedded_a
     assert len(querying.knowledge.store._dense().cache) == cached  # type: ignore[union-attr]
     assert found[0].filename == "alice_tea.md"
     querying.close()
+
+
+def test_the_whole_hybrid_path_runs_with_torch_unimportable(tmp_path: Path) -> None:
+    """Build the model from the wheel, index and query, in a process where torch, transformers
+    and sentence-transformers cannot be imported: the extra needs none of them at run time."""
+    code = (
+        "import sys\n"
+        "for name in ('torch', 'transformers', 'sentence_transformers'):\n    sys.modules[name] = None\n"
+        "from local_ai_memory import Memory\n"
+        f"memory = Memory.open({str(tmp_path / 'data')!r}, search_mode='hybrid', fsync=False, auto_watch=False)\n"
+        f"memory.knowledge.write_note('alice', 'tea', {TEA!r})\n"
+        f"memory.knowledge.write_note('alice', 'brakes', {BRAKES!r})\n"
+        f"print(memory.knowledge.search({QUESTION!r}, 'alice', k=1)[0].filename)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
+    env["LOCAL_AI_MEMORY_ONNX_DIR"] = str(tmp_path / "model")  # not built yet: built here, without torch
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "alice_tea.md"
+    assert (tmp_path / "model" / "export.json").is_file()
