@@ -281,7 +281,10 @@ class OnnxModelEmbedder:
 
     A call's texts are tokenized together, sorted by length and run in batches of
     ``batch_size`` padded only to their own longest text: a note's short lead and its full
-    passages no longer share a batch padded to 256 word pieces."""
+    passages no longer share a batch padded to 256 word pieces. Measured on 278 man-page
+    passages, one thread, CPU time: 17.8 passages/s in input order with batches of 32, 24.2
+    sorted; sorted batches of 8 and 16 did as well or better than 32 (20-28/s, the machine
+    shared), 64 worse (15/s)."""
 
     model_name = MODEL_NAME
     dimension = 384
@@ -291,7 +294,7 @@ class OnnxModelEmbedder:
         folder: Path | None = None,
         *,
         threads: int | None = None,
-        batch_size: int = 32,
+        batch_size: int = 16,
         max_chars: int = 4000,
         quantized_queries: bool = False,
         build: bool = True,
