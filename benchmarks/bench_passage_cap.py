@@ -24,10 +24,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +35,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import manpages
+from bench_natural_questions import metrics
 from quality_corpora import CORPORA
 
 from local_ai_memory import MemoryConfig, MemoryStore, close_shared_stores
@@ -57,17 +57,6 @@ TUNING = ("dev", "dev2")
 
 Ranker = Callable[[str], list[str]]
 Query = tuple[str, list[str], str]  # text, relevant file names, split
-
-
-def metrics(ranked: Sequence[list[str]], relevant: Sequence[list[str]]) -> tuple[float, float]:
-    """Mean recall@5 (denominator ``min(5, |relevant|)``) and MRR@10."""
-    recalls, rranks = [], []
-    for found, wanted in zip(ranked, relevant, strict=True):
-        good = set(wanted)
-        recalls.append(len(good & set(found[:5])) / min(5, len(good)))
-        rank = next((i for i, name in enumerate(found[:10], start=1) if name in good), None)
-        rranks.append(1.0 / rank if rank else 0.0)
-    return statistics.fmean(recalls), statistics.fmean(rranks)
 
 
 def nq_corpus(notes: int) -> tuple[dict[str, str], list[Query]]:
