@@ -157,7 +157,8 @@ def index(
         start = time.perf_counter()
         labels = ["indexing notes", "embedding passages"] if memory.embedder is not None else ["indexing notes"]
         with _bars(labels, quiet) as bars:
-            count = knowledge.build_index(user, category, progress=bars[0], embed_progress=bars[-1])
+            embedding = bars[1] if len(bars) > 1 else None
+            count = knowledge.build_index(user, category, progress=bars[0], embed_progress=embedding)
         embedded = _embed(memory, user, category, quiet=quiet)  # what indexing could not embed, loudly
         seconds = time.perf_counter() - start
         skipped = [
