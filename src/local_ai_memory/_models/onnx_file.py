@@ -227,6 +227,10 @@ def _session(path: Path, threads: int) -> Any:
         chosen = onnxruntime.SessionOptions()
         chosen.intra_op_num_threads = threads
         chosen.inter_op_num_threads = 1
+        # idle threads sleep instead of spinning: on a shared machine spinning burns the cores
+        # the other work needs (idle machine, 2 threads, 278 passages: 9.4 s CPU against 9.8 s
+        # spinning, the same 4.8 s wall)
+        chosen.add_session_config_entry("session.intra_op.allow_spinning", "0")
         chosen.log_severity_level = 3
         chosen.graph_optimization_level = level
         if save_to:
