@@ -292,7 +292,7 @@ def test_retrieve_json_marks_a_file_cut_to_fit(data: Path) -> None:
 
 def test_index_in_hybrid_mode_embeds_the_notes(data: Path) -> None:
     """With search_mode hybrid, `index` embeds every note (the real MiniLM model, offline) up front."""
-    env = {"LOCAL_AI_MEMORY_SEARCH_MODE": "hybrid", "LOCAL_AI_MEMORY_ONNX_EXPORT": "0"}  # export: test_onnx_file.py
+    env = {"LOCAL_AI_MEMORY_SEARCH_MODE": "hybrid"}
     done = run("index", "-d", str(data), "--json", env=env, timeout=300)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)

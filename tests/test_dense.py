@@ -572,3 +572,32 @@ def test_a_store_that_cuts_by_word_pieces_does_not_read_passages_cut_by_words(tm
         store.forget_user("alice")
         assert dense.cache.kept(by_words) is None  # the word-cut passages' vectors too
         assert not [p for p in (folder / ".passages").rglob("alice_*") if p.is_file()]
+
+
+def test_a_changed_passage_cap_is_said_once_and_reuses_the_vectors_both_cuts_share(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The rule (model, cut, cap) is stored beside the maps: a memory opened with another cap
+    says so once (EMBEDDINGS_REBUILD, WARNING), records the notes under the new rule from the
+    vectors both cuts share (embedding nothing), and forgetting the user drops every rule's maps."""
+    long = "# Birds\n\n" + "\n\n".join(f"## Part {i}\n\n" + " ".join(["kestrel falcon"] * 120) for i in range(6))
+    embedder = CountingEmbedder()
+    with Memory.open(tmp_path, fsync=False, auto_watch=False, search_mode="hybrid", embedder=embedder) as memory:
+        memory.knowledge.write_note("alice", "birds", long)
+        full = len(embedder.texts)
+    assert full > 3
+    fewer = CountingEmbedder()
+    settings = {"fsync": False, "auto_watch": False, "search_mode": "hybrid", "hybrid_passages": 3}
+    with caplog.at_level("INFO", logger="local_ai_memory"), Memory.open(tmp_path, embedder=fewer, **settings) as memory:
+        assert memory.knowledge.search("falcon", "alice")[0].filename == "alice_birds.md"
+        assert fewer.calls == [["falcon"]]  # the first three passages were embedded under the old cap
+        memory.knowledge.search("kestrel", "alice")
+    rebuilds = [r for r in caplog.records if getattr(r, "event", "") == "EMBEDDINGS_REBUILD"]
+    assert len(rebuilds) == 1
+    assert rebuilds[0].levelname == "WARNING"
+    assert "max_passages 257 -> 3" in rebuilds[0].getMessage()
+    maps = tmp_path / "memory_data" / ".passages" / "knowledge"
+    assert len(list(maps.glob("alice_*.json*"))) >= 2  # one per rule
+    with Memory.open(tmp_path, embedder=CountingEmbedder(), **settings) as memory:
+        memory.forget_user("alice")
+    assert list(maps.glob("alice_*")) == []

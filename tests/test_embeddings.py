@@ -350,9 +350,11 @@ def test_notes_are_embedded_ahead_of_the_first_hybrid_query(tmp_path: Path) -> N
     steps: list[tuple[int, int]] = []
     assert store.embed_notes("alice", progress=lambda done, total: steps.append((done, total))) == 200
     assert steps == [
+        (128, 400),
         (256, 400),
+        (384, 400),
         (400, 400),
-    ]  # two passages a note (lead; the body but its first paragraph, which the lead says), 256 per batch
+    ]  # two passages a note (lead; the body but its first paragraph, which the lead says), 128 per step
     assert len(embedder.embedded) == 400
     assert store.embed_notes() == 300  # everyone: only bob's 100 are new
     assert len(embedder.embedded) == 600

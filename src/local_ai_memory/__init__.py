@@ -57,6 +57,7 @@ if TYPE_CHECKING:  # what the checkers see; at run time each name is imported on
     from local_ai_memory._shared.events import Event
     from local_ai_memory._shared.models import LLM, Embedder
     from local_ai_memory._shared.naming import DirectoryGuard
+    from local_ai_memory._shared.progress import progress_bar
     from local_ai_memory._shared.tokens import TokenCounter
 
 _EXPORTS: dict[str, str] = {
@@ -97,6 +98,7 @@ _EXPORTS: dict[str, str] = {
     "Embedder": "local_ai_memory._shared.models",
     "LLM": "local_ai_memory._shared.models",
     "DirectoryGuard": "local_ai_memory._shared.naming",
+    "progress_bar": "local_ai_memory._shared.progress",
     "TokenCounter": "local_ai_memory._shared.tokens",
 }
 """Where each public name lives: ``import local_ai_memory`` loads none of it (a command line
@@ -158,5 +160,6 @@ __all__ = [
     "embedder_from_env",
     "llm_from_env",
     "note_hash",
+    "progress_bar",
     "render_page",
 ]

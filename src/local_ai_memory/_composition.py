@@ -11,6 +11,11 @@ concrete backend, and the rule "which storage does this config mean" is written 
   backend but no knowledge backend keeps its notes there only when the data folder was named
   (``Memory.open(root, ...)`` or ``runtime_data_dir=``); else it refuses, naming both ways out,
   rather than writing notes under the default ``~/.local-ai`` unasked.
+
+It also gives a memory its embedder (:func:`embedder_for`): the one passed, else, when
+``config.search_mode`` is ``hybrid``, the local all-MiniLM-L6-v2 model on ONNX Runtime, or a
+:class:`ConfigError` naming the extra to install. A hybrid memory never answers by BM25 alone
+because nobody passed an embedder.
 """
 
 from __future__ import annotations
@@ -27,8 +32,9 @@ from local_ai_memory._shared.naming import DirectoryGuard
 if TYPE_CHECKING:  # each backend is imported by the function that builds it: a files memory loads no other
     from local_ai_memory._backends.memory.knowledge import InMemoryKnowledgeBackend
     from local_ai_memory._backends.memory.runtime import InMemoryRuntimeBackend
+    from local_ai_memory._shared.models import Embedder
 
-__all__ = ["Backends", "compose", "in_memory_backends"]
+__all__ = ["Backends", "compose", "embedder_for", "in_memory_backends"]
 
 
 @dataclass(frozen=True)
@@ -80,6 +86,17 @@ def compose(
         assert guard is not None
         knowledge = FileKnowledgeBackend(guard, config)
     return Backends(runtime, knowledge, guard)
+
+
+def embedder_for(config: MemoryConfig, embedder: Embedder | None) -> Embedder | None:
+    """The embedder a memory of ``config`` uses: ``embedder`` when given; else the local model
+    (:func:`.onnx_file.local_embedder`, nothing loaded until the first embedding) when the mode
+    is hybrid, or :class:`ConfigError` when its packages are missing; else none (BM25)."""
+    if embedder is not None or config.search_mode != "hybrid":
+        return embedder
+    from local_ai_memory._models.onnx_file import local_embedder
+
+    return local_embedder()
 
 
 def _postgres(

@@ -28,7 +28,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Concatenate, Literal, NamedTuple, ParamSpec, TypeVar
 
-from local_ai_memory._composition import compose, in_memory_backends
+from local_ai_memory._composition import compose, embedder_for, in_memory_backends
 from local_ai_memory._contracts.knowledge import KnowledgeBackend, NoteInfo
 from local_ai_memory._contracts.runtime import Erasure, RuntimeBackend, ScopeInfo
 from local_ai_memory._knowledge.edits import check_expected, insert_lines, note_hash, replace_unique
@@ -690,13 +690,18 @@ class Knowledge:
         categories: Iterable[str] | None = None,
         *,
         progress: Callable[[int, int], None] | None = None,
+        embed_progress: Callable[[int, int], None] | None = None,
     ) -> int:
         """Index every note of ``user_id`` (``None``: all users) from scratch; return how many.
 
         The memory's LLM, when it has one, refines each note's keywords (a failed call keeps
-        the heuristic ones). ``progress(done, total)`` is called while notes are read.
+        the heuristic ones). ``progress(done, total)`` is called while notes are read; in
+        hybrid mode the notes' passages are embedded next, ``embed_progress(done, total)``
+        counting passages (:func:`~local_ai_memory.progress_bar` draws either as a bar).
         """
-        return self.store.populate_index_from_files(user_id, categories, llm=self.memory.llm, progress=progress)
+        return self.store.populate_index_from_files(
+            user_id, categories, llm=self.memory.llm, progress=progress, embed_progress=embed_progress
+        )
 
     async def abuild_index(
         self,
@@ -704,9 +709,12 @@ class Knowledge:
         categories: Iterable[str] | None = None,
         *,
         progress: Callable[[int, int], None] | None = None,
+        embed_progress: Callable[[int, int], None] | None = None,
     ) -> int:
         """Async twin of :meth:`build_index` (the LLM through ``acomplete``)."""
-        return await self.store.apopulate_index_from_files(user_id, categories, llm=self.memory.llm, progress=progress)
+        return await self.store.apopulate_index_from_files(
+            user_id, categories, llm=self.memory.llm, progress=progress, embed_progress=embed_progress
+        )
 
     def embed_notes(
         self,
@@ -766,7 +774,7 @@ class Memory:
     ) -> None:
         self.config = config if config is not None else MemoryConfig()
         self.llm = llm
-        self.embedder = embedder
+        self.embedder = embedder_for(self.config, embedder)  # hybrid: the local model unless one is given
         self._token_counter = token_counter
         named = "runtime_data_dir" in self.config.model_fields_set
         backends = compose(self.config, runtime, knowledge, folder_named=named)

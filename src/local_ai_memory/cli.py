@@ -30,6 +30,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -58,8 +59,9 @@ from local_ai_memory._cli.common import (
 
 if TYPE_CHECKING:  # the engines are imported by the command that runs, not for --help
     from local_ai_memory._memory import Memory
-    from local_ai_memory._shared.models import LLM, Embedder
+    from local_ai_memory._shared.models import LLM
     from local_ai_memory._shared.naming import DirectoryGuard
+    from local_ai_memory._shared.progress import Report
 
 __all__ = ["app", "main"]
 
@@ -94,25 +96,28 @@ def _open(
 
     ``read_only`` refuses a data folder without ``memory_data/`` instead of creating one, and
     reads the notes through a file backend that creates no missing category folder.
-    ``search_mode`` overrides the configured one (``search --mode``); hybrid search gets the
-    local embedding model.
+    ``search_mode`` overrides the configured one (``--mode``); a hybrid memory gets the local
+    embedding model from :class:`Memory` itself (a one-line error naming the extra when it is
+    not installed).
     """
     from local_ai_memory._memory import Memory
 
+    if search_mode not in (None, "bm25", "hybrid"):
+        fail(f"--mode must be bm25 or hybrid, got {search_mode!r}", 2)
     config = config_of(data_dir, config_file)
     if search_mode is not None and search_mode != config.search_mode:
         config = config.replace(search_mode=search_mode)
-    embedder: Embedder | None = None
-    if config.search_mode == "hybrid":
-        from local_ai_memory._models.onnx_file import local_embedder
-
-        embedder = local_embedder()  # ONNX Runtime alone once exported (see `index`), else torch
     if read_only and not config.database_url:  # notes in PostgreSQL: nothing to create or refuse on disk
         from local_ai_memory._cli.files import ReadOnlyFiles
 
         files = ReadOnlyFiles(_existing_guard(config.runtime_data_dir), config)
-        return Memory(config, knowledge=files, llm=llm, embedder=embedder)
-    return Memory(config, llm=llm, embedder=embedder)
+        return Memory(config, knowledge=files, llm=llm)
+    return Memory(config, llm=llm)
+
+
+Mode = Annotated[
+    str | None, typer.Option("--mode", help="bm25 or hybrid (default: config; hybrid uses the local model).")
+]
 
 
 def _llm(base_url: str | None, model: str | None) -> LLM | None:
@@ -131,35 +136,30 @@ def index(
     config: ConfigFile = None,
     user: Annotated[str | None, typer.Option("--user", "-u", help="Only this user's files (default: all).")] = None,
     category: Categories = None,
+    mode: Mode = None,
     llm_base_url: LlmUrl = None,
     llm_model: LlmModel = None,
     create: CreateFlag = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """Build the index from the files (with a progress bar).
+    """Build the index from the files (with progress bars); in hybrid mode embed the notes too.
 
     A folder that holds no memory yet (no memory_data/ or memory/) is refused unless --create
-    is given, so a mistyped --data-dir does not quietly start a new memory.
+    is given, so a mistyped --data-dir does not quietly start a new memory. Ctrl-C while
+    embedding keeps what was embedded: the next `index` continues from there.
     """
     with errors():
         require_memory(config_of(data_dir, config), create)
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with errors(), _open(data_dir, config, llm=_llm(llm_base_url, llm_model)) as memory:
+    quiet = as_json or not err.is_terminal
+    with errors(), _open(data_dir, config, llm=_llm(llm_base_url, llm_model), search_mode=mode) as memory:
         knowledge = memory.knowledge
         store = knowledge.store
         start = time.perf_counter()
-        if as_json or not err.is_terminal:
-            count = knowledge.build_index(user, category)
-        else:
-            with Progress(
-                TextColumn("indexing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err
-            ) as bar:
-                task = bar.add_task("index", total=None)
-                count = knowledge.build_index(
-                    user, category, progress=lambda done, total: bar.update(task, completed=done, total=total)
-                )
-        embedded = _embed(memory, user, category, quiet=as_json or not err.is_terminal)
+        labels = ["indexing notes", "embedding passages"] if memory.embedder is not None else ["indexing notes"]
+        with _bars(labels, quiet) as bars:
+            embedding = bars[1] if len(bars) > 1 else None
+            count = knowledge.build_index(user, category, progress=bars[0], embed_progress=embedding)
+        embedded = _embed(memory, user, category, quiet=quiet)  # what indexing could not embed, loudly
         seconds = time.perf_counter() - start
         skipped = [
             {"category": n.category, "filename": n.filename, "size": n.size, "reason": n.reason}
@@ -184,44 +184,41 @@ def index(
                     )
 
 
-def _export_onnx(memory: Memory, *, quiet: bool) -> None:
-    """Once per machine: export the torch model to ONNX so later calls load no torch
-    (``LOCAL_AI_MEMORY_ONNX_EXPORT=0`` skips it; a failed export only keeps torch)."""
-    import os
-
-    from local_ai_memory._models.sentence_transformers import SentenceTransformerEmbedder
-
-    if os.environ.get("LOCAL_AI_MEMORY_ONNX_EXPORT", "1") == "0" or not isinstance(
-        memory.embedder, SentenceTransformerEmbedder
-    ):
+@contextlib.contextmanager
+def _bars(labels: list[str], quiet: bool, *, transient: bool = False) -> Iterator[list[Report | None]]:
+    """Progress bars on stderr for ``progress(done, total)`` callbacks (``None`` each when quiet)."""
+    if quiet:
+        yield [None for _ in labels]
         return
-    from local_ai_memory._models.onnx_file import export_model
-    from local_ai_memory._shared.errors import ModelError
+    from local_ai_memory._shared.progress import progress_bars
 
-    try:
-        folder = export_model()
-    except ModelError as exc:
-        err.print(f"ONNX export skipped, queries keep loading torch: {exc}", highlight=False, markup=False)
-        return
-    if not quiet:
-        err.print(f"Exported the embedding model to ONNX in {folder} (queries load no torch)", highlight=False)
+    with progress_bars(labels, console=err, transient=transient) as reports:
+        yield list(reports)
 
 
 def _embed(memory: Memory, user: str | None, categories: list[str] | None, *, quiet: bool) -> int:
-    """In hybrid mode, embed the notes now (with a progress bar on a terminal), not at the first query."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    if memory.embedder is None:
+    """In hybrid mode, embed the notes indexing left unembedded (a failing model is an error
+    here, not a silent BM25 at the next query); return how many notes were checked."""
+    if memory.embedder is None or memory.config.search_mode != "hybrid":
         return 0
-    _export_onnx(memory, quiet=quiet)
-    knowledge = memory.knowledge
-    if quiet:
-        return knowledge.embed_notes(user, categories)
-    with Progress(TextColumn("embedding"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err) as bar:
-        task = bar.add_task("embed", total=None)
-        return knowledge.embed_notes(
-            user, categories, progress=lambda done, total: bar.update(task, completed=done, total=total)
-        )
+    with _bars(["embedding passages"], quiet, transient=True) as (report,):
+        return memory.knowledge.embed_notes(user, categories, progress=report)
+
+
+@contextlib.contextmanager
+def _query_embedding(memory: Memory, *, quiet: bool) -> Iterator[None]:
+    """While a hybrid query runs: a progress bar for notes it must embed first (notes nobody
+    embedded, or all of them after a change of model or passage cut); gone when it is done."""
+    if memory.embedder is None or memory.config.search_mode != "hybrid":
+        yield
+        return
+    store = memory.knowledge.store
+    with _bars(["embedding passages first"], quiet, transient=True) as (report,):
+        store.embed_progress = report
+        try:
+            yield
+        finally:
+            store.embed_progress = None
 
 
 @app.command()
@@ -232,18 +229,17 @@ def search(
     config: ConfigFile = None,
     category: Categories = None,
     top: Annotated[int, typer.Option("--top", "-n", min=1, max=1000, help="How many results.")] = 5,
-    mode: Annotated[str | None, typer.Option("--mode", help="bm25 or hybrid (default: config).")] = None,
+    mode: Mode = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Stage 1 search (no LLM): the best-matching files of one user; exit 1 when nothing matches
-    (or the user is unknown), like grep."""
-    known = mode in (None, "bm25", "hybrid")
-    with errors(), _open(data_dir, config, read_only=True, search_mode=mode if known else None) as memory:
-        if not known:
-            fail(f"--mode must be bm25 or hybrid, got {mode!r}", 2)
+    (or the user is unknown), like grep. In hybrid mode, notes nobody embedded yet are embedded
+    first, with a progress bar."""
+    with errors(), _open(data_dir, config, read_only=True, search_mode=mode) as memory:
         require_user(memory, user)
         chosen = memory.config.search_mode
-        found = memory.knowledge.search(query, user, k=top, categories=category)  # follows search_mode
+        with _query_embedding(memory, quiet=as_json or not err.is_terminal):
+            found = memory.knowledge.search(query, user, k=top, categories=category)  # follows search_mode
         _uncovered(memory, user, category, empty=not found)
         if as_json:
             print_json(
@@ -306,16 +302,17 @@ def retrieve(
     top: Annotated[
         int, typer.Option("--top", "-n", min=1, max=100, help="Stage 1 candidates (an LLM still picks at most 5).")
     ] = 5,
+    mode: Mode = None,
     llm_base_url: LlmUrl = None,
     llm_model: LlmModel = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Three-stage retrieval: Stage 1 search, Stage 2 LLM pick (if an LLM is given), budgeted
     load; exit 1 when nothing is retrieved (or the user is unknown)."""
-    with errors(), _open(data_dir, config, read_only=True, llm=_llm(llm_base_url, llm_model)) as memory:
+    llm = _llm(llm_base_url, llm_model)
+    with errors(), _open(data_dir, config, read_only=True, llm=llm, search_mode=mode) as memory:
         require_user(memory, user)
-        llm = memory.llm
-        with _SelectionFallbacks() as fallbacks:
+        with _SelectionFallbacks() as fallbacks, _query_embedding(memory, quiet=as_json or not err.is_terminal):
             result = memory.knowledge.retrieve(query, user, categories=category, max_tokens=max_tokens, k=top)
         reason = fallbacks.reason or (result.notes[0] if result.notes else None)
         _uncovered(memory, user, category, empty=not result.files)

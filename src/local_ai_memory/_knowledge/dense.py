@@ -51,7 +51,7 @@ import numpy.typing as npt
 
 from local_ai_memory._contracts.knowledge import KnowledgeBackend, VectorCache
 from local_ai_memory._knowledge.index_file import IndexEntry, lead_text
-from local_ai_memory._knowledge.passages import PieceCounter, passages_of
+from local_ai_memory._knowledge.passages import MAX_PASSAGES, PieceCounter, passages_of
 from local_ai_memory._shared.errors import ModelError
 from local_ai_memory._shared.events import Event, log_event
 from local_ai_memory._shared.naming import owner_of, user_file_prefix
@@ -74,12 +74,19 @@ user has more (see :meth:`DenseMatrix.pool_scores`)."""
 JOURNAL_BYTES = 256 * 1024
 """Size past which a map's journal is folded into its blob (about 850 notes' rows): a write
 appends its rows, and the whole map (about 4 MB at 10k notes) is rewritten once per that many."""
-EMBED_BATCH = 256
-"""Passages sent to the vector cache per call while indexing (one progress step each)."""
+EMBED_BATCH = 128
+"""Passages sent to the vector cache per call while indexing: each call's vectors are stored,
+its notes recorded in the maps and progress reported, so an interrupted run (Ctrl-C) keeps
+all but the call it was in, and the next run continues from there."""
+QUIET_NOTES = 4
+"""Notes a query may embed (changed behind the index) before it says so at WARNING level."""
+RULE_BLOB = f"{MAP_DIR}/rule.json"
+"""The passage rule the maps were last written under, and the names of every rule's maps."""
 
 Signature = tuple[int | None, int | None, float]
 Vector = npt.NDArray[np.float32]
 ReadNote = Callable[[str, str], str | None]
+Progress = Callable[[int, int], None]
 
 
 def signature_of(entry: IndexEntry) -> Signature:
@@ -187,6 +194,13 @@ def _sorted_set(rows: npt.NDArray[np.int64], more: Sequence[int]) -> npt.NDArray
     return unique
 
 
+def _log_query_embedding(notes: int) -> None:
+    """Say that a query embeds notes: once in a while one changed behind the index (INFO); many
+    at once mean nobody indexed them in hybrid mode, which the user should hear (WARNING)."""
+    level = logging.WARNING if notes > QUIET_NOTES else logging.INFO
+    log_event(Event.EMBEDDINGS_FALLBACK, level=level, reason="note changed since indexing", notes=notes)
+
+
 def _slug(rule: str) -> str:
     """The part of a map's name that says which model and cut rule recorded it."""
     return hashlib.sha256(rule.encode("utf-8")).hexdigest()[:16]
@@ -203,19 +217,29 @@ def _best(scores: Vector, n: int) -> npt.NDArray[np.int64]:
 class DenseIndex:
     """Passage maps of one store and one embedder, and the matrices queries read."""
 
-    def __init__(self, backend: KnowledgeBackend, cache: VectorCache, embedder: object) -> None:
+    def __init__(
+        self, backend: KnowledgeBackend, cache: VectorCache, embedder: object, max_passages: int = MAX_PASSAGES
+    ) -> None:
         self.backend = backend
         self.cache = cache
         counter = getattr(embedder, "count_pieces", None)
         self.pieces: PieceCounter | None = counter if callable(counter) else None
         """The embedder's word-piece count (passages are cut to what the model reads), if it has one."""
-        by_pieces, by_words = _slug(model_id_of(embedder)), _slug(f"{model_id_of(embedder)}\x00words")
-        self.slug = by_pieces if self.pieces is not None else by_words
-        """Names this store's maps: one per model and cut rule. Two embedders of one model (the ONNX
-        export counts word pieces, sentence-transformers does not) cut a note differently; with one
-        map, a row one of them recorded was read by the other as its own passages until the note
-        changed. Forgetting a user drops the maps of both rules (:attr:`_slugs`)."""
-        self._slugs = (self.slug, by_words if self.slug == by_pieces else by_pieces)
+        self.max_passages = max_passages
+        self.rule = {
+            "model": model_id_of(embedder),
+            "cut": "pieces" if self.pieces is not None else "words",
+            "max_passages": max_passages,
+            "version": MAP_VERSION,
+        }
+        """What decides a note's passages and their vectors: the model, how passages are cut (by
+        the model's word pieces or by words) and how many a note has at most. Stored in
+        :data:`RULE_BLOB`, so a change is seen and said (:meth:`check_rule`)."""
+        self.slug = _slug(json.dumps(self.rule, sort_keys=True))
+        """Names this store's maps: one per rule. A map recorded under another rule is not read
+        as this one's (its notes are cut again; passages both cuts share keep their vectors), and
+        forgetting a user drops the maps of every rule :data:`RULE_BLOB` lists."""
+        self._checked = False
         self._lock = threading.RLock()
         self._maps: dict[tuple[str, str], dict[str, tuple[Signature, list[str]]]] = {}
         self._refs: dict[str, int] = {}
@@ -404,10 +428,12 @@ class DenseIndex:
             for category in categories:
                 rows, released = self._read_with_released(category, user_id)
                 self._hold((category, user_id), rows)
-                other, freed = self._read_with_released(category, user_id, self._slugs[1])
-                for kept in (rows, other):
-                    out.extend(d for _, digests in kept.values() for d in digests)
-                out.extend(sorted(released | freed))
+                out.extend(d for _, digests in rows.values() for d in digests)
+                out.extend(sorted(released))
+                for slug in self._other_slugs():
+                    other, freed = self._read_with_released(category, user_id, slug)
+                    out.extend(d for _, digests in other.values() for d in digests)
+                    out.extend(sorted(freed))
         return out
 
     def forget_user(self, user_id: str, categories: Iterable[str]) -> None:
@@ -415,7 +441,7 @@ class DenseIndex:
         with self._lock:
             for category in categories:
                 self._let_go((category, user_id))
-                for slug in self._slugs:
+                for slug in (self.slug, *self._other_slugs()):
                     self.backend.delete_blob(self.blob_name(category, user_id, slug))
                     self.backend.delete_blob(self.journal_name(category, user_id, slug))
             for key in [k for k in self._matrices if k[0] == user_id]:
@@ -446,7 +472,7 @@ class DenseIndex:
         planned: list[tuple[IndexEntry, list[str]]] = []
         items: list[tuple[str, str]] = []
         for entry, text in notes:
-            passages = passages_of(lead_text(entry), entry.title, text, self.pieces)
+            passages = passages_of(lead_text(entry), entry.title, text, self.pieces, self.max_passages)
             planned.append((entry, passages))
             key = f"{entry.category}/{entry.filename}"
             items.extend((f"{key}#{i}", passage) for i, passage in enumerate(passages))
@@ -471,24 +497,97 @@ class DenseIndex:
             for (category, owner), names in sorted(touched.items()):
                 self._save(category, owner, names, released=released.get((category, owner), ()))
 
-    def embed(self, notes: Sequence[tuple[IndexEntry, str]], progress: Callable[[int, int], None] | None = None) -> int:
+    def _chunks(
+        self, planned: Sequence[tuple[IndexEntry, list[str]]], items: Sequence[tuple[str, str]]
+    ) -> list[tuple[list[tuple[IndexEntry, list[str]]], list[tuple[str, str]]]]:
+        """``planned`` notes in runs of about :data:`EMBED_BATCH` passages, with their items."""
+        out: list[tuple[list[tuple[IndexEntry, list[str]]], list[tuple[str, str]]]] = []
+        notes: list[tuple[IndexEntry, list[str]]] = []
+        start = end = 0
+        for note in planned:
+            notes.append(note)
+            end += len(note[1])
+            if end - start >= EMBED_BATCH:
+                out.append((notes, list(items[start:end])))
+                notes, start = [], end
+        if notes:
+            out.append((notes, list(items[start:end])))
+        return out
+
+    def embed(self, notes: Sequence[tuple[IndexEntry, str]], progress: Progress | None = None) -> int:
         """Embed the passages of ``(entry, text)`` notes (what the cache keeps costs nothing)
-        and record them in the maps; return how many passages the notes have."""
+        and record them in the maps, about :data:`EMBED_BATCH` passages at a time (an
+        interruption keeps what was done); return how many passages the notes have.
+        ``progress(done, total)`` counts passages."""
+        self.check_rule()
         planned, items = self._plan(notes)
-        for start in range(0, len(items), EMBED_BATCH):
-            self.cache.vectors_for(items[start : start + EMBED_BATCH])
+        done = 0
+        for chunk, chunk_items in self._chunks(planned, items):
+            self.cache.vectors_for(chunk_items)
+            self._record(chunk)
+            done += len(chunk_items)
             if progress is not None:
-                progress(min(start + EMBED_BATCH, len(items)), len(items))
-        self._record(planned)
+                progress(done, len(items))
         return len(items)
 
-    async def aembed(self, notes: Sequence[tuple[IndexEntry, str]]) -> int:
+    async def aembed(self, notes: Sequence[tuple[IndexEntry, str]], progress: Progress | None = None) -> int:
         """Async twin of :meth:`embed` (the embedder's ``aembed``; map blobs in a thread)."""
+        await asyncio.to_thread(self.check_rule)
         planned, items = self._plan(notes)
-        for start in range(0, len(items), EMBED_BATCH):
-            await self.cache.avectors_for(items[start : start + EMBED_BATCH])
-        await asyncio.to_thread(self._record, planned)
+        done = 0
+        for chunk, chunk_items in self._chunks(planned, items):
+            await self.cache.avectors_for(chunk_items)
+            await asyncio.to_thread(self._record, chunk)
+            done += len(chunk_items)
+            if progress is not None:
+                progress(done, len(items))
         return len(items)
+
+    # -- the rule --------------------------------------------------------------------------
+    def _stored_rule(self) -> dict[str, object]:
+        data = self.backend.read_blob(RULE_BLOB)
+        try:
+            raw = json.loads(data) if data else {}
+        except ValueError:
+            raw = {}
+        return raw if isinstance(raw, dict) else {}
+
+    def _listed_slugs(self) -> list[str]:
+        listed = self._stored_rule().get("slugs")
+        return [str(slug) for slug in listed] if isinstance(listed, list) else []
+
+    def _other_slugs(self) -> list[str]:
+        """The map names of every other rule this store's maps may have been written under: those
+        :data:`RULE_BLOB` lists and the two of the versions before it was kept."""
+        model = str(self.rule["model"])
+        legacy = [_slug(model), _slug(f"{model}\x00words")]
+        return [slug for slug in dict.fromkeys([*self._listed_slugs(), *legacy]) if slug != self.slug]
+
+    def check_rule(self) -> dict[str, object] | None:
+        """Compare the rule the maps were last written under with this index's (once per
+        instance); on a change, log ``EMBEDDINGS_REBUILD`` at WARNING level (every note's
+        passages are cut and recorded again, once; the passages both rules share keep their
+        vectors, the others are embedded) and record the new rule. Returns the previous rule
+        when it changed, else ``None``."""
+        with self._lock:
+            if self._checked:
+                return None
+            self._checked = True
+            stored = self._stored_rule()
+            previous = stored.get("rule")
+            slugs = self._listed_slugs()
+            if previous == self.rule and slugs[-1:] == [self.slug]:
+                return None
+            others = [slug for slug in slugs if slug != self.slug]
+            payload = {"rule": self.rule, "slugs": [*others[-15:], self.slug]}
+            self.backend.write_blob(RULE_BLOB, json.dumps(payload, sort_keys=True).encode("utf-8"))
+            if not isinstance(previous, dict) or previous == self.rule:
+                return None
+            changed = ", ".join(
+                f"{k} {previous.get(k)!r} -> {v!r}" for k, v in self.rule.items() if previous.get(k) != v
+            )
+            log_event(Event.EMBEDDINGS_REBUILD, level=logging.WARNING, reason=f"passage rule changed: {changed}")
+            return previous
 
     # -- queries ---------------------------------------------------------------------------
     def _kept_matrix(self, user_id: str, cats: tuple[str, ...], generation: object) -> DenseMatrix | None:
@@ -504,18 +603,25 @@ class DenseIndex:
         return dense
 
     def matrix(
-        self, user_id: str, cats: tuple[str, ...], entries: Sequence[IndexEntry], generation: object, read: ReadNote
+        self,
+        user_id: str,
+        cats: tuple[str, ...],
+        entries: Sequence[IndexEntry],
+        generation: object,
+        read: ReadNote,
+        progress: Progress | None = None,
     ) -> DenseMatrix:
         """The passage vectors of ``entries`` (one user's notes), kept until ``generation``
         (the index's) changes. Embeds only notes changed since indexing that nobody embedded
-        (see the module docstring)."""
+        (see the module docstring), reporting to ``progress(done, total)`` (passages)."""
         kept = self._kept_matrix(user_id, cats, generation)
         if kept is not None:
             return kept
+        self.check_rule()
         stale = self.stale(entries)
         if stale:
-            log_event(Event.EMBEDDINGS_FALLBACK, reason="note changed since indexing", notes=len(stale))
-            self.embed([(e, read(e.category, e.filename) or "") for e in stale])
+            _log_query_embedding(len(stale))
+            self.embed([(e, read(e.category, e.filename) or "") for e in stale], progress)
         dense = self._assemble(entries)
         if dense is None:  # vectors gone from the cache (another model took it over): embed again
             self.embed([(e, read(e.category, e.filename) or "") for e in entries])
@@ -525,17 +631,24 @@ class DenseIndex:
         return self._keep(user_id, cats, generation, dense)
 
     async def amatrix(
-        self, user_id: str, cats: tuple[str, ...], entries: Sequence[IndexEntry], generation: object, read: ReadNote
+        self,
+        user_id: str,
+        cats: tuple[str, ...],
+        entries: Sequence[IndexEntry],
+        generation: object,
+        read: ReadNote,
+        progress: Progress | None = None,
     ) -> DenseMatrix:
         """Async twin of :meth:`matrix`: stale notes go through the embedder's ``aembed``."""
         kept = self._kept_matrix(user_id, cats, generation)
         if kept is not None:
             return kept
+        await asyncio.to_thread(self.check_rule)
         stale = await asyncio.to_thread(self.stale, entries)
         if stale:
-            log_event(Event.EMBEDDINGS_FALLBACK, reason="note changed since indexing", notes=len(stale))
+            _log_query_embedding(len(stale))
             texts = await asyncio.to_thread(lambda: [read(e.category, e.filename) or "" for e in stale])
-            await self.aembed(list(zip(stale, texts, strict=True)))
+            await self.aembed(list(zip(stale, texts, strict=True)), progress)
         dense = await asyncio.to_thread(self._assemble, entries)
         if dense is None:
             texts = await asyncio.to_thread(lambda: [read(e.category, e.filename) or "" for e in entries])

@@ -8,7 +8,13 @@ from how far BM25's first answer stands above its 10th, and :func:`dense_share` 
 dense side's share of the places. :func:`convex_fusion` (min-max instead of z-scores) was the
 first rule. Measured on three corpora (``benchmarks/bench_quality.py``) score fusion beat
 reciprocal rank fusion, which looks only at positions and let a weak vector ranking push good
-BM25 answers down.
+BM25 answers down. Issue 45's proposal, RRF (k=60) of the whole-note vector's ranking, the best
+passage's and BM25's at half weight, was checked on every set (``benchmarks/
+bench_passage_cap.py --fusions``, 400 man pages, 257 passages a note; R@5 / MRR@10) and lost to
+this rule everywhere: held-out natural questions ``held_out`` .842 / .701 against .877 / .732,
+``fresh`` .727 / .708 against .741 / .755, ``fresh2`` .762 / .668 against .812 / .733,
+``fresh3`` .689 / .641 against .746 / .676; known items ``stdlib`` .885 / .734 against .949 /
+.827, ``readmes`` .857 / .778 against .902 / .819 (and at every lower passage cap too).
 
 :func:`reciprocal_rank_fusion` (RRF) is kept for callers that only have rankings: each list
 contributes ``weight / (k + rank)`` for every name it holds (``rank`` starts at 1);

@@ -69,7 +69,19 @@ as before. Costs index time in proportion: passages per note on that question co
 11.4, on the READMEs 8.5 -> 13.9; 48 of the 400 man pages and 36 of the 185 READMEs had more
 than sixteen. 256 keeps every note of those corpora whole but ``bash`` (324 passages, its last
 fifth left to BM25; the figures are the same as with no bound), while a runaway note (a log
-pasted into a note) still costs a bounded number of model calls."""
+pasted into a note) still costs a bounded number of model calls.
+
+Checked again for issue 45, whether a lower default would be affordable at no loss
+(``benchmarks/bench_passage_cap.py``: 400 man pages holding every page of the five
+natural-question sets, and the known-item sets; R@5 with passages per note stored): every
+lower cap loses natural questions on the held-out sets. ``held_out`` / ``fresh`` / ``fresh2`` /
+``fresh3`` at 257 (12.1 a note) .877 / .741 / .812 / .746; at 128 (11.5) .877 / .724 / .779 /
+.727; at 32 (8.4) .851 / .714 / .774 / .732; at 16 (6.8) .851 / .713 / .762 / .719; at 4 (3.5)
+.798 / .718 / .734 / .685; at 1 (the lead alone) .816 / .685 / .711 / .670. Known items
+hardly move down to 16 (``stdlib`` .949 throughout, ``readmes`` .902 / .895). A few long pages
+answer many questions from their last passages, so the bound stays; the cost of indexing was
+cut elsewhere (one model path, threads, length-sorted batches: see ``benchmarks/
+bench_hybrid_index.py``). ``memory.hybrid_passages`` sets it per memory."""
 
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
 _FRONT_MATTER = re.compile(r"\A---\s*\n.*?\n---\s*\n", re.DOTALL)
@@ -156,7 +168,10 @@ def body_passages(
     return out[:limit]
 
 
-def passages_of(lead: str, title: str, text: str, pieces: PieceCounter | None = None) -> list[str]:
+def passages_of(
+    lead: str, title: str, text: str, pieces: PieceCounter | None = None, max_passages: int = MAX_PASSAGES
+) -> list[str]:
     """A note's passages: its ``lead`` first, then :func:`body_passages` of ``text`` (cut by
-    the model's word pieces when ``pieces`` is given)."""
-    return [lead, *body_passages(title, text, lead=lead, pieces=pieces)]
+    the model's word pieces when ``pieces`` is given), ``max_passages`` in all at most. The
+    body passages under a lower bound are the first of those under a higher one."""
+    return [lead, *body_passages(title, text, limit=max_passages - 1, lead=lead, pieces=pieces)]

@@ -57,6 +57,11 @@ class MemoryStore(KnowledgeNotes):
     []
     """
 
+    embed_progress: Callable[[int, int], None] | None = None
+    """Called as ``progress(done, total)`` (passages) when a hybrid query must embed notes first:
+    notes nobody embedded, or every note after a change of model or passage cut. The command
+    line sets it to a progress bar while a query runs."""
+
     # -- search ----------------------------------------------------------------------------------
     def search(
         self, query: str, top_n: int = 5, *, user_id: str, categories: Iterable[str] | None = None
@@ -97,7 +102,7 @@ class MemoryStore(KnowledgeNotes):
             cache = self._vector_cache(embedder)
             dense = self.__dict__.get("_dense_index")
             if dense is None or dense.cache is not cache:
-                dense = DenseIndex(self.backend, cache, embedder)
+                dense = DenseIndex(self.backend, cache, embedder, self.config.hybrid_passages)
                 self.__dict__["_dense_index"] = dense
             return dense
 
@@ -143,7 +148,7 @@ class MemoryStore(KnowledgeNotes):
         if kept is not None:
             return kept, dense.cache
         generation, chosen = self._chosen(user_id, cats)
-        return dense.matrix(user_id, cats, chosen, generation, self._read_text), dense.cache
+        return dense.matrix(user_id, cats, chosen, generation, self._read_text, self.embed_progress), dense.cache
 
     def _chosen(self, user_id: str, cats: tuple[str, ...]) -> tuple[int, list[IndexEntry]]:
         """The owner's index generation and their entries in ``cats``, sorted by name."""
@@ -174,7 +179,8 @@ class MemoryStore(KnowledgeNotes):
         if kept is not None:
             return kept, dense.cache
         generation, chosen = self._chosen(user_id, cats)
-        return await dense.amatrix(user_id, cats, chosen, generation, self._read_text), dense.cache
+        matrix = await dense.amatrix(user_id, cats, chosen, generation, self._read_text, self.embed_progress)
+        return matrix, dense.cache
 
     @property
     def embeds_at_index(self) -> bool:
@@ -251,11 +257,13 @@ class MemoryStore(KnowledgeNotes):
         categories: Iterable[str] | None = None,
         llm: LLM | None = None,
         progress: Callable[[int, int], None] | None = None,
+        embed_progress: Callable[[int, int], None] | None = None,
     ) -> int:
         """Index every file from scratch (see :class:`.notes.KnowledgeNotes`); in hybrid mode the
-        notes' passages are embedded too, so the first query embeds nothing."""
+        notes' passages are embedded too, so the first query embeds nothing
+        (``embed_progress(done, total)`` counts passages)."""
         count = super().populate_index_from_files(user_id, categories, llm, progress)
-        self._embed_after_indexing("index", lambda: self.embed_notes(user_id, categories))
+        self._embed_after_indexing("index", lambda: self.embed_notes(user_id, categories, embed_progress))
         return count
 
     async def apopulate_index_from_files(
@@ -264,10 +272,13 @@ class MemoryStore(KnowledgeNotes):
         categories: Iterable[str] | None = None,
         llm: LLM | None = None,
         progress: Callable[[int, int], None] | None = None,
+        embed_progress: Callable[[int, int], None] | None = None,
     ) -> int:
         """Async twin of :meth:`populate_index_from_files`."""
         count = await super().apopulate_index_from_files(user_id, categories, llm, progress)
-        await asyncio.to_thread(self._embed_after_indexing, "index", lambda: self.embed_notes(user_id, categories))
+        await asyncio.to_thread(
+            self._embed_after_indexing, "index", lambda: self.embed_notes(user_id, categories, embed_progress)
+        )
         return count
 
     def refresh_paths(self, paths: Iterable[str | os.PathLike[str]]) -> int:

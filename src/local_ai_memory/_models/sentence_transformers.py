@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -105,12 +105,31 @@ class SentenceTransformerEmbedder:
         self.device = device
         self.batch_size = batch_size
         self.max_chars = max_chars
+        self._pieces: Any = None
+        self._pieces_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"SentenceTransformerEmbedder(device={self.device!r})"
 
     def _model(self) -> Any:
         return self._loaded()[1]
+
+    def count_pieces(self, words: Sequence[str]) -> list[int]:
+        """Word pieces per word by the model's own tokenizer, as :class:`.onnx_file.OnnxModelEmbedder`
+        counts them: both embedders cut a note into the same passages, so a note indexed by one
+        is found by the other without embedding it again (they share a passage map)."""
+        from local_ai_memory._models.onnx_file import count_pieces
+
+        with self._pieces_lock:
+            if self._pieces is None:
+                from tokenizers import Tokenizer
+
+                model = self._model()
+                pieces = Tokenizer.from_str(model.tokenizer.backend_tokenizer.to_str())
+                pieces.no_padding()
+                pieces.enable_truncation(max_length=int(model.max_seq_length))
+                self._pieces = pieces
+        return count_pieces(self._pieces, words, self._pieces_lock)
 
     def _encoder(self) -> OnnxEncoder | None:
         """The ONNX encoder for a short call once it is built; counts the call and starts the
