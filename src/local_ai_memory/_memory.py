@@ -41,7 +41,13 @@ from local_ai_memory._runtime.tool_results import DEFAULT_PAGE_CHARS, DEFAULT_PA
 from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.errors import ConfigError, ConflictError, InvalidInputError, RecordNotFoundError
 from local_ai_memory._shared.models import LLM, Embedder
-from local_ai_memory._shared.naming import DirectoryGuard, note_filename, user_file_prefix, validate_name
+from local_ai_memory._shared.naming import (
+    DirectoryGuard,
+    note_filename,
+    note_name_of,
+    user_file_prefix,
+    validate_name,
+)
 from local_ai_memory._shared.records import ToolResultPage
 from local_ai_memory._shared.text import Analyzer
 from local_ai_memory._shared.tokens import TokenCounter
@@ -327,12 +333,6 @@ class NoteName(NamedTuple):
     category: str
 
 
-def _plain_name(tail: str) -> str:
-    """The name :meth:`Knowledge.read_note` maps back to the file name tail ``tail`` (``x.md``)."""
-    stem = tail.removesuffix(".md")
-    return tail if stem.endswith(".md") else stem
-
-
 class Knowledge:
     """The knowledge memory of a :class:`Memory`: notes, search (BM25 / hybrid) and retrieval.
 
@@ -504,7 +504,7 @@ class Knowledge:
         """
         prefix = user_file_prefix(user_id)
         return [
-            NoteName(_plain_name(path.name[len(prefix) :]), cat)
+            NoteName(note_name_of(path.name, prefix), cat)
             for cat in ([category] if category is not None else self.store.categories)
             for path in self.store.list_user_files(user_id, cat)
         ]
@@ -558,17 +558,18 @@ class Knowledge:
         if CONVERSATIONS not in self.store.categories:
             raise ConfigError("conversation logs are off (memory.remember_conversations: false)")
 
-        logged = 0  # turns already in the log: the new ones' ordinals follow
+        before = ""  # the log as this run found it
 
         def appended(current: str | None) -> str:
-            nonlocal logged
-            logged = len(parse_turns(current)) if current is not None else 0
-            return (current if current is not None else header_text(session_id)).rstrip("\n") + "\n\n" + section
+            nonlocal before
+            before = current if current is not None else header_text(session_id)
+            return before.rstrip("\n") + "\n\n" + section
 
         path = self._path(user_id, session_id, CONVERSATIONS)
         self.store.update_file(path, appended)
-        new = parse_turns(section)
-        self.store.embed_passages([(f"{path}#{logged + turn.ordinal}", turn.text) for turn in new])
+        if self.store.embeds_at_index:  # embedded now, under the keys recall asks by, so a recall need not
+            logged = len(parse_turns(before))
+            self.store.embed_passages([(f"{path}#{logged + t.ordinal}", t.text) for t in parse_turns(section)])
         return len(turns)
 
     def recall(self, query: str, user_id: str, *, max_tokens: int = 1000) -> Recall:

@@ -29,6 +29,7 @@ from datetime import date
 
 from local_ai_memory._knowledge.conversations import CONVERSATIONS, parse_turns
 from local_ai_memory._knowledge.passages import blocks
+from local_ai_memory._shared.naming import note_name_of
 from local_ai_memory._shared.text import Analyzer, words
 
 __all__ = [
@@ -162,14 +163,9 @@ def _date_words(run: str) -> list[str]:
     return [day.strftime("%B").lower(), day.strftime("%A").lower(), str(day.year)]
 
 
-def _plain_name(category: str, filename: str, prefix: str) -> str:
-    stem = filename[len(prefix) :] if filename.startswith(prefix) else filename
-    return stem.removesuffix(".md") if not stem.removesuffix(".md").endswith(".md") else stem
-
-
 def cut_note(category: str, filename: str, prefix: str, text: str, analyzer: Analyzer) -> list[_Cut]:
     """The passages of one note with their BM25 terms: a log's turns, another note's paragraphs."""
-    name = _plain_name(category, filename, prefix)
+    name = note_name_of(filename, prefix)
     out: list[_Cut] = []
     if category == CONVERSATIONS:
         turns = parse_turns(text)

@@ -44,6 +44,7 @@ __all__ = [
     "decode_name",
     "encode_name",
     "note_filename",
+    "note_name_of",
     "optional_scope",
     "owner_of",
     "scope_name",
@@ -139,6 +140,15 @@ def note_filename(user_id: str, name: str) -> str:
         raise InvalidInputError(f"a note name must be a non-empty string, got {name!r}")
     stem = name.removesuffix(".md")
     return check_component(f"{user_file_prefix(user_id)}{stem}.md", "note name")
+
+
+def note_name_of(filename: str, prefix: str) -> str:
+    """The plain name that :func:`note_filename` maps to ``filename`` (of the user whose
+    :func:`user_file_prefix` is ``prefix``): ``ops_x.md`` -> ``x``. One ``.md`` is dropped, unless
+    what is left still ends in ``.md`` (``x.md.md`` stays, since a name given with ``.md`` keeps it)."""
+    tail = filename[len(prefix) :] if filename.startswith(prefix) else filename
+    stem = tail.removesuffix(".md")
+    return tail if stem.endswith(".md") else stem
 
 
 def owner_of(filename: str) -> str | None:
