@@ -303,7 +303,9 @@ async def test_recall_finds_what_a_finished_session_said(mode: str, memory: Memo
     memory.session("bob", "s1").finish_run([{"role": "user", "content": "My passport expires in 2031."}])
     async with Client(create_server(memory, user="alice"), mode=mode) as client:
         recalled = await call(client, "recall", query="when does my passport expire?", max_tokens=200)
+        log = await call(client, "read_note", id=recalled["ids"][0])  # an id recall gives reads back
     assert fact in recalled["text"]
     assert recalled["ids"][0] == "conversations/s1.md"
+    assert fact in log["text"]
     assert "2031" not in recalled["text"]
     assert 0 < recalled["tokens"] <= 200

@@ -220,9 +220,10 @@ class _Tools:
 
     def _split(self, note_id: str) -> tuple[str | None, str]:
         """``(category, name)`` of a note id; a bare name is in the default category, and a
-        category must be one of the memory's (said in the error, so the model can correct it)."""
+        category must be one of the store's (said in the error, so the model can correct it):
+        the configured ones and the conversation logs, whose ids ``recall`` and ``list_notes`` give."""
         category, sep, name = note_id.rpartition("/")
-        categories = self.memory.config.categories
+        categories = self.knowledge.store.categories
         if sep and category not in categories:
             problem = InvalidInputError(
                 f"unknown category {category!r} in {note_id!r}: ids are category/name, "
