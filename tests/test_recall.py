@@ -172,3 +172,12 @@ def test_an_imported_chat_keeps_its_dates(memory: Memory) -> None:
     assert [(t.run, t.time) for t in turns] == [("2025-11-03 18:40", "18:40"), ("2025-11-03 18:40", "18:40")]
     with pytest.raises(InvalidInputError, match="timestamp"):
         memory.knowledge.remember_conversation("ann", "s1", [_say("user", "x", "last tuesday")])
+
+
+def test_an_export_carries_the_logs_and_an_import_recalls_them(memory: Memory, tmp_path: Path) -> None:
+    memory.session("ann", "s1").finish_run([_say("user", "The boiler code is 7741.")])
+    manifest = memory.export(tmp_path / "ann.zip", "ann")
+    assert f"{LOGS}/ann_s1.md" in manifest.notes
+    with Memory.open(tmp_path / "elsewhere", fsync=False) as other:
+        other.import_archive(tmp_path / "ann.zip")
+        assert "7741" in other.recall("what is the boiler code?", "ann").text
