@@ -198,3 +198,15 @@ def test_the_whole_hybrid_path_runs_with_torch_unimportable(tmp_path: Path) -> N
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "alice_tea.md"
     assert (tmp_path / "model" / "export.json").is_file()
+
+
+def test_hybrid_recall_finds_a_turn_by_a_question_in_other_words(model_dir: Path, tmp_path: Path) -> None:
+    """Recall fuses the passages' cosines with its word ranking when hybrid search is on: a
+    question that shares no word with the turn that answers it still finds it."""
+    fact = "Mr Okafor collects the rent on the third of each month."
+    for mode, expected in (("bm25", []), ("hybrid", [fact])):
+        with Memory.open(tmp_path / mode, search_mode=mode, fsync=False, auto_watch=False) as memory:
+            memory.session("ann", "s1").finish_run([{"role": "user", "content": fact}])
+            memory.session("ann", "s2").finish_run([{"role": "user", "content": "Buy oat milk and lemons."}])
+            found = memory.recall("who is our landlord?", "ann", max_tokens=60)
+            assert [p.text for p in found.passages][:1] == expected

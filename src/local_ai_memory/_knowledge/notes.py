@@ -321,6 +321,11 @@ class KnowledgeNotes:
             categories = [categories]
         return tuple(dict.fromkeys(self._category(c) for c in categories))
 
+    def _query_categories(self, categories: Iterable[str] | None) -> tuple[str, ...]:
+        """What a query covers: ``categories``, or (``None``) the configured ones (:attr:`searched`):
+        the conversation logs only when asked for by name."""
+        return self._categories(categories if categories is not None else self.searched)
+
     def category_dir(self, category: str) -> Path:
         """The folder of ``category`` (created if missing)."""
         category = self._category(category)
@@ -1173,7 +1178,7 @@ class KnowledgeNotes:
         """Bring ``user_id``'s index up to date for a query; return the categories asked and the
         owner's parts (loaded, the most recently used)."""
         validate_name(user_id, "user_id")
-        cats = self._categories(categories if categories is not None else self.searched)
+        cats = self._query_categories(categories)
         root = self._parts
         with self._lock:
             parts = root.owner(user_id)

@@ -108,11 +108,8 @@ class MemoryStore(KnowledgeNotes):
 
     def _passage_cache(self) -> VectorCache | None:
         """The vector cache of hybrid search (``None`` unless it is on)."""
-        if not self.embeds_at_index:
-            return None
-        assert self.embedder is not None
-        with self._lock:
-            return self._vector_cache(self.embedder)
+        dense = self._dense() if self.embeds_at_index else None
+        return dense.cache if dense is not None else None
 
     def embed_passages(self, items: Sequence[tuple[str, str]]) -> None:
         """Embed the ``(key, text)`` passages now (cached by content) if hybrid search is on, so
@@ -143,7 +140,7 @@ class MemoryStore(KnowledgeNotes):
         if dense is None:
             log_event(Event.EMBEDDINGS_FALLBACK, reason="no embedder configured")
             return None
-        cats = self._categories(categories if categories is not None else self.searched)
+        cats = self._query_categories(categories)
         kept = self._kept_matrix(dense, user_id, cats)
         if kept is not None:
             return kept, dense.cache
@@ -174,7 +171,7 @@ class MemoryStore(KnowledgeNotes):
         if dense is None:
             log_event(Event.EMBEDDINGS_FALLBACK, reason="no embedder configured")
             return None
-        cats = self._categories(categories if categories is not None else self.searched)
+        cats = self._query_categories(categories)
         kept = self._kept_matrix(dense, user_id, cats)
         if kept is not None:
             return kept, dense.cache

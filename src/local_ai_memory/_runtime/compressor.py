@@ -188,7 +188,7 @@ class WorkingMemoryCompressor:
     ) -> None:
         self.manager = manager
         self.conversation_log = conversation_log
-        """Where merged messages are logged (a session (see :meth:`~local_ai_memory.Session.compressor_with`))."""
+        """Where merged messages are logged: a session's log (:meth:`~local_ai_memory.Session.compressor_with`)."""
         self.llm = llm
         self.counter = token_counter or TokenCounter(manager.config.token_encoding)
         self.target_tokens = target_tokens if target_tokens is not None else manager.config.working_memory_target_tokens
