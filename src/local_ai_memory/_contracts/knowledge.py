@@ -60,6 +60,7 @@ __all__ = [
     "NoteInfo",
     "NoteKey",
     "NoteVersions",
+    "OwnerListing",
     "VectorCache",
     "WatchedFolder",
     "erasure_marker",
@@ -139,6 +140,16 @@ class NoteVersions(NamedTuple):
         return NoteInfo(
             self.category, self.names[position], self.sizes[position], self.versions[position], self.modified[position]
         )
+
+
+class OwnerListing(NamedTuple):
+    """What a host reads when it starts following one owner (see
+    :meth:`KnowledgeBackend.follow_owner`): the owner's change-feed cursor and their listing of
+    each category asked, in the order asked. Every change the listing does not show is reported
+    by :meth:`KnowledgeBackend.owner_changes` from ``cursor`` on."""
+
+    cursor: int
+    listings: list[NoteVersions]
 
 
 @dataclass(frozen=True)
@@ -471,6 +482,22 @@ class KnowledgeBackend(ABC):
             return feed
         return NoteChanges(feed.cursor, frozenset(k for k in feed.keys if k[1].startswith(user_prefix)), True)
 
+    def follow_owner(self, user_prefix: str, categories: Sequence[str]) -> OwnerListing | None:
+        """Start following the owner of ``user_prefix``: their feed cursor and their
+        :meth:`list_versions` of each of ``categories`` (an :class:`OwnerListing`), or ``None``
+        when :meth:`owner_changes` keeps no feed (then the caller compares listings as it does
+        without one).
+
+        What a host's first query of an owner reads. The cursor is taken no later than the
+        listings, so a change they miss is one :meth:`owner_changes` reports from the cursor on
+        (it may report one they show, never miss one). The default asks
+        :meth:`owner_changes` ``(user_prefix, None)`` and then lists each category; a database
+        answers all of it in one statement (one round trip, one snapshot)."""
+        feed = self.owner_changes(user_prefix, None)
+        if feed is None:
+            return None
+        return OwnerListing(feed.cursor, [self.list_versions(category, user_prefix) for category in categories])
+
     def forget_feed(self, user_prefix: str) -> None:  # noqa: B027 (optional: most feeds keep nothing per owner)
         """Forget what the change feed keeps about the owner of ``user_prefix``: after their notes
         were all deleted (forgetting a user), or one whose name must not stay behind (an erased
@@ -482,6 +509,21 @@ class KnowledgeBackend(ABC):
     @abstractmethod
     def read_blob(self, name: str) -> bytes | None:
         """A derived-data blob by ``/``-separated name (``memory_index.json``, ``.bm25/...``), or ``None``."""
+
+    def read_blobs(self, names: Sequence[str]) -> dict[str, bytes]:
+        """:meth:`read_blob` of several blobs: ``{name: data}`` of those that exist (a missing
+        one is left out; an empty blob is ``b""``).
+
+        What a host reads together: an owner's index snapshot and its journal, a query's ranker
+        snapshots with the check for an erasure marker. The default reads them one by one; a
+        database answers in one statement, which also reads them as of one moment (a snapshot
+        and its journal as one compaction left them)."""
+        found: dict[str, bytes] = {}
+        for name in dict.fromkeys(names):
+            data = self.read_blob(name)
+            if data is not None:
+                found[name] = data
+        return found
 
     @abstractmethod
     def write_blob(self, name: str, data: bytes) -> None:
@@ -571,7 +613,9 @@ class KnowledgeBackend(ABC):
     alist_versions = thread_twin(list_versions)
     achanges = thread_twin(changes)
     aowner_changes = thread_twin(owner_changes)
+    afollow_owner = thread_twin(follow_owner)
     aread_blob = thread_twin(read_blob)
+    aread_blobs = thread_twin(read_blobs)
     awrite_blob = thread_twin(write_blob)
     aappend_blob = thread_twin(append_blob)
     ablob_size = thread_twin(blob_size)

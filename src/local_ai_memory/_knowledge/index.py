@@ -449,11 +449,13 @@ class KnowledgeIndex:
         broken (quarantined). An owner without a snapshot of their own is read from the index
         of every owner that 0.2 and 0.3 wrote (only their rows), and the next flush writes
         their own snapshot: a folder or database upgrades owner by owner, as each is used."""
-        legacy = False
-        data = self.backend.read_blob(self.name)
+        # The snapshot and its journal in one read (one round trip on a database, and one
+        # moment: a compaction rewrites both in one transaction, so they match).
+        stored = self.backend.read_blobs([self.name, self.journal_name])
         self.reads += 1
+        data, journal = stored.get(self.name), stored.get(self.journal_name)
+        legacy = data is None
         if data is None:
-            legacy = True
             data = self.backend.read_blob(INDEX_NAME)
             if data is None:
                 return None
@@ -465,7 +467,7 @@ class KnowledgeIndex:
         self.loaded_journal = None
         self.loaded_lines = 0
         if parsed.journal is not None:
-            count = self._replay(parsed, self.backend.read_blob(JOURNAL_NAME if legacy else self.journal_name))
+            count = self._replay(parsed, self.backend.read_blob(JOURNAL_NAME) if legacy else journal)
             if count is not None and not legacy:
                 self.loaded_journal, self.loaded_lines = parsed.journal, count
         return parsed.entries, parsed.skipped

@@ -28,11 +28,11 @@ import codecs
 import hashlib
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from local_ai_memory._contracts.knowledge import BlobAppend, KnowledgeBackend, NoteInfo, is_note_name
+from local_ai_memory._contracts.knowledge import BlobAppend, KnowledgeBackend, NoteInfo, NoteVersions, is_note_name
 from local_ai_memory._knowledge.bm25 import CountedDoc, count_terms
 from local_ai_memory._knowledge.index import EntryKey, KnowledgeIndex
 from local_ai_memory._knowledge.index_file import (
@@ -345,9 +345,10 @@ class NoteIndexer:
         """The owner's notes in ``category``."""
         return self.backend.list_notes(category, self.index.prefix)
 
-    def stale(self, categories: tuple[str, ...]) -> list[StaleEntry]:
+    def stale(self, categories: tuple[str, ...], listings: Sequence[NoteVersions] | None = None) -> list[StaleEntry]:
         """The owner's notes created, modified or deleted since they were indexed, by listing
-        comparison.
+        comparison (with ``listings``, one per category in order: those, as the backend just
+        listed them; else each category is listed here).
 
         The lock is taken per :data:`STALE_CHUNK` notes, not for the whole comparison: a
         catch-up over 100k notes would otherwise hold every query of the process for its
@@ -357,9 +358,12 @@ class NoteIndexer:
         entries = self.index.current()
         prefix = self.index.prefix
         stale: list[StaleEntry] = []
-        for category in categories:
-            with collector_paused():  # a listing of 10k notes is 10k objects (see collector_paused)
-                listed = self.backend.list_versions(category, prefix)
+        for at, category in enumerate(categories):
+            if listings is not None:
+                listed = listings[at]
+            else:
+                with collector_paused():  # a listing of 10k notes is 10k objects (see collector_paused)
+                    listed = self.backend.list_versions(category, prefix)
             with self.lock:
                 indexed = set(self.index.names_of(self.index.owner, category))
             for start in range(0, len(listed.names), STALE_CHUNK):
@@ -382,11 +386,11 @@ class NoteIndexer:
                     self.index.forget_skipped(category, set(listed.names), prefix)
         return stale
 
-    def refresh_stale(self, categories: tuple[str, ...]) -> int:
+    def refresh_stale(self, categories: tuple[str, ...], listings: Sequence[NoteVersions] | None = None) -> int:
         """Re-index what :meth:`stale` finds; return how many entries changed (the lock is
         taken per note, so queries of other threads go on between them)."""
         changed = 0
-        for item in self.stale(categories):
+        for item in self.stale(categories, listings):
             with self.lock:
                 changed += self.refresh_one(item.category, item.filename)
         return changed
@@ -395,7 +399,17 @@ class NoteIndexer:
         """Apply the owner's change feed since the last call; ``None`` if the backend keeps none.
 
         An incomplete answer (first call, or the feed lost track) compares the owner's listing once.
+        The first call asks for the feed's cursor and that listing together
+        (:meth:`~KnowledgeBackend.follow_owner`: one round trip on a database).
         """
+        if self.cursor is None:
+            with collector_paused():  # a listing of 10k notes is 10k objects (see collector_paused)
+                start = self.backend.follow_owner(self.index.prefix, categories)
+            if start is None:
+                return None
+            changed = self.refresh_stale(categories, start.listings)
+            self.cursor = start.cursor
+            return changed
         feed = self.backend.owner_changes(self.index.prefix, self.cursor)
         if feed is None:
             return None

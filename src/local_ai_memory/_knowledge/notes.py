@@ -1221,9 +1221,19 @@ class KnowledgeNotes:
                     parts.rankers.get(user_id, category, parts.indexer.stored_tokens)
             self._start_watching_soon()
         # After the refresh: an index that shows any of a forgetting's deletions was refreshed
-        # after its marker was written, so the marker is seen here (by the feed or the stat).
+        # after its marker was written, so the marker is seen here (by the feed or this read).
+        # The snapshots of the rankers the query needs and has not got come in the same read
+        # (a fresh owner's on a database: one round trip for both).
         marker = erasure_marker(user_id)
-        if not self.backend.blob_known_absent(marker) and self.backend.blob_size(marker) is not None:
+        with self._lock:
+            wanted = parts.rankers.wanted(user_id, cats)
+        check = not self.backend.blob_known_absent(marker)
+        names = [marker, *wanted] if check else list(wanted)
+        found = self.backend.read_blobs(names) if names else {}
+        with self._lock:
+            for name, category in wanted.items():
+                parts.rankers.fetched(user_id, category, found.get(name))
+        if check and marker in found:
             self.forget_user(user_id)  # being forgotten elsewhere: finish our part, never answer half way
         root.release_evicted()
         return cats, parts

@@ -30,7 +30,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -132,6 +132,20 @@ class _ReadAhead:
         return self._arrays
 
 
+class _Fetched:
+    """A snapshot blob read already, with other blobs in one read (see
+    :meth:`RankerCache.wanted`): checked and parsed when :meth:`RankerCache.get` takes it."""
+
+    bounds: Bounds | None = None
+
+    def __init__(self, data: bytes | None) -> None:
+        self._data = data
+
+    def result(self) -> dict[str, npt.NDArray[Any]] | None:
+        """The arrays (``None``: there was no snapshot); raises as :func:`~.bm25.read_snapshot` does."""
+        return read_snapshot(self._data) if self._data is not None else None
+
+
 class RankerCache:
     """The rankers of the users who searched, their shared vocabulary and their snapshots."""
 
@@ -149,7 +163,7 @@ class RankerCache:
         self.vocab = Vocabulary()
         self._rankers: dict[tuple[str, str], BM25Index] = {}
         self._saved: dict[tuple[str, str], int] = {}
-        self._ahead: dict[tuple[str, str], _ReadAhead] = {}
+        self._ahead: dict[tuple[str, str], _ReadAhead | _Fetched] = {}
 
     def __len__(self) -> int:
         return len(self._rankers)
@@ -263,6 +277,23 @@ class RankerCache:
         if key in self._rankers or key in self._ahead:
             return
         self._ahead[key] = _ReadAhead(lambda: self._snapshot_arrays(snapshot_name(user_id, category)))
+
+    def wanted(self, user_id: str, categories: Iterable[str]) -> dict[str, str]:
+        """``{snapshot blob name: category}`` of ``user_id``'s rankers in ``categories`` that are
+        neither loaded nor being read: what a query reads with its other blobs and hands to
+        :meth:`fetched` (one round trip on a database instead of one per ranker)."""
+        return {
+            snapshot_name(user_id, category): category
+            for category in categories
+            if (user_id, category) not in self._rankers and (user_id, category) not in self._ahead
+        }
+
+    def fetched(self, user_id: str, category: str, data: bytes | None) -> None:
+        """The snapshot blob of ``user_id``'s ranker in ``category`` as just read (``None``: there
+        is none), for :meth:`get` to load, unless that ranker was loaded or read meanwhile."""
+        key = (user_id, category)
+        if key not in self._rankers and key not in self._ahead:
+            self._ahead[key] = _Fetched(data)
 
     def _load_snapshot(self, ranker: BM25Index, user_id: str, category: str, names: set[str]) -> set[str]:
         name = snapshot_name(user_id, category)

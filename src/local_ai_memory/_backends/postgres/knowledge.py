@@ -36,6 +36,8 @@ from local_ai_memory._contracts.knowledge import (
     NoteChanges,
     NoteInfo,
     NoteKey,
+    NoteVersions,
+    OwnerListing,
     VectorCache,
     is_note_name,
 )
@@ -59,6 +61,16 @@ def _owner(name: str) -> str:
     """The owner column of a note name: its user prefix (``bob_``), ``''`` for a name without one."""
     head, sep, _ = name.partition("_")
     return head + sep if sep else ""
+
+
+def _is_owner(prefix: str) -> bool:
+    """Whether ``prefix`` is a whole owner column value (a user's file prefix, ``bob_``)."""
+    return prefix.endswith("_") and "_" not in prefix[:-1]
+
+
+def _cursor(count: int, incarnation: int) -> int:
+    """An owner's feed cursor: their counter's incarnation and count (see the module's docstring)."""
+    return (incarnation << _COUNT_BITS) | count
 
 
 def _info(category: str, row: Sequence[Any]) -> NoteInfo:
@@ -273,7 +285,7 @@ class PostgresKnowledgeBackend(PgStorage, KnowledgeBackend):
 
     def _list(self, category: str, user_prefix: str | None) -> Op[dict[str, NoteInfo]]:
         columns = "SELECT name, size, version, modified FROM {s}.notes WHERE category = %s"
-        if user_prefix is not None and user_prefix.endswith("_") and "_" not in user_prefix[:-1]:
+        if user_prefix is not None and _is_owner(user_prefix):
             rows = yield Stmt(self.db.q(columns + " AND owner = %s"), (category, user_prefix), "all")
         elif user_prefix is not None:
             rows = yield Stmt(self.db.q(columns + " AND starts_with(name, %s)"), (category, user_prefix), "all")
@@ -288,16 +300,16 @@ class PostgresKnowledgeBackend(PgStorage, KnowledgeBackend):
         return [row[0] for row in rows]
 
     def read_note(self, category: str, name: str) -> bytes | None:
-        return self.run("read_note", self._read(category, name))
+        return self.run("read_note", self._read(category, name), read=True)
 
     async def aread_note(self, category: str, name: str) -> bytes | None:
-        return await self.arun("read_note", self._read(category, name))
+        return await self.arun("read_note", self._read(category, name), read=True)
 
     def read_note_heads(self, category: str, names: Sequence[str], size: int) -> dict[str, tuple[bytes, bool]]:
-        return self.run("read_note_heads", self._read_heads(category, names, size))
+        return self.run("read_note_heads", self._read_heads(category, names, size), read=True)
 
     async def aread_note_heads(self, category: str, names: Sequence[str], size: int) -> dict[str, tuple[bytes, bool]]:
-        return await self.arun("read_note_heads", self._read_heads(category, names, size))
+        return await self.arun("read_note_heads", self._read_heads(category, names, size), read=True)
 
     def write_note(self, category: str, name: str, data: bytes) -> NoteInfo:
         return self.run("write_note", self._write(category, name, data))
@@ -371,16 +383,16 @@ class PostgresKnowledgeBackend(PgStorage, KnowledgeBackend):
         return await self.arun("delete_note", self._delete_with(category, name, blob, line, check))
 
     def note_info(self, category: str, name: str) -> NoteInfo | None:
-        return self.run("note_info", self._note_info(category, name))
+        return self.run("note_info", self._note_info(category, name), read=True)
 
     async def anote_info(self, category: str, name: str) -> NoteInfo | None:
-        return await self.arun("note_info", self._note_info(category, name))
+        return await self.arun("note_info", self._note_info(category, name), read=True)
 
     def list_notes(self, category: str, user_prefix: str | None = None) -> dict[str, NoteInfo]:
-        return self.run("list_notes", self._list(category, user_prefix))
+        return self.run("list_notes", self._list(category, user_prefix), read=True)
 
     async def alist_notes(self, category: str, user_prefix: str | None = None) -> dict[str, NoteInfo]:
-        return await self.arun("list_notes", self._list(category, user_prefix))
+        return await self.arun("list_notes", self._list(category, user_prefix), read=True)
 
     def list_categories(self) -> list[str]:
         return self.run("list_categories", self._categories())
@@ -393,7 +405,7 @@ class PostgresKnowledgeBackend(PgStorage, KnowledgeBackend):
         if row is None:  # never written, or forgotten: only the cursor of 'nothing yet' is current
             return NoteChanges(0, frozenset(), complete=since == 0)
         count, incarnation = int(row[0]), int(row[1])
-        cursor = (incarnation << _COUNT_BITS) | count
+        cursor = _cursor(count, incarnation)
         if since is None or since >> _COUNT_BITS not in (0, incarnation) or since > cursor:
             return NoteChanges(cursor, frozenset(), complete=False)  # first look, or a cursor not of this counter
         if since == cursor:  # the usual answer to a query: nothing new
@@ -411,10 +423,47 @@ class PostgresKnowledgeBackend(PgStorage, KnowledgeBackend):
         return None
 
     def owner_changes(self, user_prefix: str, since: int | None) -> NoteChanges | None:
-        return self.run("changes", self._owner_changes(user_prefix, since))
+        return self.run("changes", self._owner_changes(user_prefix, since), read=True)
 
     async def aowner_changes(self, user_prefix: str, since: int | None) -> NoteChanges | None:
-        return await self.arun("changes", self._owner_changes(user_prefix, since))
+        return await self.arun("changes", self._owner_changes(user_prefix, since), read=True)
+
+    def _follow_owner(self, prefix: str, categories: Sequence[str]) -> Op[OwnerListing]:
+        """The owner's counter and their notes of ``categories`` in one statement: one snapshot,
+        so the cursor is exactly the listing's (a write is in both or in neither). One row per
+        note, each carrying the counter; one row of NULL note columns when there is none."""
+        rows = yield Stmt(
+            self.db.q(
+                "SELECT o.cursor, o.incarnation, n.category, n.name, n.size, n.version, n.modified"
+                " FROM (SELECT 1) AS one LEFT JOIN {s}.note_owners AS o ON o.owner = %s"
+                " LEFT JOIN {s}.notes AS n ON n.owner = %s AND n.category = ANY(%s)"
+            ),
+            (prefix, prefix, list(categories)),
+            "all",
+        )
+        count, incarnation = rows[0][:2]  # (SELECT 1): always one row at least
+        cursor = 0 if count is None else _cursor(int(count), int(incarnation))
+        columns: dict[str, NoteVersions] = {c: NoteVersions(c, [], [], [], []) for c in categories}
+        for row in rows:
+            listed = columns.get(row[2]) if row[2] is not None else None
+            if listed is not None and row[3].endswith(".md"):
+                listed.names.append(row[3])
+                listed.sizes.append(int(row[4]))
+                listed.versions.append(int(row[5]))
+                listed.modified.append(float(row[6]))
+        return OwnerListing(cursor, [columns[c] for c in categories])
+
+    def follow_owner(self, user_prefix: str, categories: Sequence[str]) -> OwnerListing | None:
+        """One statement (see :meth:`_follow_owner`) for a user's prefix; another prefix is
+        listed as the default does."""
+        if not _is_owner(user_prefix):
+            return super().follow_owner(user_prefix, categories)
+        return self.run("follow_owner", self._follow_owner(user_prefix, categories), read=True)
+
+    async def afollow_owner(self, user_prefix: str, categories: Sequence[str]) -> OwnerListing | None:
+        if not _is_owner(user_prefix):
+            return await super().afollow_owner(user_prefix, categories)
+        return await self.arun("follow_owner", self._follow_owner(user_prefix, categories), read=True)
 
     def _forget_feed(self, prefix: str) -> Op[None]:
         yield Stmt(self.db.q("DELETE FROM {s}.note_changes WHERE owner = %s"), (prefix,))
@@ -428,6 +477,10 @@ class PostgresKnowledgeBackend(PgStorage, KnowledgeBackend):
     def _read_blob(self, name: str) -> Op[bytes | None]:
         row = yield Stmt(self.db.q("SELECT data FROM {s}.blobs WHERE name = %s"), (name,), "one")
         return None if row is None else bytes(row[0])
+
+    def _read_blobs(self, names: Sequence[str]) -> Op[dict[str, bytes]]:
+        rows = yield Stmt(self.db.q("SELECT name, data FROM {s}.blobs WHERE name = ANY(%s)"), (list(names),), "all")
+        return {row[0]: bytes(row[1]) for row in rows}
 
     def _write_blob(self, name: str, data: bytes) -> Op[None]:
         yield Stmt(
@@ -469,10 +522,18 @@ class PostgresKnowledgeBackend(PgStorage, KnowledgeBackend):
         return aside if count else None
 
     def read_blob(self, name: str) -> bytes | None:
-        return self.run("read_blob", self._read_blob(name))
+        return self.run("read_blob", self._read_blob(name), read=True)
 
     async def aread_blob(self, name: str) -> bytes | None:
-        return await self.arun("read_blob", self._read_blob(name))
+        return await self.arun("read_blob", self._read_blob(name), read=True)
+
+    def read_blobs(self, names: Sequence[str]) -> dict[str, bytes]:
+        """One statement: the blobs as of one moment (a snapshot and its journal as one
+        compaction, a transaction, left them)."""
+        return self.run("read_blobs", self._read_blobs(names), read=True) if names else {}
+
+    async def aread_blobs(self, names: Sequence[str]) -> dict[str, bytes]:
+        return await self.arun("read_blobs", self._read_blobs(names), read=True) if names else {}
 
     def write_blob(self, name: str, data: bytes) -> None:
         self.run("write_blob", self._write_blob(name, data))
@@ -510,10 +571,10 @@ class PostgresKnowledgeBackend(PgStorage, KnowledgeBackend):
         self.run("rewrite_blobs", self._rewrite(names, change))
 
     def blob_size(self, name: str) -> int | None:
-        return self.run("blob_size", self._blob_size(name))
+        return self.run("blob_size", self._blob_size(name), read=True)
 
     async def ablob_size(self, name: str) -> int | None:
-        return await self.arun("blob_size", self._blob_size(name))
+        return await self.arun("blob_size", self._blob_size(name), read=True)
 
     def delete_blob(self, name: str) -> bool:
         return self.run("delete_blob", self._delete_blob(name))
