@@ -8,7 +8,8 @@ These were the bugs a backend written from the public contract alone once shippe
 passing the suites: vectors not of unit length or in the wrong order, a vector cache shared
 between models, ``discard`` doing nothing, unfiltered or leaking listings, a change feed
 without deletes, a delete that is not idempotent, a blob rewrite that loses appends made
-meanwhile, erasure markers kept in process memory;
+meanwhile, erasure markers kept in process memory, an empty blob read as a missing one, an
+owner's first listing that lists every owner;
 and one more that only real processes reveal: a change id taken outside the write lock.
 """
 
@@ -40,6 +41,7 @@ from local_ai_memory.backends import (
     KnowledgeBackend,
     NoteChanges,
     NoteInfo,
+    OwnerListing,
     VectorCache,
     model_id_of,
     text_digest,
@@ -265,6 +267,21 @@ class FeedTrustsUnknownCursor(InMemoryKnowledgeBackend):
         return super().changes(since)
 
 
+class ReadBlobsDropsEmpty(InMemoryKnowledgeBackend):
+    """``read_blobs`` takes an empty blob (an erasure marker) for a missing one."""
+
+    def read_blobs(self, names: Sequence[str]) -> dict[str, bytes]:
+        return {name: data for name, data in super().read_blobs(names).items() if data}
+
+
+class FollowOwnerListsEveryone(InMemoryKnowledgeBackend):
+    """``follow_owner`` lists every owner's notes of a category, not the asked owner's."""
+
+    def follow_owner(self, user_prefix: str, categories: Sequence[str]) -> OwnerListing | None:
+        start = super().follow_owner(user_prefix, categories)
+        return None if start is None else start._replace(listings=[self.list_versions(c) for c in categories])
+
+
 # ---- what needs a restart: the SQLite example ----------------------------------------------------
 class RewriteBesideAppends(InMemoryKnowledgeBackend):
     """Folds blobs under a lock that appends do not take (the contract's default, for a process
@@ -429,6 +446,8 @@ MUTANTS: dict[str, tuple[str, set[str]]] = {
     "RewriteBesideAppends": ("memory", {"test_rewrite_blobs_loses_no_append_made_meanwhile"}),
     "ModifiedInMilliseconds": ("memory", {"test_note_times_are_wall_clock_seconds_since_the_epoch"}),
     "FeedTrustsUnknownCursor": ("memory", {"test_change_feed_refuses_a_cursor_it_never_handed_out"}),
+    "ReadBlobsDropsEmpty": ("memory", {"test_read_blobs_gives_those_that_exist"}),
+    "FollowOwnerListsEveryone": ("memory", {"test_following_an_owner_gives_the_feed_cursor_and_their_listing"}),
     "CursorOutsideTheWriteLock": ("sqlite_processes", {"test_processes_writing_notes_lose_nothing"}),
     "UpdateLockInOneProcess": ("sqlite_processes", {"test_processes_updating_one_note_lose_no_update"}),
     "InPlaceFileNotes": ("sqlite", {"test_confirmed_writes_survive_a_killed_writer"}),

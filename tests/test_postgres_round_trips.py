@@ -9,7 +9,6 @@ one connection: what the server really received, not what the code meant to send
 
 from __future__ import annotations
 
-import collections
 from collections.abc import Iterator
 from pathlib import Path
 

@@ -462,6 +462,50 @@ class KnowledgeBackendTests:
                 "complete=False (or None)"
             )
 
+    def test_following_an_owner_gives_the_feed_cursor_and_their_listing(
+        self, backend: KnowledgeBackend, twin: Twin
+    ) -> None:
+        """``follow_owner``: the owner's listing of each category asked, in order, as
+        ``list_versions`` gives it, and a cursor from which ``owner_changes`` reports every later
+        change (``None`` exactly when ``owner_changes`` keeps no feed)."""
+        self.open_feed(backend)
+        alice = user_file_prefix("alice")
+        for user in ("alice", "bob_admin", "bob"):
+            for category in CATEGORIES:
+                twin(backend, "write_note", category, _note(user, f"in {category}"), f"{user} {category}".encode())
+        twin(backend, "write_note", "knowledge", _note("alice", "second"), b"two")
+        twin(backend, "write_note", "knowledge", "alice_draft.txt", b"not a note")
+        asked = ["work", "knowledge", "empty"]
+        start = twin(backend, "follow_owner", alice, asked)
+        if start is None:
+            assert twin(backend, "owner_changes", alice, None) is None, (
+                "follow_owner answered None while owner_changes keeps a feed: None means no feed"
+            )
+            assert "change_feed" not in self.capabilities, "a backend claiming 'change_feed' never answers None"
+            return
+        assert [listed.category for listed in start.listings] == asked, "one listing per category, in the order asked"
+        for listed in start.listings:
+            columns = {listed.names[i]: listed.info(i) for i in range(len(listed.names))}
+            assert len(columns) == len(listed.names) == len(listed.sizes) == len(listed.versions)
+            assert columns == twin(backend, "list_notes", listed.category, alice), (
+                f"follow_owner's listing of {listed.category!r} must be list_notes of the owner's prefix"
+            )
+        later = ("work", _note("alice", "later"))
+        twin(backend, "write_note", *later, b"later")
+        twin(backend, "write_note", "knowledge", _note("bob", "later"), b"not alice's")
+        changes = twin(backend, "owner_changes", alice, start.cursor)
+        assert changes is not None, "a feed that follow_owner started answers owner_changes"
+        assert changes.complete, "the cursor of follow_owner is one owner_changes knows"
+        assert later in changes.keys, "a change after follow_owner must be reported from its cursor on"
+        nobody = twin(backend, "follow_owner", user_file_prefix("nobody"), asked)
+        assert [(listed.category, listed.names) for listed in nobody.listings] == [(c, []) for c in asked]
+        twin(backend, "write_note", "knowledge", _note("nobody", "first"), b"first")
+        first = twin(backend, "owner_changes", user_file_prefix("nobody"), nobody.cursor)
+        assert first.complete, "the cursor of an owner without notes yet is one owner_changes knows"
+        assert ("knowledge", _note("nobody", "first")) in first.keys, (
+            "the cursor of an owner without notes yet must report their first note"
+        )
+
     def test_change_feed_misses_nothing_while_threads_write(self, backend: KnowledgeBackend, twin: Twin) -> None:
         self.require("change_feed")
         self.open_feed(backend)
@@ -522,6 +566,21 @@ class KnowledgeBackendTests:
         assert twin(backend, "blob_size", marker) == 0
         assert not backend.blob_known_absent(marker)
         assert twin(backend, "blob_size", erasure_marker("bob")) is None
+
+    def test_read_blobs_gives_those_that_exist(self, backend: KnowledgeBackend, twin: Twin) -> None:
+        """``read_blobs``: ``{name: bytes}`` of each stored blob asked for (an empty one as
+        ``b""``, a name asked twice once), the missing ones left out."""
+        stored = {
+            ".index/alice_index.json": bytes(range(256)) * 40,
+            ".index/alice_index.journal": b"",
+            erasure_marker("bob_admin"): b"",
+        }
+        for name, data in stored.items():
+            twin(backend, "write_blob", name, data)
+        asked = [*stored, erasure_marker("bob"), ".index/alice_index.json", ".bm25/knowledge/alice_bm25.npz"]
+        assert twin(backend, "read_blobs", asked) == stored, "read_blobs must give every stored blob, exactly"
+        assert twin(backend, "read_blobs", [erasure_marker("bob")]) == {}, "a missing blob is left out"
+        assert twin(backend, "read_blobs", []) == {}
 
     def test_close_is_harmless_twice(self, backend: KnowledgeBackend, twin: Twin) -> None:
         twin(backend, "write_note", "knowledge", _note("alice", "a"), b"a")
