@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -340,9 +341,9 @@ def test_a_large_users_first_query_waits_for_the_watchers_catch_up_instead_of_li
     compared: list[str] = []
     original = NoteIndexer.stale
 
-    def counted(self: NoteIndexer, categories: tuple[str, ...]) -> object:
+    def counted(self: NoteIndexer, categories: tuple[str, ...], *listed: Any) -> object:
         compared.append(threading.current_thread().name)
-        return original(self, categories)
+        return original(self, categories, *listed)
 
     monkeypatch.setattr(NoteIndexer, "stale", counted)
     store = make_store(tmp_path)
