@@ -98,24 +98,27 @@ class _SortedTerms:
     a term's id is found by binary search over the encoded bytes, comparing about 16 of them,
     instead of building a dict of every term (tens of thousands of strings: 15-20 ms of a fresh
     process's first query at 10k notes). UTF-8 bytes sort as their code points do, so the
-    order the snapshot wrote (Python's ``str`` order) is the order of the bytes compared."""
+    order the snapshot wrote (Python's ``str`` order) is the order of the bytes compared.
 
-    def __init__(self, packed: bytes, order: npt.NDArray[np.int64]) -> None:
+    Two 4-byte arrays per term (the sorted order and where each term starts): a host keeps one
+    of these per user it serves, so 8-byte copies in sorted order cost megabytes per hundred
+    users. Read through memoryviews, whose items are plain ints (a numpy scalar per probe made
+    a search 30% slower)."""
+
+    def __init__(self, packed: bytes, order: npt.NDArray[Any]) -> None:
         self.packed = packed
-        self.order = order
+        self.size = len(order)
         ends = np.flatnonzero(np.frombuffer(packed, dtype=np.uint8) == 0)
-        starts = np.concatenate([np.zeros(1, dtype=np.int64), ends + 1])
-        ends = np.concatenate([ends, np.full(1, len(packed), dtype=np.int64)])
-        # Each term's bounds in sorted order, so a probe slices the buffer directly; read through
-        # memoryviews, whose items are plain ints (a numpy scalar per probe made a search 30%
-        # slower, and lists of 67k ints would cost megabytes).
-        self._starts = np.ascontiguousarray(starts[order]).data
-        self._ends = np.ascontiguousarray(ends[order]).data
-        self._ids = np.ascontiguousarray(order).data
+        # term i is packed[starts[i] : starts[i + 1] - 1]; the last one ends at len(packed)
+        starts = np.empty(self.size + 1, dtype=np.int64)
+        starts[0], starts[1:-1], starts[-1] = 0, ends + 1, len(packed) + 1
+        wide = starts[-1] > np.iinfo(np.int32).max
+        self._starts = _ints(starts) if wide else _ints(starts.astype(np.int32))
+        self._ids = _ints(np.ascontiguousarray(order, dtype=np.int32))
         self._found: dict[str, int | None] = {}  # the last answers, up to _SEEN_WORDS of them
 
     def __len__(self) -> int:
-        return len(self.order)
+        return self.size
 
     def find(self, term: str) -> int | None:
         found = self._found.get(term, -1)  # one lookup: another thread may clear the dict
@@ -128,20 +131,29 @@ class _SortedTerms:
 
     def _search(self, term: str) -> int | None:
         key = term.encode("utf-8", "surrogatepass")
-        packed, starts, ends = self.packed, self._starts, self._ends
-        low, high = 0, len(self.order)
+        packed, starts, ids = self.packed, self._starts, self._ids
+        low, high = 0, self.size
         while low < high:
             middle = (low + high) // 2
-            if packed[starts[middle] : ends[middle]] < key:
+            at = ids[middle]
+            if packed[starts[at] : starts[at + 1] - 1] < key:
                 low = middle + 1
             else:
                 high = middle
-        if low < len(self.order) and packed[starts[low] : ends[low]] == key:
-            return int(self._ids[low])
+        if low < self.size:
+            at = ids[low]
+            if packed[starts[at] : starts[at + 1] - 1] == key:
+                return int(at)
         return None
 
     def all(self) -> list[str]:
         return self.packed.decode("utf-8", "surrogatepass").split("\x00")
+
+
+def _ints(array: npt.NDArray[np.int32 | np.int64]) -> memoryview:
+    """A contiguous integer array as a memoryview of plain ints (numpy's own buffer format,
+    ``=i``, is one that memoryviews cannot index)."""
+    return memoryview(array).cast("B").cast("q" if array.dtype.itemsize == 8 else "i")
 
 
 class Vocabulary:
@@ -208,7 +220,6 @@ class Vocabulary:
         order = np.asarray(order)
         if order.shape != (n,) or order.dtype.kind not in "iu":
             return False
-        order = order.astype(np.int64, copy=False)
         seen = np.zeros(n, dtype=np.bool_)
         if bool(((order < 0) | (order >= n)).any()):
             return False
@@ -244,7 +255,7 @@ def _grow(array: npt.NDArray[np.generic], size: int) -> npt.NDArray[np.generic]:
 class _Stats:
     n_docs: int
     avgdl: float
-    df: IntArray
+    df: npt.NDArray[np.int32 | np.int64]
 
 
 QueryTerm = tuple[int, float, bool]  # term id, weight x idf, scored without length normalization
@@ -263,7 +274,7 @@ class BM25Index:
         self._keys: list[str | None] = []
         self._doc_len: FloatArray = np.zeros(0, dtype=np.float64)
         self._alive: npt.NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
-        self._df: IntArray = np.zeros(0, dtype=np.int64)
+        self._df: TermArray = np.zeros(0, dtype=np.int32)  # 4 bytes a term: one per term a host holds
         self.n_docs = 0
         self.total_len = 0
         # The base segment (slots below _base_end): term-major postings and doc-major terms.
@@ -500,7 +511,7 @@ class BM25Index:
             moved = np.repeat(starts, sizes) + np.arange(total, dtype=np.int64)
             post_slots, post_tfs = post_slots[moved], post_tfs[moved]
         vocab_size = len(self.vocab)
-        df = np.zeros(vocab_size, dtype=np.int64)
+        df = np.zeros(vocab_size, dtype=np.int32)
         df[global_ids] = counts
         self._keys = list(keys)
         self._slot = slot_of
@@ -509,7 +520,12 @@ class BM25Index:
         self._df = df
         self.n_docs = n
         self.total_len = int(doc_len.sum())
-        self._base_ptr = np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(df, dtype=np.int64)])
+        # the stored pointers when they are this vocabulary's (a fresh one: no second copy)
+        self._base_ptr = (
+            post_ptr
+            if same_ids and vocab_size == n_words
+            else np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(df, dtype=np.int64)])
+        )
         self._base_slots = post_slots.astype(np.int32, copy=False)
         self._base_tfs = post_tfs  # kept as stored (uint16 as a rule: no 4-byte copy of every posting)
         self._doc_ptr = doc_ptr
@@ -546,10 +562,10 @@ class BM25Index:
         return global_ids, bool(np.array_equal(global_ids, np.arange(n_words, dtype=np.int32)))
 
     # -- scoring -------------------------------------------------------------------------
-    def _df_view(self, size: int) -> IntArray:
+    def _df_view(self, size: int) -> TermArray:
         if len(self._df) >= size:
             return self._df[:size]
-        out = np.zeros(size, dtype=np.int64)
+        out = np.zeros(size, dtype=np.int32)
         out[: len(self._df)] = self._df
         return out
 
@@ -559,7 +575,10 @@ class BM25Index:
         cached = self._stats_cache
         if cached is not None and cached[0] == self.version and cached[1] == size:
             return cached[2]
-        stats = _combine([self])
+        # one corpus: its own document frequencies, not a copy (a copy per user a host holds)
+        stats = _Stats(
+            n_docs=self.n_docs, avgdl=self.total_len / self.n_docs if self.n_docs else 0.0, df=self._df_view(size)
+        )
         self._stats_cache = (self.version, size, stats)
         return stats
 
