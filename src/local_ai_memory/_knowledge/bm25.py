@@ -116,6 +116,8 @@ class _SortedTerms:
         self._starts = _ints(starts) if wide else _ints(starts.astype(np.int32))
         self._ids = _ints(np.ascontiguousarray(order, dtype=np.int32))
         self._found: dict[str, int | None] = {}  # the last answers, up to _SEEN_WORDS of them
+        self._hashes: npt.NDArray[np.int64] | None = None  # see find_many
+        self._hash_ids: TermArray = np.zeros(0, dtype=np.int32)
 
     def __len__(self) -> int:
         return self.size
@@ -149,35 +151,54 @@ class _SortedTerms:
     def all(self) -> list[str]:
         return self.packed.decode("utf-8", "surrogatepass").split("\x00")
 
+    def _term(self, at: int) -> bytes:
+        return self.packed[self._starts[at] : self._starts[at + 1] - 1]
+
+    def find_many(self, terms: Sequence[str]) -> list[int | None]:
+        """The ids of ``terms`` (``None``: not a stored term), as a write needs them for a
+        document's few hundred terms: by the terms' hashes, searched in one array operation
+        among the stored terms' sorted hashes (made at the first call: 12 bytes a term, where
+        a dict of every term costs about 100), each hit checked against the stored bytes."""
+        if self._hashes is None:
+            hashes = np.fromiter(map(hash, self.all()), dtype=np.int64, count=self.size)
+            order = np.argsort(hashes, kind="stable")
+            self._hashes, self._hash_ids = hashes[order], order.astype(np.int32)
+        wanted = np.fromiter(map(hash, terms), dtype=np.int64, count=len(terms))
+        at = np.minimum(np.searchsorted(self._hashes, wanted), self.size - 1)
+        hit = (self._hashes[at] == wanted).tolist()
+        out: list[int | None] = []
+        for term, found, candidate in zip(terms, hit, self._hash_ids[at].tolist(), strict=True):
+            if not found:  # no stored term has this hash
+                out.append(None)
+            elif self._term(candidate) == term.encode("utf-8", "surrogatepass"):
+                out.append(candidate)
+            else:  # two terms share a hash: ask the bytes
+                out.append(self._search(term))
+        return out
+
 
 def _ints(array: npt.NDArray[np.int32 | np.int64]) -> memoryview:
     """A contiguous integer array as a memoryview of plain ints (numpy's own buffer format,
     ``=i``, is one that memoryviews cannot index)."""
-    return memoryview(array).cast("B").cast("q" if array.dtype.itemsize == 8 else "i")
+    return memoryview(array.data).cast("B").cast("q" if array.dtype.itemsize == 8 else "i")
 
 
 class Vocabulary:
     """Maps terms to dense integer ids; shared by the indexes of one store so they can be combined.
 
     A fresh vocabulary can take a ranker snapshot's terms as they are stored
-    (:meth:`adopt_sorted`): terms are then looked up by binary search until the first call
-    that assigns ids (:meth:`ids_for`, :meth:`words`) builds the dict."""
+    (:meth:`adopt_sorted`) and keep them so: terms are looked up by binary search (a query's
+    few) or by hash (a written document's hundreds), and terms first seen after that get the
+    next ids in a small dict of their own. No dict of every term is built: a host holds one
+    vocabulary per user it serves, and writes reach most of them."""
 
     def __init__(self) -> None:
-        self._ids: dict[str, int] = {}
-        self._words: list[str] = []
+        self._ids: dict[str, int] = {}  # every term, or (with _sorted) the terms added since
+        self._words: list[str] = []  # likewise, in id order
         self._sorted: _SortedTerms | None = None
 
     def __len__(self) -> int:
-        return len(self._sorted) if self._sorted is not None else len(self._ids)
-
-    def _unpack(self) -> None:
-        stored = self._sorted
-        if stored is not None:
-            words = stored.all()
-            self._ids = dict(zip(words, range(len(words)), strict=True))
-            self._words = words
-            self._sorted = None
+        return len(self._words) + (len(self._sorted) if self._sorted is not None else 0)
 
     def add(self, term: str) -> int:
         """Id of ``term``, assigning a new one if needed."""
@@ -185,16 +206,18 @@ class Vocabulary:
 
     def ids_for(self, terms: Iterable[str]) -> list[int]:
         """Ids of ``terms``, assigning new ones as needed."""
-        self._unpack()
-        ids = self._ids
-        words = self._words
+        terms = list(terms)
+        stored = self._sorted
+        found = stored.find_many(terms) if stored is not None and terms else [None] * len(terms)
+        ids, words = self._ids, self._words
+        base = len(stored) if stored is not None else 0
         out: list[int] = []
-        for term in terms:
-            found = ids.get(term)
-            if found is None:
-                found = ids[term] = len(words)
+        for term, stored_id in zip(terms, found, strict=True):
+            got = stored_id if stored_id is not None else ids.get(term)
+            if got is None:
+                got = ids[term] = base + len(words)
                 words.append(term)
-            out.append(found)
+            out.append(got)
         return out
 
     def adopt(self, terms: list[str]) -> bool:
@@ -231,15 +254,20 @@ class Vocabulary:
 
     def words(self, ids: Iterable[int]) -> list[str]:
         """The terms of ``ids``."""
-        self._unpack()
-        words = self._words
-        return [words[i] for i in ids]
+        stored = self._sorted
+        if stored is None:
+            words = self._words
+            return [words[i] for i in ids]
+        every = [*stored.all(), *self._words]  # a snapshot's export: every term, once
+        return [every[i] for i in ids]
 
     def get(self, term: str) -> int | None:
         """Id of ``term`` or ``None`` if no document ever contained it."""
         stored = self._sorted
-        if stored is not None:
-            return stored.find(term) if "\x00" not in term else None
+        if stored is not None and "\x00" not in term:
+            found = stored.find(term)
+            if found is not None:
+                return found
         return self._ids.get(term)
 
 
