@@ -26,8 +26,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from local_ai_memory import close_shared_stores
+from local_ai_memory._knowledge import bm25, index_file
 from local_ai_memory._knowledge import index as index_module
-from local_ai_memory._knowledge import index_file
 from local_ai_memory._knowledge.bm25 import BM25Index, Vocabulary, pack_texts, read_snapshot, snapshot_bytes
 from local_ai_memory._knowledge.index import EntryMap, index_names
 from local_ai_memory._knowledge.index_file import IndexColumns, parse_columns, parse_index, stored_entries
@@ -231,8 +231,8 @@ def test_a_fresh_vocabulary_looks_terms_up_in_their_stored_order(tmp_path: Path)
     assert vocab.get("") is None
     assert vocab.get("a\x00b") is None
     assert vocab._sorted is not None
-    ranker.add("alice_extra.md", ["brand", "new", words[0]])  # assigning ids builds the dict once
-    assert vocab._sorted is None
+    ranker.add("alice_extra.md", ["brand", "new", words[0]])  # new terms get ids of their own
+    assert vocab._sorted is not None  # still no dict of every term: a host keeps one per user
     assert vocab.get(words[0]) == 0
     assert vocab.get("brand") == len(words)
     fresh = _fresh(tmp_path)
@@ -251,10 +251,23 @@ def test_stored_order_lookups_find_every_term_whatever_its_script(words: list[st
     vocab = Vocabulary()
     assert vocab.adopt_sorted(bytes(pack_texts(words)), order)
     assert [vocab.get(word) for word in words] == list(range(len(words)))
-    for absent in ("", "caf", "cafe\u0301", "\U0001f601", "\ud801"):
-        if absent not in words:
-            assert vocab.get(absent) is None
+    absent = [word for word in ("", "caf", "cafe\u0301", "\U0001f601", "\ud801") if word not in words]
+    for word in absent:
+        assert vocab.get(word) is None
     assert vocab._sorted is not None  # looked up without building the dict
+    # A written document's terms, looked up by hash (and by bytes when two terms share a hash:
+    # here every term does), new ones numbered after the stored ones.
+    for colliding in (False, True):
+        fresh = Vocabulary()
+        assert fresh.adopt_sorted(bytes(pack_texts(words)), order)
+        with pytest.MonkeyPatch.context() as patch:
+            if colliding:
+                patch.setattr(bm25, "hash", lambda term: len(term) % 2, raising=False)
+            assert fresh.ids_for([*words, *absent, *words]) == [*range(len(words) + len(absent)), *range(len(words))]
+            assert fresh.ids_for(absent) == list(range(len(words), len(words) + len(absent)))
+        assert [fresh.get(word) for word in [*words, *absent]] == list(range(len(words) + len(absent)))
+        assert fresh.words(range(len(fresh))) == [*words, *absent]
+        assert fresh._sorted is not None
 
 
 @pytest.mark.parametrize("order", ["absent", "not a permutation", "wrong shape"])

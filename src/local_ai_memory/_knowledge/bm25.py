@@ -98,24 +98,29 @@ class _SortedTerms:
     a term's id is found by binary search over the encoded bytes, comparing about 16 of them,
     instead of building a dict of every term (tens of thousands of strings: 15-20 ms of a fresh
     process's first query at 10k notes). UTF-8 bytes sort as their code points do, so the
-    order the snapshot wrote (Python's ``str`` order) is the order of the bytes compared."""
+    order the snapshot wrote (Python's ``str`` order) is the order of the bytes compared.
 
-    def __init__(self, packed: bytes, order: npt.NDArray[np.int64]) -> None:
+    Two 4-byte arrays per term (the sorted order and where each term starts): a host keeps one
+    of these per user it serves, so 8-byte copies in sorted order cost megabytes per hundred
+    users. Read through memoryviews, whose items are plain ints (a numpy scalar per probe made
+    a search 30% slower)."""
+
+    def __init__(self, packed: bytes, order: npt.NDArray[Any]) -> None:
         self.packed = packed
-        self.order = order
+        self.size = len(order)
         ends = np.flatnonzero(np.frombuffer(packed, dtype=np.uint8) == 0)
-        starts = np.concatenate([np.zeros(1, dtype=np.int64), ends + 1])
-        ends = np.concatenate([ends, np.full(1, len(packed), dtype=np.int64)])
-        # Each term's bounds in sorted order, so a probe slices the buffer directly; read through
-        # memoryviews, whose items are plain ints (a numpy scalar per probe made a search 30%
-        # slower, and lists of 67k ints would cost megabytes).
-        self._starts = np.ascontiguousarray(starts[order]).data
-        self._ends = np.ascontiguousarray(ends[order]).data
-        self._ids = np.ascontiguousarray(order).data
+        # term i is packed[starts[i] : starts[i + 1] - 1]; the last one ends at len(packed)
+        starts = np.empty(self.size + 1, dtype=np.int64)
+        starts[0], starts[1:-1], starts[-1] = 0, ends + 1, len(packed) + 1
+        wide = starts[-1] > np.iinfo(np.int32).max
+        self._starts = _ints(starts) if wide else _ints(starts.astype(np.int32))
+        self._ids = _ints(np.ascontiguousarray(order, dtype=np.int32))
         self._found: dict[str, int | None] = {}  # the last answers, up to _SEEN_WORDS of them
+        self._hashes: npt.NDArray[np.int64] | None = None  # see find_many
+        self._hash_ids: TermArray = np.zeros(0, dtype=np.int32)
 
     def __len__(self) -> int:
-        return len(self.order)
+        return self.size
 
     def find(self, term: str) -> int | None:
         found = self._found.get(term, -1)  # one lookup: another thread may clear the dict
@@ -128,44 +133,72 @@ class _SortedTerms:
 
     def _search(self, term: str) -> int | None:
         key = term.encode("utf-8", "surrogatepass")
-        packed, starts, ends = self.packed, self._starts, self._ends
-        low, high = 0, len(self.order)
+        packed, starts, ids = self.packed, self._starts, self._ids
+        low, high = 0, self.size
         while low < high:
             middle = (low + high) // 2
-            if packed[starts[middle] : ends[middle]] < key:
+            at = ids[middle]
+            if packed[starts[at] : starts[at + 1] - 1] < key:
                 low = middle + 1
             else:
                 high = middle
-        if low < len(self.order) and packed[starts[low] : ends[low]] == key:
-            return int(self._ids[low])
+        if low < self.size:
+            at = ids[low]
+            if packed[starts[at] : starts[at + 1] - 1] == key:
+                return int(at)
         return None
 
     def all(self) -> list[str]:
         return self.packed.decode("utf-8", "surrogatepass").split("\x00")
+
+    def _term(self, at: int) -> bytes:
+        return self.packed[self._starts[at] : self._starts[at + 1] - 1]
+
+    def find_many(self, terms: Sequence[str]) -> list[int | None]:
+        """The ids of ``terms`` (``None``: not a stored term), as a write needs them for a
+        document's few hundred terms: by the terms' hashes, searched in one array operation
+        among the stored terms' sorted hashes (made at the first call: 12 bytes a term, where
+        a dict of every term costs about 100), each hit checked against the stored bytes."""
+        if self._hashes is None:
+            hashes = np.fromiter(map(hash, self.all()), dtype=np.int64, count=self.size)
+            order = np.argsort(hashes, kind="stable")
+            self._hashes, self._hash_ids = hashes[order], order.astype(np.int32)
+        wanted = np.fromiter(map(hash, terms), dtype=np.int64, count=len(terms))
+        at = np.minimum(np.searchsorted(self._hashes, wanted), self.size - 1)
+        hit = (self._hashes[at] == wanted).tolist()
+        out: list[int | None] = []
+        for term, found, candidate in zip(terms, hit, self._hash_ids[at].tolist(), strict=True):
+            if not found:  # no stored term has this hash
+                out.append(None)
+            elif self._term(candidate) == term.encode("utf-8", "surrogatepass"):
+                out.append(candidate)
+            else:  # two terms share a hash: ask the bytes
+                out.append(self._search(term))
+        return out
+
+
+def _ints(array: npt.NDArray[np.int32 | np.int64]) -> memoryview:
+    """A contiguous integer array as a memoryview of plain ints (numpy's own buffer format,
+    ``=i``, is one that memoryviews cannot index)."""
+    return memoryview(array.data).cast("B").cast("q" if array.dtype.itemsize == 8 else "i")
 
 
 class Vocabulary:
     """Maps terms to dense integer ids; shared by the indexes of one store so they can be combined.
 
     A fresh vocabulary can take a ranker snapshot's terms as they are stored
-    (:meth:`adopt_sorted`): terms are then looked up by binary search until the first call
-    that assigns ids (:meth:`ids_for`, :meth:`words`) builds the dict."""
+    (:meth:`adopt_sorted`) and keep them so: terms are looked up by binary search (a query's
+    few) or by hash (a written document's hundreds), and terms first seen after that get the
+    next ids in a small dict of their own. No dict of every term is built: a host holds one
+    vocabulary per user it serves, and writes reach most of them."""
 
     def __init__(self) -> None:
-        self._ids: dict[str, int] = {}
-        self._words: list[str] = []
+        self._ids: dict[str, int] = {}  # every term, or (with _sorted) the terms added since
+        self._words: list[str] = []  # likewise, in id order
         self._sorted: _SortedTerms | None = None
 
     def __len__(self) -> int:
-        return len(self._sorted) if self._sorted is not None else len(self._ids)
-
-    def _unpack(self) -> None:
-        stored = self._sorted
-        if stored is not None:
-            words = stored.all()
-            self._ids = dict(zip(words, range(len(words)), strict=True))
-            self._words = words
-            self._sorted = None
+        return len(self._words) + (len(self._sorted) if self._sorted is not None else 0)
 
     def add(self, term: str) -> int:
         """Id of ``term``, assigning a new one if needed."""
@@ -173,16 +206,18 @@ class Vocabulary:
 
     def ids_for(self, terms: Iterable[str]) -> list[int]:
         """Ids of ``terms``, assigning new ones as needed."""
-        self._unpack()
-        ids = self._ids
-        words = self._words
+        terms = list(terms)
+        stored = self._sorted
+        found = stored.find_many(terms) if stored is not None and terms else [None] * len(terms)
+        ids, words = self._ids, self._words
+        base = len(stored) if stored is not None else 0
         out: list[int] = []
-        for term in terms:
-            found = ids.get(term)
-            if found is None:
-                found = ids[term] = len(words)
+        for term, stored_id in zip(terms, found, strict=True):
+            got = stored_id if stored_id is not None else ids.get(term)
+            if got is None:
+                got = ids[term] = base + len(words)
                 words.append(term)
-            out.append(found)
+            out.append(got)
         return out
 
     def adopt(self, terms: list[str]) -> bool:
@@ -208,7 +243,6 @@ class Vocabulary:
         order = np.asarray(order)
         if order.shape != (n,) or order.dtype.kind not in "iu":
             return False
-        order = order.astype(np.int64, copy=False)
         seen = np.zeros(n, dtype=np.bool_)
         if bool(((order < 0) | (order >= n)).any()):
             return False
@@ -220,15 +254,20 @@ class Vocabulary:
 
     def words(self, ids: Iterable[int]) -> list[str]:
         """The terms of ``ids``."""
-        self._unpack()
-        words = self._words
-        return [words[i] for i in ids]
+        stored = self._sorted
+        if stored is None:
+            words = self._words
+            return [words[i] for i in ids]
+        every = [*stored.all(), *self._words]  # a snapshot's export: every term, once
+        return [every[i] for i in ids]
 
     def get(self, term: str) -> int | None:
         """Id of ``term`` or ``None`` if no document ever contained it."""
         stored = self._sorted
-        if stored is not None:
-            return stored.find(term) if "\x00" not in term else None
+        if stored is not None and "\x00" not in term:
+            found = stored.find(term)
+            if found is not None:
+                return found
         return self._ids.get(term)
 
 
@@ -244,7 +283,7 @@ def _grow(array: npt.NDArray[np.generic], size: int) -> npt.NDArray[np.generic]:
 class _Stats:
     n_docs: int
     avgdl: float
-    df: IntArray
+    df: npt.NDArray[np.int32 | np.int64]
 
 
 QueryTerm = tuple[int, float, bool]  # term id, weight x idf, scored without length normalization
@@ -263,7 +302,7 @@ class BM25Index:
         self._keys: list[str | None] = []
         self._doc_len: FloatArray = np.zeros(0, dtype=np.float64)
         self._alive: npt.NDArray[np.bool_] = np.zeros(0, dtype=np.bool_)
-        self._df: IntArray = np.zeros(0, dtype=np.int64)
+        self._df: TermArray = np.zeros(0, dtype=np.int32)  # 4 bytes a term: one per term a host holds
         self.n_docs = 0
         self.total_len = 0
         # The base segment (slots below _base_end): term-major postings and doc-major terms.
@@ -500,7 +539,7 @@ class BM25Index:
             moved = np.repeat(starts, sizes) + np.arange(total, dtype=np.int64)
             post_slots, post_tfs = post_slots[moved], post_tfs[moved]
         vocab_size = len(self.vocab)
-        df = np.zeros(vocab_size, dtype=np.int64)
+        df = np.zeros(vocab_size, dtype=np.int32)
         df[global_ids] = counts
         self._keys = list(keys)
         self._slot = slot_of
@@ -509,7 +548,12 @@ class BM25Index:
         self._df = df
         self.n_docs = n
         self.total_len = int(doc_len.sum())
-        self._base_ptr = np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(df, dtype=np.int64)])
+        # the stored pointers when they are this vocabulary's (a fresh one: no second copy)
+        self._base_ptr = (
+            post_ptr
+            if same_ids and vocab_size == n_words
+            else np.concatenate([np.zeros(1, dtype=np.int64), np.cumsum(df, dtype=np.int64)])
+        )
         self._base_slots = post_slots.astype(np.int32, copy=False)
         self._base_tfs = post_tfs  # kept as stored (uint16 as a rule: no 4-byte copy of every posting)
         self._doc_ptr = doc_ptr
@@ -546,10 +590,10 @@ class BM25Index:
         return global_ids, bool(np.array_equal(global_ids, np.arange(n_words, dtype=np.int32)))
 
     # -- scoring -------------------------------------------------------------------------
-    def _df_view(self, size: int) -> IntArray:
+    def _df_view(self, size: int) -> TermArray:
         if len(self._df) >= size:
             return self._df[:size]
-        out = np.zeros(size, dtype=np.int64)
+        out = np.zeros(size, dtype=np.int32)
         out[: len(self._df)] = self._df
         return out
 
@@ -559,7 +603,10 @@ class BM25Index:
         cached = self._stats_cache
         if cached is not None and cached[0] == self.version and cached[1] == size:
             return cached[2]
-        stats = _combine([self])
+        # one corpus: its own document frequencies, not a copy (a copy per user a host holds)
+        stats = _Stats(
+            n_docs=self.n_docs, avgdl=self.total_len / self.n_docs if self.n_docs else 0.0, df=self._df_view(size)
+        )
         self._stats_cache = (self.version, size, stats)
         return stats
 
