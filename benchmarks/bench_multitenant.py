@@ -264,7 +264,7 @@ def serve(
         ]
         for h in range(args.hosts)
     ]
-    settings = {"LOCAL_AI_MEMORY_OWNER_CACHE_NOTES": str(args.cache_notes)} if args.cache_notes else {}
+    settings = {"LOCAL_AI_MEMORY_OWNER_CACHE_MB": str(args.cache_mb)} if args.cache_mb else {}
     return [json.loads(out) for out in run_processes(HOST, argv, **settings)]
 
 
@@ -348,7 +348,7 @@ def main() -> None:
     parser.add_argument("--url", default="", help="a PostgreSQL URL (default: start an embedded server)")
     parser.add_argument("--files-trials", type=int, default=12, help="new processes asking a first query on files")
     parser.add_argument("--skip-postgres", action="store_true", help="only the files part")
-    parser.add_argument("--cache-notes", type=int, default=0, help="the hosts' owner_cache_notes (0: the default)")
+    parser.add_argument("--cache-mb", type=float, default=0, help="the hosts' owner_cache_mb (0: the default)")
     args = parser.parse_args()
     if args.large:
         args.users, args.notes = 1000, 200

@@ -45,7 +45,7 @@ WRITER = textwrap.dedent(
     index_module.JOURNAL_MIN = 4  # a compaction every few writes
     kind, where, root, step = sys.argv[1], sys.argv[2], Path(sys.argv[3]), int(sys.argv[4])
     config = MemoryConfig(fsync=True)
-    other = MemoryConfig(fsync=True, owner_cache_notes=config.owner_cache_notes + 1)  # its own parts
+    other = MemoryConfig(fsync=True, owner_cache_mb=config.owner_cache_mb + 1)  # its own parts
     steps = []  # what the armed write did, step by step
     armed = [False]
 

@@ -72,6 +72,11 @@ B = 0.75
 CONTRIBUTIONS_KEPT = 32 << 20
 """Bytes of word contributions an index keeps for the next queries (see :meth:`BM25Index._keep`)."""
 _SEEN_WORDS = 2048  # per index: about 0.4 MB at most
+# What Python objects cost beside the arrays, for :meth:`BM25Index.held_bytes` (measured with
+# tracemalloc on CPython 3.11; estimates for a memory budget, not accounting):
+_DOC_BYTES = 160  # a document's name and its places in the slot dict and key list
+_DELTA_POSTING_BYTES = 70  # a posting of the delta, in its term's two Python lists
+_WORD_BYTES = 100  # a term kept as a str in a dict and a list
 _MIN_COMPACT = 1024
 _COMPACT_RATIO = 0.1
 
@@ -105,8 +110,8 @@ class _SortedTerms:
     users. Read through memoryviews, whose items are plain ints (a numpy scalar per probe made
     a search 30% slower)."""
 
-    def __init__(self, packed: bytes, order: npt.NDArray[Any]) -> None:
-        self.packed = packed
+    def __init__(self, packed: bytes | memoryview, order: npt.NDArray[Any]) -> None:
+        self.packed = packed  # a view into the snapshot's bytes, which the ranker keeps anyway
         self.size = len(order)
         ends = np.flatnonzero(np.frombuffer(packed, dtype=np.uint8) == 0)
         # term i is packed[starts[i] : starts[i + 1] - 1]; the last one ends at len(packed)
@@ -121,6 +126,11 @@ class _SortedTerms:
 
     def __len__(self) -> int:
         return self.size
+
+    def held_bytes(self) -> int:
+        """About what these terms hold in memory (see :meth:`BM25Index.held_bytes`)."""
+        own = len(self.packed) if isinstance(self.packed, bytes) else 0  # a view: the ranker counts it
+        return own + (8 if self._hashes is None else 20) * self.size
 
     def find(self, term: str) -> int | None:
         found = self._found.get(term, -1)  # one lookup: another thread may clear the dict
@@ -138,7 +148,7 @@ class _SortedTerms:
         while low < high:
             middle = (low + high) // 2
             at = ids[middle]
-            if packed[starts[at] : starts[at + 1] - 1] < key:
+            if bytes(packed[starts[at] : starts[at + 1] - 1]) < key:
                 low = middle + 1
             else:
                 high = middle
@@ -149,9 +159,9 @@ class _SortedTerms:
         return None
 
     def all(self) -> list[str]:
-        return self.packed.decode("utf-8", "surrogatepass").split("\x00")
+        return bytes(self.packed).decode("utf-8", "surrogatepass").split("\x00")
 
-    def _term(self, at: int) -> bytes:
+    def _term(self, at: int) -> bytes | memoryview:
         return self.packed[self._starts[at] : self._starts[at + 1] - 1]
 
     def find_many(self, terms: Sequence[str]) -> list[int | None]:
@@ -177,6 +187,25 @@ class _SortedTerms:
         return out
 
 
+def _footprint(arrays: Iterable[npt.NDArray[Any]]) -> int:
+    """The bytes ``arrays`` keep alive: each one's own, or once the whole buffer that views share."""
+    roots: dict[int, object] = {}
+    for array in arrays:
+        root: object = array
+        while isinstance(root, np.ndarray) and root.base is not None:
+            root = root.base
+        if isinstance(root, memoryview):  # a view into the snapshot's bytes (see read_snapshot)
+            root = root.obj
+        roots[id(root)] = root
+    sizes = (root.nbytes if isinstance(root, np.ndarray | memoryview) else len(root) for root in roots.values())  # type: ignore[arg-type]
+    return sum(sizes)
+
+
+def _nuls(packed: bytes | memoryview) -> int:
+    """How many NUL bytes ``packed`` holds (the separators of :func:`pack_texts`)."""
+    return int(np.count_nonzero(np.frombuffer(packed, dtype=np.uint8) == 0))
+
+
 def _ints(array: npt.NDArray[np.int32 | np.int64]) -> memoryview:
     """A contiguous integer array as a memoryview of plain ints (numpy's own buffer format,
     ``=i``, is one that memoryviews cannot index)."""
@@ -199,6 +228,11 @@ class Vocabulary:
 
     def __len__(self) -> int:
         return len(self._words) + (len(self._sorted) if self._sorted is not None else 0)
+
+    def held_bytes(self) -> int:
+        """About what the vocabulary holds in memory (see :meth:`BM25Index.held_bytes`)."""
+        stored = self._sorted
+        return _WORD_BYTES * len(self._words) + (stored.held_bytes() if stored is not None else 0)
 
     def add(self, term: str) -> int:
         """Id of ``term``, assigning a new one if needed."""
@@ -232,14 +266,14 @@ class Vocabulary:
         self._words = list(terms)
         return True
 
-    def adopt_sorted(self, packed: bytes, order: npt.NDArray[Any]) -> bool:
+    def adopt_sorted(self, packed: bytes | memoryview, order: npt.NDArray[Any]) -> bool:
         """Take a snapshot's terms as this empty vocabulary's, numbered in their stored order,
         without decoding them: ``packed`` as :func:`pack_texts` wrote them, ``order`` their ids
         sorted by term (distinct terms, as a vocabulary writes them). ``False`` (nothing taken)
         when the vocabulary is not empty or ``order`` is not a permutation of the terms."""
         if len(self) or not packed:
             return False
-        n = packed.count(b"\x00") + 1
+        n = _nuls(packed) + 1
         order = np.asarray(order)
         if order.shape != (n,) or order.dtype.kind not in "iu":
             return False
@@ -326,6 +360,16 @@ class BM25Index:
 
     def __len__(self) -> int:
         return self.n_docs
+
+    def held_bytes(self) -> int:
+        """About what this index holds in memory, its vocabulary aside: its arrays (views into
+        a loaded snapshot count the whole snapshot, which they keep), its documents' names, the delta's
+        postings and the contributions kept for the next queries. What a host's budget of
+        users (``memory.owner_cache_mb``) is counted in."""
+        arrays = (self._doc_len, self._alive, self._df, self._base_ptr, self._base_slots, self._base_tfs)
+        held = _footprint((*arrays, self._doc_ptr, self._doc_terms))
+        delta = sum(len(slots) for slots, _ in self._delta.values())
+        return held + _DOC_BYTES * len(self._keys) + _DELTA_POSTING_BYTES * delta + self._kept_bytes
 
     def __contains__(self, key: object) -> bool:
         return key in self._slot
@@ -504,8 +548,8 @@ class BM25Index:
         if self._keys:
             raise ValueError("a snapshot loads into an empty index only")
         keys = unpack_texts(data["keys"])
-        packed_words = np.asarray(data["words"], dtype=np.uint8).tobytes()
-        n, n_words = len(keys), packed_words.count(b"\x00") + 1 if packed_words else 0
+        packed_words = np.ascontiguousarray(data["words"], dtype=np.uint8).data.cast("B")  # not copied
+        n, n_words = len(keys), _nuls(packed_words) + 1 if len(packed_words) else 0
         doc_ptr = _index_array(data["doc_ptr"], n + 1)
         post_ptr = _index_array(data["post_ptr"], n_words + 1)
         doc_terms = np.asarray(data["doc_terms"])
@@ -570,7 +614,9 @@ class BM25Index:
             self.compact()
         return set(self._slot)
 
-    def _term_ids(self, packed_words: bytes, n_words: int, order: npt.NDArray[Any] | None) -> tuple[TermArray, bool]:
+    def _term_ids(
+        self, packed_words: memoryview, n_words: int, order: npt.NDArray[Any] | None
+    ) -> tuple[TermArray, bool]:
         """The vocabulary's ids of a snapshot's terms, and whether they are its own numbering
         (each term's row number). Raises ``ValueError`` when the terms are not distinct."""
         if not len(self.vocab) and n_words:
@@ -578,9 +624,9 @@ class BM25Index:
             # as stored, when the snapshot keeps its terms' sorted order (see Vocabulary).
             if order is not None and self.vocab.adopt_sorted(packed_words, order):
                 return np.arange(n_words, dtype=np.int32), True
-            if self.vocab.adopt(packed_words.decode("utf-8", "surrogatepass").split("\x00")):
+            if self.vocab.adopt(bytes(packed_words).decode("utf-8", "surrogatepass").split("\x00")):
                 return np.arange(n_words, dtype=np.int32), True
-        words = packed_words.decode("utf-8", "surrogatepass").split("\x00") if packed_words else []
+        words = bytes(packed_words).decode("utf-8", "surrogatepass").split("\x00") if n_words else []
         if len(set(words)) != n_words:
             raise ValueError("snapshot arrays do not match")
         global_ids = np.array(self.vocab.ids_for(words), dtype=np.int32)

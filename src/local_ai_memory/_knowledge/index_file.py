@@ -445,6 +445,11 @@ class SnapshotRows:
         """The stored JSON of row ``row``."""
         return self.data[self.at[row] : self.at[row + 1] - 1]
 
+    @property
+    def decoded_count(self) -> int:
+        """How many rows are decoded."""
+        return len(self._decoded)
+
     def decoded(self, row: int) -> IndexEntry | None:
         """Row ``row``'s entry if it was decoded already (the very object every reader got)."""
         return self._decoded.get(row)

@@ -7,7 +7,7 @@ own module and each seeing storage only through the
 * :class:`~.index.KnowledgeIndex`: one user's entries in memory and their index blobs
   (``.index/{user}_index.json`` and its journal), read when that user is first asked for and
   written after each batch of changes, never per query. A process holds the users it serves
-  within ``owner_cache_notes`` (:class:`~.roots.RootParts`).
+  within ``owner_cache_mb`` (:class:`~.roots.RootParts`).
   While a :class:`~.service.MemoryIndexService` runs, writes are coalesced further.
 * :class:`~.indexer.NoteIndexer`: notes into entries, and what changed since (the
   backend's change feed, else a listing comparison: ``stat()`` only on files). A crash between
@@ -205,6 +205,11 @@ class KnowledgeNotes:
             self._vectors = (embedder, cache)
         return self._vectors[1]
 
+    @property
+    def _owner_budget(self) -> int:
+        """``memory.owner_cache_mb`` in bytes."""
+        return int(self.config.owner_cache_mb * (1 << 20))
+
     def _root_key(self, guard: DirectoryGuard) -> RootKey:
         config = self.config
         return (
@@ -213,7 +218,7 @@ class KnowledgeNotes:
             self.ranking_field,
             config.fsync,
             config.stemmer_language,
-            config.owner_cache_notes,
+            self._owner_budget,
         )
 
     def _build_parts(self, backend: KnowledgeBackend) -> RootParts:
@@ -226,7 +231,7 @@ class KnowledgeNotes:
             rankers = RankerCache(backend, index, field, analyzer)
             return OwnerParts(index, rankers, NoteIndexer(backend, index, rankers, field, lock, encoding))
 
-        return RootParts(backend, lock, make_owner, self.config.owner_cache_notes)
+        return RootParts(backend, lock, make_owner, self._owner_budget)
 
     def _owner(self, user_id: str) -> OwnerParts:
         """``user_id``'s index, rankers and indexer, loaded: from the owner's stored index, else
@@ -926,7 +931,7 @@ class KnowledgeNotes:
         """The categories and the owners to build, each with a progress callback that counts
         every owner's notes as one run (``progress(done, total)`` over all of them). The owners'
         parts are taken one at a time as they are built, so a build of every user keeps only
-        ``owner_cache_notes`` of them in memory."""
+        ``owner_cache_mb`` of them in memory."""
         cats = self._categories(categories)
         owners = self._owners(user_id)
         if progress is None:

@@ -168,6 +168,10 @@ class RankerCache:
     def __len__(self) -> int:
         return len(self._rankers)
 
+    def held_bytes(self) -> int:
+        """About what the rankers and their vocabulary hold in memory."""
+        return self.vocab.held_bytes() + sum(ranker.held_bytes() for ranker in self._rankers.values())
+
     def clear(self) -> None:
         """Forget every ranker (the index was replaced). A snapshot being read ahead is kept:
         :meth:`get` checks each of its rows against the entries of its moment anyway."""

@@ -51,7 +51,7 @@ __all__ = [
 
 MAX_SHARED_ROOTS = 16
 RootKey = tuple[str, tuple[str, ...], str, bool, str | None, int]
-"""(resolved ``memory_data`` path, categories, ranking field, fsync, stemmer language, owner budget)."""
+"""(resolved ``memory_data`` path, categories, ranking field, fsync, stemmer language, owner budget in bytes)."""
 
 
 class Watcher(Protocol):
@@ -76,9 +76,8 @@ class OwnerParts:
 
     @property
     def weight(self) -> int:
-        """What the owner costs in memory, in notes (the entries held; at least 1)."""
-        entries = self.index.entries
-        return max(1, len(entries) if entries is not None else 0)
+        """About what the owner holds in memory, in bytes (entries and rankers; at least 1)."""
+        return max(1, self.index.held_bytes() + self.rankers.held_bytes())
 
     def write_pending(self) -> None:
         """Store this owner's index changes not stored yet and snapshot the rankers changed
@@ -96,14 +95,15 @@ class RootParts:
     """The shared state of one data folder: storage, the lock, and the owners held.
 
     Owners are loaded when first asked for (:meth:`owner`) and kept in least-recently-used
-    order within :attr:`budget` notes in all; the least recent ones beyond it are let go
+    order within :attr:`budget` bytes in all (:attr:`OwnerParts.weight`, taken as each new
+    owner comes in); the least recent ones beyond it are let go
     (their pending changes stored first, by :meth:`release_evicted`), and loaded again from
     storage when asked for again. The most recent owner always stays, whatever its size."""
 
     backend: KnowledgeBackend
     lock: threading.RLock
     make_owner: Callable[[str], OwnerParts]
-    budget: int = 20_000
+    budget: int = 48 << 20
     owners: OrderedDict[str, OwnerParts] = field(default_factory=OrderedDict)
     evicted: dict[str, OwnerParts] = field(default_factory=dict)
     """Owners let go whose pending changes are not stored yet (taken back if asked for first)."""

@@ -91,11 +91,12 @@ class MemoryConfig(BaseSettings):
         True,
         "A searched file store watches its notes in a background thread, so queries do no per-file work.",
     )
-    owner_cache_notes: int = _memory(
-        20_000,
-        "Notes whose index entries and rankers a process keeps in memory, over every user it serves "
-        "(least recently asked users are let go first; the last one asked always stays).",
-        ge=1,
+    owner_cache_mb: float = _memory(
+        48.0,
+        "Megabytes of users' index entries and rankers a process keeps in memory, over every user "
+        "it serves (least recently asked users are let go first and read again when asked; the last "
+        "one asked always stays). About 1-1.3 MB per user with 200 notes of 1-4 KB.",
+        gt=0,
     )
     remember_conversations: bool = _memory(
         True,
