@@ -698,3 +698,38 @@ def test_a_build_of_every_user_keeps_only_the_owners_the_budget_allows(tmp_path:
 def stored_index_of(store: MemoryStore, user: str) -> list[Any]:
     path = store.index_path_of(user)
     return stored_entries(path.read_bytes(), _journal(path))
+
+
+@pytest.mark.parametrize("written", [False, True])
+def test_an_owner_weighs_about_what_it_holds(tmp_path: Path, written: bool) -> None:
+    """The owner cache's budget (``memory.owner_cache_mb``) is counted in each owner's weight:
+    an estimate of the bytes its entries and rankers hold, which must stay near what Python
+    really allocated for them, so a budget bounds a host's memory whatever its users' notes."""
+    import gc
+    import random
+    import tracemalloc
+
+    rng = random.Random(4)
+    vocabulary = [f"term{n}" for n in range(3000)]
+    config = MemoryConfig(fsync=False, owner_cache_mb=1000)
+    store = MemoryStore(FileKnowledgeBackend(DirectoryGuard(tmp_path), config), config, categories=CATS)  # type: ignore[arg-type]
+    for n in range(150):
+        put(store, "u1", f"n{n}", f"# Note {n}\n\n" + " ".join(rng.choices(vocabulary, k=rng.randint(100, 500))))
+    store.populate_index_from_files()
+    close_shared_stores()
+    fresh = MemoryStore(FileKnowledgeBackend(DirectoryGuard(tmp_path), config), config, categories=CATS)  # type: ignore[arg-type]
+    fresh.bm25_search("term1", user_id="u0")  # the process's first owner: shared parts made
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        assert fresh.bm25_search("term7 term9", user_id="u1")  # loaded from its snapshots
+        if written:
+            put(fresh, "u1", "new", "# New\n\nbrand new words and term3")
+            assert fresh.bm25_search("brand", user_id="u1")
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    weight = fresh._parts.held()[-1].weight
+    assert 0.9 * held < weight < 1.1 * held, (weight, held)  # 0.97 and 1.00 when measured
