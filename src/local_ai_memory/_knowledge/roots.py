@@ -73,6 +73,8 @@ class OwnerParts:
     index: KnowledgeIndex
     rankers: RankerCache
     indexer: NoteIndexer
+    counted: int = 1
+    """:attr:`weight` when last counted (see :meth:`RootParts.owner`)."""
 
     @property
     def weight(self) -> int:
@@ -130,16 +132,23 @@ class RootParts:
     def owner(self, owner: str) -> OwnerParts:
         """``owner``'s parts, made (not loaded: see the store) the first time, now the most
         recent. Owners past the budget move to :attr:`evicted` (callers hold :attr:`lock`)."""
+        if self.owners:
+            # Only the most recent owner changed since the last call (it was just loaded, asked
+            # or written): count it again, and the others as they were last counted (a
+            # hundred owners' arrays weighed on every call would cost milliseconds).
+            last = next(reversed(self.owners.values()))
+            if self.owners.get(owner) is not last:
+                last.counted = last.weight
         parts = self.owners.get(owner)
         if parts is not None:
             self.owners.move_to_end(owner)
             return parts
         parts = self.evicted.pop(owner, None) or self.make_owner(owner)
         self.owners[owner] = parts
-        total = sum(held.weight for held in self.owners.values())
+        total = sum(held.counted for held in self.owners.values())
         while total > self.budget and len(self.owners) > 1:
             name, old = self.owners.popitem(last=False)
-            total -= old.weight
+            total -= old.counted
             self.evicted[name] = old
             self.hybrid_corpora = {k: v for k, v in self.hybrid_corpora.items() if k[0] != name}
         return parts
