@@ -19,6 +19,7 @@ from local_ai_memory._knowledge.index_file import (
     stored_entries,
     tokenize,
 )
+from local_ai_memory._knowledge.roots import LET_GO_SNAPSHOT_CHANGES
 from local_ai_memory._knowledge.store import MemoryStore, StaleEntry
 from local_ai_memory._shared.config import MemoryConfig
 from local_ai_memory._shared.errors import (
@@ -733,3 +734,29 @@ def test_an_owner_weighs_about_what_it_holds(tmp_path: Path, written: bool) -> N
         tracemalloc.stop()
     weight = fresh._parts.held()[-1].weight
     assert 0.9 * held < weight < 1.1 * held, (weight, held)  # 0.97 and 1.00 when measured
+
+
+@pytest.mark.parametrize("changes", [3, 40])
+def test_a_user_let_go_is_snapshotted_by_the_query_only_after_many_changes(tmp_path: Path, changes: int) -> None:
+    """The query that pushes a user out of the owner cache stores what they still hold. Their
+    ranker's snapshot is rewritten there only when it lacks many changes (a snapshot write of a
+    large user costs tens of ms, on someone else's query); a few are re-read at the next load,
+    which answers exactly as before."""
+    config = MemoryConfig(fsync=False, owner_cache_mb=0.02)  # 20 KiB: one user of this size at a time
+    root = tmp_path / "root"
+    store = MemoryStore(FileKnowledgeBackend(DirectoryGuard(root), config), config, categories=CATS)  # type: ignore[arg-type]
+    for n in range(60):
+        store.write_file(f"knowledge/{user_file_prefix('u1')}n{n}.md", f"# Note {n}\n\nplain words {n} and more")
+    store.write_file(f"knowledge/{user_file_prefix('u2')}a.md", "# Other\n\nsomething else")
+    store.save_rankers()
+    snapshot = root / "memory_data" / ".bm25" / "knowledge" / "u1_bm25.npz"
+    before = snapshot.read_bytes()
+    for n in range(changes):
+        store.write_file(f"knowledge/{user_file_prefix('u1')}new{n}.md", f"# New {n}\n\nfresh zebra {n}")
+    assert store.bm25_search("zebra", user_id="u1")
+    assert store.bm25_search("something", user_id="u2")  # u1 is let go here
+    assert [parts.index.owner for parts in store._parts.held()] == ["u2"]
+    assert 3 < LET_GO_SNAPSHOT_CHANGES <= 40
+    assert (snapshot.read_bytes() == before) is (changes == 3)
+    found = store.bm25_search("zebra", top_n=100, user_id="u1")  # read again
+    assert sorted(found) == sorted(f"u1_new{n}.md" for n in range(changes))

@@ -234,11 +234,14 @@ class RankerCache:
                 out[i] = doc_signature(e, checksum(e))
         return out
 
-    def save_changed(self) -> int:
-        """Snapshot every ranker changed since its last snapshot; return how many were written."""
+    def save_changed(self, at_least: int = 1) -> int:
+        """Snapshot every ranker changed since its last snapshot, by ``at_least`` changes when
+        it has a stored snapshot (a ranker with none is always written); return how many were
+        written."""
         written = 0
         for (user_id, category), ranker in list(self._rankers.items()):
-            if self._saved.get((user_id, category)) != ranker.version:
+            saved = self._saved.get((user_id, category), -1)  # the version the stored snapshot has
+            if saved < 0 or ranker.version - saved >= max(1, at_least):
                 self.save(user_id, category)
                 written += 1
         return written
@@ -361,7 +364,7 @@ class RankerCache:
             except StorageError as exc:  # only a cache: the query answers, save_rankers() retries
                 log_event(Event.INDEX_WRITE_DEFERRED, level=logging.WARNING, path="ranker cache", reason=str(exc))
         else:
-            self._saved[(user_id, category)] = -1 if missing else ranker.version
+            self._saved[(user_id, category)] = ranker.version - len(missing)  # the snapshot lacks those
         return ranker
 
     def forget(self, user_id: str, category: str) -> bool:
