@@ -87,7 +87,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Mark the tests of ``FULL_TIER_FILES`` ``slow``, and keep each mutation harness on one
     xdist worker (its module fixture runs every kit once, for all its tests)."""
     for item in items:
-        relative = item.path.relative_to(config.rootpath).as_posix() if item.path.is_relative_to(config.rootpath) else ""
+        if not item.path.is_relative_to(config.rootpath):
+            continue
+        relative = item.path.relative_to(config.rootpath).as_posix()
         if relative.startswith(FULL_TIER_FILES):
             item.add_marker(pytest.mark.slow)
             if relative.endswith("_mutants.py"):
