@@ -94,10 +94,16 @@ CHILD = textwrap.dedent(
 )
 
 
+NOTES = 24
+"""13 passages each, 312 in all: three runs of about :data:`EMBED_BATCH` (128), so the Ctrl-C
+sent when the first run is stored lands in the second, with a third still to come (40 notes
+gave four runs, and the real model's embedding was most of this file's time)."""
+
+
 def test_ctrl_c_while_embedding_keeps_what_was_done_and_the_next_run_continues(model_dir: Path, tmp_path: Path) -> None:
     folder = tmp_path / "memory_data" / "knowledge"
     folder.mkdir(parents=True)
-    for name, text in _notes(40).items():
+    for name, text in _notes(NOTES).items():
         (folder / f"alice_{name}.md").write_text(text)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
     child = subprocess.Popen(
@@ -126,9 +132,9 @@ def test_ctrl_c_while_embedding_keeps_what_was_done_and_the_next_run_continues(m
     dense = store._dense()
     assert dense is not None
     entries = store._entries(None)
-    assert len(entries) == 40  # the index is whole: it was written before embedding began
+    assert len(entries) == NOTES  # the index is whole: it was written before embedding began
     left = dense.stale(entries)
-    assert 0 < len(left) < 40  # some notes were recorded before the interrupt, not all
+    assert 0 < len(left) < NOTES  # some notes were recorded before the interrupt, not all
     kept = len(dense.cache)
     assert kept >= 128  # at least the first run of passages stayed in the cache
     embedded: list[tuple[int, int]] = []
