@@ -82,18 +82,17 @@ FULL_TIER_FILES = (
 pytest that knows no marker of this project (a mark there would warn)."""
 
 
-@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects and xdist groups
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the tests of ``FULL_TIER_FILES`` ``slow``, and keep each mutation harness on one
-    xdist worker (its module fixture runs every kit once, for all its tests)."""
+    """Mark the tests of ``FULL_TIER_FILES`` ``slow``. Nothing in a run without this project's
+    markers: the runtime harness's plain pytest loads this file too."""
+    if not any(line.startswith("slow:") for line in config.getini("markers")):
+        return
     for item in items:
         if not item.path.is_relative_to(config.rootpath):
             continue
-        relative = item.path.relative_to(config.rootpath).as_posix()
-        if relative.startswith(FULL_TIER_FILES):
+        if item.path.relative_to(config.rootpath).as_posix().startswith(FULL_TIER_FILES):
             item.add_marker(pytest.mark.slow)
-            if relative.endswith("_mutants.py"):
-                item.add_marker(pytest.mark.xdist_group(relative))
 
 
 @pytest.fixture(scope="session")
