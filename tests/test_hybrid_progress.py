@@ -83,9 +83,20 @@ CHILD = textwrap.dedent(
     from local_ai_memory._models.onnx_file import OnnxModelEmbedder
 
     root, model = Path(sys.argv[1]), Path(sys.argv[2])
-    memory = Memory.open(root, search_mode="hybrid", auto_watch=False, embedder=OnnxModelEmbedder(model, threads=1))
+    stored = []
+
+    class PausedInTheSecondRun(OnnxModelEmbedder):
+        def embed(self, texts):
+            if stored:  # the first run is stored: wait inside this run's embedding for Ctrl-C
+                print("embedding", flush=True)
+                sys.stdin.readline()
+            return super().embed(texts)
+
+    embedder = PausedInTheSecondRun(model, threads=1)
+    memory = Memory.open(root, search_mode="hybrid", auto_watch=False, embedder=embedder)
 
     def report(done, total):
+        stored.append(done)
         print(f"embedded {done} {total}", flush=True)
 
     memory.knowledge.build_index(embed_progress=report)
@@ -94,27 +105,34 @@ CHILD = textwrap.dedent(
 )
 
 
+NOTES = 24
+"""13 passages each, 312 in all: three runs of about :data:`EMBED_BATCH` (128). The child waits
+inside the second run's embedding for the Ctrl-C, so it lands there on a loaded machine too
+(the test sent it on the first progress line, and at load 5 the child once finished all four
+runs of 40 notes' passages first); the real model's embedding was most of this file's time."""
+
+
 def test_ctrl_c_while_embedding_keeps_what_was_done_and_the_next_run_continues(model_dir: Path, tmp_path: Path) -> None:
     folder = tmp_path / "memory_data" / "knowledge"
     folder.mkdir(parents=True)
-    for name, text in _notes(40).items():
+    for name, text in _notes(NOTES).items():
         (folder / f"alice_{name}.md").write_text(text)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD, str(tmp_path), str(model_dir)],
         env=env,
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
     assert child.stdout is not None
-    total = 0
-    for line in child.stdout:
-        if line.startswith("embedded"):
-            done, total = (int(x) for x in line.split()[1:])
-            assert done < total, "the corpus embedded before it could be interrupted: make it larger"
-            child.send_signal(signal.SIGINT)  # Ctrl-C after the first run of passages is stored
-            break
+    first = child.stdout.readline().split()
+    assert first[0] == "embedded", first
+    done, total = int(first[1]), int(first[2])
+    assert done < total, "the corpus embedded in one run: make it larger"
+    assert child.stdout.readline().strip() == "embedding"  # the second run has begun
+    child.send_signal(signal.SIGINT)  # Ctrl-C while it embeds
     _, err = child.communicate(timeout=300)
     assert child.returncode != 0
     assert "KeyboardInterrupt" in err
@@ -126,9 +144,9 @@ def test_ctrl_c_while_embedding_keeps_what_was_done_and_the_next_run_continues(m
     dense = store._dense()
     assert dense is not None
     entries = store._entries(None)
-    assert len(entries) == 40  # the index is whole: it was written before embedding began
+    assert len(entries) == NOTES  # the index is whole: it was written before embedding began
     left = dense.stale(entries)
-    assert 0 < len(left) < 40  # some notes were recorded before the interrupt, not all
+    assert 0 < len(left) < NOTES  # some notes were recorded before the interrupt, not all
     kept = len(dense.cache)
     assert kept >= 128  # at least the first run of passages stayed in the cache
     embedded: list[tuple[int, int]] = []
