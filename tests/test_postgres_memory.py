@@ -269,3 +269,25 @@ def test_a_database_dropped_unclosed_closes_its_pool_even_when_a_pool_worker_col
     finally:
         sys.unraisablehook = hook
     assert unraisable == []
+
+
+def test_index_blobs_are_stored_uncompressed(postgres_url: str, postgres_schema: str, tmp_path: Path) -> None:
+    """An owner's index journal grows by a line at each note write; a compressed value would be
+    recompressed whole at every append (half the server's work of a write), so blobs are kept
+    uncompressed (schema version 3)."""
+    import psycopg
+    from psycopg import sql
+
+    config = MemoryConfig(database_url=postgres_url, database_schema=postgres_schema, runtime_data_dir=tmp_path)
+    with Memory(config) as memory:
+        for n in range(40):
+            memory.knowledge.write_note("alice", f"n{n}", f"# Note {n}\n\nwords about topic {n} " * 8)
+        assert memory.knowledge.search("topic", "alice")
+    with psycopg.connect(postgres_url) as conn:
+        query = sql.SQL(
+            "SELECT name, octet_length(data), pg_column_compression(data) FROM {}.blobs WHERE name LIKE %s"
+        ).format(sql.Identifier(postgres_schema))
+        rows = conn.execute(query, ("%alice%journal%",)).fetchall()
+    assert rows
+    assert all(size > 4096 for _, size, _ in rows)  # long enough that PostgreSQL would compress it
+    assert [method for *_, method in rows] == [None] * len(rows)

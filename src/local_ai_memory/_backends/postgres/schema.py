@@ -68,6 +68,12 @@ MIGRATIONS: list[list[str]] = [
         """CREATE TABLE {s}.note_changes (owner text NOT NULL, id bigint NOT NULL,
             category text NOT NULL, name text NOT NULL, PRIMARY KEY (owner, id))""",
     ],
+    [  # 3: blobs stored uncompressed. An owner's index journal grows by one line per note write
+        # (`data || line`), and PostgreSQL recompresses the whole value with pglz at each append:
+        # half the server's CPU of a note write (2.9 -> 1.5 ms a note at 200-note users). Only the
+        # storage of values written from now on changes (no rewrite of the table).
+        "ALTER TABLE {s}.blobs ALTER COLUMN data SET STORAGE EXTERNAL",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
