@@ -34,6 +34,7 @@ import json
 import os
 import random
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -418,6 +419,7 @@ def main() -> None:
         print(f"  (median of {statistics.median(len(r['lat']) for r in results['ours']):.0f} warm queries per host)")
     finally:
         stop()
+        shutil.rmtree(work, ignore_errors=True)  # the --large folders take gigabytes
 
 
 if __name__ == "__main__":
