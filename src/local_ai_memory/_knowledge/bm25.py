@@ -188,17 +188,20 @@ class _SortedTerms:
 
 
 def _footprint(arrays: Iterable[npt.NDArray[Any]]) -> int:
-    """The bytes ``arrays`` keep alive: each one's own, or once the whole buffer that views share."""
-    roots: dict[int, object] = {}
+    """The bytes ``arrays`` keep alive: each one's own, or once the whole buffer that views share
+    (a snapshot's bytes, seen through the memoryview each array of :func:`read_snapshot` is over)."""
+    sizes: dict[int, int] = {}
     for array in arrays:
-        root: object = array
-        while isinstance(root, np.ndarray) and root.base is not None:
+        root = array
+        while isinstance(root.base, np.ndarray):
             root = root.base
-        if isinstance(root, memoryview):  # a view into the snapshot's bytes (see read_snapshot)
-            root = root.obj
-        roots[id(root)] = root
-    sizes = (root.nbytes if isinstance(root, np.ndarray | memoryview) else len(root) for root in roots.values())  # type: ignore[arg-type]
-    return sum(sizes)
+        base: object = root.base  # numpy's stubs say ndarray or None; a buffer's view is a memoryview
+        shared = base.obj if isinstance(base, memoryview) else None
+        if isinstance(shared, bytes):
+            sizes[id(shared)] = len(shared)
+        else:
+            sizes[id(root)] = root.nbytes
+    return sum(sizes.values())
 
 
 def _nuls(packed: bytes | memoryview) -> int:

@@ -241,7 +241,7 @@ class RankerCache:
         written = 0
         for (user_id, category), ranker in list(self._rankers.items()):
             saved = self._saved.get((user_id, category), -1)  # the version the stored snapshot has
-            if saved < 0 or ranker.version - saved >= max(1, at_least):
+            if saved < 0 or ranker.version - saved >= at_least:
                 self.save(user_id, category)
                 written += 1
         return written
