@@ -271,23 +271,66 @@ def test_a_database_dropped_unclosed_closes_its_pool_even_when_a_pool_worker_col
     assert unraisable == []
 
 
-def test_index_blobs_are_stored_uncompressed(postgres_url: str, postgres_schema: str, tmp_path: Path) -> None:
-    """An owner's index journal grows by a line at each note write; a compressed value would be
-    recompressed whole at every append (half the server's work of a write), so blobs are kept
-    uncompressed (schema version 3)."""
+def test_an_append_costs_its_line_not_the_blob(postgres_url: str, postgres_schema: str, tmp_path: Path) -> None:
+    """An owner's index journal grows by a line at each note write. Appending by `data || line`
+    rewrote the whole value each time (its TOAST chunks and their WAL: up to a few hundred KB
+    a note); an append is now a row of its own (schema version 4), so its WAL is about its line,
+    whatever the blob's size, and the blob still reads back whole, in order."""
+    import os
+
     import psycopg
-    from psycopg import sql
 
     config = MemoryConfig(database_url=postgres_url, database_schema=postgres_schema, runtime_data_dir=tmp_path)
-    with Memory(config) as memory:
-        for n in range(40):
-            memory.knowledge.write_note("alice", f"n{n}", f"# Note {n}\n\nwords about topic {n} " * 8)
-        assert memory.knowledge.search("topic", "alice")
-    with psycopg.connect(postgres_url) as conn:
-        query = sql.SQL(
-            "SELECT name, octet_length(data), pg_column_compression(data) FROM {}.blobs WHERE name LIKE %s"
-        ).format(sql.Identifier(postgres_schema))
-        rows = conn.execute(query, ("%alice%journal%",)).fetchall()
-    assert rows
-    assert all(size > 4096 for _, size, _ in rows)  # long enough that PostgreSQL would compress it
-    assert [method for *_, method in rows] == [None] * len(rows)
+    backend = PostgresKnowledgeBackend.from_config(config)
+    big = os.urandom(1 << 20)  # incompressible: stored as 1 MB either way
+    backend.write_blob(".index/alice_index.journal", big)
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        before = conn.execute("SELECT pg_current_wal_lsn()").fetchone()
+        for n in range(3):
+            backend.append_blob(".index/alice_index.journal", f"line {n}\n".encode())
+        assert before is not None
+        row = conn.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s)", (before[0],)).fetchone()
+    assert row is not None
+    assert int(row[0]) < 64 * 1024  # three rewrites of the blob wrote more than 3 MB of WAL
+    assert backend.read_blob(".index/alice_index.journal") == big + b"line 0\nline 1\nline 2\n"
+    assert backend.blob_size(".index/alice_index.journal") == len(big) + 21
+    backend.write_blob(".index/alice_index.journal", b"fresh\n")  # a whole write drops the tail
+    assert backend.read_blob(".index/alice_index.journal") == b"fresh\n"
+    backend.db.close()
+
+
+def test_a_version_3_database_keeps_its_blobs_and_old_hosts_are_stopped(
+    postgres_url: str, postgres_schema: str, tmp_path: Path
+) -> None:
+    """Schema 4 moves appends to rows of their own: a version 3 database's blobs read as they
+    were, and the blobs table is renamed, so a host of an older build still running fails at
+    its next blob statement instead of appending where no new host reads."""
+    import psycopg
+
+    from local_ai_memory._backends.postgres.schema import MIGRATIONS, SCHEMA_VERSION
+
+    schema = f'"{postgres_schema}"'
+    journal = ".index/alice_index.journal"
+    old_append = f"UPDATE {schema}.blobs SET data = data || %s WHERE name = %s"
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+        conn.execute(f"CREATE TABLE {schema}.schema_version (version integer PRIMARY KEY, applied_at timestamptz)")
+        for version, statements in enumerate(MIGRATIONS[:3], start=1):
+            for statement in statements:
+                conn.execute(statement.replace("{s}", schema))
+            conn.execute(f"INSERT INTO {schema}.schema_version (version) VALUES (%s)", (version,))
+        conn.execute(f"INSERT INTO {schema}.blobs (name, data) VALUES (%s, %s)", (journal, b"line 1\n"))
+        conn.execute(old_append, (b"line 2\n", journal))  # how a version 3 host appended
+    config = MemoryConfig(database_url=postgres_url, database_schema=postgres_schema, runtime_data_dir=tmp_path)
+    backend = PostgresKnowledgeBackend.from_config(config)
+    try:
+        assert backend.read_blob(journal) == b"line 1\nline 2\n"
+        backend.append_blob(journal, b"line 3\n")
+        assert backend.read_blob(journal) == b"line 1\nline 2\nline 3\n"
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            assert conn.execute(f"SELECT max(version) FROM {schema}.schema_version").fetchone() == (SCHEMA_VERSION,)
+            with pytest.raises(psycopg.errors.UndefinedTable):
+                conn.execute(old_append, (b"line 4\n", journal))
+        assert backend.read_blob(journal) == b"line 1\nline 2\nline 3\n"
+    finally:
+        backend.db.close()

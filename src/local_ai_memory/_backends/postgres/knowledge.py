@@ -3,7 +3,7 @@
 Tables (see :mod:`.schema`): ``notes`` keyed ``(owner, category, name)`` where ``owner``
 is the user's file-name prefix (``bob_``), so a user's listing is one index range;
 ``note_owners`` holds one change counter per owner and ``note_changes`` each owner's change
-log. Every note write bumps its owner's counter first: the row lock makes that owner's writers
+log; a derived blob is a ``blob_heads`` row followed by its ``blob_tails`` rows (one per append). Every note write bumps its owner's counter first: the row lock makes that owner's writers
 commit in counter order, so a reader that sees counter ``n`` has seen every change of the owner
 up to ``n``, and :meth:`owner_changes` is complete on every host at every moment: a note written
 on one host is found by the very next query of its owner on another. Writers of different
@@ -53,6 +53,12 @@ _NOW = "extract(epoch FROM clock_timestamp())"
 _COUNT_BITS = 32
 """An owner's cursor is ``incarnation << 32 | count`` (see the module's docstring)."""
 _COUNT_MASK = (1 << _COUNT_BITS) - 1
+_BUMP = (
+    "INSERT INTO {s}.note_owners AS o (owner, cursor, incarnation) VALUES (%s, 1, nextval('{s}.note_versions'))"
+    " ON CONFLICT (owner) DO UPDATE SET cursor = o.cursor + 1 RETURNING o.cursor"
+)
+"""Bump an owner's change counter (made at 1 for a new owner) and return it: the row every
+write of that owner locks first."""
 _REWRITE_LOCKS = 0x4C41494F
 """The advisory-lock class of blob rewrites (the schema's and the scopes' are the two below)."""
 
@@ -71,6 +77,11 @@ def _is_owner(prefix: str) -> bool:
 def _cursor(count: int, incarnation: int) -> int:
     """An owner's feed cursor: their counter's incarnation and count (see the module's docstring)."""
     return (incarnation << _COUNT_BITS) | count
+
+
+def _joined(data: bytes, tail: bytes | None) -> bytes:
+    """A blob's bytes: its row's data and the tail rows appended since (``None``: none)."""
+    return bytes(data) if tail is None else bytes(data) + bytes(tail)
 
 
 def _info(category: str, row: Sequence[Any]) -> NoteInfo:
@@ -131,15 +142,7 @@ class PostgresKnowledgeBackend(PgStorage, KnowledgeBackend):
     def _bump(self, name: str) -> Op[int]:
         """Take the next change number of ``name``'s owner; holds the owner's row until commit,
         so that owner's commits follow counter order (other owners' writers never wait here)."""
-        row = yield Stmt(
-            self.db.q(
-                "INSERT INTO {s}.note_owners AS o (owner, cursor, incarnation)"
-                " VALUES (%s, 1, nextval('{s}.note_versions'))"
-                " ON CONFLICT (owner) DO UPDATE SET cursor = o.cursor + 1 RETURNING o.cursor"
-            ),
-            (_owner(name),),
-            "one",
-        )
+        row = yield Stmt(self.db.q(_BUMP), (_owner(name),), "one")
         return int(row[0])
 
     def _log(self, cursor: int, category: str, name: str) -> Stmt:
@@ -149,21 +152,26 @@ class PostgresKnowledgeBackend(PgStorage, KnowledgeBackend):
         )
 
     def _write(self, category: str, name: str, data: bytes, cursor: int | None = None) -> Op[NoteInfo]:
+        """One statement: the owner's counter bumped (unless ``cursor`` was taken already), the
+        note's row, then its change-log row. The note's insert reads the counter's row, so the
+        counter's lock is taken first, as every writer takes it."""
         data = bytes(data)
-        if cursor is None:
-            cursor = yield from self._bump(name)
+        owner = _owner(name)
+        counter = f"o AS ({_BUMP})" if cursor is None else "o AS (SELECT %s::bigint AS cursor)"
         row = yield Stmt(
             self.db.q(
-                "INSERT INTO {s}.notes AS n (owner, category, name, data, size, version, modified)"
-                f" VALUES (%s, %s, %s, %s, %s, nextval('{{s}}.note_versions'), {_NOW})"
+                f"WITH {counter}, n AS (INSERT INTO {{s}}.notes AS n"
+                " (owner, category, name, data, size, version, modified)"
+                f" SELECT %s, %s, %s, %s, %s, nextval('{{s}}.note_versions'), {_NOW} FROM o"
                 " ON CONFLICT (owner, category, name) DO UPDATE SET"
                 " data = EXCLUDED.data, size = EXCLUDED.size, version = EXCLUDED.version,"
-                " modified = EXCLUDED.modified RETURNING n.version, n.modified"
+                " modified = EXCLUDED.modified RETURNING n.version, n.modified),"
+                " c AS (INSERT INTO {s}.note_changes (owner, id, category, name) SELECT %s, o.cursor, %s, %s FROM o)"
+                " SELECT n.version, n.modified FROM n"
             ),
-            (_owner(name), category, name, data, len(data)),
+            (owner if cursor is None else cursor, owner, category, name, data, len(data), owner, category, name),
             "one",
         )
-        yield self._log(cursor, category, name)
         return NoteInfo(category, name, len(data), int(row[0]), float(row[1]))
 
     def _write_many(self, category: str, notes: Mapping[str, bytes]) -> Op[dict[str, NoteInfo]]:
@@ -474,52 +482,81 @@ class PostgresKnowledgeBackend(PgStorage, KnowledgeBackend):
         self.run("forget_feed", self._forget_feed(user_prefix))
 
     # -- derived data --------------------------------------------------------------------------
+    # A blob is its ``blob_heads`` row's data followed by its ``blob_tails`` rows in ``seq`` order: an
+    # append inserts a tail row (it used to rewrite the whole value), and a write of the whole
+    # blob replaces the row's data and deletes the tail. Each of these first takes the head
+    # row's lock (an append makes an empty row when there is none), so appends get their ``seq``
+    # in the order they commit and a write never leaves an append's row behind it.
+    _TAIL = "(SELECT string_agg(t.data, ''::bytea ORDER BY t.seq) FROM {s}.blob_tails AS t WHERE t.name = b.name)"
+
     def _read_blob(self, name: str) -> Op[bytes | None]:
-        row = yield Stmt(self.db.q("SELECT data FROM {s}.blobs WHERE name = %s"), (name,), "one")
-        return None if row is None else bytes(row[0])
+        row = yield Stmt(
+            self.db.q(f"SELECT b.data, {self._TAIL} FROM {{s}}.blob_heads AS b WHERE b.name = %s"), (name,), "one"
+        )
+        return None if row is None else _joined(row[0], row[1])
 
     def _read_blobs(self, names: Sequence[str]) -> Op[dict[str, bytes]]:
-        rows = yield Stmt(self.db.q("SELECT name, data FROM {s}.blobs WHERE name = ANY(%s)"), (list(names),), "all")
-        return {row[0]: bytes(row[1]) for row in rows}
+        rows = yield Stmt(
+            self.db.q(f"SELECT b.name, b.data, {self._TAIL} FROM {{s}}.blob_heads AS b WHERE b.name = ANY(%s)"),
+            (list(names),),
+            "all",
+        )
+        return {row[0]: _joined(row[1], row[2]) for row in rows}
 
     def _write_blob(self, name: str, data: bytes) -> Op[None]:
         yield Stmt(
             self.db.q(
-                "INSERT INTO {s}.blobs (name, data) VALUES (%s, %s)"
+                "INSERT INTO {s}.blob_heads (name, data) VALUES (%s, %s)"
                 " ON CONFLICT (name) DO UPDATE SET data = EXCLUDED.data"
             ),
             (name, bytes(data)),
         )
+        yield Stmt(self.db.q("DELETE FROM {s}.blob_tails WHERE name = %s"), (name,))
 
     def _append_blob(self, name: str, data: bytes) -> Op[None]:
         yield Stmt(
             self.db.q(
-                "INSERT INTO {s}.blobs (name, data) VALUES (%s, %s)"
-                " ON CONFLICT (name) DO UPDATE SET data = {s}.blobs.data || EXCLUDED.data"
+                "WITH b AS (INSERT INTO {s}.blob_heads AS b (name, data) VALUES (%s, ''::bytea)"
+                " ON CONFLICT (name) DO UPDATE SET data = b.data RETURNING b.name)"
+                " INSERT INTO {s}.blob_tails (name, data) SELECT b.name, %s FROM b"
             ),
             (name, bytes(data)),
         )
 
     def _blob_size(self, name: str) -> Op[int | None]:
-        row = yield Stmt(self.db.q("SELECT octet_length(data) FROM {s}.blobs WHERE name = %s"), (name,), "one")
+        row = yield Stmt(
+            self.db.q(
+                "SELECT octet_length(b.data) + coalesce((SELECT sum(octet_length(t.data)) FROM {s}.blob_tails AS t"
+                " WHERE t.name = b.name), 0) FROM {s}.blob_heads AS b WHERE b.name = %s"
+            ),
+            (name,),
+            "one",
+        )
         return None if row is None else int(row[0])
 
     def _delete_blob(self, name: str) -> Op[bool]:
-        count = yield Stmt(self.db.q("DELETE FROM {s}.blobs WHERE name = %s"), (name,), "rowcount")
+        count = yield Stmt(self.db.q("DELETE FROM {s}.blob_heads WHERE name = %s"), (name,), "rowcount")
+        yield Stmt(self.db.q("DELETE FROM {s}.blob_tails WHERE name = %s"), (name,))
         return bool(count)
+
+    def _lock_blobs(self, names: Sequence[str]) -> Op[None]:
+        """Hold the rows of blobs ``names`` (those that exist) until commit, in name order. A
+        statement of its own: in READ COMMITTED the next statement then reads every append
+        committed before the lock was granted, and no other can come until commit (a read in
+        the locking statement would see the row as of the lock but its tail as of the start)."""
+        yield Stmt(
+            self.db.q("SELECT name FROM {s}.blob_heads WHERE name = ANY(%s) ORDER BY name FOR UPDATE"), (list(names),)
+        )
 
     def _quarantine(self, name: str) -> Op[str | None]:
         aside = f"{name}.corrupt.bak"
-        count = yield Stmt(
-            self.db.q(
-                "WITH gone AS (DELETE FROM {s}.blobs WHERE name = %s RETURNING data)"
-                " INSERT INTO {s}.blobs (name, data) SELECT %s, data FROM gone"
-                " ON CONFLICT (name) DO UPDATE SET data = EXCLUDED.data"
-            ),
-            (name, aside),
-            "rowcount",
-        )
-        return aside if count else None
+        yield from self._lock_blobs([name])
+        data = yield from self._read_blob(name)
+        if data is None:
+            return None
+        yield from self._delete_blob(name)
+        yield from self._write_blob(aside, data)
+        return aside
 
     def read_blob(self, name: str) -> bytes | None:
         return self.run("read_blob", self._read_blob(name), read=True)
@@ -542,7 +579,7 @@ class PostgresKnowledgeBackend(PgStorage, KnowledgeBackend):
         await self.arun("write_blob", self._write_blob(name, data))
 
     def append_blob(self, name: str, data: bytes) -> None:
-        """One statement that concatenates in place: concurrent appends queue on the row lock."""
+        """One statement that adds a tail row: concurrent appends queue on the blob's row lock."""
         self.run("append_blob", self._append_blob(name, data))
 
     async def aappend_blob(self, name: str, data: bytes) -> None:
@@ -555,12 +592,8 @@ class PostgresKnowledgeBackend(PgStorage, KnowledgeBackend):
         yield Stmt(
             self.db.q("SELECT pg_advisory_xact_lock(%s, hashtext(%s))"), (_REWRITE_LOCKS, "/".join(sorted(names)))
         )
-        rows = yield Stmt(
-            self.db.q("SELECT name, data FROM {s}.blobs WHERE name = ANY(%s) ORDER BY name FOR UPDATE"),
-            (list(names),),
-            "all",
-        )
-        found = {row[0]: bytes(row[1]) for row in rows}
+        yield from self._lock_blobs(names)
+        found = yield from self._read_blobs(names)
         new = dict(zip(names, change([found.get(name) for name in names]), strict=True))
         for name in sorted(new):  # one transaction: the order of the writes is not seen, only of the locks
             yield from self._write_blob(name, new[name])

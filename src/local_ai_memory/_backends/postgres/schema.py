@@ -74,6 +74,18 @@ MIGRATIONS: list[list[str]] = [
         # storage of values written from now on changes (no rewrite of the table).
         "ALTER TABLE {s}.blobs ALTER COLUMN data SET STORAGE EXTERNAL",
     ],
+    [  # 4: appends to a blob are rows of their own. `data || line` rewrote an owner's whole
+        # journal (up to a few hundred KB) at every note write: its TOAST chunks, their WAL, and
+        # the dead chunks vacuum must clear. A blob is now its head row's data followed by its
+        # tail rows in `seq` order; a write of the whole blob folds the tail away. Blobs of a
+        # version 3 database have no tail rows and read as they are. The table is renamed so
+        # that a host of an older build still running fails at its next blob statement instead
+        # of appending after, and reading without, the tail rows.
+        "ALTER TABLE {s}.blobs RENAME TO blob_heads",
+        """CREATE TABLE {s}.blob_tails (name text NOT NULL, seq bigint GENERATED ALWAYS AS IDENTITY,
+            data bytea NOT NULL, PRIMARY KEY (name, seq))""",
+        "ALTER TABLE {s}.blob_tails ALTER COLUMN data SET STORAGE EXTERNAL",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
