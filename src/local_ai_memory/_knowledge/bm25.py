@@ -76,6 +76,7 @@ _SEEN_WORDS = 2048  # per index: about 0.4 MB at most
 # tracemalloc on CPython 3.11; estimates for a memory budget, not accounting):
 _DOC_BYTES = 160  # a document's name and its places in the slot dict and key list
 _DELTA_POSTING_BYTES = 70  # a posting of the delta, in its term's two Python lists
+_UNPOSTED_BYTES = 250  # a delta document's two arrays, their headers and its entry in the pending dict
 _WORD_BYTES = 100  # a term kept as a str in a dict and a list
 _MIN_COMPACT = 1024
 _COMPACT_RATIO = 0.1
@@ -352,6 +353,7 @@ class BM25Index:
         # The delta (slots from _base_end on): each live document's counted terms, and postings.
         self._pending: dict[int, tuple[TermArray, CountArray]] = {}
         self._delta: dict[int, tuple[list[int], list[float]]] = {}  # term -> (slots, term frequencies)
+        self._unposted: list[int] = []  # delta slots not in _delta yet (see _postings)
         self._stats_cache: tuple[int, int, _Stats] | None = None
         self._norm_cache: tuple[int, float, FloatArray] | None = None
         self._dead_cache: tuple[tuple[int, int], IntArray] | None = None
@@ -372,7 +374,10 @@ class BM25Index:
         arrays = (self._doc_len, self._alive, self._df, self._base_ptr, self._base_slots, self._base_tfs)
         held = _footprint((*arrays, self._doc_ptr, self._doc_terms))
         delta = sum(len(slots) for slots, _ in self._delta.values())
-        return held + _DOC_BYTES * len(self._keys) + _DELTA_POSTING_BYTES * delta + self._kept_bytes
+        unposted = sum(
+            _UNPOSTED_BYTES + doc[0].nbytes + doc[1].nbytes for doc in map(self._pending.get, self._unposted) if doc
+        )
+        return held + _DOC_BYTES * len(self._keys) + _DELTA_POSTING_BYTES * delta + unposted + self._kept_bytes
 
     def __contains__(self, key: object) -> bool:
         return key in self._slot
@@ -382,13 +387,14 @@ class BM25Index:
         return list(self._slot)
 
     # -- changes -------------------------------------------------------------------------
-    def _insert(self, key: str, doc: CountedDoc, *, postings: bool) -> None:
+    def _insert(self, key: str, doc: CountedDoc) -> None:
         if key in self._slot:
             self._delete(key)
         terms, tfs, length = doc
         slot = len(self._keys)
         self._keys.append(key)
         self._pending[slot] = (terms, tfs)
+        self._unposted.append(slot)
         self._doc_len = _grow(self._doc_len, slot + 1)  # type: ignore[assignment]
         self._alive = _grow(self._alive, slot + 1)  # type: ignore[assignment]
         self._doc_len[slot] = length
@@ -398,15 +404,26 @@ class BM25Index:
         self._df[terms] += 1
         self.n_docs += 1
         self.total_len += length
-        if postings:
-            delta = self._delta
-            for term, tf in zip(terms.tolist(), tfs.tolist(), strict=True):
+
+    def _postings(self) -> dict[int, tuple[list[int], list[float]]]:
+        """The delta's postings, ``term -> (slots, term frequencies)``, with the documents added
+        since the last query put in first: a process that only writes (a loader, a writer host)
+        never builds them, and a query builds them once for every write before it. A slot
+        replaced or removed meanwhile is left out (a dead slot scores nothing anyway)."""
+        delta = self._delta
+        for slot in self._unposted:
+            doc = self._pending.get(slot)
+            if doc is None:
+                continue
+            for term, tf in zip(doc[0].tolist(), doc[1].tolist(), strict=True):
                 found = delta.get(term)
                 if found is None:
                     delta[term] = ([slot], [tf])
                 else:
                     found[0].append(slot)
                     found[1].append(tf)
+        self._unposted = []
+        return delta
 
     def _delete(self, key: str) -> bool:
         slot = self._slot.pop(key, None)
@@ -425,7 +442,7 @@ class BM25Index:
 
     def add(self, key: str, tokens: Sequence[str]) -> None:
         """Add document ``key`` (replacing a previous version of it)."""
-        self._insert(key, count_terms(self.vocab, tokens), postings=True)
+        self._insert(key, count_terms(self.vocab, tokens))
         self._changed()
 
     def remove(self, key: str) -> bool:
@@ -442,7 +459,7 @@ class BM25Index:
     def build_counted(self, docs: Iterable[tuple[str, CountedDoc]]) -> None:
         """:meth:`build` for documents already passed through :func:`count_terms`."""
         for key, doc in docs:
-            self._insert(key, doc, postings=False)
+            self._insert(key, doc)
         self.compact()
 
     def _pending_work(self) -> int:
@@ -502,6 +519,7 @@ class BM25Index:
         self._base_end = n
         self._pending = {}
         self._delta = {}
+        self._unposted = []
         self.version += 1
 
     # -- snapshots -----------------------------------------------------------------------
@@ -718,7 +736,7 @@ class BM25Index:
 
     def _delta_part(self, term: int, idf: float, flat: bool, norm: FloatArray) -> tuple[IntArray, FloatArray] | None:
         """The delta's slots of ``term`` and what it scores in each (``None``: not in the delta)."""
-        found = self._delta.get(term)
+        found = self._postings().get(term)
         if found is None:
             return None
         slots = np.array(found[0], dtype=np.int64)

@@ -3,8 +3,9 @@
 Tables (see :mod:`.schema`): ``notes`` keyed ``(owner, category, name)`` where ``owner``
 is the user's file-name prefix (``bob_``), so a user's listing is one index range;
 ``note_owners`` holds one change counter per owner and ``note_changes`` each owner's change
-log; a derived blob is a ``blob_heads`` row followed by its ``blob_tails`` rows (one per append). Every note write bumps its owner's counter first: the row lock makes that owner's writers
-commit in counter order, so a reader that sees counter ``n`` has seen every change of the owner
+log; a derived blob is a ``blob_heads`` row followed by its ``blob_tails`` rows (one per
+append). Every note write bumps its owner's counter first: the row lock makes that owner's
+writers commit in counter order, so a reader that sees counter ``n`` has seen every change of the owner
 up to ``n``, and :meth:`owner_changes` is complete on every host at every moment: a note written
 on one host is found by the very next query of its owner on another. Writers of different
 owners share no row. A note's version comes from a sequence, taken under the owner's row lock
