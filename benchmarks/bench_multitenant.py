@@ -9,10 +9,12 @@ user's next query on any other host must find.
 
 Printed, in one run on an embedded PostgreSQL 18 (as the test suite starts it):
 
-* load throughput through ``write_note`` with 1, 2 and 4 writers (the 1- and 2-writer runs load a
-  sample of the users into a schema of their own), and the per-note cost of the second and the
-  last tenth of the full load (the first holds the processes' start-up; flat when nothing grows
-  with the notes already stored);
+* load throughput through ``write_note`` with 1, 2 and 4 writers on the same sample of the users
+  (each into a schema of its own), then every user with 4 writers, counted from the moment the
+  writers are let go; beside each, how busy the machine's CPU was and whether any backend waited
+  for a lock (writers of different users share no row: a load that scales no further is bound by
+  the cores); and the per-note cost of the second and the last tenth of the full load (flat when
+  nothing grows with the notes already stored);
 * per host: query p50/p95/p99, a user's first query on that host (p50/p99), peak RSS against the
   number of users it served, and missed writes;
 * the same queries answered by PostgreSQL's own full-text search (a ``tsvector`` column with a
@@ -41,6 +43,7 @@ import sys
 import sysconfig
 import tempfile
 import textwrap
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -179,9 +182,10 @@ HOST = textwrap.dedent(
 )
 
 
-def run_processes(script: str, argv_list: list[list[str]], **settings: str) -> list[str]:
+def run_processes(script: str, argv_list: list[list[str]], **settings: str) -> tuple[list[str], float]:
     """Start one process per argument list (``settings``: more environment), wait until all are
-    ready, let them go together, and return each one's last line of output."""
+    ready, let them go together, and return each one's last line of output and the moment
+    (``time.perf_counter()``) they were let go."""
     env = {**os.environ, "LOCAL_AI_MEMORY_AUTO_WATCH": "false", **settings}
     procs = [
         subprocess.Popen(
@@ -200,6 +204,7 @@ def run_processes(script: str, argv_list: list[list[str]], **settings: str) -> l
         if line != "ready":
             raise RuntimeError(proc.stderr.read() if proc.stderr else "a process did not start")
     outs = []
+    released = time.perf_counter()
     for proc in procs:
         assert proc.stdin is not None
         proc.stdin.write("go\n")
@@ -209,12 +214,37 @@ def run_processes(script: str, argv_list: list[list[str]], **settings: str) -> l
         if proc.returncode != 0:
             raise RuntimeError(err[-3000:])
         outs.append(out.strip().splitlines()[-1])
-    return outs
+    return outs, released
 
 
-def load(url: str, schema: str, work: Path, notes: list[tuple[str, str, str]], writers: int) -> list[float]:
-    """Load ``notes`` with ``writers`` processes (users split between them); the time of each
-    write, merged, in seconds from the start."""
+class Load:
+    """One load's figures: each write's time in seconds from the moment the writers were let go
+    (their start-up and imports left out), the machine's CPU busy share meanwhile (``None``
+    where ``/proc/stat`` is not there), and how many of the samples of ``pg_stat_activity``
+    taken meanwhile saw a backend waiting for a lock."""
+
+    def __init__(self, stamps: list[float], busy: float | None, lock_waits: int, samples: int) -> None:
+        self.stamps, self.busy, self.lock_waits, self.samples = stamps, busy, lock_waits, samples
+
+    @property
+    def rate(self) -> float:
+        return len(self.stamps) / self.stamps[-1]
+
+
+def cpu_ticks() -> tuple[int, int] | None:
+    """``(busy, total)`` CPU ticks of the whole machine since boot (Linux), or ``None``."""
+    try:
+        values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    return sum(values) - values[3] - values[4], sum(values)  # idle and iowait are not busy
+
+
+def load(url: str, schema: str, work: Path, notes: list[tuple[str, str, str]], writers: int) -> Load:
+    """Load ``notes`` with ``writers`` processes (users split between them), watching the
+    machine's CPU and the database's lock waits while they write."""
+    import psycopg
+
     users = sorted({user for user, _, _ in notes})
     shares = [set(users[w::writers]) for w in range(writers)]
     argv = []
@@ -222,9 +252,26 @@ def load(url: str, schema: str, work: Path, notes: list[tuple[str, str, str]], w
         path = work / f"load-{schema}-{w}.json"
         path.write_text(json.dumps([n for n in notes if n[0] in mine]))
         argv.append([url, schema, str(work / f"root-{schema}-{w}"), str(path)])
-    start = time.perf_counter()
-    outs = run_processes(WRITER, argv)
-    return sorted(t - start for out in outs for t in json.loads(out))
+    done = threading.Event()
+    seen = [0, 0]  # samples with a lock wait, samples
+
+    def watch() -> None:
+        with psycopg.connect(url, autocommit=True) as conn:
+            while not done.wait(0.05):
+                row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'").fetchone()
+                seen[0] += bool(row and row[0])
+                seen[1] += 1
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    before = cpu_ticks()
+    outs, released = run_processes(WRITER, argv)
+    after = cpu_ticks()
+    done.set()
+    watcher.join()
+    busy = (after[0] - before[0]) / (after[1] - before[1]) if before and after and after[1] > before[1] else None
+    stamps = sorted(t - released for out in outs for t in json.loads(out))
+    return Load(stamps, busy, seen[0], seen[1])
 
 
 def fill_fts(url: str, schema: str, notes: list[tuple[str, str, str]]) -> None:
@@ -266,7 +313,7 @@ def serve(
         for h in range(args.hosts)
     ]
     settings = {"LOCAL_AI_MEMORY_OWNER_CACHE_MB": str(args.cache_mb)} if args.cache_mb else {}
-    return [json.loads(out) for out in run_processes(HOST, argv, **settings)]
+    return [json.loads(out) for out in run_processes(HOST, argv, **settings)[0]]
 
 
 FIRST_QUERY = textwrap.dedent(
@@ -366,20 +413,22 @@ def main() -> None:
         if not url:
             url, stop = embedded_server(work / "pg")
         sample = [n for n in notes if int(n[0][4:]) < args.sample_users]
-        rates = {}
-        for writers in (1, 2):
-            stamps = load(url, f"bench_{uuid.uuid4().hex[:8]}", work, sample, writers)
-            rates[writers] = len(stamps) / stamps[-1]
+        loads = {writers: load(url, f"bench_{uuid.uuid4().hex[:8]}", work, sample, writers) for writers in (1, 2, 4)}
         schema = f"bench_{uuid.uuid4().hex[:8]}"
-        stamps = load(url, schema, work, notes, 4)
-        rates[4] = len(stamps) / stamps[-1]
+        full = load(url, schema, work, notes, 4)
+        stamps = full.stamps
         tenth = max(1, len(stamps) // 10)
-        first = (stamps[2 * tenth - 1] - stamps[tenth - 1]) / tenth  # the second tenth: past start-up
+        first = (stamps[2 * tenth - 1] - stamps[tenth - 1]) / tenth  # the second tenth: past the first writes
         last = (stamps[-1] - stamps[-tenth - 1]) / tenth
-        print("\nloading through write_note (notes/s):")
-        for writers, rate in rates.items():
-            base = f"{len(sample):,} notes" if writers < 4 else f"all {len(notes):,}"
-            print(f"  {writers} writer(s): {rate:8.1f}   ({base}; {rate / rates[1]:.2f}x one writer)")
+        cores = os.cpu_count() or 1
+        print(f"\nloading through write_note (notes/s, from the moment the writers are let go; {cores} cores):")
+        for label, done in [(f"{w} writer{'s' * (w > 1)}", d) for w, d in loads.items()] + [("4, all notes", full)]:
+            busy = f"{done.busy * 100:3.0f}%" if done.busy is not None else "  ?"
+            base = (
+                f"{len(sample):,} notes of {args.sample_users} users" if done is not full else f"{len(notes):,} notes"
+            )
+            print(f"  {label:<13} {done.rate:8.1f}  ({done.rate / loads[1].rate:.2f}x one writer; {base};"
+                  f" machine CPU busy {busy}; lock waits in {done.lock_waits} of {done.samples} samples)")  # fmt: skip
         print(f"  per-note cost, second tenth {first * 1000:.2f} ms, last tenth {last * 1000:.2f} ms"
               f" ({last / first:.2f}x)")  # fmt: skip
 
