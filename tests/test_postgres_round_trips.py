@@ -118,3 +118,14 @@ async def test_an_async_reload_ranks_as_the_host_that_wrote(
     with Memory(config) as fresh:
         for user in USERS:
             assert await fresh.knowledge.asearch(QUERY, user_id=user) == stored[user]
+
+
+def test_a_note_write_is_two_statements_in_one_transaction(host: Memory, tmp_path: Path) -> None:
+    """The owner's counter, the note's row and its change-log row in one statement, then the
+    note's index journal line as one row of its own (schema 4): no statement per table."""
+    user = USERS[-1]  # held, its index loaded: the write appends one journal line
+    with Wire(host, tmp_path / "write.trace") as wire:
+        host.knowledge.write_note(user, "fresh", "# Fresh\n\nsocket words written now")
+    assert wire.transactions == 1, wire.queries
+    assert wire.statements == 2, wire.queries
+    assert [hit.filename for hit in host.knowledge.search("fresh socket", user_id=user)][:1] == [f"{user}_fresh.md"]

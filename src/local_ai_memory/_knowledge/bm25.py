@@ -76,7 +76,7 @@ _SEEN_WORDS = 2048  # per index: about 0.4 MB at most
 # tracemalloc on CPython 3.11; estimates for a memory budget, not accounting):
 _DOC_BYTES = 160  # a document's name and its places in the slot dict and key list
 _DELTA_POSTING_BYTES = 70  # a posting of the delta, in its term's two Python lists
-_UNPOSTED_BYTES = 250  # a delta document's two arrays, their headers and its entry in the pending dict
+_UNPOSTED_BYTES = 650  # beside its arrays' data: a delta document's array headers, its pending entry and growth
 _WORD_BYTES = 100  # a term kept as a str in a dict and a list
 _MIN_COMPACT = 1024
 _COMPACT_RATIO = 0.1
