@@ -47,6 +47,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench_postgres import embedded_server  # the same embedded server as the files-vs-PostgreSQL benchmark
@@ -217,14 +218,17 @@ def run_processes(script: str, argv_list: list[list[str]], **settings: str) -> t
     return outs, released
 
 
+@dataclass
 class Load:
     """One load's figures: each write's time in seconds from the moment the writers were let go
     (their start-up and imports left out), the machine's CPU busy share meanwhile (``None``
     where ``/proc/stat`` is not there), and how many of the samples of ``pg_stat_activity``
     taken meanwhile saw a backend waiting for a lock."""
 
-    def __init__(self, stamps: list[float], busy: float | None, lock_waits: int, samples: int) -> None:
-        self.stamps, self.busy, self.lock_waits, self.samples = stamps, busy, lock_waits, samples
+    stamps: list[float]
+    busy: float | None
+    lock_waits: int
+    samples: int
 
     @property
     def rate(self) -> float:
